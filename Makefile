@@ -1,0 +1,42 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
+
+.PHONY: run test lint format bench bench-full migrate clean
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+$(VENV): $(STAMP)
+
+run: $(STAMP)
+	$(PY) manage.py runstack
+
+test: $(STAMP)
+	$(PY) -m tests.run
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+migrate: $(STAMP)
+	$(PY) manage.py migrate
+
+bench: $(STAMP)
+	$(PY) -m bench quick
+
+bench-full: $(STAMP)
+	$(PY) -m bench full
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,35 @@
+"""Settings for `make test`: real PostgreSQL and Redis, each run in its own database and
+Redis db number so that two runs (or a run and a developer's stack) never meet."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from project.settings.base import *  # noqa: F403
+from project.settings.base import BASE_DIR, SCHEDULER
+from project.settings.env import database_from_url, env_str
+from project.settings.test_redis import claim_redis_db
+
+RUN_ID = os.environ.setdefault("SCHEDULER_TEST_RUN_ID", uuid.uuid4().hex[:10])
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"), base_dir=BASE_DIR
+    )
+}
+# pytest-django appends the xdist worker's suffix (_gw0, _gw1, ...) to this name.
+DATABASES["default"]["TEST"] = {"NAME": f"test_sched_{RUN_ID}"}
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+WITHOUT_SERVICES = os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") == "1"
+if WITHOUT_SERVICES:
+    REDIS_URL, REDIS_TEST_DB = env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), None
+else:
+    REDIS_URL, REDIS_TEST_DB = claim_redis_db(
+        env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), owner=f"{RUN_ID}:{XDIST_WORKER}"
+    )
+CELERY_BROKER_URL = REDIS_URL
+SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only

@@ -1,0 +1,70 @@
+"""The one exception handler: domain and framework errors become 4xx with a stable `code`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from scheduler_app.errors import DomainError
+
+
+def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """DRF's nested error dicts become {"schedule.expression": ["..."]}."""
+    if isinstance(detail, dict):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            name = "" if key == "non_field_errors" else str(key)
+            flat.update(_flatten(value, f"{prefix}.{name}" if prefix and name else prefix or name))
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return {prefix or "non_field_errors": [str(item) for item in detail]}
+        flat = {}
+        for index, item in enumerate(detail):
+            flat.update(_flatten(item, f"{prefix}.{index}" if prefix else str(index)))
+        return flat
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+def _body(code: str, message: str, *, field: str | None = None, errors: dict | None = None) -> dict:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, DomainError):
+        errors = {exc.field: [exc.message]} if exc.field else None
+        return Response(
+            _body(exc.code, exc.message, field=exc.field, errors=errors), status=exc.status_code
+        )
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            _body("payload_too_large", "request body is larger than the 1 MiB limit"),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, Http404):
+        return Response(_body("not_found", "not found"), status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, exceptions.ValidationError):
+        errors = _flatten(exc.detail)
+        first_field, messages = next(iter(errors.items()))
+        field = None if first_field == "non_field_errors" else first_field
+        message = f"{first_field}: {messages[0]}" if field else messages[0]
+        return Response(
+            _body("invalid", message, field=field, errors=errors),
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    response = exception_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.APIException):
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        response.data = _body(str(code), str(detail))
+    return response

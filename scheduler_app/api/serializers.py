@@ -1,0 +1,139 @@
+"""Request shapes (types only; meaning is checked by the services) and response shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from scheduler_app.choices import Backoff, ScheduleType
+from scheduler_app.models import TaskDefinition, TaskExecution
+
+
+class ScheduleInput(serializers.Serializer):
+    type = serializers.ChoiceField(choices=ScheduleType.choices)
+    expression = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    timezone = serializers.CharField(required=False, max_length=64, default="UTC")
+    run_at = serializers.CharField(required=False, allow_null=True, max_length=64)
+
+
+class RetryPolicyInput(serializers.Serializer):
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+    backoff = serializers.ChoiceField(choices=Backoff.choices, required=False)
+    base_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
+    max_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
+
+
+class HandlerInput(serializers.DictField):
+    """Any JSON object with a `type`; the handler validation names the exact bad key."""
+
+    def to_internal_value(self, data: Any) -> dict:
+        value = super().to_internal_value(data)
+        if "type" not in value:
+            raise serializers.ValidationError({"type": ["This field is required."]})
+        return value
+
+
+class TaskInput(serializers.Serializer):
+    name = serializers.CharField(max_length=255)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    schedule = ScheduleInput()
+    handler = HandlerInput()
+    timeout_seconds = serializers.IntegerField(required=False, min_value=1, max_value=7 * 86400)
+    retry_policy = RetryPolicyInput(required=False)
+    priority = serializers.IntegerField(required=False, min_value=1, max_value=10)
+    parameters = serializers.DictField(required=False)
+    tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    notifications = serializers.DictField(required=False)
+    enabled = serializers.BooleanField(required=False)
+
+
+class TriggerInput(serializers.Serializer):
+    parameters = serializers.DictField(required=False)
+
+
+class TaskOutput(serializers.ModelSerializer):
+    schedule = serializers.SerializerMethodField()
+    handler = serializers.JSONField(source="handler_config")
+    retry_policy = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TaskDefinition
+        fields = [
+            "id",
+            "name",
+            "description",
+            "schedule",
+            "handler",
+            "timeout_seconds",
+            "retry_policy",
+            "priority",
+            "parameters",
+            "tags",
+            "notifications",
+            "enabled",
+            "paused",
+            "next_fire_at",
+            "last_fired_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_schedule(self, task: TaskDefinition) -> dict:
+        schedule: dict[str, Any] = {"type": task.schedule_type, "timezone": task.timezone}
+        if task.schedule_expression:
+            schedule["expression"] = task.schedule_expression
+        if task.run_at:
+            schedule["run_at"] = task.run_at.isoformat().replace("+00:00", "Z")
+        return schedule
+
+    def get_retry_policy(self, task: TaskDefinition) -> dict:
+        return {
+            "max_attempts": task.max_attempts,
+            "backoff": task.backoff,
+            "base_delay_seconds": task.base_delay_seconds,
+            "max_delay_seconds": task.max_delay_seconds,
+        }
+
+
+class ExecutionOutput(serializers.ModelSerializer):
+    task_id = serializers.UUIDField()
+    task_name = serializers.CharField(source="task.name")
+    duration_seconds = serializers.SerializerMethodField()
+    schedule_lag_seconds = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = TaskExecution
+        fields = [
+            "id",
+            "task_id",
+            "task_name",
+            "status",
+            "trigger",
+            "priority",
+            "queue",
+            "scheduled_at",
+            "queued_at",
+            "started_at",
+            "completed_at",
+            "attempt",
+            "max_attempts",
+            "root_execution_id",
+            "retry_of_id",
+            "worker_id",
+            "lease_expires_at",
+            "parameters",
+            "result",
+            "exit_code",
+            "error_message",
+            "error_class",
+            "dead_lettered",
+            "dead_lettered_at",
+            "duration_seconds",
+            "schedule_lag_seconds",
+        ]
+
+    def get_duration_seconds(self, execution: TaskExecution) -> float | None:
+        if execution.started_at and execution.completed_at:
+            return (execution.completed_at - execution.started_at).total_seconds()
+        return None

@@ -1,0 +1,182 @@
+"""Thin DRF views: validate the shape, call a selector or a service, serialize."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.utils import timezone
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app import selectors
+from scheduler_app.api.pagination import ExecutionCursorPagination, PagePagination
+from scheduler_app.api.serializers import ExecutionOutput, TaskInput, TaskOutput, TriggerInput
+from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.errors import ValidationFailed
+from scheduler_app.services import dead_letters, tasks
+from scheduler_app.task_schedule import schedule_of_task
+
+MAX_PREVIEW = 1000
+
+
+class TaskListView(APIView):
+    def get(self, request: Request) -> Response:
+        queryset = selectors.task_list(tenant=request_tenant(request), filters=request.query_params)
+        paginator = PagePagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(TaskOutput(page, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        spec = TaskInput(data=request.data)
+        spec.is_valid(raise_exception=True)
+        task = tasks.task_create(
+            tenant=request_tenant(request), spec=spec.validated_data, created_by=request.user
+        )
+        return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+
+
+class TaskDetailView(APIView):
+    def get(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        return Response(TaskOutput(task).data)
+
+    def put(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        spec = TaskInput(data=request.data)
+        spec.is_valid(raise_exception=True)
+        task = tasks.task_update(task=task, spec=spec.validated_data)
+        return Response(TaskOutput(task).data)
+
+    def patch(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        spec = TaskInput(data=request.data, partial=True)
+        spec.is_valid(raise_exception=True)
+        task = tasks.task_update(task=task, spec=spec.validated_data, partial=True)
+        return Response(TaskOutput(task).data)
+
+    def delete(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        tasks.task_delete(task=task)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TaskTriggerView(APIView):
+    def post(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        body = TriggerInput(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        execution = tasks.task_trigger(task=task, parameters=body.validated_data.get("parameters"))
+        return Response(
+            {"execution_id": str(execution.id), "status": execution.status},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class TaskPauseView(APIView):
+    def post(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        return Response(TaskOutput(tasks.task_pause(task=task)).data)
+
+
+class TaskResumeView(APIView):
+    def post(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        return Response(TaskOutput(tasks.task_resume(task=task)).data)
+
+
+class TaskExecutionsView(APIView):
+    def get(self, request: Request, task_id: str) -> Response:
+        tenant = request_tenant(request)
+        task = selectors.task_get(tenant=tenant, task_id=task_id)
+        queryset = selectors.execution_list_for_task(tenant=tenant, task=task).select_related(
+            "task"
+        )
+        paginator = ExecutionCursorPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
+
+
+class TaskSchedulePreviewView(APIView):
+    def get(self, request: Request, task_id: str) -> Response:
+        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        raw_count = request.query_params.get("count", "10")
+        if not raw_count.isdigit() or not 1 <= int(raw_count) <= MAX_PREVIEW:
+            raise ValidationFailed(
+                f"count must be an integer from 1 to {MAX_PREVIEW}", field="count"
+            )
+        from scheduler_app.schedules import preview
+
+        fires = preview(schedule_of_task(task), count=int(raw_count), now=timezone.now())
+        return Response(
+            {
+                "timezone": task.timezone,
+                "fire_times": [
+                    {
+                        "utc": fire.utc.isoformat().replace("+00:00", "Z"),
+                        "local": fire.local.isoformat(),
+                    }
+                    for fire in fires
+                ],
+            }
+        )
+
+
+class ExecutionDetailView(APIView):
+    def get(self, request: Request, execution_id: str) -> Response:
+        execution = selectors.execution_get(
+            tenant=request_tenant(request), execution_id=execution_id
+        )
+        return Response(ExecutionOutput(execution).data)
+
+
+class ExecutionLogsView(APIView):
+    def get(self, request: Request, execution_id: str) -> Response | HttpResponse:
+        tenant = request_tenant(request)
+        execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
+        log = selectors.execution_log_get(tenant=tenant, execution=execution)
+        text = log.text if log else ""
+        if request.query_params.get("format") == "text":
+            return HttpResponse(text, content_type="text/plain; charset=utf-8")
+        return Response(
+            {
+                "execution_id": str(execution.id),
+                "status": execution.status,
+                "truncated": bool(log and log.truncated),
+                "lines": text.splitlines(),
+            }
+        )
+
+
+class DeadLetterListView(APIView):
+    def get(self, request: Request) -> Response:
+        queryset = selectors.dead_letter_list(tenant=request_tenant(request))
+        paginator = PagePagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
+
+
+class DeadLetterRetryAllView(APIView):
+    def post(self, request: Request) -> Response:
+        retried = dead_letters.dead_letters_retry_all(tenant=request_tenant(request))
+        return Response({"retried": retried}, status=status.HTTP_202_ACCEPTED)
+
+
+class DeadLetterDetailView(APIView):
+    def delete(self, request: Request, execution_id: str) -> Response:
+        execution = selectors.dead_letter_get(
+            tenant=request_tenant(request), execution_id=execution_id
+        )
+        dead_letters.dead_letter_delete(execution=execution)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DeadLetterRetryView(APIView):
+    def post(self, request: Request, execution_id: str) -> Response:
+        execution = selectors.dead_letter_get(
+            tenant=request_tenant(request), execution_id=execution_id
+        )
+        retry = dead_letters.dead_letter_retry(execution=execution)
+        if retry is None:
+            return Response({"code": "conflict", "message": "already retried"}, status=409)
+        return Response({"execution_id": str(retry.id)}, status=status.HTTP_202_ACCEPTED)

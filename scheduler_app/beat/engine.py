@@ -1,0 +1,274 @@
+"""The scheduler's loop, independent of Celery beat so it can be driven and tested directly.
+
+Every instance keeps the whole schedule warm in a heap and follows the change feed
+(`TaskDefinition.changed_at`). Only the leader writes fires; a standby advances its heap
+behind the leader so it can take over without a reload.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from scheduler_app.beat.heap import Entry, ScheduleHeap
+from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.status import publish_node_status
+from scheduler_app.choices import ScheduleType, tier_for_priority
+from scheduler_app.dispatch import publish
+from scheduler_app.models import TaskDefinition
+from scheduler_app.schedules import ScheduleError
+from scheduler_app.services.executions import expired_leases_reap
+from scheduler_app.services.firing import (
+    Fire,
+    due_pending_promote,
+    fires_record,
+    next_fires_save,
+    stale_queued_requeue,
+)
+from scheduler_app.task_schedule import schedule_for
+
+logger = logging.getLogger(__name__)
+
+# Transactions commit out of changed_at order; re-reading a short overlap catches late ones.
+CHANGE_FEED_OVERLAP = timedelta(seconds=5)
+# Bound on catch-up fires per task per tick (an every-second cron after a long outage).
+MAX_CATCHUP_FIRES_PER_TASK = 1000
+TICK_BUDGET_SECONDS = 1.0
+
+_ENTRY_FIELDS = (
+    "id",
+    "tenant_id",
+    "priority",
+    "max_attempts",
+    "schedule_type",
+    "schedule_expression",
+    "timezone",
+    "run_at",
+    "created_at",
+    "next_fire_at",
+    "changed_at",
+    "enabled",
+    "paused",
+    "deleted_at",
+)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    tick_seconds: float
+    batch_size: int
+    catchup_window_seconds: float
+    requeue_grace_seconds: float
+    housekeeping_seconds: float
+    lock_ttl_seconds: float
+
+
+class SchedulerEngine:
+    def __init__(self, *, lock: LeaderLock, config: EngineConfig) -> None:
+        self.lock = lock
+        self.config = config
+        self.heap = ScheduleHeap()
+        self._seen_changes: dict[uuid.UUID, datetime] = {}
+        self._change_cursor: datetime | None = None
+        self._last_housekeeping = 0.0
+        self.fired_total = 0
+        self.published_total = 0
+        self.last_tick_at: datetime | None = None
+
+    # -- loading and following the change feed -------------------------------------
+    def load(self, *, now: datetime | None = None) -> int:
+        now = now or timezone.now()
+        self._change_cursor = now
+        rows = TaskDefinition.objects.filter(
+            enabled=True, paused=False, deleted_at__isnull=True
+        ).exclude(schedule_type=ScheduleType.MANUAL)
+        loaded = 0
+        for row in rows.values(*_ENTRY_FIELDS).iterator(chunk_size=5000):
+            if self._apply_row(row, now=now):
+                loaded += 1
+        logger.info("scheduler %s loaded %d schedules", self.lock.node_id, loaded)
+        return loaded
+
+    def follow_changes(self, *, now: datetime) -> int:
+        if self._change_cursor is None:
+            return self.load(now=now)
+        since = self._change_cursor - CHANGE_FEED_OVERLAP
+        rows = TaskDefinition.objects.filter(changed_at__gte=since).order_by("changed_at")
+        applied = 0
+        for row in rows.values(*_ENTRY_FIELDS).iterator(chunk_size=2000):
+            if self._seen_changes.get(row["id"]) == row["changed_at"]:
+                continue
+            self._apply_row(row, now=now)
+            applied += 1
+            if row["changed_at"] > self._change_cursor:
+                self._change_cursor = row["changed_at"]
+        self._forget_old_changes()
+        return applied
+
+    def _forget_old_changes(self) -> None:
+        if self._change_cursor is None or len(self._seen_changes) < 10000:
+            return
+        horizon = self._change_cursor - CHANGE_FEED_OVERLAP * 2
+        self._seen_changes = {k: v for k, v in self._seen_changes.items() if v >= horizon}
+
+    def _apply_row(self, row: dict, *, now: datetime) -> bool:
+        self._seen_changes[row["id"]] = row["changed_at"]
+        schedulable = (
+            row["enabled"]
+            and not row["paused"]
+            and row["deleted_at"] is None
+            and row["schedule_type"] != ScheduleType.MANUAL
+        )
+        if not schedulable:
+            self.heap.remove(row["id"])
+            return False
+        try:
+            schedule = schedule_for(
+                schedule_type=row["schedule_type"],
+                expression=row["schedule_expression"],
+                timezone=row["timezone"],
+                run_at=row["run_at"],
+                anchor=row["created_at"],
+            )
+        except ScheduleError as error:
+            logger.error("task %s has an invalid schedule, not loaded: %s", row["id"], error)
+            self.heap.remove(row["id"])
+            return False
+        next_fire_at = row["next_fire_at"] or schedule.next_after(now)
+        if next_fire_at is None:
+            self.heap.remove(row["id"])
+            return False
+        self.heap.upsert(
+            Entry(
+                task_id=row["id"],
+                tenant_id=row["tenant_id"],
+                priority=row["priority"],
+                queue=tier_for_priority(row["priority"]),
+                max_attempts=row["max_attempts"],
+                schedule=schedule,
+                next_fire_at=next_fire_at,
+            )
+        )
+        return True
+
+    # -- one tick ---------------------------------------------------------------------
+    def tick(self) -> float:
+        """Run one round; returns how long to sleep before the next."""
+        close_old_connections()
+        now = timezone.now()
+        self.follow_changes(now=now)
+        leading = self.lock.try_acquire()
+        if leading:
+            self._fire_due()
+            self._promote_pending()
+            self._housekeeping()
+        else:
+            self._shadow_leader(now=timezone.now())
+        self.last_tick_at = timezone.now()
+        publish_node_status(self, leading=leading)
+        return self._sleep_seconds()
+
+    def _fire_due(self) -> None:
+        started = time.monotonic()
+        # Never dispatch unless the lock is confirmed; checked before each batch is taken.
+        while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
+            now = timezone.now()
+            due = self.heap.pop_due(now, self.config.batch_size)
+            if not due:
+                return
+            fires, updates = self._expand(due, now=now)
+            bells = fires_record(fires, now=now)
+            next_fires_save(updates)
+            self.fired_total += len(bells)
+            if bells:
+                self.published_total += publish(bells)
+
+    def _expand(
+        self, due: list[Entry], *, now: datetime
+    ) -> tuple[list[Fire], list[tuple[uuid.UUID, datetime | None, datetime]]]:
+        """The fires each due entry owes up to now, and where its schedule goes next.
+
+        Fires older than the catch-up window are dropped (a scheduler that was down for a
+        day does not replay the day); the ones inside it are all recorded, and the
+        unique constraint turns the ones another leader already recorded into no-ops.
+        """
+        oldest_allowed = now - timedelta(seconds=self.config.catchup_window_seconds)
+        fires: list[Fire] = []
+        updates: list[tuple[uuid.UUID, datetime | None, datetime]] = []
+        for entry in due:
+            fire_at: datetime | None = entry.next_fire_at
+            last_fired = entry.next_fire_at
+            count = 0
+            while fire_at is not None and fire_at <= now and count < MAX_CATCHUP_FIRES_PER_TASK:
+                if fire_at >= oldest_allowed:
+                    fires.append(
+                        Fire(
+                            task_id=entry.task_id,
+                            tenant_id=entry.tenant_id,
+                            scheduled_at=fire_at,
+                            priority=entry.priority,
+                            queue=entry.queue,
+                            max_attempts=entry.max_attempts,
+                        )
+                    )
+                    count += 1
+                last_fired = fire_at
+                fire_at = entry.schedule.next_after(fire_at)
+            if fire_at is not None and fire_at <= now:
+                fire_at = entry.schedule.next_after(now)
+            entry.last_fired_at = last_fired
+            self.heap.reschedule(entry, fire_at)
+            updates.append((entry.task_id, fire_at, last_fired))
+        return fires, updates
+
+    def _shadow_leader(self, *, now: datetime) -> None:
+        """A standby moves its heap along behind a live leader, so that a takeover starts
+        from where the leader stood instead of replaying its history. It stays two lock
+        TTLs behind: anything newer may still be owed by a leader that just died."""
+        if self.lock.current_leader() is None:
+            return
+        horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
+        while True:
+            due = self.heap.pop_due(horizon, self.config.batch_size)
+            if not due:
+                return
+            for entry in due:
+                self.heap.reschedule(entry, entry.schedule.next_after(horizon))
+
+    def _promote_pending(self) -> None:
+        while self.lock.is_held():
+            bells = due_pending_promote(now=timezone.now(), limit=self.config.batch_size)
+            if bells:
+                self.published_total += publish(bells)
+            if len(bells) < self.config.batch_size:
+                return
+
+    def _housekeeping(self) -> None:
+        if time.monotonic() - self._last_housekeeping < self.config.housekeeping_seconds:
+            return
+        self._last_housekeeping = time.monotonic()
+        reaped = expired_leases_reap()
+        if reaped:
+            logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
+        if self.lock.is_held():
+            bells = stale_queued_requeue(
+                now=timezone.now(),
+                grace_seconds=self.config.requeue_grace_seconds,
+                limit=self.config.batch_size,
+            )
+            if bells:
+                logger.warning("republishing %d queued executions nobody started", len(bells))
+                publish(bells)
+
+    def _sleep_seconds(self) -> float:
+        head = self.heap.peek_time()
+        if head is None:
+            return self.config.tick_seconds
+        until_head = (head - timezone.now()).total_seconds()
+        return max(0.01, min(self.config.tick_seconds, until_head))

@@ -1,0 +1,97 @@
+"""An in-memory min-heap of (next fire time, task) with lazy deletion.
+
+Only due entries are touched on a tick: O(log N) per fire, never a scan of all N.
+A changed or removed task bumps its version; stale heap items are skipped when popped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from scheduler_app.schedules import Schedule
+
+
+@dataclass
+class Entry:
+    task_id: uuid.UUID
+    tenant_id: uuid.UUID
+    priority: int
+    queue: str
+    max_attempts: int
+    schedule: Schedule
+    next_fire_at: datetime
+    version: int = 0
+    last_fired_at: datetime | None = None
+
+
+@dataclass(order=True)
+class _Item:
+    fire_at: datetime
+    sequence: int
+    task_id: uuid.UUID = field(compare=False)
+    version: int = field(compare=False)
+
+
+class ScheduleHeap:
+    def __init__(self) -> None:
+        self._items: list[_Item] = []
+        self._entries: dict[uuid.UUID, Entry] = {}
+        self._sequence = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, task_id: uuid.UUID) -> bool:
+        return task_id in self._entries
+
+    def get(self, task_id: uuid.UUID) -> Entry | None:
+        return self._entries.get(task_id)
+
+    def upsert(self, entry: Entry) -> None:
+        previous = self._entries.get(entry.task_id)
+        entry.version = previous.version + 1 if previous else 0
+        self._entries[entry.task_id] = entry
+        self._push(entry)
+
+    def remove(self, task_id: uuid.UUID) -> None:
+        self._entries.pop(task_id, None)
+
+    def reschedule(self, entry: Entry, next_fire_at: datetime | None) -> None:
+        """Move a popped entry to its next fire (or drop it when it never fires again)."""
+        if next_fire_at is None:
+            self._entries.pop(entry.task_id, None)
+            return
+        entry.next_fire_at = next_fire_at
+        entry.version += 1
+        self._push(entry)
+
+    def peek_time(self) -> datetime | None:
+        self._drop_stale_head()
+        return self._items[0].fire_at if self._items else None
+
+    def pop_due(self, now: datetime, limit: int) -> list[Entry]:
+        due: list[Entry] = []
+        while self._items and len(due) < limit:
+            self._drop_stale_head()
+            if not self._items or self._items[0].fire_at > now:
+                break
+            item = heapq.heappop(self._items)
+            due.append(self._entries[item.task_id])
+        return due
+
+    def _push(self, entry: Entry) -> None:
+        self._sequence += 1
+        heapq.heappush(
+            self._items, _Item(entry.next_fire_at, self._sequence, entry.task_id, entry.version)
+        )
+
+    def _drop_stale_head(self) -> None:
+        while self._items:
+            head = self._items[0]
+            entry = self._entries.get(head.task_id)
+            if entry is not None and entry.version == head.version:
+                return
+            heapq.heappop(self._items)

@@ -1,0 +1,165 @@
+"""The leader lock: one scheduler fires at a time.
+
+SET NX PX with a random owner token; renewed by compare-and-pexpire every TTL/3 from a
+thread of its own, so a long tick can never outlive the lock; released by
+compare-and-delete. Each acquisition increments a fencing epoch. The holder trusts its
+leadership only until `valid_until`, measured from *before* the renewal was sent and cut
+short by a safety margin, so a leader that cannot renew stops firing before the lock
+could have expired in Redis and a standby could take it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+# KEYS: lock, epoch, info; ARGV: token, ttl_ms, node_id, now_epoch_seconds
+_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local epoch = redis.call('INCR', KEYS[2])
+  redis.call('HSET', KEYS[3], 'node', ARGV[3], 'epoch', epoch, 'since', ARGV[4])
+  return epoch
+end
+return 0
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+SAFETY_FRACTION = 0.8  # trust a renewal for 80% of the TTL: room for clock drift and latency
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    node: str
+    epoch: int
+    since: float
+
+
+class LeaderLock:
+    def __init__(self, client: redis.Redis, *, key_prefix: str, node_id: str, ttl_seconds: float):
+        self._redis = client
+        self.lock_key = f"{key_prefix}scheduler:leader"
+        self.epoch_key = f"{key_prefix}scheduler:epoch"
+        self.info_key = f"{key_prefix}scheduler:leader-info"
+        self.node_id = node_id
+        self.ttl_ms = int(ttl_seconds * 1000)
+        self._token = f"{node_id}:{uuid.uuid4().hex}"
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._state = threading.Lock()
+        self._valid_until = 0.0
+        self.epoch = 0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # -- state ------------------------------------------------------------------
+    def is_held(self) -> bool:
+        with self._state:
+            return time.monotonic() < self._valid_until
+
+    def _trust_until(self, sent_at: float) -> None:
+        with self._state:
+            self._valid_until = sent_at + self.ttl_ms / 1000 * SAFETY_FRACTION
+
+    def _lose(self, reason: str) -> None:
+        with self._state:
+            was_held = self._valid_until > time.monotonic()
+            self._valid_until = 0.0
+        if was_held:
+            logger.warning("scheduler %s lost leadership: %s", self.node_id, reason)
+
+    # -- operations ---------------------------------------------------------------
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free. True if this node leads after the call."""
+        if self.is_held():
+            return True
+        sent_at = time.monotonic()
+        try:
+            epoch = int(
+                self._acquire(
+                    keys=[self.lock_key, self.epoch_key, self.info_key],
+                    args=[self._token, self.ttl_ms, self.node_id, f"{time.time():.3f}"],
+                )
+            )
+        except redis.RedisError as error:
+            logger.warning("leader lock acquire failed: %s", error)
+            return False
+        if epoch == 0:
+            return False
+        self.epoch = epoch
+        self._trust_until(sent_at)
+        logger.info("scheduler %s is now the leader (epoch %s)", self.node_id, epoch)
+        self._start_renewer()
+        return True
+
+    def renew(self) -> bool:
+        sent_at = time.monotonic()
+        try:
+            renewed = bool(self._renew(keys=[self.lock_key], args=[self._token, self.ttl_ms]))
+        except redis.RedisError as error:
+            self._lose(f"renewal failed: {error}")
+            return False
+        if not renewed:
+            self._lose("the lock belongs to someone else")
+            return False
+        self._trust_until(sent_at)
+        return True
+
+    def release(self) -> None:
+        self._stop.set()
+        self._lose("released")
+        try:
+            self._release(keys=[self.lock_key], args=[self._token])
+        except redis.RedisError as error:
+            logger.warning("leader lock release failed: %s", error)
+
+    def current_leader(self) -> LeaderInfo | None:
+        """Who holds the lock now, as far as Redis knows (None when nobody does)."""
+        try:
+            pipe = self._redis.pipeline()
+            pipe.get(self.lock_key)
+            pipe.hgetall(self.info_key)
+            holder, info = pipe.execute()
+        except redis.RedisError:
+            return None
+        if not holder or not info:
+            return None
+        return LeaderInfo(
+            node=info.get("node", ""),
+            epoch=int(info.get("epoch", 0)),
+            since=float(info.get("since", 0)),
+        )
+
+    # -- renewal thread -----------------------------------------------------------
+    def _start_renewer(self) -> None:
+        if self._renewer is not None and self._renewer.is_alive():
+            return
+        self._stop.clear()
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name="leader-lock-renewer", daemon=True
+        )
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        interval = self.ttl_ms / 1000 / 3
+        while not self._stop.wait(interval):
+            if not self.renew():
+                return

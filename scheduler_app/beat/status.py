@@ -1,0 +1,39 @@
+"""Each scheduler instance reports itself in Redis (role, heap size, last tick) for status views."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import redis
+
+from scheduler_app.redis_client import get_redis, redis_key
+
+if TYPE_CHECKING:
+    from scheduler_app.beat.engine import SchedulerEngine
+
+logger = logging.getLogger(__name__)
+
+NODE_STATUS_TTL_SECONDS = 30
+
+
+def publish_node_status(engine: SchedulerEngine, *, leading: bool) -> None:
+    status = {
+        "node": engine.lock.node_id,
+        "role": "leader" if leading else "standby",
+        "epoch": engine.lock.epoch if leading else None,
+        "schedules": len(engine.heap),
+        "fired_total": engine.fired_total,
+        "published_total": engine.published_total,
+        "reported_at": time.time(),
+    }
+    try:
+        get_redis().set(
+            redis_key(f"scheduler:node:{engine.lock.node_id}"),
+            json.dumps(status),
+            ex=NODE_STATUS_TTL_SECONDS,
+        )
+    except redis.RedisError as error:
+        logger.debug("could not publish scheduler status: %s", error)

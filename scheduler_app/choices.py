@@ -1,0 +1,80 @@
+"""Every enumeration of the scheduler in one place."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ScheduleType(models.TextChoices):
+    CRON = "cron"
+    INTERVAL = "interval"
+    ONCE = "once"
+    MANUAL = "manual"
+
+
+class HandlerType(models.TextChoices):
+    SHELL = "shell"
+    HTTP = "http"
+    PYTHON = "python"
+    CONTAINER = "container"
+
+
+class Backoff(models.TextChoices):
+    FIXED = "fixed"
+    LINEAR = "linear"
+    EXPONENTIAL = "exponential"
+    EXPONENTIAL_JITTER = "exponential_jitter"
+
+
+class ExecutionStatus(models.TextChoices):
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+
+
+ACTIVE_STATUSES = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED, ExecutionStatus.RUNNING)
+WAITING_STATUSES = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED)
+TERMINAL_STATUSES = (
+    ExecutionStatus.SUCCESS,
+    ExecutionStatus.FAILED,
+    ExecutionStatus.TIMED_OUT,
+    ExecutionStatus.CANCELLED,
+    ExecutionStatus.SKIPPED,
+)
+RETRYABLE_STATUSES = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT)
+
+
+class Trigger(models.TextChoices):
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+    RETRY = "retry"
+    DAG = "dag"
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer"
+    OPERATOR = "operator"
+    ADMIN = "admin"
+
+
+class Tier(models.TextChoices):
+    CRITICAL = "critical"
+    NORMAL = "normal"
+    BULK = "bulk"
+
+
+def tier_for_priority(priority: int) -> str:
+    """Priority 1 is the most urgent: 1-3 critical, 4-7 normal, 8-10 bulk."""
+    if priority <= 3:
+        return Tier.CRITICAL.value
+    if priority <= 7:
+        return Tier.NORMAL.value
+    return Tier.BULK.value
+
+
+TIERS = (Tier.CRITICAL.value, Tier.NORMAL.value, Tier.BULK.value)

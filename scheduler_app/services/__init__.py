@@ -1,0 +1,1 @@
+"""All writes and state transitions live here, one module per concern."""

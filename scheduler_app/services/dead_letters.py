@@ -1,0 +1,57 @@
+"""The dead-letter queue: runs whose last attempt failed. Retry them or dismiss them."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler_app.choices import ExecutionStatus
+from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.services.executions import execution_follow_up_create
+
+
+def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
+    """Start a fresh run (attempt 1, the task's full retry budget) of a dead-lettered one.
+
+    The conditional UPDATE takes it out of the queue first, so a double click retries once.
+    Returns None when it was no longer dead-lettered.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        taken = TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
+            dead_lettered=False, updated_at=now
+        )
+        if taken != 1:
+            return None
+        task = execution.task
+        retry = execution_follow_up_create(
+            previous=execution,
+            status=ExecutionStatus.QUEUED,
+            scheduled_at=now,
+            attempt=1,
+            max_attempts=task.max_attempts,
+            priority=task.priority,
+        )
+        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue)
+        transaction.on_commit(lambda: publish([bell]))
+    return retry
+
+
+def dead_letter_delete(*, execution: TaskExecution) -> bool:
+    """Dismiss from the queue; the execution stays in the history (dead_lettered_at kept)."""
+    return (
+        TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
+            dead_lettered=False, updated_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def dead_letters_retry_all(*, tenant: Tenant) -> int:
+    retried = 0
+    pending = TaskExecution.objects.select_related("task").filter(tenant=tenant, dead_lettered=True)
+    for execution in pending.iterator(chunk_size=500):
+        if dead_letter_retry(execution=execution) is not None:
+            retried += 1
+    return retried

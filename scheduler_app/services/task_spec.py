@@ -1,0 +1,138 @@
+"""Turn the API's task shape (the design document's) into model fields, validating meaning.
+
+Types are checked by the API serializer; this module checks what only the domain knows:
+that the cron parses, the zone exists, the handler type and callable are known. Every
+error names the field in the request's own dotted terms (`schedule.expression`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+
+from scheduler_app.choices import Backoff, ScheduleType
+from scheduler_app.errors import ValidationFailed
+from scheduler_app.schedules import ScheduleError
+from scheduler_app.task_schedule import schedule_for
+from workers.handlers.base import HandlerConfigError
+from workers.handlers.registry import registered_names
+from workers.handlers.validation import validate_handler_config
+
+MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
+MAX_ATTEMPTS = 100
+
+
+def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ValidationFailed(
+            f"{field} must be a number between {low:g} and {high:g}", field=field
+        )
+
+
+def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
+    schedule_type = schedule.get("type")
+    if schedule_type not in ScheduleType.values:
+        allowed = ", ".join(ScheduleType.values)
+        raise ValidationFailed(f"schedule.type must be one of {allowed}", field="schedule.type")
+    expression = schedule.get("expression") or ""
+    tz_name = schedule.get("timezone") or "UTC"
+    run_at = schedule.get("run_at")
+    try:
+        parsed = schedule_for(
+            schedule_type=schedule_type,
+            expression=expression,
+            timezone=tz_name,
+            run_at=run_at,
+            anchor=anchor,
+        )
+    except ScheduleError as error:
+        raise ValidationFailed(error.message, field=error.field) from error
+    resolved_run_at = None
+    if schedule_type == ScheduleType.ONCE:
+        # The parsed schedule knows the instant (a naive time is read in the task's zone).
+        resolved_run_at = parsed.next_after(datetime.min.replace(tzinfo=UTC))
+    return {
+        "schedule_type": schedule_type,
+        "schedule_expression": expression if schedule_type in ("cron", "interval") else "",
+        "timezone": tz_name,
+        "run_at": resolved_run_at,
+    }
+
+
+def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        config = validate_handler_config(
+            dict(handler),
+            python_registry_names=registered_names(),
+            container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
+        )
+    except HandlerConfigError as error:
+        raise ValidationFailed(error.message, field=error.field) from error
+    return {"handler_type": config["type"], "handler_config": config}
+
+
+def _retry_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    if "max_attempts" in policy:
+        attempts = policy["max_attempts"]
+        _require_range(attempts, field="retry_policy.max_attempts", low=1, high=MAX_ATTEMPTS)
+        fields["max_attempts"] = int(attempts)
+    if "backoff" in policy:
+        if policy["backoff"] not in Backoff.values:
+            allowed = ", ".join(Backoff.values)
+            raise ValidationFailed(
+                f"retry_policy.backoff must be one of {allowed}", field="retry_policy.backoff"
+            )
+        fields["backoff"] = policy["backoff"]
+    for key in ("base_delay_seconds", "max_delay_seconds"):
+        if key in policy:
+            _require_range(policy[key], field=f"retry_policy.{key}", low=0, high=30 * 86400)
+            fields[key] = float(policy[key])
+    return fields
+
+
+def task_spec_to_fields(
+    spec: Mapping[str, Any], *, anchor: datetime, partial: bool = False
+) -> dict[str, Any]:
+    """Validated model fields for `spec`. With partial=True only the given keys are returned."""
+    fields: dict[str, Any] = {}
+    if "name" in spec or not partial:
+        name = (spec.get("name") or "").strip()
+        if not name:
+            raise ValidationFailed("name is required", field="name")
+        fields["name"] = name
+    if "description" in spec:
+        fields["description"] = spec.get("description") or ""
+    if "schedule" in spec or not partial:
+        schedule = spec.get("schedule")
+        if not isinstance(schedule, Mapping):
+            raise ValidationFailed("schedule is required", field="schedule")
+        fields.update(_schedule_fields(schedule, anchor=anchor))
+    if "handler" in spec or not partial:
+        handler = spec.get("handler")
+        if not isinstance(handler, Mapping):
+            raise ValidationFailed("handler is required", field="handler")
+        fields.update(_handler_fields(handler))
+    if "timeout_seconds" in spec:
+        timeout = spec["timeout_seconds"]
+        _require_range(timeout, field="timeout_seconds", low=1, high=MAX_TIMEOUT_SECONDS)
+        fields["timeout_seconds"] = int(timeout)
+    if "retry_policy" in spec:
+        fields.update(_retry_fields(spec.get("retry_policy") or {}))
+    if "priority" in spec:
+        _require_range(spec["priority"], field="priority", low=1, high=10)
+        fields["priority"] = int(spec["priority"])
+    for key, kind in (("parameters", dict), ("notifications", dict), ("tags", list)):
+        if key in spec:
+            value = spec[key] if spec[key] is not None else kind()
+            if not isinstance(value, kind):
+                raise ValidationFailed(f"{key} must be a JSON {kind.__name__}", field=key)
+            fields[key] = value
+    if "tags" in fields and not all(isinstance(tag, str) for tag in fields["tags"]):
+        raise ValidationFailed("tags must be strings", field="tags")
+    if "enabled" in spec:
+        fields["enabled"] = bool(spec["enabled"])
+    return fields

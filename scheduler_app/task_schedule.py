@@ -1,0 +1,45 @@
+"""The bridge between a task definition's stored fields and a `Schedule` object."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scheduler_app.choices import ScheduleType
+from scheduler_app.schedules import Schedule, parse_schedule
+
+
+def schedule_for(
+    *,
+    schedule_type: str,
+    expression: str,
+    timezone: str,
+    run_at: datetime | None,
+    anchor: datetime | None,
+) -> Schedule:
+    # Interval fires land on whole seconds counted from the task's creation.
+    if anchor is not None:
+        anchor = anchor.replace(microsecond=0)
+    return parse_schedule(
+        schedule_type=schedule_type,
+        expression=expression,
+        timezone=timezone,
+        run_at=run_at,
+        anchor=anchor,
+    )
+
+
+def schedule_of_task(task) -> Schedule:
+    return schedule_for(
+        schedule_type=task.schedule_type,
+        expression=task.schedule_expression,
+        timezone=task.timezone,
+        run_at=task.run_at,
+        anchor=task.created_at,
+    )
+
+
+def first_fire_after(task, moment: datetime) -> datetime | None:
+    """Next fire strictly after `moment`, or None when the task does not fire by itself."""
+    if not task.is_schedulable or task.schedule_type == ScheduleType.MANUAL:
+        return None
+    return schedule_of_task(task).next_after(moment)

@@ -1,0 +1,181 @@
+"""Real Celery worker and beat processes for integration tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    *,
+    timeout: float,
+    interval: float = 0.1,
+    message: str = "condition",
+) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = db.get("HOST") or "127.0.0.1"
+    port = db.get("PORT") or "5432"
+    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+
+
+def service_env(**overrides: str) -> dict[str, str]:
+    """The environment a worker or beat needs to share this test's database and Redis."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "DJANGO_")) and key != "SCHEDULER_TEST_RUN_ID"
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="project.settings",
+        DATABASE_URL=database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        SCHEDULER_REDIS_PREFIX=settings.SCHEDULER["REDIS_KEY_PREFIX"],
+        WEBHOOK_ALLOWED_HOSTS="127.0.0.1,localhost",
+        CELERY_SEND_EVENTS="false",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+        LOG_LEVEL="INFO",
+    )
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class ServiceProcess:
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group (a prefork worker's children included)."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
+    def stop(self, timeout: float = 15) -> None:
+        if not self.alive():
+            return
+        self.kill(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def wait_for_log(self, needle: str, timeout: float = 30) -> None:
+        wait_until(
+            lambda: needle in self.log() or not self.alive(),
+            timeout=timeout,
+            message=f"{self.name} to log {needle!r}",
+        )
+        if not self.alive():
+            raise AssertionError(f"{self.name} exited early:\n{self.log()[-4000:]}")
+
+
+def _start(name: str, argv: list[str], env: dict[str, str]) -> ServiceProcess:
+    # Not a context manager: the child inherits the handle and keeps writing after we return.
+    log_file = tempfile.NamedTemporaryFile(prefix=f"{name}-", suffix=".log", delete=False)  # noqa: SIM115
+    process = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=env,
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    log_file.close()
+    return ServiceProcess(name=name, process=process, log_path=Path(log_file.name))
+
+
+def start_worker(
+    *,
+    name: str,
+    queues: str = "critical,normal,bulk",
+    concurrency: int = 4,
+    env_overrides: dict[str, str] | None = None,
+    wait: bool = True,
+) -> ServiceProcess:
+    run = os.environ.get("SCHEDULER_TEST_RUN_ID", "run")
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "project",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-P",
+        "prefork",
+        "-n",
+        f"{name}-{run}@%h",
+        "-l",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    worker = _start(name, argv, service_env(**(env_overrides or {})))
+    if wait:
+        worker.wait_for_log("ready.", timeout=60)
+    return worker
+
+
+def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> ServiceProcess:
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "project",
+        "beat",
+        "-S",
+        "scheduler_app.beat:LeaderScheduler",
+        "-l",
+        "INFO",
+    ]
+    env = service_env(SCHEDULER_NODE_ID=node_id, **(env_overrides or {}))
+    return _start(f"beat-{node_id}", argv, env)

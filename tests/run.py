@@ -1,0 +1,50 @@
+"""`make test`: lint, then the whole pytest suite in parallel (pytest-xdist).
+
+When PostgreSQL or Redis is missing it says which suites need them, runs the rest, and
+fails: a run that could not test everything must not look green.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.services_check import missing_services
+
+SUITES_NEEDING_SERVICES = (
+    "tests/integration (real Celery workers and beat: lifecycle, retries, failover)",
+    "tests/scheduler_app/test_api*.py, test_services*.py, test_firing*.py, test_engine*.py",
+    "tests/workers/test_runner*.py, test_claim*.py",
+)
+
+
+def main() -> int:
+    lint = subprocess.call([sys.executable, "-m", "ruff", "check", "."])
+    if lint != 0:
+        print("ruff found problems (see above)", file=sys.stderr)
+        return lint
+    missing = missing_services()
+    # Importing the project sets DJANGO_SETTINGS_MODULE to the runtime settings as a
+    # default; the suite must run with the test settings whatever the caller's shell has.
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings.test"
+    workers = os.environ.get("TEST_WORKERS", "2")
+    args = [sys.executable, "-m", "pytest", "-n", workers, "--dist", "loadfile", *sys.argv[1:]]
+    if missing:
+        print("\n" + "=" * 78)
+        for name, problem in missing.items():
+            print(f"{name} is not reachable: {problem}")
+        print("These suites need PostgreSQL and Redis and are skipped:")
+        for suite in SUITES_NEEDING_SERVICES:
+            print(f"  - {suite}")
+        print("Set DATABASE_URL / REDIS_URL or start the services, then run `make test` again.")
+        print("=" * 78 + "\n")
+        os.environ["SCHEDULER_TESTS_WITHOUT_SERVICES"] = "1"
+        code = subprocess.call(args)
+        print("\nFAILED: only the unit suites ran; the suites above need PostgreSQL and Redis.")
+        return code or 1
+    return subprocess.call(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Claim, finish, retry, dead-letter and reap: the compare-and-swap transitions."""
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler_app.models import TaskExecution
+from scheduler_app.services.executions import (
+    Outcome,
+    execution_claim,
+    execution_fail_lost,
+    execution_finish,
+    execution_renew_lease,
+    expired_leases_reap,
+)
+from scheduler_app.services.tasks import task_trigger
+from tests.factories import make_task
+
+pytestmark = pytest.mark.django_db
+
+FAILED = Outcome(status="failed", error_message="boom", error_class="exit_code", transient=True)
+
+
+@pytest.fixture
+def task(tenant):
+    return make_task(
+        tenant,
+        schedule={"type": "manual"},
+        retry_policy={"max_attempts": 3, "backoff": "linear", "base_delay_seconds": 5},
+    )
+
+
+@pytest.fixture
+def queued(task):
+    # In a test transaction on_commit never runs: no doorbell, the test plays the worker.
+    return task_trigger(task=task)
+
+
+def test_only_one_of_two_claims_wins(queued):
+    first = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    second = execution_claim(execution_id=queued.id, worker_id="w2", lease_seconds=30)
+    assert first is not None and second is None
+    queued.refresh_from_db()
+    assert queued.status == "running" and queued.worker_id == "w1"
+    assert queued.claim_token == first.claim_token
+
+
+def test_a_claim_of_an_unknown_execution_is_refused(db):
+    assert execution_claim(execution_id=uuid.uuid4(), worker_id="w", lease_seconds=30) is None
+
+
+def test_a_pending_row_in_the_future_cannot_be_claimed_early(queued):
+    TaskExecution.objects.filter(id=queued.id).update(
+        status="pending", scheduled_at=timezone.now() + timedelta(minutes=5)
+    )
+    assert execution_claim(execution_id=queued.id, worker_id="w", lease_seconds=30) is None
+
+
+def test_success_is_recorded_with_result_and_log(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    report = execution_finish(
+        execution_id=queued.id,
+        claim_token=claim.claim_token,
+        outcome=Outcome(status="success", result={"rows": 3}, exit_code=0),
+        log_text="line 1\nline 2\n",
+    )
+    assert report.accepted and report.next_attempt_id is None
+    queued.refresh_from_db()
+    assert queued.status == "success" and queued.result == {"rows": 3}
+    assert queued.completed_at is not None and queued.lease_expires_at is None
+
+
+def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    before = timezone.now()
+    report = execution_finish(execution_id=queued.id, claim_token=claim.claim_token, outcome=FAILED)
+    retry = TaskExecution.objects.get(id=report.next_attempt_id)
+    assert retry.status == "pending" and retry.trigger == "retry" and retry.attempt == 2
+    assert retry.root_execution_id == queued.id and retry.retry_of_id == queued.id
+    # linear backoff, base 5 s, after attempt 1: 5 s
+    assert (
+        before + timedelta(seconds=4.5)
+        <= retry.scheduled_at
+        <= timezone.now() + timedelta(seconds=5.5)
+    )
+
+
+def test_the_last_failed_attempt_is_dead_lettered(task, queued):
+    execution_id = queued.id
+    for _ in range(3):
+        TaskExecution.objects.filter(id=execution_id).update(scheduled_at=timezone.now())
+        claim = execution_claim(execution_id=execution_id, worker_id="w", lease_seconds=30)
+        report = execution_finish(
+            execution_id=execution_id, claim_token=claim.claim_token, outcome=FAILED
+        )
+        execution_id = report.next_attempt_id or execution_id
+    attempts = TaskExecution.objects.filter(task=task).order_by("attempt")
+    assert [a.attempt for a in attempts] == [1, 2, 3]
+    assert [a.dead_lettered for a in attempts] == [False, False, True]
+    assert report.dead_lettered
+
+
+def test_permanent_errors_are_not_retried(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w", lease_seconds=30)
+    report = execution_finish(
+        execution_id=queued.id,
+        claim_token=claim.claim_token,
+        outcome=Outcome(status="failed", error_class="http_4xx", transient=False),
+    )
+    assert report.dead_lettered and report.next_attempt_id is None
+    assert TaskExecution.objects.count() == 1
+
+
+def test_a_zombie_finish_is_rejected_by_the_claim_token(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    stale_token = uuid.uuid4()
+    report = execution_finish(
+        execution_id=queued.id, claim_token=stale_token, outcome=Outcome(status="success")
+    )
+    assert not report.accepted
+    queued.refresh_from_db()
+    assert queued.status == "running" and queued.claim_token == claim.claim_token
+
+
+def test_lease_renewal_fails_once_the_claim_is_gone(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    assert execution_renew_lease(
+        execution_id=queued.id, claim_token=claim.claim_token, lease_seconds=30
+    )
+    assert not execution_renew_lease(
+        execution_id=queued.id, claim_token=uuid.uuid4(), lease_seconds=30
+    )
+
+
+def test_an_expired_lease_becomes_a_worker_lost_attempt_retried_once_by_many_reapers(queued):
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    TaskExecution.objects.filter(id=queued.id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    reports = [execution_fail_lost(execution_id=queued.id) for _ in range(5)]
+    assert sum(report.accepted for report in reports) == 1
+    assert expired_leases_reap() == 0
+    queued.refresh_from_db()
+    assert queued.status == "failed" and queued.error_class == "worker_lost"
+    assert TaskExecution.objects.filter(retry_of_id=queued.id).count() == 1
+    # The worker that lost its lease cannot finish it any more.
+    late = execution_finish(
+        execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")
+    )
+    assert not late.accepted

@@ -1,0 +1,70 @@
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from scheduler_app.beat.heap import Entry, ScheduleHeap
+from scheduler_app.schedules import parse_schedule
+
+T0 = datetime(2027, 1, 1, tzinfo=UTC)
+
+
+def entry(at: datetime) -> Entry:
+    return Entry(
+        task_id=uuid.uuid4(),
+        tenant_id=uuid.uuid4(),
+        priority=5,
+        queue="normal",
+        max_attempts=3,
+        schedule=parse_schedule(schedule_type="cron", expression="* * * * *"),
+        next_fire_at=at,
+    )
+
+
+def test_only_due_entries_are_popped_in_time_order():
+    heap = ScheduleHeap()
+    later, sooner, future = (
+        entry(T0 + timedelta(seconds=5)),
+        entry(T0),
+        entry(T0 + timedelta(hours=1)),
+    )
+    for item in (later, sooner, future):
+        heap.upsert(item)
+    due = heap.pop_due(T0 + timedelta(seconds=10), limit=100)
+    assert [e.task_id for e in due] == [sooner.task_id, later.task_id]
+    assert heap.peek_time() == future.next_fire_at
+
+
+def test_a_changed_entry_replaces_its_old_heap_position():
+    heap = ScheduleHeap()
+    original = entry(T0)
+    heap.upsert(original)
+    moved = Entry(**{**original.__dict__, "next_fire_at": T0 + timedelta(hours=2), "version": 0})
+    heap.upsert(moved)
+    assert heap.pop_due(T0 + timedelta(hours=1), limit=10) == []
+    assert [e.task_id for e in heap.pop_due(T0 + timedelta(hours=3), limit=10)] == [
+        original.task_id
+    ]
+
+
+def test_removed_entries_never_fire():
+    heap = ScheduleHeap()
+    gone = entry(T0)
+    heap.upsert(gone)
+    heap.remove(gone.task_id)
+    assert heap.pop_due(T0 + timedelta(days=1), limit=10) == []
+    assert len(heap) == 0
+
+
+def test_reschedule_to_none_drops_the_entry():
+    heap = ScheduleHeap()
+    once = entry(T0)
+    heap.upsert(once)
+    [popped] = heap.pop_due(T0, limit=10)
+    heap.reschedule(popped, None)
+    assert len(heap) == 0 and heap.peek_time() is None
+
+
+def test_pop_due_respects_the_batch_limit():
+    heap = ScheduleHeap()
+    for _ in range(25):
+        heap.upsert(entry(T0))
+    assert len(heap.pop_due(T0, limit=10)) == 10

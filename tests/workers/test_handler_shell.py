@@ -1,0 +1,462 @@
+"""Shell handler tests: real processes, real signals, real pipes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from typing import Any
+
+import pytest
+
+from workers.handlers import run_handler
+from workers.handlers.base import BufferedLogSink, HandlerContext
+from workers.handlers.shell import (
+    DEFAULT_LIMITS,
+    MAX_LOG_LINE_BYTES,
+    SAFE_PATH,
+    WORKDIR_PREFIX,
+    live_group_members,
+    remove_stale_workdirs,
+    run_shell,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class RecordingSink:
+    """A sink that masks nothing itself, to prove the handler does the masking."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def write(self, stream: str, line: str) -> None:
+        with self._lock:
+            self.lines.append((stream, line))
+
+    def stream(self, name: str) -> list[str]:
+        return [line for stream, line in self.lines if stream == name]
+
+
+def make_ctx(**overrides: Any) -> tuple[HandlerContext, Any]:
+    sink = overrides.pop("log", None) or RecordingSink()
+    values: dict[str, Any] = {
+        "execution_id": "exec-1",
+        "attempt": 1,
+        "timeout_seconds": 20.0,
+        "parameters": {"name": "world", "n": 3},
+        "log": sink,
+        "cancel_event": threading.Event(),
+    }
+    values.update(overrides)
+    return HandlerContext(**values), sink
+
+
+def shell(*argv: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "shell", "command": list(argv), **extra}
+
+
+def assert_group_gone(pgid: int) -> None:
+    # Every member must be dead right away; orphaned zombies are reaped by init, on its own
+    # schedule, after which the group id disappears entirely.
+    assert live_group_members(pgid) == []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def test_success_uses_json_object_on_last_stdout_line() -> None:
+    ctx, sink = make_ctx()
+    outcome = run_shell(
+        shell("sh", "-c", "echo hello; echo '{\"early\": 1}'; echo '{\"answer\": 42}'; echo"), ctx
+    )
+    assert outcome.status == "success"
+    assert outcome.exit_code == 0
+    assert outcome.result == {"answer": 42}
+    assert "hello" in sink.stream("stdout")
+    assert any(line.startswith("running sh -c") for line in sink.stream("system"))
+
+
+@pytest.mark.parametrize("last_line", ["plain text", "[1, 2, 3]", '"just a string"', "{broken"])
+def test_result_falls_back_to_exit_code_when_last_line_is_not_an_object(last_line: str) -> None:
+    ctx, _ = make_ctx()
+    outcome = run_shell(shell("sh", "-c", f"echo '{{\"a\": 1}}'; echo '{last_line}'"), ctx)
+    assert outcome.status == "success"
+    assert outcome.result == {"exit_code": 0}
+
+
+def test_non_zero_exit_is_a_transient_failure_with_last_stderr_line() -> None:
+    ctx, sink = make_ctx()
+    outcome = run_shell(
+        shell("sh", "-c", "echo first >&2; echo 'disk on fire' >&2; echo out; exit 3"), ctx
+    )
+    assert outcome.status == "failed"
+    assert outcome.exit_code == 3
+    assert outcome.error_class == "exit_code"
+    assert outcome.transient is True
+    assert "3" in outcome.error_message
+    assert "disk on fire" in outcome.error_message
+    assert outcome.result == {"exit_code": 3}
+    assert sink.stream("stderr") == ["first", "disk on fire"]
+
+
+def test_killed_by_signal_reports_negative_exit_code() -> None:
+    ctx, _ = make_ctx()
+    outcome = run_shell(shell("sh", "-c", "kill -9 $$"), ctx)
+    assert outcome.status == "failed"
+    assert outcome.exit_code == -9
+    assert "SIGKILL" in outcome.error_message
+
+
+def test_environment_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HANDLER_TEST_LEAK", "must-not-leak")
+    ctx, sink = make_ctx(attempt=2)
+    outcome = run_shell(shell("env", environment={"MY_SETTING": "from-config"}), ctx)
+    assert outcome.status == "success"
+    env = dict(line.split("=", 1) for line in sink.stream("stdout"))
+    assert "HANDLER_TEST_LEAK" not in env
+    assert env["MY_SETTING"] == "from-config"
+    assert env["PATH"] == SAFE_PATH
+    assert json.loads(env["TASK_PARAMETERS"]) == {"name": "world", "n": 3}
+    assert env["TASK_EXECUTION_ID"] == "exec-1"
+    assert env["TASK_ATTEMPT"] == "2"
+    assert "TASK_UPSTREAM_RESULTS_FILE" not in env
+    assert set(env) <= {
+        "MY_SETTING",
+        "PATH",
+        "TASK_PARAMETERS",
+        "TASK_EXECUTION_ID",
+        "TASK_ATTEMPT",
+        "PWD",  # env(1) does not add it, but be tolerant of shells that export it
+    }
+
+
+def test_upstream_results_on_stdin_and_in_a_file() -> None:
+    upstream = {"extract": {"rows": 10}, "other": [1, 2]}
+    ctx, sink = make_ctx(upstream_results=upstream)
+    outcome = run_shell(
+        shell(
+            "sh", "-c", 'cat; cat "$TASK_UPSTREAM_RESULTS_FILE"; echo "$TASK_UPSTREAM_RESULTS_FILE"'
+        ),
+        ctx,
+    )
+    assert outcome.status == "success"
+    stdin_line, file_line, path = sink.stream("stdout")
+    assert json.loads(stdin_line) == upstream
+    assert json.loads(file_line) == upstream
+    assert path.endswith("upstream_results.json")
+    assert not os.path.exists(path)
+
+
+def test_stdin_is_dev_null_without_upstream_results() -> None:
+    ctx, sink = make_ctx(timeout_seconds=10)
+    started = time.monotonic()
+    outcome = run_shell(shell("sh", "-c", "cat; echo after-cat"), ctx)
+    assert outcome.status == "success"
+    assert time.monotonic() - started < 5
+    assert sink.stream("stdout") == ["after-cat"]
+
+
+def test_large_upstream_results_do_not_deadlock_a_command_that_ignores_stdin() -> None:
+    ctx, _ = make_ctx(upstream_results={"blob": "x" * 500_000}, timeout_seconds=10)
+    outcome = run_shell(shell("sh", "-c", "echo ignoring stdin"), ctx)
+    assert outcome.status == "success"
+
+
+def test_timeout_kills_the_whole_process_group_including_grandchildren() -> None:
+    ctx, sink = make_ctx(timeout_seconds=1)
+    # The grandchild ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+    script = "echo $$; (trap '' TERM; sleep 100) & sleep 100 & wait"
+    started = time.monotonic()
+    outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=0.5)
+    elapsed = time.monotonic() - started
+    assert outcome.status == "timed_out"
+    assert outcome.error_class == "timeout"
+    assert outcome.transient is True
+    assert outcome.exit_code is not None and outcome.exit_code < 0
+    assert elapsed < 6
+    pgid = int(sink.stream("stdout")[0])
+    assert_group_gone(pgid)
+    system = " ".join(sink.stream("system"))
+    assert "SIGTERM" in system
+
+
+def test_timeout_escalates_to_sigkill_for_a_leader_ignoring_sigterm() -> None:
+    ctx, sink = make_ctx(timeout_seconds=0.5)
+    script = "trap '' TERM; echo $$; while :; do sleep 0.1; done"
+    started = time.monotonic()
+    outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=0.5)
+    assert outcome.status == "timed_out"
+    assert outcome.exit_code == -9
+    assert time.monotonic() - started < 5
+    assert "SIGKILL" in " ".join(sink.stream("system"))
+    assert_group_gone(int(sink.stream("stdout")[0]))
+
+
+def test_background_children_left_behind_are_killed_and_do_not_hang_the_worker() -> None:
+    ctx, sink = make_ctx(timeout_seconds=30)
+    started = time.monotonic()
+    outcome = run_shell(shell("sh", "-c", "echo $$; sleep 100 & echo started"), ctx)
+    assert outcome.status == "success"
+    assert time.monotonic() - started < 5
+    assert_group_gone(int(sink.stream("stdout")[0]))
+
+
+def test_cancel_event_kills_the_group_quickly() -> None:
+    ctx, sink = make_ctx(timeout_seconds=60)
+    timer = threading.Timer(0.5, ctx.cancel_event.set)
+    timer.start()
+    started = time.monotonic()
+    try:
+        outcome = run_shell(shell("sh", "-c", "echo $$; sleep 100 & sleep 100"), ctx)
+    finally:
+        timer.cancel()
+    elapsed = time.monotonic() - started
+    assert outcome.status == "cancelled"
+    assert outcome.error_class == "cancelled"
+    assert outcome.transient is False
+    assert elapsed < 0.5 + 2
+    assert_group_gone(int(sink.stream("stdout")[0]))
+
+
+def test_cancel_before_start_runs_nothing(tmp_path: Any) -> None:
+    ctx, _ = make_ctx()
+    ctx.cancel_event.set()
+    marker = tmp_path / "ran"
+    outcome = run_shell(shell("touch", str(marker)), ctx)
+    assert outcome.status == "cancelled"
+    assert not marker.exists()
+
+
+def test_twenty_megabytes_of_output_keep_memory_bounded() -> None:
+    sink = BufferedLogSink(max_bytes=1024 * 1024)
+    ctx, _ = make_ctx(log=sink)
+    # ~20 MB in 100-byte lines.
+    script = f"yes {'0123456789' * 10} | head -c 20000000"
+    tracemalloc.start()
+    try:
+        outcome = run_shell(shell("sh", "-c", script), ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert outcome.status == "success"
+    assert peak < 8 * 1024 * 1024, f"peak traced memory {peak} bytes"
+    assert sink.truncated
+    assert sink.kept_bytes <= 1024 * 1024
+    assert sink.dropped_bytes > 18_000_000
+    markers = [line for line in sink.lines if line.text.startswith("[log truncated after")]
+    assert len(markers) == 1
+    assert sink.lines[-1].text == markers[0].text
+    assert f"[log truncated after {sink.kept_bytes} bytes]" in sink.text()
+
+
+def test_a_single_huge_line_is_cut_and_memory_stays_bounded() -> None:
+    ctx, sink = make_ctx()
+    tracemalloc.start()
+    try:
+        outcome = run_shell(shell("sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' a"), ctx)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert outcome.status == "success"
+    assert outcome.result == {"exit_code": 0}
+    assert peak < 8 * 1024 * 1024, f"peak traced memory {peak} bytes"
+    (line,) = sink.stream("stdout")
+    assert line.startswith("a" * MAX_LOG_LINE_BYTES)
+    assert line.endswith("[line truncated: 20000000 bytes]")
+
+
+def test_secrets_are_masked_in_logs_errors_and_results() -> None:
+    secret = "s3cr3t-T0ken"
+    ctx, sink = make_ctx(secrets_to_mask=(secret,))
+    script = (
+        'echo "token=$API_TOKEN"; echo "bad $API_TOKEN" >&2; '
+        'echo "{\\"token\\": \\"$API_TOKEN\\"}"; exit 1'
+    )
+    outcome = run_shell(shell("sh", "-c", script, environment={"API_TOKEN": secret}), ctx)
+    assert outcome.status == "failed"
+    everything = json.dumps(sink.lines) + outcome.error_message + json.dumps(outcome.result)
+    assert secret not in everything
+    assert "token=****" in sink.stream("stdout")
+    assert "bad ****" in outcome.error_message
+    assert outcome.result == {"token": "****"}
+
+
+def test_secret_in_argv_is_masked_in_the_system_log_line() -> None:
+    secret = "hunter2-hunter2"
+    ctx, sink = make_ctx(secrets_to_mask=(secret,))
+    run_shell(shell("echo", secret), ctx)
+    assert secret not in json.dumps(sink.lines)
+
+
+def test_file_size_limit_contains_a_disk_hog() -> None:
+    ctx, sink = make_ctx()
+    script = "dd if=/dev/zero of=big bs=1M count=10 2>/dev/null; echo dd=$?; wc -c < big"
+    outcome = run_shell(
+        shell("sh", "-c", script, resource_requirements={"file_size_bytes": 1_000_000}), ctx
+    )
+    assert outcome.status == "success"
+    stdout = sink.stream("stdout")
+    assert stdout[0] != "dd=0"  # dd was stopped (SIGXFSZ)
+    assert int(stdout[1]) == 1_000_000
+
+
+def test_memory_limit_contains_a_memory_hog() -> None:
+    ctx, sink = make_ctx()
+    hog = "x = bytearray(1024 * 1024 * 1024); print('allocated')"
+    outcome = run_shell(
+        shell(sys.executable, "-c", hog, resource_requirements={"memory_bytes": 300 * 1024**2}),
+        ctx,
+    )
+    assert outcome.status == "failed"
+    assert "MemoryError" in " ".join(sink.stream("stderr"))
+    assert "allocated" not in sink.stream("stdout")
+
+
+def test_default_and_explicit_limits_are_applied_in_the_child() -> None:
+    ctx, sink = make_ctx()
+    outcome = run_shell(shell("sh", "-c", "ulimit -n; ulimit -c"), ctx)
+    assert outcome.status == "success"
+    open_files, core = sink.stream("stdout")
+    assert int(open_files) <= DEFAULT_LIMITS["open_files"]
+    assert core == "0"
+
+    ctx, sink = make_ctx()
+    run_shell(shell("sh", "-c", "ulimit -n", resource_requirements={"open_files": 64}), ctx)
+    assert sink.stream("stdout") == ["64"]
+
+
+def test_child_has_parent_death_signal_set() -> None:
+    ctx, _ = make_ctx()
+    probe = (
+        "import ctypes, json; v = ctypes.c_int(); "
+        "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); "
+        "print(json.dumps({'pdeathsig': v.value}))"
+    )
+    outcome = run_shell(shell(sys.executable, "-c", probe), ctx)
+    assert outcome.status == "success"
+    assert outcome.result == {"pdeathsig": 9}
+
+
+WORKER_SCRIPT = """
+import sys, threading
+from workers.handlers.base import HandlerContext
+from workers.handlers.shell import run_shell
+
+class PrintSink:
+    def write(self, stream, line):
+        print(stream, line, flush=True)
+
+ctx = HandlerContext(
+    execution_id="e", attempt=1, timeout_seconds=60, parameters={},
+    log=PrintSink(), cancel_event=threading.Event(),
+)
+run_shell({"command": ["sh", "-c", "echo $$; exec sleep 100"]}, ctx)
+"""
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in (b"Z", b"X")
+
+
+def test_command_dies_with_the_worker(tmp_path: Any) -> None:
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        # The killed worker cannot remove its working directory; keep it in tmp_path.
+        env={**os.environ, "PYTHONPATH": repo_root, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert worker.stdout is not None
+        child_pid = None
+        for line in worker.stdout:
+            stream, _, text = line.rstrip("\n").partition(" ")
+            if stream == "stdout":
+                child_pid = int(text)
+                break
+        assert child_pid is not None and _is_alive(child_pid)
+        worker.kill()  # SIGKILL: the worker gets no chance to clean up
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while _is_alive(child_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _is_alive(child_pid)
+    finally:
+        worker.kill()
+        worker.wait()
+
+    # The sweep a worker runs at start-up removes what the killed one left behind.
+    (leftover,) = [p for p in tmp_path.iterdir() if p.name.startswith(WORKDIR_PREFIX)]
+    assert remove_stale_workdirs(3600, root=str(tmp_path)) == 0  # too recent to touch
+    os.utime(leftover, (time.time() - 7200, time.time() - 7200))
+    assert remove_stale_workdirs(3600, root=str(tmp_path)) == 1
+    assert not leftover.exists()
+
+
+def test_runs_in_a_fresh_working_directory_that_is_removed() -> None:
+    ctx, sink = make_ctx()
+    script = (
+        "pwd; touch file; mkdir -p locked/inner; touch locked/inner/f; chmod 0 locked/inner locked"
+    )
+    outcome = run_shell(shell("sh", "-c", script), ctx)
+    assert outcome.status == "success"
+    (workdir,) = sink.stream("stdout")
+    assert os.path.isabs(workdir)
+    assert workdir != os.getcwd()
+    assert not os.path.exists(workdir)
+
+
+def test_each_run_gets_a_different_directory() -> None:
+    ctx1, sink1 = make_ctx()
+    ctx2, sink2 = make_ctx()
+    run_shell(shell("pwd"), ctx1)
+    run_shell(shell("pwd"), ctx2)
+    assert sink1.stream("stdout") != sink2.stream("stdout")
+
+
+def test_command_not_found_is_permanent() -> None:
+    ctx, _ = make_ctx()
+    outcome = run_shell(shell("definitely-not-a-real-command-4711"), ctx)
+    assert outcome.status == "failed"
+    assert outcome.error_class == "command_not_found"
+    assert outcome.transient is False
+    assert "definitely-not-a-real-command-4711" in outcome.error_message
+
+
+def test_command_string_is_never_run_through_a_shell(tmp_path: Any) -> None:
+    marker = tmp_path / "pwned"
+    ctx, _ = make_ctx()
+    outcome = run_shell(shell("echo", f"hi; touch {marker}"), ctx)
+    assert outcome.status == "success"
+    assert not marker.exists()
+
+
+def test_dispatcher_runs_shell_and_rejects_bad_config() -> None:
+    ctx, _ = make_ctx()
+    ok = run_handler({"type": "shell", "command": ["sh", "-c", "echo '{\"ok\": true}'"]}, ctx)
+    assert ok.status == "success"
+    assert ok.result == {"ok": True}
+
+    bad = run_handler({"type": "shell", "command": "echo hi"}, ctx)
+    assert bad.status == "failed"
+    assert bad.error_class == "invalid_config"
+    assert bad.transient is False
+    assert "handler.command" in bad.error_message

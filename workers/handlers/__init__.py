@@ -1,0 +1,120 @@
+"""What a worker runs for one execution attempt.
+
+Pure Python on purpose: no Django, no Celery. The worker passes settings (allowed hosts,
+container runtime, grace periods) in as arguments, so every handler can be tested with real
+processes and sockets and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from . import builtin  # noqa: F401  (registers the demo python handlers)
+from .base import (
+    MASK,
+    STATUS_CANCELLED,
+    STATUS_FAILED,
+    STATUS_SUCCESS,
+    STATUS_TIMED_OUT,
+    BufferedLogSink,
+    HandlerConfigError,
+    HandlerContext,
+    HandlerOutcome,
+    LogSink,
+    PermanentError,
+    clip,
+    mask_outcome,
+)
+from .container import ContainerRuntimeError, run_container
+from .http import run_http
+from .python import run_python
+from .registry import get_handler, handler, registered_names
+from .shell import run_shell
+from .validation import validate_handler_config
+
+__all__ = [
+    "MASK",
+    "STATUS_CANCELLED",
+    "STATUS_FAILED",
+    "STATUS_SUCCESS",
+    "STATUS_TIMED_OUT",
+    "BufferedLogSink",
+    "ContainerRuntimeError",
+    "HandlerConfigError",
+    "HandlerContext",
+    "HandlerOutcome",
+    "LogSink",
+    "PermanentError",
+    "get_handler",
+    "handler",
+    "registered_names",
+    "run_container",
+    "run_handler",
+    "run_http",
+    "run_python",
+    "run_shell",
+    "validate_handler_config",
+]
+
+
+def run_handler(
+    config: dict[str, Any],
+    ctx: HandlerContext,
+    *,
+    allowed_hosts: Collection[str] = (),
+    container_runtime: str | None = None,
+    kill_grace_seconds: float = 5.0,
+) -> HandlerOutcome:
+    """Validate ``config`` and run the handler its ``type`` names; never raises for task errors.
+
+    An invalid config fails permanently ("invalid_config"). An unexpected exception inside the
+    handler machinery fails transiently with error_class "internal:<ExcName>" so the worker
+    records it instead of crashing mid-attempt.
+    """
+    try:
+        normalized = validate_handler_config(
+            config,
+            python_registry_names=registered_names(),
+            container_runtime=container_runtime,
+        )
+    except HandlerConfigError as exc:
+        outcome = HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class="invalid_config",
+            error_message=clip(str(exc)),
+            transient=False,
+        )
+        return mask_outcome(outcome, ctx.secrets_to_mask)
+
+    handler_type = normalized["type"]
+    try:
+        if handler_type == "shell":
+            outcome = run_shell(normalized, ctx, kill_grace_seconds=kill_grace_seconds)
+        elif handler_type == "http":
+            outcome = run_http(normalized, ctx, allowed_hosts=allowed_hosts)
+        elif handler_type == "python":
+            outcome = run_python(normalized, ctx)
+        else:
+            outcome = run_container(
+                normalized,
+                ctx,
+                container_runtime=container_runtime,
+                kill_grace_seconds=kill_grace_seconds,
+            )
+    except ContainerRuntimeError as exc:
+        outcome = HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class="container_runtime",
+            error_message=str(exc),
+            transient=False,
+        )
+    except Exception as exc:
+        outcome = HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class=f"internal:{type(exc).__name__}",
+            error_message=clip(f"{type(exc).__name__}: {exc}"),
+            transient=True,
+        )
+    # Each handler masks already; this second pass also covers the error paths above.
+    return mask_outcome(outcome, ctx.secrets_to_mask)

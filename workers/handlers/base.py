@@ -1,0 +1,246 @@
+"""Types shared by every handler, plus secret masking and an in-memory log sink.
+
+Nothing here may import Django or Celery: the worker passes settings in as plain values so
+handlers can be exercised with real processes and sockets in plain unit tests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+MASK = "****"
+
+STATUS_SUCCESS = "success"
+STATUS_FAILED = "failed"
+STATUS_TIMED_OUT = "timed_out"
+STATUS_CANCELLED = "cancelled"
+STATUSES = frozenset({STATUS_SUCCESS, STATUS_FAILED, STATUS_TIMED_OUT, STATUS_CANCELLED})
+
+# Error messages end up in the database and in API responses; keep them readable, not huge.
+MAX_ERROR_MESSAGE_CHARS = 4000
+
+
+class HandlerConfigError(ValueError):
+    """A handler configuration is invalid; ``field`` points at the offending key."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class PermanentError(Exception):
+    """Raised by a python handler to say that retrying cannot help."""
+
+
+class LogSink(Protocol):
+    def write(self, stream: str, line: str) -> None:
+        """Record one line; ``stream`` is "stdout", "stderr" or "system". The sink timestamps."""
+        ...
+
+
+@dataclass
+class HandlerContext:
+    execution_id: str
+    attempt: int
+    timeout_seconds: float
+    parameters: dict[str, Any]
+    log: LogSink
+    # Set by another thread (the worker's cancel listener); handlers poll it and stop at once.
+    cancel_event: threading.Event
+    upstream_results: dict[str, Any] | None = None
+    secrets_to_mask: tuple[str, ...] = ()
+
+
+@dataclass
+class HandlerOutcome:
+    status: str
+    result: dict[str, Any] | None = None
+    exit_code: int | None = None
+    error_message: str = ""
+    error_class: str = ""
+    transient: bool = True
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == STATUS_SUCCESS
+
+
+class SecretMasker:
+    """Replaces secret values with ``MASK``; build once, apply to many lines."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        # Longest first, so a secret that contains another one is replaced whole rather than
+        # leaving its remainder visible around the shorter one's mask.
+        self.secrets: tuple[str, ...] = tuple(
+            sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    @property
+    def longest_bytes(self) -> int:
+        return max((len(s.encode("utf-8")) for s in self.secrets), default=0)
+
+    def text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return text
+
+    def data(self, value: Any) -> Any:
+        """Mask every string (keys included) of a JSON-like structure."""
+        if not self.secrets:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {
+                (self.text(k) if isinstance(k, str) else k): self.data(v) for k, v in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.data(v) for v in value]
+        return value
+
+
+def mask_text(text: str, secrets: Iterable[str]) -> str:
+    return SecretMasker(secrets).text(text)
+
+
+def mask_data(value: Any, secrets: Iterable[str]) -> Any:
+    """Mask secrets in every string (keys included) of a JSON-like structure."""
+    return SecretMasker(secrets).data(value)
+
+
+def mask_outcome(outcome: HandlerOutcome, secrets: Iterable[str]) -> HandlerOutcome:
+    """Mask secrets in the parts of an outcome that get stored and shown to users."""
+    masker = SecretMasker(secrets)
+    if masker:
+        outcome.error_message = masker.text(outcome.error_message)
+        if outcome.result is not None:
+            outcome.result = masker.data(outcome.result)
+    return outcome
+
+
+def clip(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN/Infinity, which JSON columns cannot store."""
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def to_json_safe(value: Any) -> Any:
+    """Round-trip through JSON so the value is exactly what storage will hold.
+
+    Raises ``TypeError``/``ValueError`` when the value is not representable.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("non-finite float is not valid JSON")
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+class MaskingLogSink:
+    """Wraps a caller's sink so handlers never hand it an unmasked secret."""
+
+    def __init__(self, inner: LogSink, secrets: Iterable[str]) -> None:
+        self._inner = inner
+        self._masker = SecretMasker(secrets)
+
+    def write(self, stream: str, line: str) -> None:
+        self._inner.write(stream, self._masker.text(line))
+
+
+def masking_sink(ctx: HandlerContext) -> LogSink:
+    if not any(ctx.secrets_to_mask):
+        return ctx.log
+    return MaskingLogSink(ctx.log, ctx.secrets_to_mask)
+
+
+class LogLine(NamedTuple):
+    timestamp: str
+    stream: str
+    text: str
+
+    def render(self) -> str:
+        return f"{self.timestamp} [{self.stream}] {self.text}"
+
+
+class BufferedLogSink:
+    """Keeps masked, timestamped lines in memory up to ``max_bytes`` of rendered text.
+
+    Once a line would cross the budget, one marker line is appended and every later line is
+    only counted (``dropped_bytes``), so memory stays bounded however much a task prints.
+    Safe to write from several threads at once.
+    """
+
+    def __init__(self, max_bytes: int, secrets: Iterable[str] = ()) -> None:
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        self.max_bytes = max_bytes
+        self._masker = SecretMasker(secrets)
+        self._lines: list[LogLine] = []
+        self._kept_bytes = 0
+        self._dropped_bytes = 0
+        self._truncated = False
+        self._lock = threading.Lock()
+
+    def write(self, stream: str, line: str) -> None:
+        with self._lock:
+            if self._truncated:
+                # Counting raw bytes is enough here; masking dropped text would be wasted work.
+                self._dropped_bytes += len(line.encode("utf-8", "replace")) + 1
+                return
+            line = self._masker.text(line)
+            entry = LogLine(_utc_now_iso(), stream, line)
+            size = len(entry.render().encode("utf-8", "replace")) + 1  # +1: the newline
+            if self._kept_bytes + size > self.max_bytes:
+                self._truncated = True
+                self._dropped_bytes += size
+                marker = f"[log truncated after {self._kept_bytes} bytes]"
+                self._lines.append(LogLine(entry.timestamp, "system", marker))
+                return
+            self._lines.append(entry)
+            self._kept_bytes += size
+
+    @property
+    def lines(self) -> list[LogLine]:
+        with self._lock:
+            return list(self._lines)
+
+    @property
+    def truncated(self) -> bool:
+        return self._truncated
+
+    @property
+    def kept_bytes(self) -> int:
+        return self._kept_bytes
+
+    @property
+    def dropped_bytes(self) -> int:
+        return self._dropped_bytes
+
+    def text(self) -> str:
+        return "".join(line.render() + "\n" for line in self.lines)
+
+    def stream_text(self, stream: str) -> str:
+        """The kept lines of one stream, without timestamps (handy for assertions)."""
+        return "".join(line.text + "\n" for line in self.lines if line.stream == stream)
+
+
+def _utc_now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")

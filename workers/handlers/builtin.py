@@ -1,0 +1,51 @@
+"""Demo handlers, registered on import; handy for trying out retries, timeouts and cancels."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .base import HandlerContext, PermanentError
+from .registry import handler
+
+
+@handler("noop")
+def noop() -> dict[str, Any]:
+    return {}
+
+
+@handler("echo")
+def echo(**parameters: Any) -> dict[str, Any]:
+    return parameters
+
+
+@handler("sleep")
+def sleep(seconds: float = 1.0, *, context: HandlerContext) -> dict[str, Any]:
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        raise PermanentError(f"seconds must be a number, got {seconds!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise PermanentError(f"seconds must be a finite number >= 0, got {seconds!r}")
+    # Waiting on the event instead of time.sleep() lets a cancel end the sleep at once.
+    cancelled = context.cancel_event.wait(seconds)
+    return {"slept": seconds, "interrupted": cancelled}
+
+
+@handler("fail")
+def fail(message: str = "failing on purpose") -> None:
+    raise RuntimeError(message)
+
+
+@handler("fail_permanently")
+def fail_permanently(message: str = "failing permanently on purpose") -> None:
+    raise PermanentError(message)
+
+
+@handler("flaky")
+def flaky(succeed_on_attempt: int = 2, *, context: HandlerContext) -> dict[str, Any]:
+    if context.attempt < int(succeed_on_attempt):
+        raise RuntimeError(
+            f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"
+        )
+    return {"attempt": context.attempt}

@@ -1,0 +1,636 @@
+"""Shell handler: run one argv in a throw-away directory, its own session and rlimits.
+
+Design notes:
+
+* The command is an argv list and is never given to a shell; a task that wants shell syntax
+  has to say ``["sh", "-c", ...]`` itself, so the choice is visible in its config.
+* The child gets a clean environment: the configured variables, a minimal ``PATH`` and the
+  ``TASK_*`` variables. Nothing leaks from the worker's own environment (credentials!).
+* ``start_new_session=True`` makes the child the leader of a new session and process group,
+  so timeouts and cancellation can signal the whole tree with one ``killpg``. Processes that
+  call ``setsid()`` themselves leave that group and cannot be reached this way; their pipes are
+  abandoned after a short drain so they cannot hang the worker.
+* ``PR_SET_PDEATHSIG=SIGKILL`` is set in the child between fork and exec, so the direct child
+  dies if the worker dies. Linux ties it to the *thread* that forked, which is fine because
+  ``run_shell`` never returns while the child is alive.
+* The pre-exec hook runs between fork and exec of a possibly multi-threaded worker, so it only
+  uses values computed beforehand and makes plain system calls (no imports, no logging).
+* stdout and stderr are read with one ``selectors`` loop on non-blocking pipes: no reader
+  threads that could be left blocked, no deadlock on large output, and the same loop polls the
+  cancel event and the deadline. Lines go straight to the log sink; only a bounded head of each
+  line and the last stdout line (for the JSON result) are ever held in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import selectors
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .base import (
+    STATUS_CANCELLED,
+    STATUS_FAILED,
+    STATUS_SUCCESS,
+    STATUS_TIMED_OUT,
+    HandlerContext,
+    HandlerOutcome,
+    LogSink,
+    SecretMasker,
+    clip,
+    loads_strict,
+    mask_outcome,
+    masking_sink,
+)
+
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
+WORKDIR_PREFIX = "task-run-"
+
+# Longer lines are cut in the log; the full line is never held in memory.
+MAX_LOG_LINE_BYTES = 16 * 1024
+# The last stdout line is kept up to this size so it can be parsed as the JSON result.
+MAX_RESULT_LINE_BYTES = 1024 * 1024
+# How much of the last stderr line goes into error_message.
+MAX_STDERR_TAIL_CHARS = 1000
+READ_CHUNK_BYTES = 64 * 1024
+# Upper bound on how late cancellation and timeouts are noticed.
+POLL_INTERVAL_SECONDS = 0.05
+# After the process group is dead, how long to wait for EOF from processes that escaped it.
+DRAIN_SECONDS = 2.0
+# How long to wait for SIGKILLed group members to actually disappear.
+GROUP_EXIT_WAIT_SECONDS = 2.0
+
+RLIMIT_BY_KEY: dict[str, int] = {
+    "cpu_seconds": resource.RLIMIT_CPU,
+    "memory_bytes": resource.RLIMIT_AS,
+    "open_files": resource.RLIMIT_NOFILE,
+    "processes": resource.RLIMIT_NPROC,
+    "file_size_bytes": resource.RLIMIT_FSIZE,
+}
+
+# Guard rails applied to every run unless resource_requirements says otherwise. They only
+# lower the *soft* limit (never below what the worker already has), so a command that really
+# needs more can raise it again; explicit requirements set soft and hard limits. Memory,
+# CPU and process counts get no default: address-space limits break JVM/Go runtimes, the
+# timeout already bounds CPU, and RLIMIT_NPROC counts every process of the worker's user.
+DEFAULT_LIMITS: dict[str, int] = {
+    "open_files": 4096,
+    "file_size_bytes": 16 * 1024**3,
+}
+
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = int(signal.SIGKILL)
+_TRANSIENT_SPAWN_ERRNOS = frozenset({errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE})
+
+
+def _load_prctl() -> Callable[..., int] | None:
+    # Resolved once at import: the pre-exec hook must not load libraries after fork.
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_prctl = _load_prctl()
+
+
+def resolve_limits(requirements: Mapping[str, int] | None) -> list[tuple[int, int, int]]:
+    """Turn resource_requirements into ``(resource, soft, hard)`` triples for the child.
+
+    Never raises a limit above the worker's own hard limit: that would need privileges and
+    the point is to constrain the task, not to escape the worker's own constraints.
+    """
+    requirements = requirements or {}
+    unknown = set(requirements) - set(RLIMIT_BY_KEY)
+    if unknown:
+        raise ValueError(f"unknown resource requirement(s): {', '.join(sorted(unknown))}")
+    # Core dumps of crashing tasks would fill the disk (or a crash collector) for nothing.
+    limits: list[tuple[int, int, int]] = [(resource.RLIMIT_CORE, 0, 0)]
+    for key, res in RLIMIT_BY_KEY.items():
+        soft_now, hard_now = resource.getrlimit(res)
+        if key in requirements:
+            value = int(requirements[key])
+            if hard_now != resource.RLIM_INFINITY:
+                value = min(value, hard_now)
+            hard = value
+            if res == resource.RLIMIT_CPU:
+                # One second between SIGXCPU (soft) and SIGKILL (hard) lets a task notice.
+                hard = value + 1 if hard_now == resource.RLIM_INFINITY else min(value + 1, hard_now)
+            limits.append((res, value, hard))
+        elif key in DEFAULT_LIMITS:
+            value = DEFAULT_LIMITS[key]
+            if soft_now == resource.RLIM_INFINITY or value < soft_now:
+                limits.append((res, value, hard_now))
+    return limits
+
+
+def _make_preexec(limits: Sequence[tuple[int, int, int]], parent_pid: int) -> Callable[[], None]:
+    prctl = _prctl
+    limit_list = tuple(limits)
+
+    def in_child() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+            # The worker may have died between fork and prctl; then nobody would kill us.
+            if os.getppid() != parent_pid:
+                os._exit(125)
+        for res, soft, hard in limit_list:
+            resource.setrlimit(res, (soft, hard))
+
+    return in_child
+
+
+def build_environment(
+    config_env: Mapping[str, str] | None,
+    ctx: HandlerContext,
+    upstream_results_path: str | None = None,
+) -> dict[str, str]:
+    env = {"PATH": SAFE_PATH}
+    env.update(config_env or {})
+    env["TASK_PARAMETERS"] = json.dumps(ctx.parameters, sort_keys=True, default=str)
+    env["TASK_EXECUTION_ID"] = str(ctx.execution_id)
+    env["TASK_ATTEMPT"] = str(ctx.attempt)
+    if upstream_results_path is not None:
+        env["TASK_UPSTREAM_RESULTS_FILE"] = upstream_results_path
+    return env
+
+
+class _LineSplitter:
+    """Splits a byte stream into lines for the log without ever holding a whole long line."""
+
+    def __init__(
+        self, stream: str, sink: LogSink, secrets: Sequence[str], *, keep_last_line: bool
+    ) -> None:
+        self.stream = stream
+        self._sink = sink
+        self._masker = SecretMasker(secrets)
+        # Keep a little more than we show so a secret straddling the cut is still masked.
+        self._head_cap = MAX_LOG_LINE_BYTES + self._masker.longest_bytes
+        self._keep_last_line = keep_last_line
+        self._head = bytearray()
+        self._size = 0
+        self._pending = False
+        self._body = bytearray()
+        self._body_overflow = False
+        # Last non-empty line: raw bytes (None if it was too long) and its masked log text.
+        self.last_line: bytes | None = None
+        self.last_text = ""
+
+    def feed(self, data: bytes) -> None:
+        pieces = data.split(b"\n")
+        for piece in pieces[:-1]:
+            self._append(piece)
+            self._end_line()
+        self._append(pieces[-1])
+
+    def finish(self) -> None:
+        if self._pending:
+            self._end_line()
+
+    def _append(self, piece: bytes) -> None:
+        if not piece:
+            return
+        self._pending = True
+        self._size += len(piece)
+        room = self._head_cap - len(self._head)
+        if room > 0:
+            self._head += piece[:room]
+        if self._keep_last_line and not self._body_overflow:
+            if len(self._body) + len(piece) > MAX_RESULT_LINE_BYTES:
+                self._body_overflow = True
+                self._body = bytearray()
+            else:
+                self._body += piece
+
+    def _end_line(self) -> None:
+        text = self._head.decode("utf-8", "replace")
+        if text.endswith("\r") and self._size <= self._head_cap:
+            text = text[:-1]
+        text = self._masker.text(text)
+        if self._size > MAX_LOG_LINE_BYTES:
+            text = f"{text[:MAX_LOG_LINE_BYTES]} [line truncated: {self._size} bytes]"
+        self._sink.write(self.stream, text)
+        if text.strip():
+            self.last_text = clip(text, MAX_STDERR_TAIL_CHARS)
+            if self._keep_last_line:
+                self.last_line = None if self._body_overflow else bytes(self._body)
+        self._head = bytearray()
+        self._size = 0
+        self._pending = False
+        self._body = bytearray()
+        self._body_overflow = False
+
+
+def run_shell(
+    config: dict[str, Any], ctx: HandlerContext, *, kill_grace_seconds: float = 5.0
+) -> HandlerOutcome:
+    """Run ``config["command"]`` (an argv list) once and report how it ended."""
+    if ctx.cancel_event.is_set():
+        return HandlerOutcome(
+            status=STATUS_CANCELLED,
+            error_class="cancelled",
+            error_message="cancelled before start",
+            transient=False,
+        )
+    command = config.get("command")
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        return HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class="invalid_config",
+            error_message="handler.command must be a non-empty list of strings",
+            transient=False,
+        )
+    try:
+        limits = resolve_limits(config.get("resource_requirements"))
+    except (ValueError, TypeError) as exc:
+        return HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class="invalid_config",
+            error_message=f"handler.resource_requirements: {exc}",
+            transient=False,
+        )
+    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+    try:
+        outcome = _run_in_directory(
+            workdir, list(command), config, ctx, limits, max(0.0, kill_grace_seconds)
+        )
+    finally:
+        remove_tree(workdir)
+    return mask_outcome(outcome, ctx.secrets_to_mask)
+
+
+def _run_in_directory(
+    workdir: str,
+    command: list[str],
+    config: Mapping[str, Any],
+    ctx: HandlerContext,
+    limits: Sequence[tuple[int, int, int]],
+    kill_grace_seconds: float,
+) -> HandlerOutcome:
+    log = masking_sink(ctx)
+    stdin_data: bytes | None = None
+    upstream_path: str | None = None
+    if ctx.upstream_results is not None:
+        stdin_data = (json.dumps(ctx.upstream_results, default=str) + "\n").encode("utf-8")
+        upstream_path = os.path.join(workdir, UPSTREAM_RESULTS_FILE_NAME)
+        with open(upstream_path, "wb") as fh:
+            fh.write(stdin_data)
+    env = build_environment(config.get("environment"), ctx, upstream_path)
+
+    log.write("system", f"running {shlex.join(command)}")
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=workdir,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=_make_preexec(limits, os.getpid()),
+            bufsize=0,
+        )
+    except FileNotFoundError:
+        return _spawn_failure(
+            "command_not_found", f"command not found: {command[0]!r} (PATH={env['PATH']})"
+        )
+    except PermissionError as exc:
+        return _spawn_failure("command_not_executable", f"cannot execute {command[0]!r}: {exc}")
+    except OSError as exc:
+        outcome = _spawn_failure("spawn_failed", f"could not start {command[0]!r}: {exc}")
+        outcome.transient = exc.errno in _TRANSIENT_SPAWN_ERRNOS
+        return outcome
+    except subprocess.SubprocessError as exc:
+        return _spawn_failure("spawn_failed", f"could not prepare the child process: {exc}")
+
+    return _Supervisor(proc, ctx, log, stdin_data, kill_grace_seconds).run()
+
+
+def _spawn_failure(error_class: str, message: str) -> HandlerOutcome:
+    return HandlerOutcome(
+        status=STATUS_FAILED, error_class=error_class, error_message=message, transient=False
+    )
+
+
+class _Supervisor:
+    """Pumps the child's pipes and enforces cancellation and the deadline."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        ctx: HandlerContext,
+        log: LogSink,
+        stdin_data: bytes | None,
+        kill_grace_seconds: float,
+    ) -> None:
+        self.proc = proc
+        self.pgid = proc.pid  # session leader => its pid is the process group id
+        self.ctx = ctx
+        self.log = log
+        self.kill_grace_seconds = kill_grace_seconds
+        secrets = [s for s in ctx.secrets_to_mask if s]
+        # The splitters mask before cutting long lines, so they can write to the raw sink.
+        self.stdout = _LineSplitter("stdout", ctx.log, secrets, keep_last_line=True)
+        self.stderr = _LineSplitter("stderr", ctx.log, secrets, keep_last_line=False)
+        self.selector = selectors.DefaultSelector()
+        self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None
+        self._reaped = False
+
+    def run(self) -> HandlerOutcome:
+        try:
+            return self._run()
+        finally:
+            self._cleanup()
+
+    def _run(self) -> HandlerOutcome:
+        proc = self.proc
+        if proc.stdout is None or proc.stderr is None:
+            raise RuntimeError("Popen did not create the output pipes")
+        for pipe, splitter in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
+            os.set_blocking(pipe.fileno(), False)
+            self.selector.register(pipe.fileno(), selectors.EVENT_READ, splitter)
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            self.selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE, None)
+
+        started = time.monotonic()
+        timeout = float(self.ctx.timeout_seconds)
+        deadline = started + timeout
+        kill_at: float | None = None
+        final_status: str | None = None
+
+        while True:
+            self._pump(POLL_INTERVAL_SECONDS)
+            if self._leader_exited():
+                break
+            now = time.monotonic()
+            if final_status is None and self.ctx.cancel_event.is_set():
+                final_status = STATUS_CANCELLED
+                self.log.write("system", "cancel requested: killing the process group")
+                self._signal_group(signal.SIGKILL)
+            elif final_status is None and now >= deadline:
+                final_status = STATUS_TIMED_OUT
+                self.log.write(
+                    "system",
+                    f"timed out after {timeout:g}s: sending SIGTERM to the process group",
+                )
+                self._signal_group(signal.SIGTERM)
+                kill_at = now + self.kill_grace_seconds
+            elif kill_at is not None and (now >= kill_at or self.ctx.cancel_event.is_set()):
+                self.log.write("system", "still running after SIGTERM: sending SIGKILL")
+                self._signal_group(signal.SIGKILL)
+                kill_at = None
+
+        # The leader is a zombie, so its pid (== pgid) cannot be reused yet: kill whatever it
+        # left behind in its group before reaping it.
+        self._signal_group(signal.SIGKILL)
+        returncode = proc.wait()
+        self._reaped = True
+        _wait_for_group_exit(self.pgid, GROUP_EXIT_WAIT_SECONDS)
+        self._drain()
+        elapsed = time.monotonic() - started
+
+        if final_status == STATUS_CANCELLED:
+            return HandlerOutcome(
+                status=STATUS_CANCELLED,
+                exit_code=returncode,
+                error_class="cancelled",
+                error_message=f"cancelled after {elapsed:.1f}s",
+                transient=False,
+            )
+        if final_status == STATUS_TIMED_OUT:
+            return HandlerOutcome(
+                status=STATUS_TIMED_OUT,
+                exit_code=returncode,
+                error_class="timeout",
+                error_message=f"timed out after {timeout:g}s ({_describe_exit(returncode)})",
+                transient=True,
+            )
+        self.log.write("system", f"{_describe_exit(returncode)} after {elapsed:.1f}s")
+        result = self._parse_result()
+        if returncode == 0:
+            return HandlerOutcome(
+                status=STATUS_SUCCESS,
+                exit_code=0,
+                result=result if result is not None else {"exit_code": 0},
+            )
+        message = _describe_exit(returncode)
+        if self.stderr.last_text:
+            message = f"{message}: {self.stderr.last_text}"
+        return HandlerOutcome(
+            status=STATUS_FAILED,
+            exit_code=returncode,
+            result=result if result is not None else {"exit_code": returncode},
+            error_class="exit_code",
+            error_message=clip(message),
+            transient=True,
+        )
+
+    def _pump(self, timeout: float) -> None:
+        if not self.selector.get_map():
+            time.sleep(timeout)
+            return
+        for key, _events in self.selector.select(timeout):
+            if key.data is None:
+                self._write_stdin(key.fd)
+                continue
+            try:
+                data = os.read(key.fd, READ_CHUNK_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if data:
+                key.data.feed(data)
+            else:
+                key.data.finish()
+                self.selector.unregister(key.fd)
+
+    def _write_stdin(self, fd: int) -> None:
+        pending = self._stdin_pending
+        try:
+            while pending:
+                written = os.write(fd, pending)
+                pending = pending[written:]
+        except BlockingIOError:
+            self._stdin_pending = pending
+            return
+        except OSError:
+            # The command closed stdin or exited without reading it: its choice, not an error.
+            pass
+        self._stdin_pending = None
+        self.selector.unregister(fd)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def _leader_exited(self) -> bool:
+        try:
+            # WNOWAIT leaves the leader a zombie so its pgid stays ours until we reap it.
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True  # someone else reaped it; Popen.wait() copes with that
+        return info is not None
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self._reaped:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def _drain(self) -> None:
+        deadline = time.monotonic() + DRAIN_SECONDS
+        while self.selector.get_map() and time.monotonic() < deadline:
+            self._pump(POLL_INTERVAL_SECONDS)
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None:
+                key.data.finish()
+        if self.selector.get_map():
+            self.log.write(
+                "system",
+                "output pipes still open after the process group ended (a process escaped "
+                "it with setsid?); stopped reading",
+            )
+
+    def _parse_result(self) -> dict[str, Any] | None:
+        line = self.stdout.last_line
+        if not line:
+            return None
+        try:
+            value = loads_strict(line)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def _cleanup(self) -> None:
+        if not self._reaped:
+            self._signal_group(signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            self.proc.wait()
+            self._reaped = True
+        self.selector.close()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+def _wait_for_group_exit(pgid: int, timeout: float) -> bool:
+    """Wait until every process in ``pgid`` is dead (SIGKILL delivery is asynchronous).
+
+    Only called after the leader is reaped: a zombie leader would keep the group "alive".
+    While any member exists the pgid cannot be reused, so probing it with signal 0 is safe.
+    Orphaned members are reaped by init, which may take a while; a group holding only zombies
+    counts as dead.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        time.sleep(0.02)
+        if not live_group_members(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """PIDs of non-zombie processes in process group ``pgid`` (from /proc)."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                raw = fh.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
+        fields = raw[raw.rfind(b")") + 1 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            members.append(int(entry))
+    return members
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name} (exit code {returncode})"
+    return f"exited with code {returncode}"
+
+
+def remove_tree(path: str) -> None:
+    """Remove a task's working directory even if the task left read-only directories."""
+    try:
+        shutil.rmtree(path)
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    for dirpath, dirnames, _filenames in os.walk(path):
+        for name in dirnames:
+            sub = os.path.join(dirpath, name)
+            if not os.path.islink(sub):
+                with contextlib.suppress(OSError):
+                    os.chmod(sub, stat.S_IRWXU)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale_workdirs(max_age_seconds: float, root: str | None = None) -> int:
+    """Remove working directories left behind by killed workers; returns how many.
+
+    A worker killed with SIGKILL cannot clean up after itself. Call this at worker start with
+    an age well above the longest task timeout, so directories of runs still in progress
+    (possibly another worker's, if they share the temp dir) are never touched.
+    """
+    root = root or tempfile.gettempdir()
+    cutoff = time.time() - max_age_seconds
+    removed = 0
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(WORKDIR_PREFIX):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat().st_mtime > cutoff:
+                continue
+        except OSError:
+            continue
+        remove_tree(entry.path)
+        removed += 1
+    return removed

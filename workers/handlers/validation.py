@@ -1,0 +1,289 @@
+"""Validation and normalisation of handler configurations.
+
+The API validates when a task is saved and the worker validates again before running, so a
+config edited behind the API's back still cannot reach a handler malformed. Unknown keys are
+rejected rather than ignored: a misspelt optional key ("enviroment") would otherwise be
+silently dropped and the task would run differently from what its author wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from .base import HandlerConfigError
+
+HANDLER_TYPES = ("shell", "http", "python", "container")
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+DEFAULT_HTTP_METHOD = "POST"
+SUPPORTED_CONTAINER_RUNTIMES = ("docker", "podman")
+
+# Keys accepted in shell/container "resource_requirements", mapped onto rlimits by shell.py.
+RESOURCE_KEYS = ("cpu_seconds", "memory_bytes", "open_files", "processes", "file_size_bytes")
+
+# Variables the shell handler sets itself; letting a config override them would let a task
+# lie to its own command about which execution it is.
+RESERVED_ENV_NAMES = frozenset(
+    {"TASK_PARAMETERS", "TASK_EXECUTION_ID", "TASK_ATTEMPT", "TASK_UPSTREAM_RESULTS_FILE"}
+)
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# RFC 9110 token characters.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_IMAGE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$")
+_HOP_BY_HOP_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
+)
+
+_COMMON_KEYS = frozenset({"type"})
+_ALLOWED_KEYS: dict[str, frozenset[str]] = {
+    "shell": _COMMON_KEYS | {"command", "environment", "resource_requirements"},
+    "http": _COMMON_KEYS
+    | {"url", "method", "headers", "body", "timeout_seconds", "expected_status"},
+    "python": _COMMON_KEYS | {"callable"},
+    "container": _COMMON_KEYS | {"image", "command", "environment", "resource_requirements"},
+}
+
+
+def allowed_handler_types(container_runtime: str | None) -> tuple[str, ...]:
+    if container_runtime:
+        return HANDLER_TYPES
+    return tuple(t for t in HANDLER_TYPES if t != "container")
+
+
+def validate_handler_config(
+    config: dict[str, Any],
+    *,
+    python_registry_names: Collection[str],
+    container_runtime: str | None,
+) -> dict[str, Any]:
+    """Return a normalised copy of ``config`` or raise ``HandlerConfigError``."""
+    if not isinstance(config, Mapping):
+        raise HandlerConfigError("handler", "must be an object")
+    handler_type = config.get("type")
+    allowed = allowed_handler_types(container_runtime)
+    if handler_type == "container" and not container_runtime:
+        raise HandlerConfigError(
+            "handler.type",
+            "container handlers need a container runtime; none is configured on this installation",
+        )
+    if not isinstance(handler_type, str) or handler_type not in allowed:
+        shown = repr(handler_type) if handler_type is not None else "missing"
+        raise HandlerConfigError(
+            "handler.type", f"unknown handler type {shown}; allowed: {', '.join(allowed)}"
+        )
+
+    for key in config:
+        if key not in _ALLOWED_KEYS[handler_type]:
+            if key == "working_directory":
+                raise HandlerConfigError(
+                    "handler.working_directory",
+                    "is not supported: every run gets a fresh temporary working directory",
+                )
+            raise HandlerConfigError(
+                f"handler.{key}",
+                f"unknown field for a {handler_type} handler; allowed: "
+                f"{', '.join(sorted(_ALLOWED_KEYS[handler_type]))}",
+            )
+
+    if handler_type == "shell":
+        return _validate_shell(config)
+    if handler_type == "http":
+        return _validate_http(config)
+    if handler_type == "python":
+        return _validate_python(config, python_registry_names)
+    return _validate_container(config)
+
+
+def _validate_shell(config: Mapping[str, Any]) -> dict[str, Any]:
+    normalized: dict[str, Any] = {
+        "type": "shell",
+        "command": _argv(config.get("command"), "handler.command", required=True),
+        "environment": _environment(config.get("environment"), "handler.environment"),
+    }
+    limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
+    if limits:
+        normalized["resource_requirements"] = limits
+    return normalized
+
+
+def _validate_container(config: Mapping[str, Any]) -> dict[str, Any]:
+    image = config.get("image")
+    if not isinstance(image, str) or not image.strip():
+        raise HandlerConfigError("handler.image", "is required and must be a non-empty string")
+    # A leading "-" would be read by the runtime as an option (argument injection).
+    if not _IMAGE_REF.match(image):
+        raise HandlerConfigError("handler.image", f"{image!r} is not a valid image reference")
+    normalized: dict[str, Any] = {
+        "type": "container",
+        "image": image,
+        "command": _argv(config.get("command"), "handler.command", required=False),
+        "environment": _environment(config.get("environment"), "handler.environment"),
+    }
+    limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
+    if limits:
+        normalized["resource_requirements"] = limits
+    return normalized
+
+
+def _argv(value: Any, field: str, *, required: bool) -> list[str]:
+    if value is None and not required:
+        return []
+    if isinstance(value, str):
+        raise HandlerConfigError(
+            field,
+            "must be a list of arguments (argv), not a shell string; use "
+            '["sh", "-c", "..."] explicitly if you really need a shell',
+        )
+    if not isinstance(value, list) or not value:
+        raise HandlerConfigError(field, "is required and must be a non-empty list of strings")
+    for index, arg in enumerate(value):
+        if not isinstance(arg, str):
+            raise HandlerConfigError(f"{field}[{index}]", "must be a string")
+        if "\x00" in arg:
+            raise HandlerConfigError(f"{field}[{index}]", "must not contain NUL bytes")
+    if not value[0].strip():
+        raise HandlerConfigError(f"{field}[0]", "the program name must not be empty")
+    return list(value)
+
+
+def _environment(value: Any, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise HandlerConfigError(field, "must be an object of string values")
+    env: dict[str, str] = {}
+    for name, val in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise HandlerConfigError(f"{field}.{name}", "is not a valid environment variable name")
+        if name in RESERVED_ENV_NAMES:
+            raise HandlerConfigError(f"{field}.{name}", "is set by the worker and is reserved")
+        if not isinstance(val, str):
+            raise HandlerConfigError(f"{field}.{name}", "must be a string")
+        if "\x00" in val:
+            raise HandlerConfigError(f"{field}.{name}", "must not contain NUL bytes")
+        env[name] = val
+    return env
+
+
+def _resources(value: Any, field: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise HandlerConfigError(field, "must be an object")
+    limits: dict[str, int] = {}
+    for key, val in value.items():
+        if key not in RESOURCE_KEYS:
+            raise HandlerConfigError(
+                f"{field}.{key}", f"unknown resource; allowed: {', '.join(RESOURCE_KEYS)}"
+            )
+        if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
+            raise HandlerConfigError(f"{field}.{key}", "must be a positive integer")
+        limits[key] = val
+    return limits
+
+
+def _validate_http(config: Mapping[str, Any]) -> dict[str, Any]:
+    url = config.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise HandlerConfigError("handler.url", "is required and must be a string")
+    url = url.strip()
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise HandlerConfigError("handler.url", f"is not a valid URL: {exc}") from exc
+    if parts.scheme.lower() not in ("http", "https"):
+        raise HandlerConfigError("handler.url", "must use http or https")
+    if not parts.hostname:
+        raise HandlerConfigError("handler.url", "must include a host")
+    if parts.username is not None or parts.password is not None:
+        # Credentials in URLs end up in logs and error messages; headers are the place.
+        raise HandlerConfigError(
+            "handler.url", "must not contain credentials; send them in a header instead"
+        )
+    if port == 0:
+        raise HandlerConfigError("handler.url", "port 0 is not valid")
+    if any(ch.isspace() or ord(ch) < 0x20 for ch in url):
+        raise HandlerConfigError("handler.url", "must not contain whitespace or control chars")
+
+    method = config.get("method", DEFAULT_HTTP_METHOD)
+    if not isinstance(method, str) or method.upper() not in HTTP_METHODS:
+        raise HandlerConfigError("handler.method", f"must be one of {', '.join(HTTP_METHODS)}")
+
+    normalized: dict[str, Any] = {
+        "type": "http",
+        "url": url,
+        "method": method.upper(),
+        "headers": _headers(config.get("headers")),
+    }
+    if "body" in config:
+        try:
+            json.dumps(config["body"], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise HandlerConfigError("handler.body", f"must be JSON-serialisable: {exc}") from exc
+        normalized["body"] = config["body"]
+
+    timeout = config.get("timeout_seconds")
+    if timeout is not None:
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise HandlerConfigError("handler.timeout_seconds", "must be a positive number")
+        normalized["timeout_seconds"] = float(timeout)
+
+    expected = config.get("expected_status")
+    if expected is not None:
+        if not isinstance(expected, list) or not expected:
+            raise HandlerConfigError(
+                "handler.expected_status", "must be a non-empty list of status codes"
+            )
+        for index, code in enumerate(expected):
+            if isinstance(code, bool) or not isinstance(code, int) or not 100 <= code <= 599:
+                raise HandlerConfigError(
+                    f"handler.expected_status[{index}]", "must be an HTTP status code (100-599)"
+                )
+        normalized["expected_status"] = sorted(set(expected))
+    return normalized
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise HandlerConfigError("handler.headers", "must be an object of string values")
+    headers: dict[str, str] = {}
+    for name, val in value.items():
+        field = f"handler.headers.{name}"
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            raise HandlerConfigError(field, "is not a valid header name")
+        if name.lower() in _HOP_BY_HOP_HEADERS:
+            # Host in particular must stay ours: the connection is pinned to a checked address.
+            raise HandlerConfigError(field, "is managed by the worker and cannot be set")
+        if not isinstance(val, str):
+            raise HandlerConfigError(field, "must be a string")
+        if any(ch in val for ch in "\r\n\x00"):
+            raise HandlerConfigError(field, "must not contain CR, LF or NUL")
+        headers[name] = val
+    return headers
+
+
+def _validate_python(config: Mapping[str, Any], registry_names: Collection[str]) -> dict[str, Any]:
+    name = config.get("callable")
+    if not isinstance(name, str) or not name:
+        raise HandlerConfigError("handler.callable", "is required and must be a string")
+    if name not in registry_names:
+        known = sorted(registry_names)
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        raise HandlerConfigError(
+            "handler.callable",
+            f"{name!r} is not a registered python handler; registered: {shown or 'none'}",
+        )
+    return {"type": "python", "callable": name}
