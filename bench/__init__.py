@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench quick | full | <scenario> [...]`. Never part of `make test`."""

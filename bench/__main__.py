@@ -1,0 +1,63 @@
+"""Run benchmark scenarios and write their results to bench/results/.
+
+    python -m bench quick          the quick set (make bench)
+    python -m bench full           every scenario (make bench-full)
+    python -m bench NAME [NAME..]  the named scenarios, e.g. `python -m bench dag`
+    python -m bench list           what there is
+
+A scenario is a module in bench/scenarios/ with NAME (str), QUICK (bool: part of the quick
+set), DESCRIPTION (str) and `run(args: list[str]) -> bench.report.Result`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+import time
+from types import ModuleType
+
+from bench import scenarios
+from bench.report import write_result
+
+
+def _scenarios() -> dict[str, ModuleType]:
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(scenarios.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"bench.scenarios.{info.name}")
+        if hasattr(module, "run") and hasattr(module, "NAME"):
+            found[module.NAME] = module
+    return found
+
+
+def main(argv: list[str]) -> int:
+    available = _scenarios()
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        print(__doc__)
+        for name, module in available.items():
+            tag = "quick" if getattr(module, "QUICK", False) else "full"
+            print(f"  {name:<14} [{tag}] {getattr(module, 'DESCRIPTION', '')}")
+        return 0
+    if argv[0] == "quick":
+        chosen, extra = [m for m in available.values() if getattr(m, "QUICK", False)], argv[1:]
+    elif argv[0] == "full":
+        chosen, extra = list(available.values()), argv[1:]
+    else:
+        names = [a for a in argv if not a.startswith("-")]
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            print(f"unknown scenario(s): {', '.join(unknown)}; try `python -m bench list`")
+            return 2
+        chosen, extra = [available[n] for n in names], [a for a in argv if a.startswith("-")]
+    for module in chosen:
+        started = time.monotonic()
+        print(f"\n=== {module.NAME}: {getattr(module, 'DESCRIPTION', '')}")
+        result = module.run(extra)
+        paths = write_result(result)
+        print(result.table())
+        print(f"({time.monotonic() - started:.0f}s; wrote {', '.join(str(p) for p in paths)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
