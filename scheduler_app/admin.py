@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from scheduler_app.errors import DomainError
 from scheduler_app.models import (
     ExecutionLog,
     TaskDefinition,
@@ -14,6 +16,7 @@ from scheduler_app.models import (
     TenantMembership,
 )
 from scheduler_app.services import dead_letters, tasks
+from scheduler_app.services.task_spec import task_spec_to_fields
 
 
 class MembershipInline(admin.TabularInline):
@@ -38,8 +41,66 @@ class TenantMembershipAdmin(admin.ModelAdmin):
     autocomplete_fields = ["user", "tenant"]
 
 
+def _spec_from_admin(obj: TaskDefinition) -> dict:
+    """The admin edits model fields; the services take the API's shape."""
+    return {
+        "name": obj.name,
+        "description": obj.description,
+        "schedule": {
+            "type": obj.schedule_type,
+            "expression": obj.schedule_expression,
+            "timezone": obj.timezone,
+            "run_at": obj.run_at.isoformat() if obj.run_at else None,
+        },
+        "handler": {**(obj.handler_config or {}), "type": obj.handler_type},
+        "timeout_seconds": obj.timeout_seconds,
+        "retry_policy": {
+            "max_attempts": obj.max_attempts,
+            "backoff": obj.backoff,
+            "base_delay_seconds": obj.base_delay_seconds,
+            "max_delay_seconds": obj.max_delay_seconds,
+        },
+        "priority": obj.priority,
+        "parameters": obj.parameters,
+        "tags": obj.tags,
+        "notifications": obj.notifications,
+        "enabled": obj.enabled,
+    }
+
+
+class TaskDefinitionForm(forms.ModelForm):
+    """Runs the same domain validation as the API, so a bad cron is a form error, not a 500."""
+
+    class Meta:
+        model = TaskDefinition
+        fields = "__all__"
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        candidate = TaskDefinition(**{k: v for k, v in cleaned.items() if k != "tenant"})
+        try:
+            task_spec_to_fields(_spec_from_admin(candidate), anchor=candidate.created_at)
+        except DomainError as error:
+            field = _ADMIN_FIELD_FOR.get(error.field or "")
+            self.add_error(field if field in self.fields else None, error.message)
+        return cleaned
+
+
+_ADMIN_FIELD_FOR = {
+    "name": "name",
+    "schedule.type": "schedule_type",
+    "schedule.expression": "schedule_expression",
+    "schedule.timezone": "timezone",
+    "schedule.run_at": "run_at",
+    "handler.type": "handler_type",
+    "timeout_seconds": "timeout_seconds",
+    "priority": "priority",
+}
+
+
 @admin.register(TaskDefinition)
 class TaskDefinitionAdmin(admin.ModelAdmin):
+    form = TaskDefinitionForm
     list_display = [
         "name",
         "tenant",
@@ -76,29 +137,7 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: TaskDefinition, form, change: bool) -> None:
         """Admin edits go through the same service as the API, so validation and the
         scheduler's change feed behave the same whichever door was used."""
-        spec = {
-            "name": obj.name,
-            "description": obj.description,
-            "schedule": {
-                "type": obj.schedule_type,
-                "expression": obj.schedule_expression,
-                "timezone": obj.timezone,
-                "run_at": obj.run_at.isoformat() if obj.run_at else None,
-            },
-            "handler": {**(obj.handler_config or {}), "type": obj.handler_type},
-            "timeout_seconds": obj.timeout_seconds,
-            "retry_policy": {
-                "max_attempts": obj.max_attempts,
-                "backoff": obj.backoff,
-                "base_delay_seconds": obj.base_delay_seconds,
-                "max_delay_seconds": obj.max_delay_seconds,
-            },
-            "priority": obj.priority,
-            "parameters": obj.parameters,
-            "tags": obj.tags,
-            "notifications": obj.notifications,
-            "enabled": obj.enabled,
-        }
+        spec = _spec_from_admin(obj)
         if change:
             current = TaskDefinition.objects.get(pk=obj.pk)
             tasks.task_update(task=current, spec=spec)
