@@ -180,3 +180,10 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
             f"UPDATE {table} SET next_fire_at = %s, last_fired_at = %s WHERE id = %s",
             rows,
         )
+
+
+def queued_hold_back(*, execution_ids: Sequence[str]) -> int:
+    """queued -> pending (same scheduled_at) for doorbells fair dispatch did not send yet."""
+    return TaskExecution.objects.filter(
+        id__in=list(execution_ids), status=ExecutionStatus.QUEUED
+    ).update(status=ExecutionStatus.PENDING, queued_at=None)
