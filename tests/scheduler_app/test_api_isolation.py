@@ -45,7 +45,7 @@ def api_routes():
 
 @pytest.fixture
 def tenant_b(tenant_factory):
-    tenant, admin = tenant_factory("bravo")
+    tenant, _admin = tenant_factory("bravo")
     task = make_task(
         tenant,
         name=f"{MARKER}-task",
