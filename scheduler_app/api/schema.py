@@ -56,3 +56,22 @@ class LogsOutput(serializers.Serializer):
     status = serializers.CharField()
     truncated = serializers.BooleanField()
     lines = serializers.ListField(child=serializers.CharField())
+
+
+_PAGES: dict[tuple[str, bool], type[serializers.Serializer]] = {}
+
+
+def page_of(item: type[serializers.Serializer], *, cursor: bool = False):
+    """The schema of a paginated list of `item` (page pagination, or cursor without count)."""
+    key = (item.__name__, cursor)
+    if key not in _PAGES:
+        fields: dict[str, serializers.Field] = {
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": item(many=True),
+        }
+        if not cursor:
+            fields["count"] = serializers.IntegerField()
+        name = f"{item.__name__.removesuffix('Output')}{'Cursor' if cursor else ''}Page"
+        _PAGES[key] = type(name, (serializers.Serializer,), fields)
+    return _PAGES[key]

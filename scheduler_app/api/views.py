@@ -19,6 +19,7 @@ from scheduler_app.api.schema import (
     RetriedAllOutput,
     RetriedOutput,
     TriggeredOutput,
+    page_of,
 )
 from scheduler_app.api.serializers import ExecutionOutput, TaskInput, TaskOutput, TriggerInput
 from scheduler_app.api.tenancy import request_tenant
@@ -45,7 +46,7 @@ class TaskListView(APIView):
             OpenApiParameter("search", str),
             OpenApiParameter("ordering", str),
         ],
-        responses=TaskOutput(many=True),
+        responses=page_of(TaskOutput),
     )
     def get(self, request: Request) -> Response:
         queryset = selectors.task_list(tenant=request_tenant(request), filters=request.query_params)
@@ -162,7 +163,7 @@ class TaskResumeView(APIView):
 
 
 class TaskExecutionsView(APIView):
-    @extend_schema(responses=ExecutionOutput(many=True))
+    @extend_schema(responses=page_of(ExecutionOutput, cursor=True))
     def get(self, request: Request, task_id: str) -> Response:
         tenant = request_tenant(request)
         task = selectors.task_get(tenant=tenant, task_id=task_id)
@@ -232,7 +233,7 @@ class ExecutionLogsView(APIView):
 
 
 class DeadLetterListView(APIView):
-    @extend_schema(responses=ExecutionOutput(many=True))
+    @extend_schema(responses=page_of(ExecutionOutput))
     def get(self, request: Request) -> Response:
         queryset = selectors.dead_letter_list(tenant=request_tenant(request))
         paginator = PagePagination()

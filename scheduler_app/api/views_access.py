@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 
 from scheduler_app import selectors
 from scheduler_app.api.pagination import PagePagination
+from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers_access import (
     ApiKeyCreatedOutput,
     ApiKeyInput,
@@ -46,7 +47,7 @@ class AuditListView(APIView):
             OpenApiParameter("object_id", str),
             OpenApiParameter("tenant", str, description="Platform staff: one tenant's slug"),
         ],
-        responses=AuditOutput(many=True),
+        responses=page_of(AuditOutput),
     )
     def get(self, request: Request) -> Response:
         entries = selectors.audit_list(tenant=admin_scope(request), filters=request.query_params)
@@ -80,7 +81,7 @@ class SecretListView(APIView):
     read_role = "admin"
     write_role = "admin"
 
-    @extend_schema(responses=SecretOutput(many=True))
+    @extend_schema(responses=page_of(SecretOutput))
     def get(self, request: Request) -> Response:
         return _page(
             request, self, selectors.secret_list(tenant=request_tenant(request)), SecretOutput
@@ -130,7 +131,7 @@ class ApiKeyListView(APIView):
     read_role = "admin"
     write_role = "admin"
 
-    @extend_schema(responses=ApiKeyOutput(many=True))
+    @extend_schema(responses=page_of(ApiKeyOutput))
     def get(self, request: Request) -> Response:
         return _page(
             request, self, selectors.api_key_list(tenant=request_tenant(request)), ApiKeyOutput
@@ -170,7 +171,7 @@ class MemberListView(APIView):
     read_role = "admin"
     write_role = "admin"
 
-    @extend_schema(responses=MemberOutput(many=True))
+    @extend_schema(responses=page_of(MemberOutput))
     def get(self, request: Request) -> Response:
         return _page(
             request, self, selectors.member_list(tenant=request_tenant(request)), MemberOutput

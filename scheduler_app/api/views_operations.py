@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from scheduler_app import selectors
 from scheduler_app.api.pagination import ExecutionCursorPagination
+from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers import ExecutionOutput
 from scheduler_app.api.tenancy import is_platform_staff, request_tenant
 from scheduler_app.errors import NotFound
@@ -44,7 +45,7 @@ class ExecutionCursor(ExecutionCursorPagination):
 
 
 class ExecutionListView(APIView):
-    @extend_schema(parameters=EXECUTION_FILTERS, responses=ExecutionOutput(many=True))
+    @extend_schema(parameters=EXECUTION_FILTERS, responses=page_of(ExecutionOutput, cursor=True))
     def get(self, request: Request) -> Response:
         queryset = selectors.execution_list(
             tenant=request_tenant(request), filters=request.query_params
