@@ -133,7 +133,9 @@ IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # Fair dispatch: at most this many doorbells of one tenant waiting in one tier's broker queue;
 # the rest wait in PostgreSQL as pending rows and are promoted as the tenant's runs start.
-FAIR_INFLIGHT_PER_TENANT = env_int("FAIR_INFLIGHT_PER_TENANT", 20)
+# Size it to the fleet: another tenant's run waits behind at most cap x busy tenants
+# doorbells, and one tenant's dispatch rate per tier is about cap per scheduler tick.
+FAIR_INFLIGHT_PER_TENANT = env_int("FAIR_INFLIGHT_PER_TENANT", 100)
 FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
 
 SIMPLE_JWT = {

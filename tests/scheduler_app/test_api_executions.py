@@ -195,3 +195,30 @@ def test_wrong_types_are_400_naming_the_field_and_save_nothing(api, tenant):
     response = api.post("/api/v1/tasks", {**spec, "tags": "etl"}, format="json")
     assert response.status_code == 400 and response.json()["field"] == "tags"
     assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+
+
+def test_promote_is_fair_a_backlog_does_not_starve_another_tenants_due_row(tenant_factory):
+    from django.test import override_settings
+
+    from scheduler_app.services.firing import due_pending_promote
+
+    noisy, _ = tenant_factory("noisy")
+    quiet, _ = tenant_factory("quiet")
+    flood_task = make_task(noisy, name="flood", schedule={"type": "manual"})
+    quiet_task = make_task(quiet, name="single", schedule={"type": "manual"})
+    now = timezone.now()
+    for index in range(30):
+        TaskExecution.objects.create(
+            tenant=noisy,
+            task=flood_task,
+            status="pending",
+            scheduled_at=now - timedelta(minutes=10, seconds=index),
+        )
+    mine = TaskExecution.objects.create(
+        tenant=quiet, task=quiet_task, status="pending", scheduled_at=now - timedelta(seconds=1)
+    )
+    with override_settings(FAIR_INFLIGHT_PER_TENANT=5):
+        bells = due_pending_promote(now=now, limit=10)
+    promoted = {bell.execution_id for bell in bells}
+    assert str(mine.id) in promoted
+    assert sum(bell.tenant_id == str(noisy.id) for bell in bells) == 5

@@ -53,3 +53,16 @@ def test_api_conforms_to_its_schema(admin_headers):
         run()
         tested.append(f"{operation.method.upper()} {operation.path}")
     assert len(tested) >= 25, tested
+
+
+@pytest.mark.django_db
+def test_schema_and_swagger_ui_are_served_offline(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    for path in ("/api/v1/executions", "/api/v1/secrets", "/api/v1/admin/scheduler/status"):
+        assert path in paths
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    page = docs.content.decode()
+    assert "swagger-ui" in page and "cdn" not in page.lower()
