@@ -102,15 +102,17 @@ def execution_log_get(*, tenant: Tenant, execution: TaskExecution) -> ExecutionL
     return ExecutionLog.objects.filter(tenant=tenant, execution_id=execution.id).first()
 
 
-def dead_letter_list(*, tenant: Tenant) -> QuerySet[TaskExecution]:
-    return (
-        TaskExecution.objects.select_related("task")
-        .filter(tenant=tenant, dead_lettered=True)
-        .order_by("-completed_at")
-    )
+def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
+    """The tenant's dead letters (tenant None: every tenant's, for platform staff only)."""
+    executions = TaskExecution.objects.select_related("task").filter(dead_lettered=True)
+    if tenant is not None:
+        executions = executions.filter(tenant=tenant)
+    return executions.order_by("-completed_at")
 
 
 def dead_letter_get(*, tenant: Tenant, execution_id: Any) -> TaskExecution:
+    if tenant is None:
+        raise NotFound("dead-lettered execution not found")
     execution = (
         dead_letter_list(tenant=tenant)
         .filter(id=_as_uuid(execution_id, what="dead-lettered execution"))

@@ -23,6 +23,7 @@ from scheduler_app.api.schema import (
 )
 from scheduler_app.api.serializers import ExecutionOutput, TaskInput, TaskOutput, TriggerInput
 from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.services import dead_letters, tasks
 from scheduler_app.task_schedule import schedule_of_task
@@ -233,9 +234,14 @@ class ExecutionLogsView(APIView):
 
 
 class DeadLetterListView(APIView):
-    @extend_schema(responses=page_of(ExecutionOutput))
+    staff_all_tenants = True
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tenant", str, description="Platform staff: one tenant")],
+        responses=page_of(ExecutionOutput),
+    )
     def get(self, request: Request) -> Response:
-        queryset = selectors.dead_letter_list(tenant=request_tenant(request))
+        queryset = selectors.dead_letter_list(tenant=admin_scope(request))
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)

@@ -146,6 +146,8 @@ def test_platform_staff_see_every_tenant_in_admin_endpoints_others_do_not(tenant
     staff = staff_client()
     assert staff.get("/api/v1/admin/metrics").json()["tenant"] is None
     assert staff.get("/api/v1/admin/metrics?tenant=bbb").json()["tenant"] == "bbb"
+    assert staff.get("/api/v1/admin/dlq").status_code == 200
+    assert staff.get("/api/v1/audit").status_code == 200
     assert staff.get("/api/v1/tasks").status_code == 403  # staff is no member of any tenant
     admin_a, _ = member_client(tenant_a, "admin", username="a-admin2")
     assert admin_a.get("/api/v1/admin/metrics?tenant=bbb").json()["tenant"] == "aaa"
