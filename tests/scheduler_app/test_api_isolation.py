@@ -17,7 +17,7 @@ from scheduler_app.services.api_keys import api_key_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.tasks import task_trigger
-from tests.api_clients import jwt_client, member_client
+from tests.api_clients import api_key_client, jwt_client, member_client
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -86,11 +86,16 @@ def _snapshot(tenant):
     }
 
 
-def test_no_route_and_no_method_leaks_another_tenants_data(tenant_and_user, tenant_b):
+@pytest.mark.parametrize("credential", ["jwt", "api_key"])
+def test_no_route_and_no_method_leaks_another_tenants_data(tenant_and_user, tenant_b, credential):
     tenant_a, admin_a = tenant_and_user
     make_task(tenant_a, name="a-task", schedule={"type": "manual"})
     other, b_ids = tenant_b
-    client = jwt_client(admin_a)
+    if credential == "jwt":
+        client = jwt_client(admin_a)
+    else:
+        _, raw_key = api_key_create(tenant=tenant_a, name="walker", role="admin")
+        client = api_key_client(raw_key)
     before = _snapshot(other)
     # Integer ids (members) are too short to search for in a body; their routes are walked.
     forbidden_text = [MARKER, "bravo", *(value for value in b_ids.values() if len(value) >= 8)]
