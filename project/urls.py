@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -13,4 +15,18 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduler_app.api.urls")),
     path("healthz", healthz, name="healthz"),
+    # The schema and its UI are public (they describe, they do not reveal tenant data);
+    # the Swagger assets are vendored (drf-spectacular-sidecar), no internet needed.
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny], throttle_classes=[]),
+        name="schema",
+    ),
+    path(
+        "api/docs/",
+        SpectacularSwaggerView.as_view(
+            url_name="schema", permission_classes=[AllowAny], throttle_classes=[]
+        ),
+        name="swagger-ui",
+    ),
 ]

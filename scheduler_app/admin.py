@@ -9,13 +9,17 @@ from django.http import HttpRequest
 
 from scheduler_app.errors import DomainError
 from scheduler_app.models import (
+    ApiKey,
+    AuditEntry,
     ExecutionLog,
+    Secret,
     TaskDefinition,
     TaskExecution,
     Tenant,
     TenantMembership,
 )
 from scheduler_app.services import dead_letters, tasks
+from scheduler_app.services.api_keys import api_key_revoke
 from scheduler_app.services.task_spec import task_spec_to_fields
 
 
@@ -27,10 +31,24 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "is_active", "created_at"]
+    list_display = ["slug", "name", "is_active", "rate_limit_per_minute", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "is_active"]}),
+        (
+            "Limits (soft quotas: over quota defers runs)",
+            {
+                "fields": [
+                    "rate_limit_per_minute",
+                    "max_concurrent_runs",
+                    "max_runs_per_hour",
+                    "max_compute_minutes_per_month",
+                ]
+            },
+        ),
+    ]
 
 
 @admin.register(TenantMembership)
@@ -235,6 +253,58 @@ class ExecutionLogAdmin(admin.ModelAdmin):
     list_filter = ["truncated", "tenant"]
     search_fields = ["execution_id"]
     readonly_fields = ["execution_id", "tenant", "text", "size_bytes", "truncated", "created_at"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "tenant", "actor", "action", "object_type", "object_id"]
+    list_filter = ["action"]
+    search_fields = ["actor", "action", "object_id"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are created through the API (the key is shown once there); here: view, revoke."""
+
+    list_display = ["name", "tenant", "role", "prefix", "last_used_at", "revoked_at"]
+    readonly_fields = [
+        "tenant",
+        "name",
+        "role",
+        "prefix",
+        "created_by",
+        "created_at",
+        "last_used_at",
+    ]
+    exclude = ["key_hash"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        for key in queryset:
+            api_key_revoke(key=key)
+
+
+@admin.register(Secret)
+class SecretAdmin(admin.ModelAdmin):
+    """Names only: values are managed through the API and never shown."""
+
+    list_display = ["name", "tenant", "updated_at"]
+    search_fields = ["name"]
+    exclude = ["ciphertext"]
+    readonly_fields = ["tenant", "name", "created_at", "updated_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -24,9 +24,15 @@ class Doorbell:
 
 
 def publish(doorbells: Iterable[Doorbell]) -> int:
-    """Publish every doorbell over one producer connection. Returns how many were sent."""
-    from project.celery import app  # models never import the Celery app; dispatch does
+    """Publish every doorbell over one producer connection. Returns how many were sent.
 
+    Fair dispatch first: a tenant's doorbells beyond its in-flight cap in a tier are not
+    sent but put back to `pending` (see `scheduler_app.fairness`).
+    """
+    from project.celery import app  # models never import the Celery app; dispatch does
+    from scheduler_app.fairness import fair_admit
+
+    doorbells = fair_admit(list(doorbells))
     sent = 0
     with app.producer_or_acquire() as producer:
         for bell in doorbells:

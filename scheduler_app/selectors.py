@@ -39,7 +39,31 @@ def task_list(
         tasks = tasks.filter(paused=filters["paused"] == "true")
     if filters.get("search"):
         tasks = tasks.filter(name__icontains=filters["search"])
-    return tasks.order_by("name")
+    return tasks.order_by(*ordering_of(filters, TASK_ORDERINGS, default="name"), "id")
+
+
+TASK_ORDERINGS = (
+    "name",
+    "created_at",
+    "updated_at",
+    "next_fire_at",
+    "priority",
+)
+
+
+def ordering_of(filters: Mapping[str, str], allowed: tuple[str, ...], *, default: str) -> list[str]:
+    """`?ordering=-created_at,name` restricted to `allowed` fields; a bad one is a 400."""
+    from scheduler_app.errors import ValidationFailed
+
+    raw = filters.get("ordering") or default
+    fields = [part.strip() for part in raw.split(",") if part.strip()]
+    for field in fields:
+        if field.removeprefix("-") not in allowed:
+            raise ValidationFailed(
+                f"cannot order by {field!r}; allowed: {', '.join(allowed)} (prefix - to reverse)",
+                field="ordering",
+            )
+    return fields
 
 
 def _json_contains() -> bool:
@@ -78,15 +102,17 @@ def execution_log_get(*, tenant: Tenant, execution: TaskExecution) -> ExecutionL
     return ExecutionLog.objects.filter(tenant=tenant, execution_id=execution.id).first()
 
 
-def dead_letter_list(*, tenant: Tenant) -> QuerySet[TaskExecution]:
-    return (
-        TaskExecution.objects.select_related("task")
-        .filter(tenant=tenant, dead_lettered=True)
-        .order_by("-completed_at")
-    )
+def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
+    """The tenant's dead letters (tenant None: every tenant's, for platform staff only)."""
+    executions = TaskExecution.objects.select_related("task").filter(dead_lettered=True)
+    if tenant is not None:
+        executions = executions.filter(tenant=tenant)
+    return executions.order_by("-completed_at")
 
 
 def dead_letter_get(*, tenant: Tenant, execution_id: Any) -> TaskExecution:
+    if tenant is None:
+        raise NotFound("dead-lettered execution not found")
     execution = (
         dead_letter_list(tenant=tenant)
         .filter(id=_as_uuid(execution_id, what="dead-lettered execution"))
@@ -95,3 +121,162 @@ def dead_letter_get(*, tenant: Tenant, execution_id: Any) -> TaskExecution:
     if execution is None:
         raise NotFound("dead-lettered execution not found")
     return execution
+
+
+# -- executions across tasks, audit, secrets, keys, members ------------------------------
+EXECUTION_ORDERINGS = ("scheduled_at", "-scheduled_at", "created_at", "-created_at")
+
+
+def _parse_instant(value: str, *, field: str):
+    from django.utils.dateparse import parse_datetime
+
+    from scheduler_app.errors import ValidationFailed
+
+    parsed = None
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise ValidationFailed(
+            f"{field} must be an ISO 8601 date-time with a UTC offset", field=field
+        )
+    return parsed
+
+
+def execution_list(
+    *, tenant: Tenant, filters: Mapping[str, str] | None = None
+) -> QuerySet[TaskExecution]:
+    """Every execution of the tenant; filters: status (comma list), task, tag, since, until."""
+    from scheduler_app.choices import ExecutionStatus
+    from scheduler_app.errors import ValidationFailed
+
+    filters = filters or {}
+    executions = TaskExecution.objects.select_related("task").filter(tenant=tenant)
+    if filters.get("status"):
+        wanted = [value.strip() for value in filters["status"].split(",") if value.strip()]
+        unknown = [value for value in wanted if value not in ExecutionStatus.values]
+        if unknown:
+            raise ValidationFailed(
+                f"unknown status {unknown[0]!r}; one of {', '.join(ExecutionStatus.values)}",
+                field="status",
+            )
+        executions = executions.filter(status__in=wanted)
+    if filters.get("task"):
+        try:
+            task_id = uuid.UUID(filters["task"])
+        except ValueError as error:
+            raise ValidationFailed("task must be a task id (UUID)", field="task") from error
+        executions = executions.filter(task_id=task_id)
+    if filters.get("tag"):
+        tag = filters["tag"]
+        executions = (
+            executions.filter(task__tags__contains=[tag])
+            if _json_contains()
+            else executions.filter(task__tags__icontains=f'"{tag}"')
+        )
+    if filters.get("since"):
+        executions = executions.filter(
+            scheduled_at__gte=_parse_instant(filters["since"], field="since")
+        )
+    if filters.get("until"):
+        executions = executions.filter(
+            scheduled_at__lt=_parse_instant(filters["until"], field="until")
+        )
+    if filters.get("dead_lettered") in ("true", "false"):
+        executions = executions.filter(dead_lettered=filters["dead_lettered"] == "true")
+    return executions
+
+
+def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = None):
+    """The tenant's audit entries (tenant None: every tenant's, for platform staff)."""
+    from scheduler_app.models import AuditEntry
+
+    filters = filters or {}
+    entries = (
+        AuditEntry.objects.all() if tenant is None else AuditEntry.objects.filter(tenant=tenant)
+    )
+    for field in ("action", "actor", "object_type", "object_id"):
+        if filters.get(field):
+            entries = entries.filter(**{field: filters[field]})
+    return entries.order_by("-id")
+
+
+def secret_list(*, tenant: Tenant):
+    from scheduler_app.models import Secret
+
+    return Secret.objects.filter(tenant=tenant).order_by("name")
+
+
+def secret_get(*, tenant: Tenant, secret_id: Any):
+    secret = secret_list(tenant=tenant).filter(id=_as_uuid(secret_id, what="secret")).first()
+    if secret is None:
+        raise NotFound("secret not found")
+    return secret
+
+
+def api_key_list(*, tenant: Tenant):
+    from scheduler_app.models import ApiKey
+
+    return ApiKey.objects.filter(tenant=tenant).order_by("-created_at")
+
+
+def api_key_get(*, tenant: Tenant, key_id: Any):
+    key = api_key_list(tenant=tenant).filter(id=_as_uuid(key_id, what="API key")).first()
+    if key is None:
+        raise NotFound("API key not found")
+    return key
+
+
+def member_list(*, tenant: Tenant):
+    from scheduler_app.models import TenantMembership
+
+    return TenantMembership.objects.select_related("user").filter(tenant=tenant).order_by("id")
+
+
+def member_get(*, tenant: Tenant, member_id: Any):
+    if not str(member_id).isdigit():
+        raise NotFound("member not found")
+    member = member_list(tenant=tenant).filter(id=int(member_id)).first()
+    if member is None:
+        raise NotFound("member not found")
+    return member
+
+
+def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
+    """Counts by status since `since`, success rate of finished runs, and queue depth now.
+
+    tenant None: every tenant (platform staff only; the view decides who may ask).
+    """
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from scheduler_app.choices import ExecutionStatus
+
+    executions = (
+        TaskExecution.objects.all()
+        if tenant is None
+        else TaskExecution.objects.filter(tenant=tenant)
+    )
+    counts = dict.fromkeys(ExecutionStatus.values, 0)
+    for row in (
+        executions.filter(scheduled_at__gte=since).values("status").annotate(total=Count("id"))
+    ):
+        counts[row["status"]] = row["total"]
+    finished = counts["success"] + counts["failed"] + counts["timed_out"]
+    now = timezone.now()
+    depth = dict.fromkeys(("critical", "normal", "bulk"), 0)
+    for row in (
+        executions.filter(status__in=["pending", "queued"], scheduled_at__lte=now)
+        .values("queue")
+        .annotate(total=Count("id"))
+    ):
+        depth[row["queue"]] = depth.get(row["queue"], 0) + row["total"]
+    return {
+        "since": since,
+        "counts_by_status": counts,
+        "success_rate": round(counts["success"] / finished, 4) if finished else None,
+        "queue_depth": {"total": sum(depth.values()), "by_tier": depth},
+        "running": executions.filter(status="running").count(),
+        "dead_letters": executions.filter(dead_lettered=True).count(),
+    }

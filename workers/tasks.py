@@ -11,4 +11,10 @@ from scheduler_app.dispatch import RUN_EXECUTION_TASK
 def run_execution(self, execution_id: str) -> str:
     from workers.runner import execution_run
 
-    return execution_run(execution_id=execution_id, worker_id=self.request.hostname or "worker")
+    delivery = self.request.delivery_info or {}
+    return execution_run(
+        execution_id=execution_id,
+        worker_id=self.request.hostname or "worker",
+        tenant_id=getattr(self.request, "tenant_id", None),
+        queue=delivery.get("routing_key"),
+    )

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from scheduler_app.api import views
+from scheduler_app.api import views, views_access, views_operations
 
 urlpatterns = [
     path("auth/token", TokenObtainPairView.as_view(), name="token-obtain"),
@@ -21,6 +21,12 @@ urlpatterns = [
         views.TaskSchedulePreviewView.as_view(),
         name="task-schedule-preview",
     ),
+    path("executions", views_operations.ExecutionListView.as_view(), name="execution-list"),
+    path(
+        "executions/<str:execution_id>/retry",
+        views_operations.ExecutionRetryView.as_view(),
+        name="execution-retry",
+    ),
     path(
         "executions/<str:execution_id>",
         views.ExecutionDetailView.as_view(),
@@ -39,4 +45,23 @@ urlpatterns = [
         views.DeadLetterRetryView.as_view(),
         name="dlq-retry",
     ),
+    path("admin/metrics", views_operations.AdminMetricsView.as_view(), name="admin-metrics"),
+    path(
+        "admin/scheduler/status",
+        views_operations.SchedulerStatusView.as_view(),
+        name="scheduler-status",
+    ),
+    path(
+        "admin/scheduler/failover",
+        views_operations.SchedulerFailoverView.as_view(),
+        name="scheduler-failover",
+    ),
+    path("audit", views_access.AuditListView.as_view(), name="audit-list"),
+    path("tenant/usage", views_access.TenantUsageView.as_view(), name="tenant-usage"),
+    path("secrets", views_access.SecretListView.as_view(), name="secret-list"),
+    path("secrets/<str:secret_id>", views_access.SecretDetailView.as_view(), name="secret-detail"),
+    path("api-keys", views_access.ApiKeyListView.as_view(), name="apikey-list"),
+    path("api-keys/<str:key_id>", views_access.ApiKeyDetailView.as_view(), name="apikey-detail"),
+    path("members", views_access.MemberListView.as_view(), name="member-list"),
+    path("members/<str:member_id>", views_access.MemberDetailView.as_view(), name="member-detail"),
 ]

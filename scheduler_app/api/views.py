@@ -4,15 +4,26 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app import selectors
+from scheduler_app.api.idempotency import idempotent
 from scheduler_app.api.pagination import ExecutionCursorPagination, PagePagination
+from scheduler_app.api.schema import (
+    LogsOutput,
+    PreviewOutput,
+    RetriedAllOutput,
+    RetriedOutput,
+    TriggeredOutput,
+    page_of,
+)
 from scheduler_app.api.serializers import ExecutionOutput, TaskInput, TaskOutput, TriggerInput
 from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.services import dead_letters, tasks
 from scheduler_app.task_schedule import schedule_of_task
@@ -20,27 +31,65 @@ from scheduler_app.task_schedule import schedule_of_task
 MAX_PREVIEW = 1000
 
 
+def _user_or_none(request: Request):
+    """The Django user behind the request (None for an API key)."""
+    return request.user if getattr(request.user, "pk", None) else None
+
+
 class TaskListView(APIView):
+    write_role = "admin"
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tag", str),
+            OpenApiParameter("schedule_type", str),
+            OpenApiParameter("paused", str, enum=["true", "false"]),
+            OpenApiParameter("search", str),
+            OpenApiParameter("ordering", str),
+        ],
+        responses=page_of(TaskOutput),
+    )
     def get(self, request: Request) -> Response:
         queryset = selectors.task_list(tenant=request_tenant(request), filters=request.query_params)
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(TaskOutput(page, many=True).data)
 
+    @extend_schema(
+        request=TaskInput,
+        responses={201: TaskOutput},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Repeat-safe create/trigger",
+            )
+        ],
+    )
     def post(self, request: Request) -> Response:
-        spec = TaskInput(data=request.data)
-        spec.is_valid(raise_exception=True)
-        task = tasks.task_create(
-            tenant=request_tenant(request), spec=spec.validated_data, created_by=request.user
-        )
-        return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+        tenant = request_tenant(request)
+
+        def create() -> Response:
+            spec = TaskInput(data=request.data)
+            spec.is_valid(raise_exception=True)
+            task = tasks.task_create(
+                tenant=tenant, spec=spec.validated_data, created_by=_user_or_none(request)
+            )
+            return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+
+        return idempotent(request, tenant=tenant, produce=create)
 
 
 class TaskDetailView(APIView):
+    write_role = "admin"
+
+    @extend_schema(responses=TaskOutput)
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         return Response(TaskOutput(task).data)
 
+    @extend_schema(request=TaskInput, responses=TaskOutput)
     def put(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data)
@@ -48,6 +97,7 @@ class TaskDetailView(APIView):
         task = tasks.task_update(task=task, spec=spec.validated_data)
         return Response(TaskOutput(task).data)
 
+    @extend_schema(request=TaskInput, responses=TaskOutput)
     def patch(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data, partial=True)
@@ -55,6 +105,7 @@ class TaskDetailView(APIView):
         task = tasks.task_update(task=task, spec=spec.validated_data, partial=True)
         return Response(TaskOutput(task).data)
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         tasks.task_delete(task=task)
@@ -62,30 +113,58 @@ class TaskDetailView(APIView):
 
 
 class TaskTriggerView(APIView):
+    write_role = "operator"
+
+    @extend_schema(
+        request=TriggerInput,
+        responses={202: TriggeredOutput},
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Repeat-safe create/trigger",
+            )
+        ],
+    )
     def post(self, request: Request, task_id: str) -> Response:
-        task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        tenant = request_tenant(request)
+        task = selectors.task_get(tenant=tenant, task_id=task_id)
         body = TriggerInput(data=request.data or {})
         body.is_valid(raise_exception=True)
-        execution = tasks.task_trigger(task=task, parameters=body.validated_data.get("parameters"))
-        return Response(
-            {"execution_id": str(execution.id), "status": execution.status},
-            status=status.HTTP_202_ACCEPTED,
-        )
+
+        def trigger() -> Response:
+            execution = tasks.task_trigger(
+                task=task, parameters=body.validated_data.get("parameters")
+            )
+            return Response(
+                {"execution_id": str(execution.id), "status": execution.status},
+                status=status.HTTP_202_ACCEPTED,
+            )
+
+        return idempotent(request, tenant=tenant, produce=trigger)
 
 
 class TaskPauseView(APIView):
+    write_role = "operator"
+
+    @extend_schema(request=None, responses=TaskOutput)
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         return Response(TaskOutput(tasks.task_pause(task=task)).data)
 
 
 class TaskResumeView(APIView):
+    write_role = "operator"
+
+    @extend_schema(request=None, responses=TaskOutput)
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         return Response(TaskOutput(tasks.task_resume(task=task)).data)
 
 
 class TaskExecutionsView(APIView):
+    @extend_schema(responses=page_of(ExecutionOutput, cursor=True))
     def get(self, request: Request, task_id: str) -> Response:
         tenant = request_tenant(request)
         task = selectors.task_get(tenant=tenant, task_id=task_id)
@@ -98,6 +177,7 @@ class TaskExecutionsView(APIView):
 
 
 class TaskSchedulePreviewView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("count", int)], responses=PreviewOutput)
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         raw_count = request.query_params.get("count", "10")
@@ -123,6 +203,7 @@ class TaskSchedulePreviewView(APIView):
 
 
 class ExecutionDetailView(APIView):
+    @extend_schema(responses=ExecutionOutput)
     def get(self, request: Request, execution_id: str) -> Response:
         execution = selectors.execution_get(
             tenant=request_tenant(request), execution_id=execution_id
@@ -131,6 +212,10 @@ class ExecutionDetailView(APIView):
 
 
 class ExecutionLogsView(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["text"])],
+        responses={200: LogsOutput},
+    )
     def get(self, request: Request, execution_id: str) -> Response | HttpResponse:
         tenant = request_tenant(request)
         execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
@@ -149,20 +234,32 @@ class ExecutionLogsView(APIView):
 
 
 class DeadLetterListView(APIView):
+    staff_all_tenants = True
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tenant", str, description="Platform staff: one tenant")],
+        responses=page_of(ExecutionOutput),
+    )
     def get(self, request: Request) -> Response:
-        queryset = selectors.dead_letter_list(tenant=request_tenant(request))
+        queryset = selectors.dead_letter_list(tenant=admin_scope(request))
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
 
 
 class DeadLetterRetryAllView(APIView):
+    write_role = "operator"
+
+    @extend_schema(request=None, responses={202: RetriedAllOutput})
     def post(self, request: Request) -> Response:
         retried = dead_letters.dead_letters_retry_all(tenant=request_tenant(request))
         return Response({"retried": retried}, status=status.HTTP_202_ACCEPTED)
 
 
 class DeadLetterDetailView(APIView):
+    write_role = "admin"
+
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, execution_id: str) -> Response:
         execution = selectors.dead_letter_get(
             tenant=request_tenant(request), execution_id=execution_id
@@ -172,6 +269,9 @@ class DeadLetterDetailView(APIView):
 
 
 class DeadLetterRetryView(APIView):
+    write_role = "operator"
+
+    @extend_schema(request=None, responses={202: RetriedOutput, 409: OpenApiResponse()})
     def post(self, request: Request, execution_id: str) -> Response:
         execution = selectors.dead_letter_get(
             tenant=request_tenant(request), execution_id=execution_id

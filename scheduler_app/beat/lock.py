@@ -58,6 +58,8 @@ class LeaderLock:
         self.lock_key = f"{key_prefix}scheduler:leader"
         self.epoch_key = f"{key_prefix}scheduler:epoch"
         self.info_key = f"{key_prefix}scheduler:leader-info"
+        # Set by the failover endpoint: this node releases the lock and stays out a while.
+        self.yield_key = f"{key_prefix}scheduler:yield:{node_id}"
         self.node_id = node_id
         self.ttl_ms = int(ttl_seconds * 1000)
         self._token = f"{node_id}:{uuid.uuid4().hex}"
@@ -91,6 +93,8 @@ class LeaderLock:
         """Take the lock if it is free. True if this node leads after the call."""
         if self.is_held():
             return True
+        if self._asked_to_yield():
+            return False
         sent_at = time.monotonic()
         try:
             epoch = int(
@@ -131,6 +135,12 @@ class LeaderLock:
         except redis.RedisError as error:
             logger.warning("leader lock release failed: %s", error)
 
+    def _asked_to_yield(self) -> bool:
+        try:
+            return bool(self._redis.exists(self.yield_key))
+        except redis.RedisError:
+            return False
+
     def current_leader(self) -> LeaderInfo | None:
         """Who holds the lock now, as far as Redis knows (None when nobody does)."""
         try:
@@ -161,5 +171,9 @@ class LeaderLock:
     def _renew_loop(self) -> None:
         interval = self.ttl_ms / 1000 / 3
         while not self._stop.wait(interval):
+            if self._asked_to_yield():
+                logger.warning("scheduler %s yields leadership (failover requested)", self.node_id)
+                self.release()
+                return
             if not self.renew():
                 return

@@ -1,5 +1,16 @@
+from scheduler_app.models.access import ApiKey, AuditEntry, IdempotencyRecord, Secret
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import Tenant, TenantMembership
 
-__all__ = ["ExecutionLog", "TaskDefinition", "TaskExecution", "Tenant", "TenantMembership"]
+__all__ = [
+    "ApiKey",
+    "AuditEntry",
+    "ExecutionLog",
+    "IdempotencyRecord",
+    "Secret",
+    "TaskDefinition",
+    "TaskExecution",
+    "Tenant",
+    "TenantMembership",
+]

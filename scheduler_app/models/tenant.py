@@ -14,6 +14,11 @@ class Tenant(models.Model):
     name = models.CharField(max_length=255)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Limits (soft: a run over quota is deferred, never failed). Defaults from the design.
+    rate_limit_per_minute = models.PositiveIntegerField(default=1000)
+    max_concurrent_runs = models.PositiveIntegerField(default=100)
+    max_runs_per_hour = models.PositiveIntegerField(default=10_000)
+    max_compute_minutes_per_month = models.PositiveIntegerField(default=50_000)
 
     class Meta:
         ordering = ["slug"]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from scheduler_app.choices import ExecutionStatus, Trigger
@@ -139,13 +140,25 @@ def _mark_queued(
 
 
 def due_pending_promote(*, now: datetime, limit: int) -> list[Doorbell]:
-    """pending rows whose time has come (retries, deferred runs) -> queued."""
-    return _mark_queued(
-        where_sql="status = %s AND scheduled_at <= %s",
-        where_params=[ExecutionStatus.PENDING.value, _db_value("scheduled_at", now)],
-        now=now,
-        limit=limit,
-    )
+    """pending rows whose time has come (retries, deferred runs) -> queued.
+
+    Fair: at most FAIR_INFLIGHT_PER_TENANT rows per (tenant, tier) a call, oldest first, so
+    one tenant's backlog of due rows cannot fill every batch and starve another tenant's
+    retry (fair dispatch would hold back the extra rows of that tenant anyway).
+    """
+    where_sql = "status = %s AND scheduled_at <= %s"
+    where_params: list[object] = [ExecutionStatus.PENDING.value, _db_value("scheduled_at", now)]
+    per_tenant = settings.FAIR_INFLIGHT_PER_TENANT
+    if per_tenant > 0:
+        table = TaskExecution._meta.db_table
+        where_sql += (
+            f" AND id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER ("
+            f"PARTITION BY tenant_id, queue ORDER BY scheduled_at) AS tenant_rank "
+            f"FROM {table} WHERE status = %s AND scheduled_at <= %s) ranked "
+            f"WHERE tenant_rank <= %s)"
+        )
+        where_params = [*where_params, *where_params, per_tenant]
+    return _mark_queued(where_sql=where_sql, where_params=where_params, now=now, limit=limit)
 
 
 def stale_queued_requeue(*, now: datetime, grace_seconds: float, limit: int) -> list[Doorbell]:
@@ -180,3 +193,10 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
             f"UPDATE {table} SET next_fire_at = %s, last_fired_at = %s WHERE id = %s",
             rows,
         )
+
+
+def queued_hold_back(*, execution_ids: Sequence[str]) -> int:
+    """queued -> pending (same scheduled_at) for doorbells fair dispatch did not send yet."""
+    return TaskExecution.objects.filter(
+        id__in=list(execution_ids), status=ExecutionStatus.QUEUED
+    ).update(status=ExecutionStatus.PENDING, queued_at=None)

@@ -66,6 +66,8 @@ def test_a_failing_task_is_retried_with_its_backoff_then_dead_lettered(tenant, l
         retry_policy={"max_attempts": 3, "backoff": "linear", "base_delay_seconds": 1},
     )
     beat = beats("solo")  # promotes the pending retries when they are due
+    # Under load a beat can take seconds to boot; the gaps below measure promotion, not boot.
+    beat.wait_for_log("is now the leader", timeout=30)
     task_trigger(task=task)
     try:
         wait_until(

@@ -1,0 +1,77 @@
+"""OpenAPI extras: how API keys appear in the schema, and shared response shapes."""
+
+from __future__ import annotations
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import serializers
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "scheduler_app.api.api_keys.ApiKeyAuthentication"
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Api-Key tsk_...` (or the X-API-Key header)",
+        }
+
+
+class ErrorOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    field = serializers.CharField(required=False)
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()), required=False
+    )
+
+
+class TriggeredOutput(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+    status = serializers.CharField()
+
+
+class RetriedAllOutput(serializers.Serializer):
+    retried = serializers.IntegerField()
+
+
+class RetriedOutput(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+
+
+class FireTimeOutput(serializers.Serializer):
+    utc = serializers.CharField()
+    local = serializers.CharField()
+
+
+class PreviewOutput(serializers.Serializer):
+    timezone = serializers.CharField()
+    fire_times = FireTimeOutput(many=True)
+
+
+class LogsOutput(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+    status = serializers.CharField()
+    truncated = serializers.BooleanField()
+    lines = serializers.ListField(child=serializers.CharField())
+
+
+_PAGES: dict[tuple[str, bool], type[serializers.Serializer]] = {}
+
+
+def page_of(item: type[serializers.Serializer], *, cursor: bool = False):
+    """The schema of a paginated list of `item` (page pagination, or cursor without count)."""
+    key = (item.__name__, cursor)
+    if key not in _PAGES:
+        fields: dict[str, serializers.Field] = {
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": item(many=True),
+        }
+        if not cursor:
+            fields["count"] = serializers.IntegerField()
+        name = f"{item.__name__.removesuffix('Output')}{'Cursor' if cursor else ''}Page"
+        _PAGES[key] = type(name, (serializers.Serializer,), fields)
+    return _PAGES[key]

@@ -1,0 +1,133 @@
+"""Executions across tasks, manual retry, and the admin views of runs and schedulers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app import selectors
+from scheduler_app.api.pagination import ExecutionCursorPagination
+from scheduler_app.api.schema import page_of
+from scheduler_app.api.serializers import ExecutionOutput
+from scheduler_app.api.tenancy import is_platform_staff, request_tenant
+from scheduler_app.errors import NotFound
+from scheduler_app.models import Tenant
+from scheduler_app.services import retries, scheduler_control
+
+EXECUTION_FILTERS = [
+    OpenApiParameter("status", str, description="Comma list of statuses"),
+    OpenApiParameter("task", str, description="Task id"),
+    OpenApiParameter("tag", str, description="Tasks carrying this tag"),
+    OpenApiParameter("since", str, description="scheduled_at >= (ISO 8601 with offset)"),
+    OpenApiParameter("until", str, description="scheduled_at < (ISO 8601 with offset)"),
+    OpenApiParameter("ordering", str, enum=list(selectors.EXECUTION_ORDERINGS)),
+]
+
+
+class ExecutionCursor(ExecutionCursorPagination):
+    def get_ordering(self, request, queryset, view):
+        wanted = request.query_params.get("ordering", "-scheduled_at")
+        if wanted not in selectors.EXECUTION_ORDERINGS:
+            from scheduler_app.errors import ValidationFailed
+
+            raise ValidationFailed(
+                f"ordering must be one of {', '.join(selectors.EXECUTION_ORDERINGS)}",
+                field="ordering",
+            )
+        # The id breaks ties so a cursor never skips or repeats rows with equal times.
+        return (wanted, "-id" if wanted.startswith("-") else "id")
+
+
+class ExecutionListView(APIView):
+    @extend_schema(parameters=EXECUTION_FILTERS, responses=page_of(ExecutionOutput, cursor=True))
+    def get(self, request: Request) -> Response:
+        queryset = selectors.execution_list(
+            tenant=request_tenant(request), filters=request.query_params
+        )
+        paginator = ExecutionCursor()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
+
+
+class RetryOutput(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+    retry_of = serializers.UUIDField()
+    status = serializers.CharField()
+
+
+class ExecutionRetryView(APIView):
+    write_role = "operator"
+
+    @extend_schema(
+        request=None,
+        responses={202: RetryOutput, 404: OpenApiResponse(), 409: OpenApiResponse()},
+    )
+    def post(self, request: Request, execution_id: str) -> Response:
+        execution = selectors.execution_get(
+            tenant=request_tenant(request), execution_id=execution_id
+        )
+        retry = retries.execution_retry(execution=execution)
+        return Response(
+            {"execution_id": str(retry.id), "retry_of": str(execution.id), "status": retry.status},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+def admin_scope(request: Request) -> Tenant | None:
+    """Platform staff see every tenant (or one, with ?tenant=slug); others their own."""
+    if not is_platform_staff(request):
+        return request_tenant(request)
+    slug = request.query_params.get("tenant")
+    if not slug:
+        return None
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise NotFound("tenant not found")
+    return tenant
+
+
+class AdminMetricsView(APIView):
+    staff_all_tenants = True
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("window_hours", int, description="Counts over the last N hours"),
+            OpenApiParameter("tenant", str, description="Platform staff: one tenant's slug"),
+        ],
+        responses={200: OpenApiResponse(description="counts, success rate, queue depth")},
+    )
+    def get(self, request: Request) -> Response:
+        raw = request.query_params.get("window_hours", "24")
+        if not raw.isdigit() or not 1 <= int(raw) <= 24 * 90:
+            from scheduler_app.errors import ValidationFailed
+
+            raise ValidationFailed(
+                "window_hours must be an integer from 1 to 2160", field="window_hours"
+            )
+        tenant = admin_scope(request)
+        since = timezone.now() - timedelta(hours=int(raw))
+        metrics = selectors.execution_metrics(tenant=tenant, since=since)
+        metrics["tenant"] = tenant.slug if tenant else None
+        return Response(metrics)
+
+
+class SchedulerStatusView(APIView):
+    staff_all_tenants = True
+
+    @extend_schema(responses={200: OpenApiResponse(description="leader, epoch, standbys, lag")})
+    def get(self, request: Request) -> Response:
+        return Response(scheduler_control.scheduler_status())
+
+
+class SchedulerFailoverView(APIView):
+    platform_staff_only = True
+
+    @extend_schema(request=None, responses={202: OpenApiResponse(), 409: OpenApiResponse()})
+    def post(self, request: Request) -> Response:
+        return Response(scheduler_control.scheduler_failover(), status=status.HTTP_202_ACCEPTED)

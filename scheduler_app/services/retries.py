@@ -1,0 +1,48 @@
+"""Manual retry of a finished execution that did not succeed."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler_app.choices import ExecutionStatus
+from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.errors import Conflict
+from scheduler_app.models import TaskExecution
+from scheduler_app.services.executions import execution_follow_up_create
+
+MANUALLY_RETRYABLE = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.CANCELLED)
+
+
+def execution_retry(*, execution: TaskExecution) -> TaskExecution:
+    """A fresh run (attempt 1, the task's full retry budget) of a failed/timed-out/cancelled one.
+
+    The row lock makes a double click retry once: the second sees the first's retry and
+    gets a 409. Taking it out of the dead-letter queue happens in the same transaction.
+    """
+    if execution.status not in MANUALLY_RETRYABLE:
+        raise Conflict(
+            f"only a failed, timed_out or cancelled execution can be retried "
+            f"(this one is {execution.status})",
+            field="status",
+        )
+    now = timezone.now()
+    with transaction.atomic():
+        locked = TaskExecution.objects.select_for_update().get(id=execution.id)
+        if TaskExecution.objects.filter(retry_of_id=locked.id, trigger="retry").exists():
+            raise Conflict("this execution was already retried")
+        TaskExecution.objects.filter(id=locked.id, dead_lettered=True).update(
+            dead_lettered=False, updated_at=now
+        )
+        task = locked.task
+        retry = execution_follow_up_create(
+            previous=locked,
+            status=ExecutionStatus.QUEUED,
+            scheduled_at=now,
+            attempt=1,
+            max_attempts=task.max_attempts,
+            priority=task.priority,
+        )
+        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue)
+        transaction.on_commit(lambda: publish([bell]))
+    return retry

@@ -1,0 +1,132 @@
+"""Tenant secrets: Fernet-encrypted at rest, decrypted only by the worker that needs them.
+
+`SECRETS_KEY` holds one or more Fernet keys (comma separated). The first encrypts; all
+decrypt, which is what makes rotation possible without downtime (`manage.py rotate_secrets`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.models import Secret, Tenant
+
+SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9][A-Za-z0-9_.-]{0,127})\s*\}\}")
+MAX_VALUE_BYTES = 64 * 1024
+
+
+@lru_cache(maxsize=4)
+def _cipher(raw_keys: str, fallback: str) -> MultiFernet:
+    keys = [key.strip() for key in raw_keys.split(",") if key.strip()]
+    if not keys:
+        # Local default only: derived from SECRET_KEY so a fresh checkout works.
+        keys = [base64.urlsafe_b64encode(hashlib.sha256(fallback.encode()).digest()).decode()]
+    return MultiFernet([Fernet(key.encode()) for key in keys])
+
+
+def cipher() -> MultiFernet:
+    return _cipher(settings.SECRETS_KEY, settings.SECRET_KEY)
+
+
+def _validate(name: str, value: str) -> None:
+    if not SECRET_NAME.match(name):
+        raise ValidationFailed(
+            "name must be 1-128 letters, digits, '_', '-' or '.', starting alphanumeric",
+            field="name",
+        )
+    if len(value.encode()) > MAX_VALUE_BYTES:
+        raise ValidationFailed("value is larger than 64 KiB", field="value")
+
+
+def secret_create(*, tenant: Tenant, name: str, value: str, description: str = "") -> Secret:
+    _validate(name, value)
+    try:
+        with transaction.atomic():
+            return Secret.objects.create(
+                tenant=tenant,
+                name=name,
+                description=description,
+                ciphertext=cipher().encrypt(value.encode()).decode(),
+            )
+    except IntegrityError as error:
+        raise Conflict(f"a secret named {name!r} already exists", field="name") from error
+
+
+def secret_update(*, secret: Secret, value: str | None, description: str | None) -> Secret:
+    if value is not None:
+        _validate(secret.name, value)
+        secret.ciphertext = cipher().encrypt(value.encode()).decode()
+    if description is not None:
+        secret.description = description
+    secret.save(update_fields=["ciphertext", "description", "updated_at"])
+    return secret
+
+
+def secret_delete(*, secret: Secret) -> None:
+    Secret.objects.filter(id=secret.id).delete()
+
+
+def secrets_rotate() -> int:
+    """Re-encrypt every secret with the first key. Returns how many were rewritten."""
+    rotated = 0
+    fernet = cipher()
+    for secret in Secret.objects.all().iterator(chunk_size=500):
+        new = fernet.rotate(secret.ciphertext.encode()).decode()
+        Secret.objects.filter(id=secret.id, ciphertext=secret.ciphertext).update(ciphertext=new)
+        rotated += 1
+    return rotated
+
+
+# -- worker side ----------------------------------------------------------------------
+def referenced_names(value: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(value, str):
+        found.update(REFERENCE.findall(value))
+    elif isinstance(value, dict):
+        for item in value.values():
+            found |= referenced_names(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found |= referenced_names(item)
+    return found
+
+
+def secrets_resolve(*, tenant_id: Any, names: Iterable[str]) -> dict[str, str]:
+    """Plaintext of the named secrets of this tenant only. Unknown names are an error."""
+    wanted = set(names)
+    if not wanted:
+        return {}
+    values: dict[str, str] = {}
+    fernet = cipher()
+    for secret in Secret.objects.filter(tenant_id=tenant_id, name__in=wanted):
+        try:
+            values[secret.name] = fernet.decrypt(secret.ciphertext.encode()).decode()
+        except InvalidToken as error:
+            raise ValueError(
+                f"secret {secret.name!r} cannot be decrypted with SECRETS_KEY"
+            ) from error
+    missing = wanted - values.keys()
+    if missing:
+        raise KeyError(", ".join(sorted(missing)))
+    return values
+
+
+def substitute(value: Any, values: dict[str, str]) -> Any:
+    """Replace every `{{secret:name}}` in strings nested anywhere in `value`."""
+    if isinstance(value, str):
+        return REFERENCE.sub(lambda match: values[match.group(1)], value)
+    if isinstance(value, dict):
+        return {key: substitute(item, values) for key, item in value.items()}
+    if isinstance(value, list):
+        return [substitute(item, values) for item in value]
+    return value

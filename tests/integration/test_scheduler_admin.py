@@ -1,0 +1,49 @@
+"""Scheduler status and forced failover through the admin API, against real beat processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api_clients import staff_client
+from tests.integration.conftest import dump_logs
+from tests.processes import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _status(client) -> dict:
+    response = client.get("/api/v1/admin/scheduler/status")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_status_shows_leader_and_standby_and_failover_hands_over(api, beats):
+    first, second = beats("alpha"), beats("beta")
+    staff = staff_client()
+    try:
+        wait_until(
+            lambda: (body := _status(api))["leader"] is not None and len(body["standbys"]) == 1,
+            timeout=30,
+            message="a leader and a standby report",
+        )
+    except AssertionError:
+        print(dump_logs(first, second))
+        raise
+    before = _status(staff)
+    old_leader, old_epoch = before["leader"]["node"], before["leader"]["epoch"]
+    assert before["leader"]["lag_seconds"] is not None and before["leader"]["lag_seconds"] < 10
+    assert api.post("/api/v1/admin/scheduler/failover").status_code == 403  # tenant admin
+    answer = staff.post("/api/v1/admin/scheduler/failover")
+    assert answer.status_code == 202 and answer.json()["previous_leader"] == old_leader
+    try:
+        wait_until(
+            lambda: (
+                (leader := _status(staff)["leader"]) is not None and leader["node"] != old_leader
+            ),
+            timeout=30,
+            message="the standby took over",
+        )
+    except AssertionError:
+        print(dump_logs(first, second))
+        raise
+    assert _status(staff)["leader"]["epoch"] > old_epoch
