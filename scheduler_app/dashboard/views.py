@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -34,8 +33,6 @@ def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpRespo
         flower_url=settings.MONITORING["FLOWER_URL"],
         now=timezone.now(),
     )
-    if "charts" in context:
-        context["charts_json"] = json.dumps(context["charts"], cls=DjangoJSONEncoder)
     template = (
         f"dashboard/{name}_live.html" if request.GET.get("fragment") else f"dashboard/{name}.html"
     )
