@@ -18,8 +18,18 @@ def signed_in(tenant_and_user) -> Client:
     return client
 
 
-def add_execution(task, *, minutes_ago: float, status: str, lag: float = 0.2, duration: float = 1.0,
-                  error_class: str = "", attempt: int = 1, root=None, dead_lettered=False):
+def add_execution(
+    task,
+    *,
+    minutes_ago: float,
+    status: str,
+    lag: float = 0.2,
+    duration: float = 1.0,
+    error_class: str = "",
+    attempt: int = 1,
+    root=None,
+    dead_lettered=False,
+):
     """A finished (or running) execution row as the services would leave it."""
     scheduled = timezone.now() - timedelta(minutes=minutes_ago)
     started = scheduled + timedelta(seconds=lag) if status != ExecutionStatus.QUEUED else None
@@ -58,9 +68,24 @@ def busy_task(tenant):
     )
     for i in range(6):
         add_execution(task, minutes_ago=30 - i, status=ExecutionStatus.SUCCESS, lag=0.1 * i)
-    first = add_execution(task, minutes_ago=20, status=ExecutionStatus.FAILED, error_class="timeout")
-    add_execution(task, minutes_ago=19.5, status=ExecutionStatus.FAILED, error_class="http_5xx",
-                  attempt=2, root=first.id)
-    add_execution(task, minutes_ago=19, status=ExecutionStatus.FAILED, error_class="http_5xx",
-                  attempt=3, root=first.id, dead_lettered=True)
+    first = add_execution(
+        task, minutes_ago=20, status=ExecutionStatus.FAILED, error_class="timeout"
+    )
+    add_execution(
+        task,
+        minutes_ago=19.5,
+        status=ExecutionStatus.FAILED,
+        error_class="http_5xx",
+        attempt=2,
+        root=first.id,
+    )
+    add_execution(
+        task,
+        minutes_ago=19,
+        status=ExecutionStatus.FAILED,
+        error_class="http_5xx",
+        attempt=3,
+        root=first.id,
+        dead_lettered=True,
+    )
     return task

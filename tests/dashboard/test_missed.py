@@ -31,7 +31,9 @@ def test_fires_without_execution_late_or_unstarted_are_missed(tenant):
     task = make_task(
         tenant, name="every-minute", schedule={"type": "cron", "expression": "* * * * *"}
     )
-    TaskDefinition.objects.filter(id=task.id).update(created_at=datetime(2026, 3, 1, 11, 50, 10, tzinfo=UTC))
+    TaskDefinition.objects.filter(id=task.id).update(
+        created_at=datetime(2026, 3, 1, 11, 50, 10, tzinfo=UTC)
+    )
     # Expected: 11:51 .. 11:59 (12:00 is inside the 60 s grace, not judged yet).
     for minute in (51, 52, 53, 55, 56, 57, 58):
         _fire(task, minute, lag=0.5)
@@ -55,6 +57,10 @@ def test_paused_and_other_tenants_tasks_are_not_listed(tenant, tenant_factory):
     )
     other, _ = tenant_factory("globex")
     theirs = make_task(other, name="theirs", schedule={"type": "cron", "expression": "* * * * *"})
-    TaskDefinition.objects.filter(id=theirs.id).update(created_at=datetime(2026, 3, 1, 11, 0, tzinfo=UTC))
+    TaskDefinition.objects.filter(id=theirs.id).update(
+        created_at=datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
+    )
     assert missed_fires(tenant=tenant, window=timedelta(hours=1), grace_seconds=60, now=NOW) == []
-    assert len(missed_fires(tenant=other, window=timedelta(hours=1), grace_seconds=60, now=NOW)) == 1
+    assert (
+        len(missed_fires(tenant=other, window=timedelta(hours=1), grace_seconds=60, now=NOW)) == 1
+    )

@@ -57,7 +57,11 @@ def test_metrics_refuse_without_credentials(scrape_auth):
 
 
 def test_metrics_without_configured_auth_stay_closed(settings):
-    settings.MONITORING = {**settings.MONITORING, "METRICS_BEARER_TOKEN": "", "METRICS_BASIC_AUTH": ""}
+    settings.MONITORING = {
+        **settings.MONITORING,
+        "METRICS_BEARER_TOKEN": "",
+        "METRICS_BASIC_AUTH": "",
+    }
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 401
 
 
@@ -117,7 +121,10 @@ def test_queue_depth_and_oldest_age_come_from_the_broker_lists(settings, tenant)
         producer = app.amqp.Producer(conn)
         for execution in executions:
             app.send_task(
-                RUN_EXECUTION_TASK, args=[str(execution.id)], queue="bulk", routing_key="bulk",
+                RUN_EXECUTION_TASK,
+                args=[str(execution.id)],
+                queue="bulk",
+                routing_key="bulk",
                 producer=producer,
             )
     states = {s.tier: s for s in queue_states()}
@@ -135,8 +142,17 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
     for node, role, epoch in (("beat-a", "leader", 7), ("beat-b", "standby", None)):
         redis_client.set(
             redis_key(f"scheduler:node:{node}"),
-            json.dumps({"node": node, "role": role, "epoch": epoch, "schedules": 4,
-                        "fired_total": 11, "published_total": 11, "reported_at": time.time()}),
+            json.dumps(
+                {
+                    "node": node,
+                    "role": role,
+                    "epoch": epoch,
+                    "schedules": 4,
+                    "fired_total": 11,
+                    "published_total": 11,
+                    "reported_at": time.time(),
+                }
+            ),
             ex=30,
         )
     try:
