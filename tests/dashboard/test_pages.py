@@ -64,7 +64,7 @@ def test_pause_resume_and_trigger_buttons_call_the_services(signed_in, tenant):
 
 
 def test_viewer_cannot_press_buttons(tenant_and_user, tenant):
-    tenant_obj, user = tenant_and_user
+    _tenant_obj, user = tenant_and_user
     TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
     client = Client()
     client.login(username=user.username, password="pw-123456")

@@ -96,7 +96,7 @@ def test_runs_counted_by_a_finish_are_seen_by_a_scrape(
         key = tuple(sorted(labels.items()))
         return after.get(name, {}).get(key, 0) - before.get(name, {}).get(key, 0)
 
-    runs = dict(tenant="acme", tier="critical")
+    runs = {"tenant": "acme", "tier": "critical"}
     assert delta("scheduler_runs_total", status="success", **runs) == 2
     assert delta("scheduler_runs_total", status="failed", **runs) == 1
     assert delta("scheduler_schedule_lag_seconds_count", tier="critical") == 3
