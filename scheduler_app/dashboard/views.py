@@ -66,6 +66,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "queues": _queues(),
             "workers_alive": sum(1 for w in worker_list() if w.state == "online"),
             "recent": stats.recent_executions(tenant=tenant, limit=15),
+            "tasks": selectors.task_list(tenant=tenant)[:100],
             "charts": {
                 "hour": stats.runs_over_time(tenant=tenant, hours=1),
                 "day": stats.runs_over_time(tenant=tenant, hours=24),
@@ -84,6 +85,14 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
+    # Formatted here: the template's date filter would convert the local time back to UTC.
+    upcoming = [
+        {
+            "utc": fire.utc.strftime("%Y-%m-%d %H:%M:%S"),
+            "local": fire.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+        for fire in upcoming
+    ]
     return _page(
         request,
         "task",

@@ -64,7 +64,8 @@ def overview(*, tenant: Tenant, now: datetime | None = None) -> dict[str, Any]:
 def runs_over_time(*, tenant: Tenant, hours: int, now: datetime | None = None) -> list[dict]:
     """Buckets of succeeded/failed/other runs: per minute for an hour, per hour beyond."""
     now = now or timezone.now()
-    trunc = TruncMinute if hours <= 1 else TruncHour
+    per_minute = hours <= 1
+    trunc = TruncMinute if per_minute else TruncHour
     rows = (
         TaskExecution.objects.filter(tenant=tenant, scheduled_at__gte=now - timedelta(hours=hours))
         .annotate(bucket=trunc("scheduled_at"))
@@ -76,15 +77,26 @@ def runs_over_time(*, tenant: Tenant, hours: int, now: datetime | None = None) -
         )
         .order_by("bucket")
     )
-    return [
-        {
-            "t": row["bucket"].isoformat(),
-            "success": row["success"],
-            "failed": row["failed"],
-            "other": row["total"] - row["success"] - row["failed"],
-        }
-        for row in rows
-    ]
+    found = {row["bucket"]: row for row in rows}
+    # Every bucket of the window, empty ones included, so the chart's x axis is time.
+    step = timedelta(minutes=1) if per_minute else timedelta(hours=1)
+    count = 60 if per_minute else hours
+    last = now.replace(second=0, microsecond=0)
+    if not per_minute:
+        last = last.replace(minute=0)
+    series = []
+    for index in range(count - 1, -1, -1):
+        bucket = last - index * step
+        row = found.get(bucket, {"success": 0, "failed": 0, "total": 0})
+        series.append(
+            {
+                "t": bucket.isoformat(),
+                "success": row["success"],
+                "failed": row["failed"],
+                "other": row["total"] - row["success"] - row["failed"],
+            }
+        )
+    return series
 
 
 def task_trend(*, tenant: Tenant, task: TaskDefinition, limit: int = 60) -> list[dict]:
