@@ -62,7 +62,7 @@ def sign_in(page, live_server, path="/dashboard/"):
 
 def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fast_dashboard):
     """Writes tests/artifacts/dashboard-*.png, one per view."""
-    tenant, task = history
+    _, task = history
     sign_in(page, live_server)
 
     # Overview: cards, status table, bar charts drawn as SVG by our own script.
@@ -123,7 +123,6 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
 
 
 def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, history):
-    _, task = history
     other, _ = tenant_create_with_admin(
         slug="globex", username="globex-admin", password="pw-123456"
     )
