@@ -169,6 +169,7 @@ MONITORING = {
     # A scheduler status older than this does not count as a live leader.
     "LEADER_FRESH_SECONDS": env_float("MONITORING_LEADER_FRESH_SECONDS", 15.0),
     "INSPECT_TIMEOUT_SECONDS": env_float("MONITORING_INSPECT_TIMEOUT", 1.0),
+    "WORKERS_CACHE_SECONDS": env_float("MONITORING_WORKERS_CACHE_SECONDS", 5.0),
     # A fire that has not started this long after its time counts as missed.
     "MISSED_GRACE_SECONDS": env_float("MONITORING_MISSED_GRACE_SECONDS", 60.0),
     "FLOWER_URL": env_str("FLOWER_URL", "http://127.0.0.1:5555/"),

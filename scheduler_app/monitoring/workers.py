@@ -9,6 +9,7 @@ worker id). A worker that holds running executions but does not answer is "unres
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -41,7 +42,22 @@ class WorkerInfo:
         return self.failed_last_hour / self.finished_last_hour
 
 
+# (monotonic time, replies): a broadcast waits out its whole timeout, so pages that poll
+# every few seconds share one answer per WORKERS_CACHE_SECONDS in each web process.
+_stats_cache: tuple[float, dict[str, dict]] | None = None
+
+
 def _celery_stats() -> dict[str, dict]:
+    global _stats_cache
+    ttl = settings.MONITORING["WORKERS_CACHE_SECONDS"]
+    if _stats_cache is not None and time.monotonic() - _stats_cache[0] < ttl:
+        return _stats_cache[1]
+    replies = _celery_inspect_stats()
+    _stats_cache = (time.monotonic(), replies)
+    return replies
+
+
+def _celery_inspect_stats() -> dict[str, dict]:
     from project.celery import app
 
     try:

@@ -232,3 +232,18 @@ def test_missed_schedule_and_dead_worker_rules(tenant):
     rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
     assert ("missed_schedule", str(task.id)) in rules
     assert ("dead_worker", "celery@gone") in rules
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, settings):
+    from scheduler_app.alerting import hook
+
+    settings.ALERTS = {**settings.ALERTS, "EVALUATE_SECONDS": 3600}
+    task = make_task(tenant, name="late", schedule={"type": "cron", "expression": "* * * * *"})
+    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    hook._last_start = None
+    thread = hook.alerts_evaluate_if_due()
+    assert thread is not None
+    thread.join(timeout=30)
+    assert AlertIncident.objects.filter(rule="missed_schedule", key=str(task.id)).exists()
+    assert hook.alerts_evaluate_if_due() is None  # not due again for an hour
