@@ -38,7 +38,12 @@ def alerts_evaluate_if_due() -> threading.Thread | None:
     if _running is not None and _running.is_alive():
         return None
     interval = settings.ALERTS["EVALUATE_SECONDS"]
-    if _last_start is not None and time.monotonic() - _last_start < interval:
+    if _last_start is None:
+        # A scheduler that just took the lead first catches up on overdue fires; judging
+        # "missed schedules" before one interval has passed would raise false alarms.
+        _last_start = time.monotonic()
+        return None
+    if time.monotonic() - _last_start < interval:
         return None
     _last_start = time.monotonic()
     _running = threading.Thread(target=_evaluate, name="alerts-evaluate", daemon=True)

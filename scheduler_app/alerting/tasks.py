@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.conf import settings
 
-from scheduler_app.alerting.channels import DeliveryResult, Target, deliver
 from scheduler_app.alerting.incidents import incident_open, incident_resolve
-from scheduler_app.alerting.notices import (
-    incident_message,
-    run_message,
-    task_channels,
-    tenant_alert_channels,
-)
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import AlertIncident, NotificationChannel, TaskExecution
+
+if TYPE_CHECKING:
+    from scheduler_app.alerting.channels import Target
+
+# Celery imports this module in every process that finalizes the app (the beat included, at
+# its first publish); the delivery code (requests, the SSRF guard) is imported when used.
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +45,8 @@ def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
 
 
 def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
+    from scheduler_app.alerting.notices import incident_message, tenant_alert_channels
+
     for incident, resolved in changes:
         message = incident_message(incident, resolved=resolved)
         for target in tenant_alert_channels(tenant=incident.tenant):
@@ -53,6 +54,8 @@ def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
 
 
 def _targets(channels: list[NotificationChannel]) -> list[Target]:
+    from scheduler_app.alerting.channels import Target
+
     return [Target(c.kind, c.target, c.signing_secret) for c in channels]
 
 
@@ -60,6 +63,8 @@ def _targets(channels: list[NotificationChannel]) -> list[Target]:
 def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     """One incident per failing task: the first failure opens it and is announced, later
     failures stay quiet, the next success resolves it and announces the recovery."""
+    from scheduler_app.alerting.notices import run_message, task_channels
+
     execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
     if execution is None:
         return 0
@@ -97,6 +102,8 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
 @shared_task(name=DELIVER_TASK, ignore_result=True)
 def deliver_notification(kind: str, target: str, signing_secret: str, message: dict) -> bool:
     """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
+    from scheduler_app.alerting.channels import DeliveryResult, Target, deliver
+
     result = DeliveryResult(False, "not tried")
     for attempt in range(1, DELIVERY_ATTEMPTS + 1):
         result = deliver(Target(kind, target, signing_secret), message)
