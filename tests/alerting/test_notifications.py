@@ -21,7 +21,7 @@ from scheduler_app.alerting.channels import SIGNATURE_HEADER, Target, deliver
 from scheduler_app.alerting.rules import alerts_evaluate
 from scheduler_app.alerting.tasks import enqueue_incident_changes
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.models import AlertIncident, NotificationChannel, TaskExecution
+from scheduler_app.models import AlertIncident, NotificationChannel, TaskDefinition, TaskExecution
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
@@ -249,3 +249,22 @@ def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, setting
     thread.join(timeout=30)
     assert AlertIncident.objects.filter(rule="missed_schedule", key=str(task.id)).exists()
     assert hook.alerts_evaluate_if_due() is None  # not due again for an hour
+
+
+@pytest.mark.parametrize(
+    ("notifications", "field"),
+    [
+        ({"on_fail": ["hook"]}, "notifications.on_fail"),
+        ({"on_failure": [3]}, "notifications.on_failure"),
+        ({"on_dlq": {"a": 1}}, "notifications.on_dlq"),
+    ],
+)
+def test_bad_notifications_are_refused_naming_the_field(api, notifications, field):
+    from tests.factories import task_spec
+
+    response = api.post(
+        "/api/v1/tasks", task_spec(name="n", notifications=notifications), format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert not TaskDefinition.objects.filter(name="n").exists()
