@@ -110,6 +110,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
 
     page.goto(f"{live_server.url}/dashboard/missed?hours=1")
     page.wait_for_selector("#live")
+    assert "minutely-sync" in page.inner_text("#live")  # off-minute test rows: all missed
     screenshot(page, "dashboard-missed")
 
     # Dead-letter queue: retry takes it out and starts a fresh attempt 1.
