@@ -5,13 +5,15 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
+from scheduler_app.monitoring.views import metrics_view, readyz_view
+
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduler_app.api.urls")),
     path("healthz", healthz, name="healthz"),
@@ -29,4 +31,7 @@ urlpatterns = [
         ),
         name="swagger-ui",
     ),
+    path("readyz", readyz_view, name="readyz"),
+    path("metrics", metrics_view, name="metrics"),
+    path("dashboard/", include("scheduler_app.dashboard.urls")),
 ]

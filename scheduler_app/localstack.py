@@ -141,6 +141,8 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
             subprocess.run([python, "manage.py", "sync_dags"], env=env, check=False)
         web_port = _free_port(web_port)
         flower_port = _free_port(flower_port)
+        # The dashboard links to this Flower (which asks for the same demo credentials).
+        env.setdefault("FLOWER_URL", f"http://127.0.0.1:{flower_port}/")
         from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
 
         children.append(
@@ -206,6 +208,7 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
                 [
                     "",
                     "The scheduler is running. Ctrl-C stops everything.",
+                    f"  Dashboard: http://127.0.0.1:{web_port}/dashboard/",
                     f"  Admin:     http://127.0.0.1:{web_port}/admin/",
                     f"  REST API:  http://127.0.0.1:{web_port}/api/v1/",
                     f"  Flower:    http://127.0.0.1:{flower_port}/",

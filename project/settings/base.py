@@ -88,7 +88,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/dashboard/login/"
+LOGIN_REDIRECT_URL = "/dashboard/"
 
 # Bodies over 1 MiB are refused before any parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 1024 * 1024)
@@ -191,6 +192,40 @@ WORKER = {
     "HTTP_ALLOWED_HOSTS": env_list("WEBHOOK_ALLOWED_HOSTS", []),
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
 }
+
+# --- Observability: /metrics, /readyz, dashboard, alerts and notifications -----
+MONITORING = {
+    # /metrics needs one of these (or a signed-in staff session); empty means not configured.
+    "METRICS_BEARER_TOKEN": env_str("METRICS_BEARER_TOKEN", ""),
+    "METRICS_BASIC_AUTH": env_str("METRICS_BASIC_AUTH", ""),  # "user:password"
+    "READYZ_REQUIRE_LEADER": env_bool("READYZ_REQUIRE_LEADER", True),
+    # A scheduler status older than this does not count as a live leader.
+    "LEADER_FRESH_SECONDS": env_float("MONITORING_LEADER_FRESH_SECONDS", 15.0),
+    "INSPECT_TIMEOUT_SECONDS": env_float("MONITORING_INSPECT_TIMEOUT", 1.0),
+    "WORKERS_CACHE_SECONDS": env_float("MONITORING_WORKERS_CACHE_SECONDS", 5.0),
+    # A fire that has not started this long after its time counts as missed.
+    "MISSED_GRACE_SECONDS": env_float("MONITORING_MISSED_GRACE_SECONDS", 60.0),
+    "FLOWER_URL": env_str("FLOWER_URL", "http://127.0.0.1:5555/"),
+    "DASHBOARD_POLL_SECONDS": env_float("DASHBOARD_POLL_SECONDS", 3.0),
+}
+ALERTS = {
+    "EVALUATE_SECONDS": env_float("ALERTS_EVALUATE_SECONDS", 30.0),
+    "ERROR_RATE_THRESHOLD": env_float("ALERTS_ERROR_RATE", 0.05),
+    "MIN_RUNS_FOR_RATE": env_int("ALERTS_MIN_RUNS", 20),
+    "QUEUE_DEPTH_THRESHOLD": env_int("ALERTS_QUEUE_DEPTH", 10000),
+    # Operators' channels for system-wide alerts (queue depth, dead workers).
+    "OPS_WEBHOOK_URL": env_str("ALERTS_OPS_WEBHOOK_URL", ""),
+    "OPS_EMAILS": env_list("ALERTS_OPS_EMAILS", []),
+    # Hosts a notification webhook may reach even though they resolve to private addresses.
+    "WEBHOOK_ALLOWED_HOSTS": env_list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", []),
+    "WEBHOOK_TIMEOUT_SECONDS": env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0),
+    "QUEUE": env_str("NOTIFY_QUEUE", "critical"),
+    "FROM_EMAIL": env_str("NOTIFY_FROM_EMAIL", "scheduler@localhost"),
+    "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),
+}
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
 
 # Modules whose @handler("name") functions python tasks may call.
 PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])

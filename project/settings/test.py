@@ -33,3 +33,4 @@ else:
 CELERY_BROKER_URL = REDIS_URL
 SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from django.db import close_old_connections
 from django.utils import timezone
 
+from scheduler_app.alerting.hook import alerts_evaluate_if_due
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.status import publish_node_status
@@ -265,6 +266,7 @@ class SchedulerEngine:
             if bells:
                 logger.warning("republishing %d queued executions nobody started", len(bells))
                 publish(bells)
+            alerts_evaluate_if_due()
 
     def _sleep_seconds(self) -> float:
         head = self.heap.peek_time()

@@ -21,6 +21,8 @@ from scheduler_app.choices import (
     Trigger,
 )
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
+from scheduler_app.monitoring.counters import record_run_started
+from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from workers.handlers.base import HandlerOutcome as Outcome  # what a handler reported
 
@@ -67,6 +69,9 @@ def execution_claim(
     if claimed != 1:
         return None
     execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+    record_run_started(
+        tier=execution.queue, lag_seconds=(now - execution.scheduled_at).total_seconds()
+    )
     return Claim(execution=execution, task=execution.task, claim_token=token)
 
 
@@ -180,11 +185,13 @@ def execution_finish(
                 "truncated": log_truncated,
             },
         )
+        report = FinishReport(accepted=True)
         if outcome.status in RETRYABLE_STATUSES:
-            return _schedule_next_attempt_or_dead_letter(
+            report = _schedule_next_attempt_or_dead_letter(
                 execution=execution, task=execution.task, transient=outcome.transient, now=now
             )
-        return FinishReport(accepted=True)
+        run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
+        return report
 
 
 def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:
@@ -209,9 +216,11 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
         if updated != 1:
             return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return _schedule_next_attempt_or_dead_letter(
+        report = _schedule_next_attempt_or_dead_letter(
             execution=execution, task=execution.task, transient=True, now=now
         )
+        run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
+        return report
 
 
 def expired_leases_reap(*, limit: int = 500) -> int:

@@ -133,6 +133,29 @@ def task_spec_to_fields(
             fields[key] = value
     if "tags" in fields and not all(isinstance(tag, str) for tag in fields["tags"]):
         raise ValidationFailed("tags must be strings", field="tags")
+    if "notifications" in fields:
+        fields["notifications"] = _notifications(fields["notifications"])
     if "enabled" in spec:
         fields["enabled"] = bool(spec["enabled"])
     return fields
+
+
+NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq")
+
+
+def _notifications(value: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{"on_failure": ["channel", ...], ...}: channel names of the task's tenant."""
+    clean: dict[str, list[str]] = {}
+    for event, names in value.items():
+        if event not in NOTIFICATION_EVENTS:
+            raise ValidationFailed(
+                f"unknown notification event {event!r}; use {', '.join(NOTIFICATION_EVENTS)}",
+                field=f"notifications.{event}",
+            )
+        names = [names] if isinstance(names, str) else names
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ValidationFailed(
+                "a list of notification channel names", field=f"notifications.{event}"
+            )
+        clean[event] = names
+    return clean

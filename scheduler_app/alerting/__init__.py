@@ -1,0 +1,1 @@
+"""In-app alerting and notifications: incidents (de-duplicated), rules, channels, delivery."""

@@ -1,0 +1,1 @@
+"""Server-rendered operator dashboard (session login, tenant-scoped, polled live fragments)."""

@@ -1,0 +1,69 @@
+"""Dashboard buttons: POST only, CSRF-protected, operator role, calling the existing services."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from scheduler_app import selectors
+from scheduler_app.choices import Role
+from scheduler_app.dashboard.tenancy import dashboard_membership
+from scheduler_app.errors import NotFound
+from scheduler_app.services import dead_letters, tasks
+
+WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
+
+
+def _operator_tenant(request: HttpRequest):
+    membership = dashboard_membership(request)
+    if membership.role not in WRITE_ROLES:
+        return None
+    return membership.tenant
+
+
+@login_required
+@require_POST
+def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse:
+    tenant = _operator_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("operators only")
+    try:
+        task = selectors.task_get(tenant=tenant, task_id=task_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    if action == "trigger":
+        execution = tasks.task_trigger(task=task)
+        messages.success(request, f"Triggered {task.name}: execution {execution.id}")
+    elif action == "pause":
+        tasks.task_pause(task=task)
+        messages.success(request, f"Paused {task.name}")
+    elif action == "resume":
+        tasks.task_resume(task=task)
+        messages.success(request, f"Resumed {task.name}")
+    else:
+        raise Http404("unknown action")
+    return redirect("dashboard:task", task_id=task.id)
+
+
+@login_required
+@require_POST
+def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
+    tenant = _operator_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("operators only")
+    try:
+        execution = selectors.dead_letter_get(tenant=tenant, execution_id=execution_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    if action == "retry":
+        retry = dead_letters.dead_letter_retry(execution=execution)
+        messages.success(request, f"Retrying as {retry.id}" if retry else "Already retried")
+    elif action == "delete":
+        dead_letters.dead_letter_delete(execution=execution)
+        messages.success(request, "Removed from the dead-letter queue")
+    else:
+        raise Http404("unknown action")
+    return redirect("dashboard:dlq")

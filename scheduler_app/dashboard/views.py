@@ -1,0 +1,176 @@
+"""Dashboard pages. Each page renders a shell plus a live fragment; the page's script polls
+`?fragment=1` and swaps the fragment in, so numbers and charts update without a reload."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from scheduler_app import selectors
+from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
+from scheduler_app.errors import NotFound
+from scheduler_app.monitoring import missed, stats, system
+from scheduler_app.monitoring.workers import worker_list
+from scheduler_app.schedules import ScheduleError
+from scheduler_app.schedules.preview import preview
+from scheduler_app.task_schedule import schedule_of_task
+
+
+def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpResponse:
+    membership = dashboard_membership(request)
+    context.update(
+        tenant=membership.tenant,
+        role=membership.role,
+        memberships=dashboard_memberships(request),
+        poll_seconds=settings.MONITORING["DASHBOARD_POLL_SECONDS"],
+        flower_url=settings.MONITORING["FLOWER_URL"],
+        now=timezone.now(),
+    )
+    template = (
+        f"dashboard/{name}_live.html" if request.GET.get("fragment") else f"dashboard/{name}.html"
+    )
+    return render(request, template, context)
+
+
+def _found(getter, **kwargs):
+    try:
+        return getter(**kwargs)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+
+
+def _queues() -> list[system.QueueState] | None:
+    try:
+        return system.queue_states()
+    except Exception:  # broker unreachable: the page says so instead of failing
+        return None
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    summary = stats.overview(tenant=tenant)
+    return _page(
+        request,
+        "overview",
+        {
+            "summary": summary,
+            "statuses": sorted(set(summary["runs_last_day"]) | set(summary["runs_last_hour"])),
+            "queues": _queues(),
+            "workers_alive": sum(1 for w in worker_list() if w.state == "online"),
+            "recent": stats.recent_executions(tenant=tenant, limit=15),
+            "tasks": selectors.task_list(tenant=tenant)[:100],
+            "charts": {
+                "hour": stats.runs_over_time(tenant=tenant, hours=1),
+                "day": stats.runs_over_time(tenant=tenant, hours=24),
+            },
+        },
+    )
+
+
+@login_required
+def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    task = _found(selectors.task_get, tenant=tenant, task_id=task_id)
+    try:
+        upcoming = preview(schedule_of_task(task), count=5, now=timezone.now())
+    except ScheduleError:
+        upcoming = []
+    if not task.is_schedulable:
+        upcoming = []
+    # Formatted here: the template's date filter would convert the local time back to UTC.
+    upcoming = [
+        {
+            "utc": fire.utc.strftime("%Y-%m-%d %H:%M:%S"),
+            "local": fire.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+        for fire in upcoming
+    ]
+    return _page(
+        request,
+        "task",
+        {
+            "task": task,
+            "upcoming": upcoming,
+            "history": selectors.execution_list_for_task(tenant=tenant, task=task)[:25],
+            "failures": stats.failure_breakdown(tenant=tenant, task=task),
+            "misses": missed.missed_fires(
+                tenant=tenant,
+                task=task,
+                window=timedelta(hours=24),
+                grace_seconds=settings.MONITORING["MISSED_GRACE_SECONDS"],
+            ),
+            "charts": {"trend": stats.task_trend(tenant=tenant, task=task)},
+        },
+    )
+
+
+@login_required
+def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
+    log = selectors.execution_log_get(tenant=tenant, execution=execution)
+    log_text = log.text if log else ""
+    return _page(
+        request,
+        "execution",
+        {
+            "execution": execution,
+            "timeline": stats.execution_timeline(execution),
+            "attempts": stats.execution_attempts(tenant=tenant, execution=execution),
+            "result_json": json.dumps(execution.result, indent=2, default=str)
+            if execution.result is not None
+            else "",
+            "log_tail": "\n".join(log_text.splitlines()[-200:]),
+            "log_persisted": log is not None,
+        },
+    )
+
+
+@login_required
+def workers(request: HttpRequest) -> HttpResponse:
+    dashboard_membership(request)  # members only; worker state is shared infrastructure
+    try:
+        nodes = system.scheduler_nodes()
+    except Exception:
+        nodes = []
+    return _page(
+        request,
+        "workers",
+        {"workers": worker_list(), "queues": _queues(), "nodes": nodes},
+    )
+
+
+@login_required
+def dead_letters(request: HttpRequest) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    return _page(request, "dlq", {"dead_letters": selectors.dead_letter_list(tenant=tenant)[:200]})
+
+
+@login_required
+def missed_schedules(request: HttpRequest) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    try:
+        hours = max(1, min(int(request.GET.get("hours", "24")), 24 * 7))
+    except ValueError:
+        hours = 24
+    return _page(
+        request,
+        "missed",
+        {
+            "hours": hours,
+            "grace": settings.MONITORING["MISSED_GRACE_SECONDS"],
+            "misses": missed.missed_fires(
+                tenant=tenant,
+                window=timedelta(hours=hours),
+                grace_seconds=settings.MONITORING["MISSED_GRACE_SECONDS"],
+            ),
+        },
+    )

@@ -1,0 +1,1 @@
+"""Observability reads: run counters in Redis, queue/scheduler/worker state, dashboard stats."""

@@ -1,0 +1,91 @@
+"""Run counters and histograms kept in Redis, so a scrape of any web process sees what the
+worker processes counted (an in-process prometheus_client counter in a worker could not).
+
+Written after the transaction that started or ended a run commits; a Redis outage loses
+counts, never a run (PostgreSQL stays the record). One pipelined round trip per event.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import redis
+
+from scheduler_app.redis_client import get_redis, redis_key
+
+logger = logging.getLogger(__name__)
+
+# Upper bounds in seconds (Prometheus "le"); +Inf is implied.
+LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
+DURATION_BUCKETS = (0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+RUNS_KEY = "metrics:runs"  # hash "tenant_id|tier|status" -> count
+LAG_KEY = "metrics:lag"  # hash "tier|le" -> count, "tier|sum", "tier|count"
+DURATION_KEY = "metrics:duration"  # hash "tier|le" ...
+
+
+def _observe(pipe, key: str, tier: str, value: float, buckets: tuple[float, ...]) -> None:
+    for bound in buckets:
+        if value <= bound:
+            pipe.hincrby(key, f"{tier}|{bound}", 1)
+    pipe.hincrby(key, f"{tier}|+Inf", 1)
+    pipe.hincrbyfloat(key, f"{tier}|sum", value)
+    pipe.hincrby(key, f"{tier}|count", 1)
+
+
+def record_run_started(*, tier: str, lag_seconds: float) -> None:
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        _observe(pipe, redis_key(LAG_KEY), tier, max(lag_seconds, 0.0), LAG_BUCKETS)
+        pipe.execute()
+    except redis.RedisError as error:
+        logger.debug("could not count a started run: %s", error)
+
+
+def record_run_finished(
+    *, tenant_id: str, tier: str, status: str, duration_seconds: float | None
+) -> None:
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        pipe.hincrby(redis_key(RUNS_KEY), f"{tenant_id}|{tier}|{status}", 1)
+        if duration_seconds is not None:
+            _observe(
+                pipe, redis_key(DURATION_KEY), tier, max(duration_seconds, 0.0), DURATION_BUCKETS
+            )
+        pipe.execute()
+    except redis.RedisError as error:
+        logger.debug("could not count a finished run: %s", error)
+
+
+@dataclass(frozen=True)
+class Histogram:
+    buckets: list[tuple[str, float]]  # ("0.1", cumulative count) ... ("+Inf", count)
+    total: float
+    count: float
+
+
+def read_runs() -> dict[tuple[str, str, str], int]:
+    raw = get_redis().hgetall(redis_key(RUNS_KEY))
+    runs: dict[tuple[str, str, str], int] = {}
+    for field, value in raw.items():
+        tenant_id, tier, status = field.split("|", 2)
+        runs[(tenant_id, tier, status)] = int(value)
+    return runs
+
+
+def read_histograms(kind: str) -> dict[str, Histogram]:
+    """kind is "lag" or "duration"; one histogram per tier."""
+    key, bounds = (LAG_KEY, LAG_BUCKETS) if kind == "lag" else (DURATION_KEY, DURATION_BUCKETS)
+    raw = get_redis().hgetall(redis_key(key))
+    tiers = {field.split("|", 1)[0] for field in raw}
+    histograms: dict[str, Histogram] = {}
+    for tier in sorted(tiers):
+        buckets = [(str(b), float(raw.get(f"{tier}|{b}", 0))) for b in bounds]
+        buckets.append(("+Inf", float(raw.get(f"{tier}|+Inf", 0))))
+        histograms[tier] = Histogram(
+            buckets=buckets,
+            total=float(raw.get(f"{tier}|sum", 0)),
+            count=float(raw.get(f"{tier}|count", 0)),
+        )
+    return histograms

@@ -1,0 +1,162 @@
+"""System-wide state read at request time: broker queue depth, scheduler nodes, readiness.
+
+Not tenant data: these feed /metrics, /readyz and the operators' part of the dashboard.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from scheduler_app.choices import TIERS
+from scheduler_app.models import TaskExecution
+from scheduler_app.redis_client import get_redis, redis_key
+
+logger = logging.getLogger(__name__)
+
+# kombu's Redis transport keeps one list per priority step: "name", "name\x06\x163", ...
+PRIORITY_SEPARATOR = "\x06\x16"
+PRIORITY_STEPS = (0, 3, 6, 9)
+
+_broker_clients: dict[str, redis.Redis] = {}
+
+
+def broker_redis() -> redis.Redis:
+    url = settings.CELERY_BROKER_URL
+    client = _broker_clients.get(url)
+    if client is None:
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
+        )
+        _broker_clients[url] = client
+    return client
+
+
+def _queue_keys(queue: str) -> list[str]:
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") or ""
+    return [
+        f"{prefix}{queue}" if step == 0 else f"{prefix}{queue}{PRIORITY_SEPARATOR}{step}"
+        for step in PRIORITY_STEPS
+    ]
+
+
+def _message_execution_id(raw: str) -> str | None:
+    """The doorbell's execution id: the first positional argument of the Celery message."""
+    try:
+        message = json.loads(raw)
+        body = json.loads(base64.b64decode(message["body"]))
+        return str(body[0][0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class QueueState:
+    tier: str
+    depth: int
+    oldest_age_seconds: float | None
+
+
+def queue_states(*, now: datetime | None = None) -> list[QueueState]:
+    """LLEN of each tier's lists; the oldest message (the tail: LPUSH in, BRPOP out) gives the
+    execution whose queued time dates the queue."""
+    now = now or timezone.now()
+    client = broker_redis()
+    states = []
+    for tier in TIERS:
+        keys = _queue_keys(tier)
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.llen(key)
+            pipe.lindex(key, -1)
+        replies = pipe.execute()
+        depth = sum(int(replies[i]) for i in range(0, len(replies), 2))
+        oldest: datetime | None = None
+        for raw in replies[1::2]:
+            execution_id = _message_execution_id(raw) if raw else None
+            if execution_id is None:
+                continue
+            row = (
+                TaskExecution.objects.filter(id=execution_id)
+                .values_list("queued_at", "scheduled_at")
+                .first()
+            )
+            if row is not None:
+                stamp = row[0] or row[1]
+                oldest = stamp if oldest is None else min(oldest, stamp)
+        age = (now - oldest).total_seconds() if oldest is not None else None
+        states.append(QueueState(tier=tier, depth=depth, oldest_age_seconds=age))
+    return states
+
+
+@dataclass(frozen=True)
+class SchedulerNode:
+    node: str
+    role: str
+    epoch: int | None
+    schedules: int
+    fired_total: int
+    published_total: int
+    reported_age_seconds: float
+
+
+def scheduler_nodes() -> list[SchedulerNode]:
+    """What each beat instance last wrote (scheduler_app.beat.status; keys expire after 30 s)."""
+    client = get_redis()
+    keys = sorted(client.scan_iter(match=redis_key("scheduler:node:*"), count=500))
+    nodes = []
+    for raw in client.mget(keys) if keys else []:
+        if not raw:
+            continue
+        status = json.loads(raw)
+        nodes.append(
+            SchedulerNode(
+                node=status["node"],
+                role=status["role"],
+                epoch=status.get("epoch"),
+                schedules=int(status.get("schedules", 0)),
+                fired_total=int(status.get("fired_total", 0)),
+                published_total=int(status.get("published_total", 0)),
+                reported_age_seconds=max(0.0, time.time() - float(status["reported_at"])),
+            )
+        )
+    return nodes
+
+
+def leader_node(nodes: list[SchedulerNode] | None = None) -> SchedulerNode | None:
+    fresh_within = settings.MONITORING["LEADER_FRESH_SECONDS"]
+    for node in nodes if nodes is not None else scheduler_nodes():
+        if node.role == "leader" and node.reported_age_seconds <= fresh_within:
+            return node
+    return None
+
+
+def readiness() -> dict[str, str]:
+    """One line per dependency: "ok" or why not. Ready when every line is "ok"."""
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["database"] = "ok"
+    except Exception as error:  # any driver error means not ready
+        checks["database"] = f"error: {type(error).__name__}"
+    try:
+        get_redis().ping()
+        checks["redis"] = "ok"
+    except redis.RedisError as error:
+        checks["redis"] = f"error: {type(error).__name__}"
+    if checks["redis"] == "ok":
+        leader = leader_node()
+        checks["leader"] = "ok" if leader else "error: no scheduler has reported as leader"
+    else:
+        checks["leader"] = "unknown: redis unreachable"
+    return checks

@@ -1,0 +1,50 @@
+"""/metrics (behind a bearer token or basic auth) and /readyz."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from scheduler_app.monitoring.metrics import SchedulerCollector
+from scheduler_app.monitoring.system import readiness
+
+
+def _authorized(request: HttpRequest) -> bool:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    token = settings.MONITORING["METRICS_BEARER_TOKEN"]
+    basic = settings.MONITORING["METRICS_BASIC_AUTH"]
+    if token and header.startswith("Bearer "):
+        return hmac.compare_digest(header[7:].encode(), token.encode())
+    if basic and header.startswith("Basic "):
+        try:
+            given = base64.b64decode(header[6:], validate=True)
+        except ValueError:
+            return False
+        return hmac.compare_digest(given, basic.encode())
+    # A signed-in staff member may look at it in a browser.
+    return bool(getattr(request, "user", None) and request.user.is_staff)
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        response = HttpResponse("authentication required\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Basic realm="metrics"'
+        return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SchedulerCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+
+
+def readyz_view(request: HttpRequest) -> JsonResponse:
+    checks = readiness()
+    if not settings.MONITORING["READYZ_REQUIRE_LEADER"] and checks["leader"] != "ok":
+        checks["leader"] = f"ignored ({checks['leader']})"
+    failing = [name for name, state in checks.items() if state != "ok" and "ignored" not in state]
+    return JsonResponse(
+        {"status": "ok" if not failing else "unavailable", "checks": checks},
+        status=200 if not failing else 503,
+    )

@@ -1,0 +1,115 @@
+/* Dashboard live updates and charts. No dependencies, nothing loaded from the network
+   except this page's own fragment endpoint (?fragment=1), polled every few seconds. */
+(function () {
+  "use strict";
+  var SVG = "http://www.w3.org/2000/svg";
+  var COLORS = { success: "#2e9e44", failed: "#d43c3c", other: "#9aa3ad",
+                 duration: "#2f6fd6", lag: "#e08a00" };
+
+  function el(name, attrs, parent) {
+    var node = document.createElementNS(SVG, name);
+    Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function frame(container) {
+    var width = container.clientWidth || 480, height = 160;
+    container.innerHTML = "";
+    var svg = el("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height,
+                          role: "img" }, container);
+    return { svg: svg, w: width, h: height, pad: 28 };
+  }
+
+  function axis(f, max, label) {
+    el("line", { x1: f.pad, y1: f.h - f.pad, x2: f.w - 4, y2: f.h - f.pad, stroke: "#ccc" }, f.svg);
+    var t = el("text", { x: 2, y: 12, "font-size": 10, fill: "#555" }, f.svg);
+    t.textContent = (Math.round(max * 100) / 100) + (label || "");
+  }
+
+  function bars(container, rows) {
+    var f = frame(container);
+    if (!rows.length) { empty(f); return; }
+    var max = Math.max.apply(null, rows.map(function (r) { return r.success + r.failed + r.other; })) || 1;
+    var step = (f.w - f.pad - 4) / rows.length, plotH = f.h - 2 * f.pad;
+    axis(f, max);
+    rows.forEach(function (r, i) {
+      var y = f.h - f.pad;
+      ["success", "failed", "other"].forEach(function (key) {
+        var h = plotH * r[key] / max;
+        if (h <= 0) return;
+        y -= h;
+        var rect = el("rect", { x: f.pad + i * step + 1, y: y, width: Math.max(1, step - 2),
+                                height: h, fill: COLORS[key], "class": "bar-" + key }, f.svg);
+        el("title", {}, rect).textContent = r.t + " " + key + ": " + r[key];
+      });
+    });
+  }
+
+  function lines(container, rows) {
+    var f = frame(container);
+    if (!rows.length) { empty(f); return; }
+    var values = [];
+    rows.forEach(function (r) { values.push(r.lag); if (r.duration !== null) values.push(r.duration); });
+    var max = Math.max.apply(null, values) || 1, plotH = f.h - 2 * f.pad;
+    var step = rows.length > 1 ? (f.w - f.pad - 8) / (rows.length - 1) : 0;
+    axis(f, max, " s");
+    ["duration", "lag"].forEach(function (key) {
+      var points = [];
+      rows.forEach(function (r, i) {
+        if (r[key] === null || r[key] === undefined) return;
+        var x = f.pad + i * step, y = f.h - f.pad - plotH * r[key] / max;
+        points.push(x + "," + y);
+        var dot = el("circle", { cx: x, cy: y, r: 2.5, fill: r.status === "success" ? COLORS[key] : COLORS.failed,
+                                 "class": "dot-" + key }, f.svg);
+        el("title", {}, dot).textContent = r.t + " " + key + " " + r[key].toFixed(3) + " s (" + r.status + ")";
+      });
+      el("polyline", { points: points.join(" "), fill: "none", stroke: COLORS[key], "stroke-width": 1.5 }, f.svg);
+    });
+  }
+
+  function empty(f) {
+    var t = el("text", { x: f.w / 2, y: f.h / 2, "text-anchor": "middle", fill: "#888" }, f.svg);
+    t.textContent = "no data yet";
+  }
+
+  function drawCharts(root) {
+    var dataNode = root.querySelector("#chart-data");
+    if (!dataNode) return;
+    var data = JSON.parse(dataNode.textContent);
+    root.querySelectorAll("[data-chart]").forEach(function (c) {
+      var rows = data[c.getAttribute("data-series")] || [];
+      (c.getAttribute("data-chart") === "bars" ? bars : lines)(c, rows);
+    });
+  }
+
+  function poll(live, seconds) {
+    var url = new URL(window.location.href);
+    url.searchParams.set("fragment", "1");
+    fetch(url.toString(), { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
+      .then(function (response) {
+        if (response.redirected || !response.ok) throw new Error("status " + response.status);
+        return response.text();
+      })
+      .then(function (html) {
+        live.innerHTML = html;
+        drawCharts(live);
+        var stamp = document.getElementById("updated-at");
+        if (stamp) stamp.textContent = new Date().toISOString().substr(11, 8) + " UTC";
+        live.setAttribute("data-refreshes", String(Number(live.getAttribute("data-refreshes") || 0) + 1));
+      })
+      .catch(function (error) {
+        var stamp = document.getElementById("updated-at");
+        if (stamp) stamp.textContent = "update failed (" + error.message + "), retrying";
+      })
+      .finally(function () { window.setTimeout(function () { poll(live, seconds); }, seconds * 1000); });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var live = document.getElementById("live");
+    if (!live) return;
+    drawCharts(live);
+    var seconds = parseFloat(live.getAttribute("data-poll-seconds")) || 3;
+    window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
+  });
+})();

@@ -1,0 +1,270 @@
+"""Notifications end to end: a run finishes through the services, the after-commit hook
+enqueues a Celery message in real Redis, the test drains that queue and runs the tasks it
+finds (as a worker would), and a local HTTP receiver / Django's locmem mail see the result."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import uuid
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from project.celery import app
+from scheduler_app.alerting.channels import SIGNATURE_HEADER, Target, deliver
+from scheduler_app.alerting.rules import alerts_evaluate
+from scheduler_app.alerting.tasks import enqueue_incident_changes
+from scheduler_app.choices import ExecutionStatus
+from scheduler_app.models import AlertIncident, NotificationChannel, TaskDefinition, TaskExecution
+from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.tasks import task_trigger
+from tests.factories import make_task
+
+pytestmark = pytest.mark.django_db
+
+SECRET = "hook-secret"
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        received = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                received.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies(self, path: str) -> list[dict]:
+        return [json.loads(r["body"]) for r in self.requests if r["path"] == path]
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver()
+    yield server
+    server.server.shutdown()
+
+
+@pytest.fixture
+def notify_settings(settings):
+    queue = f"notify-test-{uuid.uuid4().hex[:8]}"  # no test worker listens here
+    settings.ALERTS = {**settings.ALERTS, "QUEUE": queue, "WEBHOOK_ALLOWED_HOSTS": ["127.0.0.1"]}
+    return queue
+
+
+def drain(queue: str) -> int:
+    """Run every Celery message waiting in `queue`, repeatedly, as a worker would."""
+    ran = 0
+    with app.connection_for_read() as connection:
+        simple = connection.SimpleQueue(queue)
+        try:
+            while True:
+                try:
+                    message = simple.get(timeout=0.5)
+                except simple.Empty:
+                    return ran
+                args, kwargs, _embed = message.payload
+                app.tasks[message.headers["task"]](*args, **kwargs)
+                message.ack()
+                ran += 1
+        finally:
+            simple.close()
+
+
+@pytest.fixture
+def channels(tenant, receiver):
+    return {
+        "hook": NotificationChannel.objects.create(
+            tenant=tenant,
+            name="hook",
+            kind="webhook",
+            target=receiver.url + "/hook",
+            signing_secret=SECRET,
+        ),
+        "slack": NotificationChannel.objects.create(
+            tenant=tenant, name="slack", kind="slack", target=receiver.url + "/slack"
+        ),
+        "mail": NotificationChannel.objects.create(
+            tenant=tenant,
+            name="mail",
+            kind="email",
+            target="ops@example.com, dev@example.com",
+            alerts=False,
+        ),
+    }
+
+
+def run_once(task, status: str, capture, *, transient: bool = False, error_class: str = "boom"):
+    with capture(execute=True):
+        execution = task_trigger(task=task)
+    claim = execution_claim(execution_id=execution.id, worker_id="w1", lease_seconds=30)
+    with capture(execute=True):
+        report = execution_finish(
+            execution_id=execution.id,
+            claim_token=claim.claim_token,
+            outcome=Outcome(status=status, transient=transient, error_class=error_class),
+        )
+    return execution, report
+
+
+def test_failure_is_announced_once_and_its_recovery_once(
+    tenant, channels, receiver, notify_settings, django_capture_on_commit_callbacks
+):
+    task = make_task(
+        tenant,
+        name="flaky",
+        max_attempts=5,
+        notifications={"on_failure": ["hook", "slack", "mail"], "on_success": ["hook"]},
+    )
+    capture = django_capture_on_commit_callbacks
+    run_once(task, "failed", capture, transient=True, error_class="http_5xx")
+    drain(notify_settings)
+    [failure] = receiver.bodies("/hook")
+    assert failure["event"] == "failure" and failure["task"] == "flaky"
+    [signed] = [r for r in receiver.requests if r["path"] == "/hook"]
+    expected = "sha256=" + hmac.new(SECRET.encode(), signed["body"], hashlib.sha256).hexdigest()
+    assert signed["headers"][SIGNATURE_HEADER] == expected
+    assert "failed" in receiver.bodies("/slack")[0]["text"]
+    assert len(mail.outbox) == 1 and mail.outbox[0].to == ["ops@example.com", "dev@example.com"]
+
+    # The same incident: a second failure tells nobody.
+    run_once(task, "failed", capture, transient=True)
+    drain(notify_settings)
+    assert len(receiver.requests) == 2 and len(mail.outbox) == 1
+
+    # Recovery: one resolve message to the failure channels, one success to on_success.
+    run_once(task, "success", capture)
+    drain(notify_settings)
+    events = [b["event"] for b in receiver.bodies("/hook")]
+    assert events == ["failure", "resolved", "success"] or events == [
+        "failure",
+        "success",
+        "resolved",
+    ]
+    assert [b["text"] for b in receiver.bodies("/slack")][1].startswith("*Task flaky recovered*")
+    assert len(mail.outbox) == 2 and "recovered" in mail.outbox[1].subject
+    assert AlertIncident.objects.get(rule="task_failing").resolved_at is not None
+
+
+def test_dead_letter_notice(
+    tenant, channels, receiver, notify_settings, django_capture_on_commit_callbacks
+):
+    task = make_task(tenant, name="doomed", notifications={"on_dlq": ["hook"]})
+    _, report = run_once(task, "failed", django_capture_on_commit_callbacks, transient=False)
+    assert report.dead_lettered
+    drain(notify_settings)
+    assert [b["event"] for b in receiver.bodies("/hook")] == ["dead_letter"]
+
+
+def test_webhook_to_a_private_address_is_refused_without_the_allowlist(settings, receiver):
+    settings.ALERTS = {**settings.ALERTS, "WEBHOOK_ALLOWED_HOSTS": []}
+    result = deliver(Target("webhook", receiver.url + "/hook"), {"event": "x", "title": "t"})
+    assert not result.ok and result.detail.startswith("ssrf_blocked")
+    assert receiver.requests == []
+
+
+def _terminal_runs(task, *, failed: int, succeeded: int):
+    now = timezone.now()
+    for i in range(failed + succeeded):
+        TaskExecution.objects.create(
+            tenant_id=task.tenant_id,
+            task=task,
+            status=ExecutionStatus.FAILED if i < failed else ExecutionStatus.SUCCESS,
+            scheduled_at=now - timedelta(minutes=30, seconds=i),
+            started_at=now,
+            completed_at=now,
+        )
+
+
+def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
+    tenant, channels, receiver, notify_settings
+):
+    task = make_task(tenant, name="rated")
+    _terminal_runs(task, failed=3, succeeded=20)  # 13 % > 5 %
+    changes = alerts_evaluate()
+    assert [(i.rule, r) for i, r in changes] == [("error_rate_high", False)]
+    assert alerts_evaluate() == []  # still firing: no new incident, nobody told twice
+    enqueue_incident_changes(changes)
+    drain(notify_settings)
+    # Alert channels only: the webhook and Slack (alerts=True), not the mail channel.
+    assert [b["event"] for b in receiver.bodies("/hook")] == ["alert"]
+    assert len(receiver.bodies("/slack")) == 1 and mail.outbox == []
+
+    TaskExecution.objects.filter(task=task, status=ExecutionStatus.FAILED).update(
+        status=ExecutionStatus.SUCCESS
+    )
+    changes = alerts_evaluate()
+    assert [(i.rule, r) for i, r in changes] == [("error_rate_high", True)]
+    enqueue_incident_changes(changes)
+    drain(notify_settings)
+    assert [b["event"] for b in receiver.bodies("/hook")] == ["alert", "alert_resolved"]
+
+
+def test_missed_schedule_and_dead_worker_rules(tenant):
+    task = make_task(tenant, name="stuck", schedule={"type": "cron", "expression": "* * * * *"})
+    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    now = timezone.now()
+    TaskExecution.objects.create(
+        tenant=tenant,
+        task=task,
+        status=ExecutionStatus.FAILED,
+        scheduled_at=now - timedelta(hours=2),
+        completed_at=now,
+        worker_id="celery@gone",
+        error_class="worker_lost",
+    )
+    rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
+    assert ("missed_schedule", str(task.id)) in rules
+    assert ("dead_worker", "celery@gone") in rules
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, settings):
+    from scheduler_app.alerting import hook
+
+    settings.ALERTS = {**settings.ALERTS, "EVALUATE_SECONDS": 3600}
+    task = make_task(tenant, name="late", schedule={"type": "cron", "expression": "* * * * *"})
+    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    hook._last_start = None
+    assert hook.alerts_evaluate_if_due() is None  # the first call only starts the clock
+    hook._last_start -= 3601
+    thread = hook.alerts_evaluate_if_due()
+    assert thread is not None
+    thread.join(timeout=30)
+    assert AlertIncident.objects.filter(rule="missed_schedule", key=str(task.id)).exists()
+    assert hook.alerts_evaluate_if_due() is None  # not due again for an hour
+
+
+@pytest.mark.parametrize(
+    ("notifications", "field"),
+    [
+        ({"on_fail": ["hook"]}, "notifications.on_fail"),
+        ({"on_failure": [3]}, "notifications.on_failure"),
+        ({"on_dlq": {"a": 1}}, "notifications.on_dlq"),
+    ],
+)
+def test_bad_notifications_are_refused_naming_the_field(api, notifications, field):
+    from tests.factories import task_spec
+
+    response = api.post(
+        "/api/v1/tasks", task_spec(name="n", notifications=notifications), format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert not TaskDefinition.objects.filter(name="n").exists()

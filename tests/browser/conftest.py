@@ -1,0 +1,83 @@
+"""A real headless Chromium (Debian's package) driven by Playwright against pytest-django's
+live server. Without the browser or Playwright only these tests skip, saying why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def _missing() -> str | None:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -r requirements.txt)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _missing()
+    if reason is None:
+        return
+    for item in items:
+        if "tests/browser" in str(item.fspath):
+            item.add_marker(pytest.mark.skip(reason=f"browser tests skipped: {reason}"))
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
+    # (setting up data, asserting on rows) are plain synchronous code all the same.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1366, "height": 860})
+    # Nothing may come from the internet: any request off the live server fails the test.
+    off_site: list[str] = []
+    context.on(
+        "request",
+        lambda request: (
+            off_site.append(request.url)
+            if not request.url.startswith(("http://localhost", "http://127.0.0.1", "data:"))
+            else None
+        ),
+    )
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert off_site == [], f"requests left the server: {off_site}"
+    assert errors == [], f"JavaScript errors: {errors}"
+
+
+def screenshot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

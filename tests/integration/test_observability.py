@@ -1,0 +1,90 @@
+"""Observability across processes: a real Celery worker runs the task, counts it in Redis and
+delivers its notifications; the test process's /metrics scrape and HTTP receiver see both."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+
+import pytest
+from django.test import Client
+
+from scheduler_app.alerting.channels import SIGNATURE_HEADER
+from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.models import NotificationChannel, TaskExecution
+from scheduler_app.monitoring.workers import worker_list
+from scheduler_app.services.tasks import task_trigger
+from tests.alerting.test_notifications import Receiver
+from tests.factories import make_task
+from tests.integration.conftest import FAST_WORKER
+from tests.processes import start_worker, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _runs_total(text: str, status: str) -> float:
+    prefix = "scheduler_runs_total{"
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(prefix) and f'status="{status}"' in line and 'tenant="acme"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_worker_counts_and_notifies_across_processes(tenant, settings):
+    settings.MONITORING = {
+        **settings.MONITORING,
+        "METRICS_BEARER_TOKEN": "t0ken",
+        "WORKERS_CACHE_SECONDS": 0,
+    }
+    receiver = Receiver()
+    NotificationChannel.objects.create(
+        tenant=tenant,
+        name="hook",
+        kind="webhook",
+        target=receiver.url + "/hook",
+        signing_secret="s3cret",
+    )
+    task = make_task(
+        tenant,
+        name="doomed",
+        handler={"type": "python", "callable": "fail_permanently"},
+        max_attempts=1,
+        notifications={"on_failure": ["hook"], "on_dlq": ["hook"]},
+    )
+    # A queue only this worker consumes, for the run and for its notifications, so the
+    # suite's shared worker (other settings) cannot take either.
+    queue = f"obs-{uuid.uuid4().hex[:8]}"
+    worker = start_worker(
+        name="w-obs",
+        queues=queue,
+        concurrency=1,
+        env_overrides={
+            **FAST_WORKER,
+            "NOTIFY_QUEUE": queue,
+            "NOTIFY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+        },
+    )
+    scrape = lambda: Client().get("/metrics", HTTP_AUTHORIZATION="Bearer t0ken").content.decode()  # noqa: E731
+    try:
+        before = _runs_total(scrape(), "failed")
+        execution = task_trigger(task=task)
+        publish([Doorbell(str(execution.id), str(tenant.id), queue)])
+        wait_until(lambda: len(receiver.requests) >= 2, timeout=30, message="two notifications")
+    except AssertionError:
+        print(worker.log()[-3000:])
+        raise
+    finally:
+        names = [w.name for w in worker_list() if w.state == "online"]
+        worker.stop()
+        receiver.server.shutdown()
+    assert TaskExecution.objects.get(id=execution.id).dead_lettered
+    assert _runs_total(scrape(), "failed") - before == 1  # counted by the worker process
+    assert any(name.startswith("w-obs") for name in names), names
+    events = sorted(json.loads(r["body"])["event"] for r in receiver.requests)
+    assert events == ["dead_letter", "failure"]
+    for request in receiver.requests:
+        expected = "sha256=" + hmac.new(b"s3cret", request["body"], hashlib.sha256).hexdigest()
+        assert request["headers"][SIGNATURE_HEADER] == expected
