@@ -17,7 +17,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me-in-production"
+DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me-in-production"  # noqa: S105
 # A task may run a little past its timeout (kill grace, finishing writes) before it acks.
 VISIBILITY_MARGIN_SECONDS = 60
 
@@ -84,7 +84,8 @@ def check_visibility_timeout(app_configs=None, **kwargs) -> list:
             f"broker visibility timeout ({visibility}s) is shorter than the longest task "
             f"timeout ({longest}s) plus {VISIBILITY_MARGIN_SECONDS}s: Redis would redeliver "
             "runs that are still going",
-            hint=f"Set BROKER_VISIBILITY_TIMEOUT to at least {longest + VISIBILITY_MARGIN_SECONDS}.",
+            hint="Set BROKER_VISIBILITY_TIMEOUT to at least "
+            f"{longest + VISIBILITY_MARGIN_SECONDS}, or lower SCHEDULER_MAX_TASK_TIMEOUT.",
             id="scheduler.E003",
         )
     ]

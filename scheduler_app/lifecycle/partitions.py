@@ -113,7 +113,7 @@ def partition_create(*, month: date, connection=None, lock_timeout_ms: int = 500
         if cursor.fetchone()[0] is not None:
             return False
         cursor.execute(
-            f"SELECT EXISTS (SELECT 1 FROM {DEFAULT_PARTITION} "  # noqa: S608 (identifiers are ours)
+            f"SELECT EXISTS (SELECT 1 FROM {DEFAULT_PARTITION} "
             "WHERE scheduled_at >= %s AND scheduled_at < %s)",
             [start, end],
         )
@@ -129,12 +129,12 @@ def partition_create(*, month: date, connection=None, lock_timeout_ms: int = 500
             f"CREATE TABLE {name} PARTITION OF {TABLE} FOR VALUES FROM (%s) TO (%s)", [start, end]
         )
         cursor.execute(
-            f"INSERT INTO {TABLE} SELECT * FROM {DEFAULT_PARTITION} "  # noqa: S608
+            f"INSERT INTO {TABLE} SELECT * FROM {DEFAULT_PARTITION} "
             "WHERE scheduled_at >= %s AND scheduled_at < %s",
             [start, end],
         )
         cursor.execute(
-            f"DELETE FROM {DEFAULT_PARTITION} WHERE scheduled_at >= %s AND scheduled_at < %s",  # noqa: S608
+            f"DELETE FROM {DEFAULT_PARTITION} WHERE scheduled_at >= %s AND scheduled_at < %s",
             [start, end],
         )
         cursor.execute(f"ALTER TABLE {TABLE} ATTACH PARTITION {DEFAULT_PARTITION} DEFAULT")
@@ -200,7 +200,8 @@ def table_convert_to_partitioned(connection, *, now: datetime) -> None:
             "SELECT con.conname, con.contype, pg_get_constraintdef(con.oid), con.conindid "
             "FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relname = %s AND n.nspname = current_schema() AND con.contype IN ('p','u','f')",
+            "WHERE c.relname = %s AND n.nspname = current_schema() "
+            "AND con.contype IN ('p', 'u', 'f')",
             [TABLE],
         )
         constraints = cursor.fetchall()
@@ -236,7 +237,7 @@ def table_convert_to_partitioned(connection, *, now: datetime) -> None:
                 "FOR VALUES FROM (%s) TO (%s)",
                 [_bound(month), _bound(add_months(month, 1))],
             )
-        cursor.execute(f"INSERT INTO {TABLE} SELECT * FROM {old}")  # noqa: S608
+        cursor.execute(f"INSERT INTO {TABLE} SELECT * FROM {old}")
         cursor.execute(f"DROP TABLE {old}")
         cursor.execute(
             f"ALTER TABLE {TABLE} ADD CONSTRAINT {pk_name} PRIMARY KEY (id, scheduled_at)"
