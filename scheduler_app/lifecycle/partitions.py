@@ -174,6 +174,8 @@ def partition_attach(*, partition: Partition, connection=None) -> None:
 def partition_drop(*, name: str, connection=None) -> None:
     connection = connection or default_connection
     with connection.cursor() as cursor:
+        # Deferred FK checks pending in this transaction would block the DROP.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f"DROP TABLE IF EXISTS {_checked(name)}")
 
 
@@ -223,6 +225,8 @@ def table_convert_to_partitioned(connection, *, now: datetime) -> None:
         )
         months = {row[0] for row in cursor.fetchall()}
 
+        # Deferred FK checks still pending on the old table would block its DROP.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f"ALTER TABLE {TABLE} RENAME TO {old}")
         cursor.execute(
             f"CREATE TABLE {TABLE} (LIKE {old} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
