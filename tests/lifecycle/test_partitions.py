@@ -112,7 +112,8 @@ def test_migration_converts_a_table_that_already_holds_rows(tenant):
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_indexes WHERE schemaname = 'conv_scratch' "
-            "AND tablename = 'scheduler_app_taskexecution' AND indexname = 'uniq_exec_task_fire_attempt'"
+            "AND tablename = 'scheduler_app_taskexecution' "
+            "AND indexname = 'uniq_exec_task_fire_attempt'"
         )
         assert cursor.fetchone()[0] == 1
         cursor.execute("SET LOCAL search_path TO public")
