@@ -18,6 +18,9 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
+from django.db.models import Count, Max, Sum
+
 from scheduler_app.models import StatsBucket, TaskStats, Tenant
 
 FIELDS = (
@@ -53,16 +56,39 @@ def task_stats(
 
 
 def stats_overview(*, tenant: Tenant, since: datetime, until: datetime) -> dict[str, Any]:
-    rows = task_stats(tenant=tenant, since=since, until=until, bucket=StatsBucket.HOUR)
-    by_status: Counter[str] = Counter()
-    for row in rows:
-        by_status.update(row["by_status"])
-    lags = [r["lag_p95"] for r in rows if r["lag_p95"] is not None]
-    durations = [r["duration_p95"] for r in rows if r["duration_p95"] is not None]
+    """One tenant's runs between `since` and `until` (hour buckets), summed in the database."""
+    rows = TaskStats.objects.filter(
+        tenant_id=tenant.id,
+        bucket=StatsBucket.HOUR,
+        bucket_start__gte=since,
+        bucket_start__lt=until,
+    )
+    totals = rows.aggregate(
+        total=Sum("total"),
+        tasks=Count("task_id", distinct=True),
+        worst_lag_p95=Max("lag_p95"),
+        worst_duration_p95=Max("duration_p95"),
+    )
     return {
-        "total": sum(r["total"] for r in rows),
-        "by_status": dict(by_status),
-        "tasks": len({r["task_id"] for r in rows}),
-        "worst_lag_p95": max(lags, default=None),
-        "worst_duration_p95": max(durations, default=None),
+        "total": totals["total"] or 0,
+        "by_status": _status_totals(rows),
+        "tasks": totals["tasks"],
+        "worst_lag_p95": totals["worst_lag_p95"],
+        "worst_duration_p95": totals["worst_duration_p95"],
     }
+
+
+def _status_totals(rows) -> dict[str, int]:
+    if connection.vendor == "postgresql":
+        query, params = rows.values("id").query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT key, sum(value::bigint) FROM scheduler_app_taskstats s, "
+                "jsonb_each_text(s.by_status) WHERE s.id IN (" + query + ") GROUP BY key",
+                params,
+            )
+            return {key: int(count) for key, count in cursor.fetchall()}
+    by_status: Counter[str] = Counter()
+    for counts in rows.values_list("by_status", flat=True):
+        by_status.update(counts)
+    return dict(by_status)
