@@ -7,4 +7,4 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from scheduler_app import checks  # noqa: F401  (registers the system checks)
+        from scheduler_app import admin_lifecycle, checks  # noqa: F401  (registrations)
