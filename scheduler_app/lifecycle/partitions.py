@@ -208,6 +208,25 @@ def table_convert_to_partitioned(connection, *, now: datetime) -> None:
         )
         constraints = cursor.fetchall()
         pk_name = next(name for name, kind, _, _ in constraints if kind == "p")
+        cursor.execute(
+            "SELECT con.conname, con.conrelid::regclass::text FROM pg_constraint con "
+            "WHERE con.contype = 'f' AND con.confrelid = to_regclass(%s)",
+            [TABLE],
+        )
+        pointing = cursor.fetchall()
+        if pointing:
+            # A partitioned table's rows cannot be the target of a key on `id` alone.
+            raise RuntimeError(
+                "cannot partition executions: foreign keys point at it ("
+                + ", ".join(f"{name} on {table}" for name, table in pointing)
+                + "); declare those references with db_constraint=False"
+            )
+        for name, kind, definition, _ in constraints:
+            if kind == "u" and "scheduled_at" not in definition:
+                raise RuntimeError(
+                    f"cannot partition executions: unique constraint {name} {definition} "
+                    "must include scheduled_at"
+                )
         constraint_index_oids = {oid for _, kind, _, oid in constraints if kind in ("p", "u")}
         cursor.execute(
             "SELECT i.relname, pg_get_indexdef(i.oid), i.oid FROM pg_index x "
