@@ -155,10 +155,46 @@ def partitions_ensure(*, now: datetime, months_ahead: int = 2, connection=None) 
     return created
 
 
-def partition_detach(*, name: str, connection=None) -> None:
+def partition_detach(*, name: str, connection=None, lock_timeout_ms: int = 5000) -> None:
+    """Detach (ACCESS EXCLUSIVE on the parent, for an instant). CONCURRENTLY is not an option
+    while a default partition exists; `lock_timeout` makes a busy table fail this fast
+    instead of queueing every insert behind it (retention retries next run)."""
     connection = connection or default_connection
     with connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL lock_timeout = {int(lock_timeout_ms)}")
         cursor.execute(f"ALTER TABLE {TABLE} DETACH PARTITION {_checked(name)}")
+
+
+def partitions_detached(connection=None) -> list[Partition]:
+    """Monthly tables that are no longer attached: an archive run that stopped between detach
+    and drop. Their rows are invisible to the application, so the next run finishes them."""
+    connection = connection or default_connection
+    if not is_partitioned(connection):
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r' AND c.relname LIKE %s "
+            "AND NOT c.relispartition",
+            [PARTITION_PREFIX.replace("_", r"\_") + "%"],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+    found = []
+    for name in names:
+        suffix = name.removeprefix(PARTITION_PREFIX)
+        if len(suffix) != 6 or not suffix.isdigit():
+            continue
+        month = date(int(suffix[:4]), int(suffix[4:6]), 1)
+        nxt = add_months(month, 1)
+        found.append(
+            Partition(
+                name,
+                datetime(month.year, month.month, 1, tzinfo=UTC),
+                datetime(nxt.year, nxt.month, 1, tzinfo=UTC),
+                0,
+            )
+        )
+    return found
 
 
 def partition_attach(*, partition: Partition, connection=None) -> None:

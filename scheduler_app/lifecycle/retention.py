@@ -99,11 +99,16 @@ def _rows(cursor, json_columns: frozenset[str]):
 
 
 def partition_archive(
-    *, partition: partitions.Partition, store: ArchiveStore, now: datetime
+    *,
+    partition: partitions.Partition,
+    store: ArchiveStore,
+    now: datetime,
+    already_detached: bool = False,
 ) -> ArchiveFile:
     """Detach, export, verify, drop one monthly partition. Re-attached if anything fails."""
-    with transaction.atomic():
-        partitions.partition_detach(name=partition.name)
+    if not already_detached:
+        with transaction.atomic():
+            partitions.partition_detach(name=partition.name)
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {partition.name}")
@@ -144,6 +149,25 @@ def _copy_json_lines(select: str):
     with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for data in copy:
             yield bytes(data)
+
+
+def _archive_partitions_before(
+    cutoff: datetime, store: ArchiveStore, now: datetime
+) -> ArchiveReport:
+    """Whole partitions ending by `cutoff`, plus any left detached by an interrupted run."""
+    report = ArchiveReport()
+    work = [(p, True) for p in partitions.partitions_detached()]
+    work += [
+        (p, False) for p in partitions.partitions_list() if p.end is not None and p.end <= cutoff
+    ]
+    for partition, detached in work:
+        archived = partition_archive(
+            partition=partition, store=store, now=now, already_detached=detached
+        )
+        report.files.append(archived)
+        report.rows += archived.rows
+        report.partitions_dropped.append(partition.name)
+    return report
 
 
 # --- rows in batches ----------------------------------------------------------------------
@@ -244,12 +268,7 @@ def executions_archive(
     now = now or timezone.now()
     report = ArchiveReport()
     if tenant_ids is None:
-        for partition in partitions.partitions_list():
-            if partition.end is not None and partition.end <= before:
-                archived = partition_archive(partition=partition, store=store, now=now)
-                report.files.append(archived)
-                report.rows += archived.rows
-                report.partitions_dropped.append(partition.name)
+        report.merge(_archive_partitions_before(before, store, now))
     report.merge(
         rows_archive(spec=EXECUTIONS, before=before, tenant_ids=tenant_ids, store=store, now=now)
     )
@@ -292,12 +311,7 @@ def retention_apply(
     longest = max(periods)
     global_cutoff = now - timedelta(days=longest)
     if partitions.is_partitioned():
-        for partition in partitions.partitions_list():
-            if partition.end is not None and partition.end <= global_cutoff:
-                archived = partition_archive(partition=partition, store=store, now=now)
-                report.files.append(archived)
-                report.rows += archived.rows
-                report.partitions_dropped.append(partition.name)
+        report.merge(_archive_partitions_before(global_cutoff, store, now))
     for days, tenant_ids in sorted(periods.items()):
         cutoff = now - timedelta(days=days)
         if days < longest or not partitions.is_partitioned():

@@ -130,3 +130,21 @@ def test_archive_command_and_restore_list(tenant, tmp_path):
     (archived,) = ArchiveStore(str(tmp_path)).manifests()
     call_command("restore_executions", archived["location"])
     assert RestoredExecution.objects.count() == 5
+
+
+def test_a_partition_left_detached_by_an_interrupted_run_is_finished(tenant, tmp_path):
+    partitions.partition_create(month=date(2022, 4, 1))
+    task = make_task(tenant)
+    _month_of_runs(task, date(2022, 4, 1), 12)
+    partitions.partition_detach(name="scheduler_app_taskexecution_p202204")  # then "crashed"
+    assert [p.name for p in partitions.partitions_detached()] == [
+        "scheduler_app_taskexecution_p202204"
+    ]
+
+    report = executions_archive(
+        before=datetime(2000, 1, 1, tzinfo=UTC), store=ArchiveStore(str(tmp_path))
+    )
+
+    assert report.partitions_dropped == ["scheduler_app_taskexecution_p202204"]
+    assert report.rows == 12
+    assert partitions.partitions_detached() == []
