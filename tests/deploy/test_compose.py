@@ -247,3 +247,12 @@ def test_dockerfile_runs_as_a_non_root_user_and_its_entry_point_exists():
     module, _, attribute = cmd[1].partition(":")
     assert cmd[0] == "gunicorn" and callable(getattr(importlib.import_module(module), attribute))
     assert "gunicorn" in (ROOT / "requirements.txt").read_text()
+
+
+def test_the_env_file_never_goes_into_the_image():
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", ".venv", ".git"} <= ignored
