@@ -223,7 +223,7 @@ def run(args: list[str]) -> Result:
         measure="overview metrics p50",
         value=p50,
         unit="ms",
-        detail=f"24 h overview of {task_count} tasks + one task's hourly series",
+        detail=f"24 h tenant rollup ({task_count} tasks) + one task's hourly series",
     )
     result.add(measure="overview metrics p95", value=p95, unit="ms", detail="target < 50")
 

@@ -4,8 +4,9 @@
         -> [{"task_id", "bucket_start", "total", "by_status": {"success": n, ...},
              "duration_p50", "duration_p95", "duration_p99", "lag_p50", "lag_p95", "lag_p99"}]
            ordered by bucket_start then task_id; seconds; percentiles None when no run finished.
-    stats_overview(tenant=t, since=..., until=...)
-        -> {"total": n, "by_status": {...}, "tasks": k, "worst_lag_p95": s, "worst_duration_p95": s}
+    stats_overview(tenant=t, since=..., until=..., bucket="hour"|"day")
+        -> {"total": n, "by_status": {...}, "worst_lag_p95": s, "worst_duration_p95": s,
+            "series": [the tenant's rollup buckets, same keys as above, task_id None]}
 
 Both read only the `TaskStats` buckets (never the executions table), so they answer in
 milliseconds at any history size. Buckets are at most STATS_REFRESH_SECONDS old.
@@ -17,9 +18,6 @@ import uuid
 from collections import Counter
 from datetime import datetime
 from typing import Any
-
-from django.db import connection
-from django.db.models import Count, Max, Sum
 
 from scheduler_app.models import StatsBucket, TaskStats, Tenant
 
@@ -45,50 +43,42 @@ def task_stats(
     bucket: str = StatsBucket.HOUR,
     task_id: uuid.UUID | str | None = None,
 ) -> list[dict[str, Any]]:
+    """Per-task buckets (all the tenant's tasks, or one), oldest first."""
     if bucket not in StatsBucket.values:
         raise ValueError(f"bucket must be one of {', '.join(StatsBucket.values)}")
     rows = TaskStats.objects.filter(
         tenant_id=tenant.id, bucket=bucket, bucket_start__gte=since, bucket_start__lt=until
     )
-    if task_id is not None:
-        rows = rows.filter(task_id=task_id)
+    rows = rows.filter(task_id=task_id) if task_id is not None else rows.exclude(task_id=None)
     return list(rows.order_by("bucket_start", "task_id").values(*FIELDS))
 
 
-def stats_overview(*, tenant: Tenant, since: datetime, until: datetime) -> dict[str, Any]:
-    """One tenant's runs between `since` and `until` (hour buckets), summed in the database."""
-    rows = TaskStats.objects.filter(
-        tenant_id=tenant.id,
-        bucket=StatsBucket.HOUR,
-        bucket_start__gte=since,
-        bucket_start__lt=until,
+def stats_overview(
+    *, tenant: Tenant, since: datetime, until: datetime, bucket: str = StatsBucket.HOUR
+) -> dict[str, Any]:
+    """The tenant's runs between `since` and `until`, from its rollup buckets (one row per
+    hour or day, whatever the number of tasks): totals by status, the worst bucket's p95s,
+    and the series itself."""
+    series = list(
+        TaskStats.objects.filter(
+            tenant_id=tenant.id,
+            bucket=bucket,
+            task_id=None,
+            bucket_start__gte=since,
+            bucket_start__lt=until,
+        )
+        .order_by("bucket_start")
+        .values(*FIELDS)
     )
-    totals = rows.aggregate(
-        total=Sum("total"),
-        tasks=Count("task_id", distinct=True),
-        worst_lag_p95=Max("lag_p95"),
-        worst_duration_p95=Max("duration_p95"),
-    )
-    return {
-        "total": totals["total"] or 0,
-        "by_status": _status_totals(rows),
-        "tasks": totals["tasks"],
-        "worst_lag_p95": totals["worst_lag_p95"],
-        "worst_duration_p95": totals["worst_duration_p95"],
-    }
-
-
-def _status_totals(rows) -> dict[str, int]:
-    if connection.vendor == "postgresql":
-        query, params = rows.values("id").query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT key, sum(value::bigint) FROM scheduler_app_taskstats s, "
-                "jsonb_each_text(s.by_status) WHERE s.id IN (" + query + ") GROUP BY key",
-                params,
-            )
-            return {key: int(count) for key, count in cursor.fetchall()}
     by_status: Counter[str] = Counter()
-    for counts in rows.values_list("by_status", flat=True):
-        by_status.update(counts)
-    return dict(by_status)
+    for row in series:
+        by_status.update(row["by_status"])
+    lags = [r["lag_p95"] for r in series if r["lag_p95"] is not None]
+    durations = [r["duration_p95"] for r in series if r["duration_p95"] is not None]
+    return {
+        "total": sum(r["total"] for r in series),
+        "by_status": dict(by_status),
+        "worst_lag_p95": max(lags, default=None),
+        "worst_duration_p95": max(durations, default=None),
+        "series": series,
+    }

@@ -81,7 +81,8 @@ def _aggregate_sql(bucket: str, start: datetime, end: datetime) -> list[dict[str
                    FILTER (WHERE started_at IS NOT NULL)
         FROM {table}
         WHERE scheduled_at >= %s AND scheduled_at < %s
-        GROUP BY 1, 2, 3
+        -- per task, and per tenant (task_id NULL: the tenant's rollup the overview reads)
+        GROUP BY GROUPING SETS ((1, 2, 3), (1, 3))
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [start, end])
@@ -131,13 +132,16 @@ def _aggregate_python(bucket: str, start: datetime, end: datetime) -> list[dict[
         "tenant_id", "task_id", "scheduled_at", "status", "started_at", "completed_at"
     )
     for tenant_id, task_id, scheduled_at, status, started_at, completed_at in rows.iterator():
-        group = groups[(tenant_id, task_id, floor(scheduled_at.astimezone(UTC)))]
-        group["total"] += 1
-        group["by_status"][status] += 1
-        if started_at is not None:
-            group["lags"].append((started_at - scheduled_at).total_seconds())
-            if completed_at is not None:
-                group["durations"].append((completed_at - started_at).total_seconds())
+        bucket_start = floor(scheduled_at.astimezone(UTC))
+        # Per task, and the tenant's rollup (task_id None).
+        for key in ((tenant_id, task_id, bucket_start), (tenant_id, None, bucket_start)):
+            group = groups[key]
+            group["total"] += 1
+            group["by_status"][status] += 1
+            if started_at is not None:
+                group["lags"].append((started_at - scheduled_at).total_seconds())
+                if completed_at is not None:
+                    group["durations"].append((completed_at - started_at).total_seconds())
     result = []
     for (tenant_id, task_id, bucket_start), group in groups.items():
         durations, lags = sorted(group["durations"]), sorted(group["lags"])

@@ -19,7 +19,8 @@ class TaskStats(models.Model):
     """
 
     tenant_id = models.UUIDField()
-    task_id = models.UUIDField()
+    # None: the tenant's rollup over all its tasks (what the overview reads).
+    task_id = models.UUIDField(null=True, blank=True)
     bucket = models.CharField(max_length=8, choices=StatsBucket.choices)
     bucket_start = models.DateTimeField()
     total = models.IntegerField(default=0)
@@ -34,13 +35,11 @@ class TaskStats(models.Model):
     refreshed_at = models.DateTimeField()
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["bucket", "task_id", "bucket_start"], name="uniq_task_stats_bucket"
-            )
-        ]
         indexes = [
-            models.Index(fields=["tenant_id", "bucket", "bucket_start"], name="idx_stats_tenant"),
+            models.Index(fields=["bucket", "bucket_start"], name="idx_stats_bucket_start"),
+            models.Index(
+                fields=["tenant_id", "bucket", "task_id", "bucket_start"], name="idx_stats_tenant"
+            ),
         ]
 
     def __str__(self) -> str:
