@@ -1,11 +1,19 @@
+# The application image: web, beat, workers, Flower and the migrate job all run it.
 FROM python:3.11-slim
 
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DJANGO_SETTINGS_MODULE=project.settings
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    DJANGO_SETTINGS_MODULE=project.settings.production \
+    SCHEDULER_VAR_DIR=/app/var
 WORKDIR /app
 COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+RUN pip install -r requirements.txt
 COPY . .
-RUN useradd --create-home --uid 10001 scheduler && mkdir -p /app/var && chown scheduler /app/var
+# Runs as an unprivileged user; only var/ (archives, scratch) is writable.
+RUN useradd --create-home --uid 10001 scheduler \
+    && mkdir -p /app/var/archive \
+    && chown -R scheduler /app/var
 USER scheduler
 EXPOSE 8000
 CMD ["gunicorn", "project.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]

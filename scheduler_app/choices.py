@@ -17,6 +17,7 @@ class HandlerType(models.TextChoices):
     HTTP = "http"
     PYTHON = "python"
     CONTAINER = "container"
+    CELERY = "celery"
 
 
 class Backoff(models.TextChoices):

@@ -61,6 +61,10 @@ def service_env(**overrides: str) -> dict[str, str]:
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",
         LOG_LEVEL="INFO",
+        # No retention or statistics runs handed out by test beats (they would scan and
+        # lock the executions table under other tests); tests/lifecycle calls them directly.
+        RETENTION_RUN_SECONDS="0",
+        STATS_REFRESH_SECONDS="0",
     )
     env.update(overrides)
     return env

@@ -103,7 +103,7 @@ REST_FRAMEWORK = {
     # One permission class for every view: tenant membership + the view's `write_role`.
     "DEFAULT_PERMISSION_CLASSES": ["scheduler_app.api.permissions.TenantRolePermission"],
     "DEFAULT_THROTTLE_CLASSES": ["scheduler_app.api.throttling.TenantRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "scheduler_app.api.errors.api_exception_handler",
@@ -226,6 +226,27 @@ ALERTS = {
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
+# --- Data lifecycle: partitions, retention, archive, statistics ----------------------------
+# The longest timeout a task on this installation gets; the broker's visibility timeout must
+# exceed it (system check scheduler.E003), or Redis redelivers runs that are still going.
+SCHEDULER_MAX_TASK_TIMEOUT = env_int("SCHEDULER_MAX_TASK_TIMEOUT", 3300)
+# Set to false to skip the Redis maxmemory-policy startup check (scheduler.E001).
+SCHEDULER_CHECK_REDIS = env_bool("SCHEDULER_CHECK_REDIS", True)
+LIFECYCLE = {
+    # Monthly partitions kept ready beyond the current month (PostgreSQL).
+    "PARTITION_MONTHS_AHEAD": env_int("PARTITION_MONTHS_AHEAD", 2),
+    "PARTITION_CHECK_SECONDS": env_float("PARTITION_CHECK_SECONDS", 3600.0),
+    # Where archives go: a directory, or s3://bucket/prefix (needs boto3; endpoint for MinIO).
+    "ARCHIVE_URL": env_str("ARCHIVE_URL", str(VAR_DIR / "archive")),
+    "ARCHIVE_S3_ENDPOINT_URL": env_str("ARCHIVE_S3_ENDPOINT_URL", "") or None,
+    "ARCHIVE_BATCH_ROWS": env_int("ARCHIVE_BATCH_ROWS", 10000),
+    # How often the leader asks a bulk worker to apply retention (seconds; 0 = never).
+    "RETENTION_RUN_SECONDS": env_float("RETENTION_RUN_SECONDS", 3600.0),
+    # How often the leader asks a bulk worker to refresh per-task statistics.
+    "STATS_REFRESH_SECONDS": env_float("STATS_REFRESH_SECONDS", 60.0),
+    # Buckets this far back are recomputed on each refresh (runs finish after they start).
+    "STATS_LOOKBACK_HOURS": env_int("STATS_LOOKBACK_HOURS", 6),
+}
 
 # Modules whose @handler("name") functions python tasks may call.
 PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])

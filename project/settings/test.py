@@ -34,3 +34,7 @@ CELERY_BROKER_URL = REDIS_URL
 SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# Beats and workers started by the tests must not hand out retention or statistics runs
+# (they would scan and lock the executions table under other tests); the lifecycle tests
+# call those services directly.
+LIFECYCLE = {**LIFECYCLE, "RETENTION_RUN_SECONDS": 0.0, "STATS_REFRESH_SECONDS": 0.0}

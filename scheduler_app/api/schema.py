@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
 
@@ -75,3 +76,17 @@ def page_of(item: type[serializers.Serializer], *, cursor: bool = False):
         name = f"{item.__name__.removesuffix('Output')}{'Cursor' if cursor else ''}Page"
         _PAGES[key] = type(name, (serializers.Serializer,), fields)
     return _PAGES[key]
+
+
+class SchedulerAutoSchema(AutoSchema):
+    """Operation ids that stay unique for APIViews: a GET on a collection is `<name>_list`.
+
+    drf-spectacular guesses list-ness from viewsets; our views are plain APIViews, so the
+    collection and the detail GET would both be `<name>_retrieve`."""
+
+    def get_operation_id(self) -> str:
+        operation_id = super().get_operation_id()
+        collection = not self.path.rstrip("/").endswith("}")
+        if self.method == "GET" and collection and operation_id.endswith("_retrieve"):
+            return operation_id.removesuffix("_retrieve") + "_list"
+        return operation_id

@@ -22,6 +22,7 @@ from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.choices import ScheduleType, tier_for_priority
 from scheduler_app.dispatch import publish
+from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.services.executions import expired_leases_reap
@@ -258,6 +259,7 @@ class SchedulerEngine:
         if reaped:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
         if self.lock.is_held():
+            data_lifecycle_tick(now=timezone.now())
             bells = stale_queued_requeue(
                 now=timezone.now(),
                 grace_seconds=self.config.requeue_grace_seconds,

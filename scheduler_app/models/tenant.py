@@ -13,6 +13,8 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=63, unique=True)
     name = models.CharField(max_length=255)
     is_active = models.BooleanField(default=True)
+    # Days of execution history (and logs) kept online; older runs are archived, then dropped.
+    retention_days = models.PositiveIntegerField(default=90)
     created_at = models.DateTimeField(auto_now_add=True)
     # Limits (soft: a run over quota is deferred, never failed). Defaults from the design.
     rate_limit_per_minute = models.PositiveIntegerField(default=1000)

@@ -26,6 +26,7 @@ from .base import (
     clip,
     mask_outcome,
 )
+from .celery_task import SendTask, run_celery
 from .container import ContainerRuntimeError, run_container
 from .http import run_http
 from .python import run_python
@@ -49,6 +50,7 @@ __all__ = [
     "get_handler",
     "handler",
     "registered_names",
+    "run_celery",
     "run_container",
     "run_handler",
     "run_http",
@@ -65,6 +67,7 @@ def run_handler(
     allowed_hosts: Collection[str] = (),
     container_runtime: str | None = None,
     kill_grace_seconds: float = 5.0,
+    celery_send_task: SendTask | None = None,
 ) -> HandlerOutcome:
     """Validate ``config`` and run the handler its ``type`` names; never raises for task errors.
 
@@ -95,6 +98,8 @@ def run_handler(
             outcome = run_http(normalized, ctx, allowed_hosts=allowed_hosts)
         elif handler_type == "python":
             outcome = run_python(normalized, ctx)
+        elif handler_type == "celery":
+            outcome = run_celery(normalized, ctx, send_task=celery_send_task)
         else:
             outcome = run_container(
                 normalized,

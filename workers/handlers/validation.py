@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from .base import HandlerConfigError
 
-HANDLER_TYPES = ("shell", "http", "python", "container")
+HANDLER_TYPES = ("shell", "http", "python", "container", "celery")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 DEFAULT_HTTP_METHOD = "POST"
 SUPPORTED_CONTAINER_RUNTIMES = ("docker", "podman")
@@ -46,7 +46,12 @@ _ALLOWED_KEYS: dict[str, frozenset[str]] = {
     | {"url", "method", "headers", "body", "timeout_seconds", "expected_status"},
     "python": _COMMON_KEYS | {"callable"},
     "container": _COMMON_KEYS | {"image", "command", "environment", "resource_requirements"},
+    "celery": _COMMON_KEYS | {"task", "args", "kwargs", "queue"},
 }
+# A Celery task name: dotted Python-ish identifiers ("proj.tasks.send_report").
+_CELERY_TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*([.:\-][A-Za-z0-9_]+)*$")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@\-]{1,200}$")
+DEFAULT_CELERY_QUEUE = "celery"
 
 
 def allowed_handler_types(container_runtime: str | None) -> tuple[str, ...]:
@@ -96,7 +101,29 @@ def validate_handler_config(
         return _validate_http(config)
     if handler_type == "python":
         return _validate_python(config, python_registry_names)
+    if handler_type == "celery":
+        return _validate_celery(config)
     return _validate_container(config)
+
+
+def _validate_celery(config: Mapping[str, Any]) -> dict[str, Any]:
+    task = config.get("task")
+    if not isinstance(task, str) or not _CELERY_TASK_NAME.match(task) or len(task) > 255:
+        raise HandlerConfigError("handler.task", "is required: the Celery task name to send")
+    args = config.get("args", [])
+    if not isinstance(args, list):
+        raise HandlerConfigError("handler.args", "must be a list")
+    kwargs = config.get("kwargs", {})
+    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+        raise HandlerConfigError("handler.kwargs", "must be an object with string keys")
+    queue = config.get("queue", DEFAULT_CELERY_QUEUE)
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        raise HandlerConfigError("handler.queue", "must be a queue name")
+    try:
+        json.dumps([args, kwargs], allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise HandlerConfigError("handler.args", "args and kwargs must be plain JSON") from error
+    return {"type": "celery", "task": task, "args": args, "kwargs": dict(kwargs), "queue": queue}
 
 
 def _validate_shell(config: Mapping[str, Any]) -> dict[str, Any]:

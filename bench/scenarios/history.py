@@ -1,0 +1,254 @@
+"""History at scale: 10M executions over 4 monthly partitions (PostgreSQL).
+
+Measures, on its own database (`bench_history`, dropped and re-created):
+- the task-history API page (`GET /api/v1/tasks/{id}/executions`, first and a deeper cursor
+  page) through the real DRF stack with a JWT, p50/p95 over many tasks;
+- the overview metrics (`stats_overview` + hourly `task_stats` for 24 h, what
+  `/api/v1/admin/metrics` reads), p50/p95;
+- the statistics build over the whole history and an incremental refresh;
+- archiving the oldest partition (export to JSONL.gz, verify, drop): rows/s.
+
+Rows are generated in PostgreSQL with generate_series (no Python loops).
+
+    python -m bench history [--rows 10000000] [--tasks 1000] [--keep]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+
+from bench.report import Result
+
+NAME = "history"
+QUICK = False
+DESCRIPTION = "10M executions / 4 partitions: history API p95, overview p95, archive rows/s"
+DB_NAME = os.environ.get("BENCH_HISTORY_DB", "bench_history")
+CHUNK = 1_000_000
+
+
+def _arg(args: list[str], name: str, default: int) -> int:
+    for item in args:
+        if item.startswith(f"--{name}="):
+            return int(item.split("=", 1)[1])
+    return default
+
+
+def _setup_django() -> None:
+    base = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    admin_url = base.rsplit("/", 1)[0]
+    os.environ["DATABASE_URL"] = f"{admin_url}/{DB_NAME}"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    subprocess.run(
+        ["dropdb", "--if-exists", "-h", "127.0.0.1", "-U", "postgres", DB_NAME], check=True
+    )
+    subprocess.run(["createdb", "-h", "127.0.0.1", "-U", "postgres", DB_NAME], check=True)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _ms(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return statistics.median(ordered) * 1000, p95 * 1000
+
+
+def run(args: list[str]) -> Result:
+    rows = _arg(args, "rows", 10_000_000)
+    task_count = _arg(args, "tasks", 1000)
+    _setup_django()
+    from django.db import connection
+    from django.utils import timezone
+    from rest_framework.test import APIClient
+
+    from scheduler_app.lifecycle import partitions
+    from scheduler_app.lifecycle.archive_store import ArchiveStore
+    from scheduler_app.lifecycle.retention import executions_archive
+    from scheduler_app.lifecycle.stats import stats_overview, task_stats
+    from scheduler_app.lifecycle.stats_refresh import task_stats_refresh
+    from scheduler_app.models import TaskDefinition
+    from scheduler_app.services.tenants import tenant_create_with_admin
+
+    result = Result(
+        scenario=NAME,
+        columns=["measure", "value", "unit", "detail"],
+        targets={"history page p95": "< 50 ms", "overview p95": "< 50 ms"},
+    )
+    now = timezone.now()
+    this_month = partitions.month_start(now)
+    months = [partitions.add_months(this_month, -offset) for offset in (3, 2, 1, 0)]
+    for month in months:
+        partitions.partition_create(month=month)
+    span_start = datetime(months[0].year, months[0].month, 1, tzinfo=UTC)
+    span_seconds = (now - span_start).total_seconds()
+
+    tenant, _ = tenant_create_with_admin(slug="bench", username="bench", password="bench-pass-1")
+    with connection.cursor() as cursor:
+        # Task definitions in one statement too (manual schedules: nothing fires).
+        cursor.execute(
+            """
+            INSERT INTO scheduler_app_taskdefinition
+              (id, tenant_id, name, description, schedule_type, schedule_expression, timezone,
+               handler_type, handler_config, parameters, timeout_seconds, max_attempts, backoff,
+               base_delay_seconds, max_delay_seconds, priority, enabled, paused, tags,
+               notifications, created_at, updated_at, changed_at)
+            SELECT gen_random_uuid(), %s, 'bench-' || g, '', 'manual', '', 'UTC', 'python',
+                   '{"type": "python", "callable": "noop"}', '{}', 300, 3, 'exponential',
+                   10, 3600, 5, true, false, '[]', '{}', now(), now(), now()
+            FROM generate_series(1, %s) g
+            """,
+            [tenant.id, task_count],
+        )
+    started = time.monotonic()
+    for offset in range(0, rows, CHUNK):
+        count = min(CHUNK, rows - offset)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                WITH t AS (SELECT array_agg(id ORDER BY name) AS ids
+                           FROM scheduler_app_taskdefinition WHERE tenant_id = %(tenant)s)
+                INSERT INTO scheduler_app_taskexecution
+                  (id, tenant_id, task_id, status, trigger, priority, queue, scheduled_at,
+                   queued_at, started_at, completed_at, attempt, max_attempts, root_execution_id,
+                   worker_id, parameters, result, exit_code, error_message, error_class,
+                   dead_lettered, created_at, updated_at)
+                SELECT gen_random_uuid(), %(tenant)s, t.ids[1 + (g %% %(tasks)s)],
+                       CASE WHEN g %% 50 = 0 THEN 'failed' WHEN g %% 97 = 0 THEN 'timed_out'
+                            ELSE 'success' END,
+                       'schedule', 5, 'normal', s.at, s.at,
+                       s.at + (g %% 700) * interval '1 millisecond',
+                       s.at + (g %% 700) * interval '1 millisecond'
+                            + (1 + g %% 3000) * interval '1 millisecond',
+                       1, 3, NULL, 'bench@host', NULL, '{"ok": true}', 0, '', '', false,
+                       s.at, s.at
+                FROM generate_series(%(first)s, %(last)s) g, t,
+                     LATERAL (SELECT %(start)s::timestamptz
+                              + (g * %(step)s) * interval '1 second' AS at) s
+                """,
+                {
+                    "tenant": tenant.id,
+                    "tasks": task_count,
+                    "first": offset,
+                    "last": offset + count - 1,
+                    "start": span_start,
+                    "step": span_seconds / rows,
+                },
+            )
+        print(f"  loaded {offset + count:,} rows ({time.monotonic() - started:.0f}s)", flush=True)
+    load_seconds = time.monotonic() - started
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE scheduler_app_taskexecution")
+    result.add(
+        measure="load",
+        value=rows / load_seconds,
+        unit="rows/s",
+        detail=f"{rows:,} rows, {len(months)} partitions, {load_seconds:.0f}s",
+    )
+
+    # Statistics: the full build once, then what a periodic refresh costs.
+    started = time.monotonic()
+    hours = 7 * 24  # what dashboards look at; older buckets are final and built once
+    task_stats_refresh(now=now, lookback_hours=hours)
+    result.add(
+        measure="stats build (last 7 days)",
+        value=time.monotonic() - started,
+        unit="s",
+        detail=f"{int(rows * hours * 3600 / span_seconds):,} runs -> hourly + daily buckets",
+    )
+    started = time.monotonic()
+    task_stats_refresh(now=now, lookback_hours=6, days=False)
+    result.add(
+        measure="stats refresh (6 h window)",
+        value=time.monotonic() - started,
+        unit="s",
+        detail="what a bulk worker does every STATS_REFRESH_SECONDS",
+    )
+
+    client = APIClient()
+    token = client.post(
+        "/api/v1/auth/token", {"username": "bench", "password": "bench-pass-1"}, format="json"
+    ).json()["access"]
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    task_ids = [str(t) for t in TaskDefinition.objects.values_list("id", flat=True)[:200]]
+    first_page, deeper_page = [], []
+    for task_id in task_ids:
+        t0 = time.perf_counter()
+        response = client.get(f"/api/v1/tasks/{task_id}/executions")
+        first_page.append(time.perf_counter() - t0)
+        assert response.status_code == 200, response.content
+        following = response.json().get("next")
+        if following:
+            t0 = time.perf_counter()
+            assert client.get(following).status_code == 200
+            deeper_page.append(time.perf_counter() - t0)
+    p50, p95 = _ms(first_page)
+    result.add(
+        measure="history API first page p50",
+        value=p50,
+        unit="ms",
+        detail=f"{len(first_page)} tasks, 50 rows/page, ~{rows // task_count:,} runs/task",
+    )
+    result.add(measure="history API first page p95", value=p95, unit="ms", detail="target < 50")
+    if deeper_page:
+        result.add(
+            measure="history API next page p95",
+            value=_ms(deeper_page)[1],
+            unit="ms",
+            detail="cursor page 2",
+        )
+
+    overview = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        stats_overview(tenant=tenant, since=now - timedelta(hours=24), until=now)
+        task_stats(
+            tenant=tenant,
+            since=now - timedelta(hours=24),
+            until=now,
+            bucket="hour",
+            task_id=task_ids[0],
+        )
+        overview.append(time.perf_counter() - t0)
+    p50, p95 = _ms(overview)
+    result.add(
+        measure="overview metrics p50",
+        value=p50,
+        unit="ms",
+        detail=f"24 h tenant rollup ({task_count} tasks) + one task's hourly series",
+    )
+    result.add(measure="overview metrics p95", value=p95, unit="ms", detail="target < 50")
+
+    oldest = next(p for p in partitions.partitions_list() if p.start is not None)
+    with tempfile.TemporaryDirectory() as archive_dir:
+        report = executions_archive(before=oldest.end, store=ArchiveStore(archive_dir))
+        size = sum(f.manifest["bytes"] for f in report.files)
+    result.add(
+        measure="archive one partition",
+        value=report.rows / report.seconds,
+        unit="rows/s",
+        detail=f"{report.rows:,} rows -> {size / 1e6:.0f} MB jsonl.gz in {report.seconds:.0f}s, "
+        "verified, dropped",
+    )
+    result.notes.append(
+        f"PostgreSQL {connection.pg_version // 10000}, {os.cpu_count()} CPUs shared with other "
+        "test runs; in-process DRF client (no HTTP socket)"
+    )
+    if "--keep" not in args:
+        connection.close()
+        subprocess.run(
+            ["dropdb", "--if-exists", "-h", "127.0.0.1", "-U", "postgres", DB_NAME], check=False
+        )
+    return result
+
+
+if __name__ == "__main__":
+    print(run(sys.argv[1:]).table())

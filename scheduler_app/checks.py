@@ -1,0 +1,148 @@
+"""Startup checks (Django system checks) for settings that break a scheduler in production.
+
+Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYSTEM_CHECKS):
+- scheduler.E001  Redis evicts keys (maxmemory-policy is not noeviction): queued messages
+                  and the leader lock can vanish under memory pressure.
+- scheduler.W002  Redis could not be asked for its maxmemory-policy (only with --deploy).
+- scheduler.E003  the broker's visibility timeout is shorter than the longest task timeout:
+                  Redis redelivers a message whose run is still going.
+- scheduler.E004  SECRET_KEY missing or the development default, with production settings.
+- scheduler.E005  SECRETS_KEY (encryption key for task secrets) missing, with production
+                  settings.
+- scheduler.E006  pickle in the accepted content types: a broker message could run code.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+
+DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me-in-production"  # noqa: S105
+# A task may run a little past its timeout (kill grace, finishing writes) before it acks.
+VISIBILITY_MARGIN_SECONDS = 60
+
+
+def _redis_policy() -> str:
+    from scheduler_app.redis_client import get_redis
+
+    config = get_redis().config_get("maxmemory-policy")
+    return str(config.get("maxmemory-policy", ""))
+
+
+@register(Tags.caches, deploy=False)
+def check_redis_eviction(app_configs=None, **kwargs) -> list:
+    if not getattr(settings, "SCHEDULER_CHECK_REDIS", True):
+        return []
+    try:
+        policy = _redis_policy()
+    except Exception as error:
+        # Unreachable Redis is not a settings problem at startup (`migrate` runs before Redis
+        # is up in docker compose); `check --deploy` reports it.
+        if not kwargs.get("deploy", False) and not _deploying():
+            return []
+        return [
+            Warning(
+                f"could not read Redis maxmemory-policy ({type(error).__name__}: {error})",
+                hint="Make sure REDIS_URL points at a reachable Redis configured with "
+                "maxmemory-policy noeviction.",
+                id="scheduler.W002",
+            )
+        ]
+    return redis_policy_errors(policy)
+
+
+def _deploying() -> bool:
+    import sys
+
+    return "--deploy" in sys.argv
+
+
+def redis_policy_errors(policy: str) -> list:
+    if policy == "noeviction":
+        return []
+    return [
+        Error(
+            f"Redis maxmemory-policy is {policy!r}: under memory pressure Redis would evict "
+            "queued runs and the leader lock",
+            hint="Set `maxmemory-policy noeviction` (docker-compose.yml does) or "
+            "`CONFIG SET maxmemory-policy noeviction`.",
+            id="scheduler.E001",
+        )
+    ]
+
+
+@register(deploy=False)
+def check_visibility_timeout(app_configs=None, **kwargs) -> list:
+    visibility = (getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}).get(
+        "visibility_timeout", 3600
+    )
+    longest = _longest_task_timeout()
+    if longest is None or visibility >= longest + VISIBILITY_MARGIN_SECONDS:
+        return []
+    return [
+        Error(
+            f"broker visibility timeout ({visibility}s) is shorter than the longest task "
+            f"timeout ({longest}s) plus {VISIBILITY_MARGIN_SECONDS}s: Redis would redeliver "
+            "runs that are still going",
+            hint="Set BROKER_VISIBILITY_TIMEOUT to at least "
+            f"{longest + VISIBILITY_MARGIN_SECONDS}, or lower SCHEDULER_MAX_TASK_TIMEOUT.",
+            id="scheduler.E003",
+        )
+    ]
+
+
+def _longest_task_timeout() -> int | None:
+    """The longest timeout a task may be given: SCHEDULER_MAX_TASK_TIMEOUT, else the API's cap.
+
+    Read from settings, not from the task table: checks also run before `migrate`.
+    """
+    configured = getattr(settings, "SCHEDULER_MAX_TASK_TIMEOUT", None)
+    if configured:
+        return int(configured)
+    from scheduler_app.services.task_spec import MAX_TIMEOUT_SECONDS
+
+    return int(MAX_TIMEOUT_SECONDS)
+
+
+@register(Tags.security, deploy=False)
+def check_keys(app_configs=None, **kwargs) -> list:
+    # Only the production settings insist; `make run` and the tests use the local default.
+    if not getattr(settings, "SCHEDULER_PRODUCTION", False):
+        return []
+    problems = []
+    if settings.SECRET_KEY in ("", "missing", DEVELOPMENT_SECRET_KEY):
+        problems.append(
+            Error(
+                "SECRET_KEY is missing or the development default",
+                hint="Set SECRET_KEY in the environment (.env) to a long random string.",
+                id="scheduler.E004",
+            )
+        )
+    if not getattr(settings, "SECRETS_KEY", ""):
+        problems.append(
+            Error(
+                "SECRETS_KEY (the key that encrypts task secrets) is missing",
+                hint="Set SECRETS_KEY in the environment (.env); keep it out of the image.",
+                id="scheduler.E005",
+            )
+        )
+    return problems
+
+
+@register(Tags.security, deploy=False)
+def check_serializers(app_configs=None, **kwargs) -> list:
+    accepted = {str(c).lower() for c in getattr(settings, "CELERY_ACCEPT_CONTENT", [])}
+    chosen = {
+        str(getattr(settings, name, "")).lower()
+        for name in ("CELERY_TASK_SERIALIZER", "CELERY_RESULT_SERIALIZER")
+    }
+    if not any("pickle" in c for c in accepted | chosen):
+        return []
+    return [
+        Error(
+            "pickle is an accepted Celery content type: anyone who can write to the broker "
+            "could run code in the workers",
+            hint="Use JSON only: CELERY_ACCEPT_CONTENT = ['json'].",
+            id="scheduler.E006",
+        )
+    ]

@@ -1,0 +1,159 @@
+"""Incremental maintenance of per-task hourly and daily statistics (`TaskStats`).
+
+Only buckets that can still change are recomputed: hours from `now - lookback` on (a run
+finishes after it was scheduled; late finishers older than the lookback are not counted
+again), days overlapping that window. Everything older is final and never scanned again,
+so the cost of a refresh depends on the recent rate, not on the size of the history. The
+buckets also outlive the raw rows: archiving a month keeps its statistics.
+
+PostgreSQL computes the percentiles in SQL (percentile_cont); SQLite in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from scheduler_app.choices import ExecutionStatus
+from scheduler_app.models import StatsBucket, TaskExecution, TaskStats
+
+STATUSES = [choice.value for choice in ExecutionStatus]
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def floor_hour(moment: datetime) -> datetime:
+    return moment.replace(minute=0, second=0, microsecond=0)
+
+
+def floor_day(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def task_stats_refresh(
+    *, now: datetime | None = None, lookback_hours: int | None = None, days: bool = True
+) -> int:
+    """Recompute the open hour (and, with `days`, day) buckets. Returns buckets written."""
+    now = (now or timezone.now()).astimezone(UTC)
+    lookback = lookback_hours or settings.LIFECYCLE["STATS_LOOKBACK_HOURS"]
+    hour_start = floor_hour(now - timedelta(hours=lookback))
+    end = floor_hour(now) + timedelta(hours=1)
+    written = _refresh(StatsBucket.HOUR, hour_start, end, now)
+    if days:
+        written += _refresh(
+            StatsBucket.DAY, floor_day(hour_start), floor_day(now) + timedelta(days=1), now
+        )
+    return written
+
+
+def _refresh(bucket: str, start: datetime, end: datetime, now: datetime) -> int:
+    if connection.vendor == "postgresql":
+        rows = _aggregate_sql(bucket, start, end)
+    else:
+        rows = _aggregate_python(bucket, start, end)
+    objects = [TaskStats(bucket=bucket, refreshed_at=now, **row) for row in rows]
+    with transaction.atomic():
+        TaskStats.objects.filter(
+            bucket=bucket, bucket_start__gte=start, bucket_start__lt=end
+        ).delete()
+        TaskStats.objects.bulk_create(objects, batch_size=1000)
+    return len(objects)
+
+
+def _aggregate_sql(bucket: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    table = TaskExecution._meta.db_table
+    unit = "hour" if bucket == StatsBucket.HOUR else "day"
+    status_counts = ", ".join(f"count(*) FILTER (WHERE status = '{status}')" for status in STATUSES)
+    duration = "extract(epoch FROM completed_at - started_at)"
+    lag = "extract(epoch FROM started_at - scheduled_at)"
+    sql = f"""
+        SELECT tenant_id, task_id,
+               date_trunc('{unit}', scheduled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+               count(*), {status_counts},
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {duration})
+                   FILTER (WHERE completed_at IS NOT NULL AND started_at IS NOT NULL),
+               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {lag})
+                   FILTER (WHERE started_at IS NOT NULL)
+        FROM {table}
+        WHERE scheduled_at >= %s AND scheduled_at < %s
+        -- per task, and per tenant (task_id NULL: the tenant's rollup the overview reads)
+        GROUP BY GROUPING SETS ((1, 2, 3), (1, 3))
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [start, end])
+        found = cursor.fetchall()
+    rows = []
+    for tenant_id, task_id, bucket_start, total, *rest in found:
+        counts, durations, lags = rest[: len(STATUSES)], rest[-2], rest[-1]
+        rows.append(
+            {
+                "tenant_id": tenant_id,
+                "task_id": task_id,
+                "bucket_start": bucket_start,
+                "total": total,
+                "by_status": {s: c for s, c in zip(STATUSES, counts, strict=True) if c},
+                **_quantile_fields("duration", durations),
+                **_quantile_fields("lag", lags),
+            }
+        )
+    return rows
+
+
+def _quantile_fields(prefix: str, values: list[float] | None) -> dict[str, float | None]:
+    values = values or [None, None, None]
+    return {
+        f"{prefix}_p{int(q * 100)}": (float(v) if v is not None else None)
+        for q, v in zip(QUANTILES, values, strict=True)
+    }
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks: what PostgreSQL's percentile_cont does."""
+    if not sorted_values:
+        return None
+    position = (len(sorted_values) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    if low == high:
+        return sorted_values[low]
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def _aggregate_python(bucket: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    floor = floor_hour if bucket == StatsBucket.HOUR else floor_day
+    groups: dict[tuple, dict[str, Any]] = defaultdict(
+        lambda: {"total": 0, "by_status": defaultdict(int), "durations": [], "lags": []}
+    )
+    rows = TaskExecution.objects.filter(scheduled_at__gte=start, scheduled_at__lt=end).values_list(
+        "tenant_id", "task_id", "scheduled_at", "status", "started_at", "completed_at"
+    )
+    for tenant_id, task_id, scheduled_at, status, started_at, completed_at in rows.iterator():
+        bucket_start = floor(scheduled_at.astimezone(UTC))
+        # Per task, and the tenant's rollup (task_id None).
+        for key in ((tenant_id, task_id, bucket_start), (tenant_id, None, bucket_start)):
+            group = groups[key]
+            group["total"] += 1
+            group["by_status"][status] += 1
+            if started_at is not None:
+                group["lags"].append((started_at - scheduled_at).total_seconds())
+                if completed_at is not None:
+                    group["durations"].append((completed_at - started_at).total_seconds())
+    result = []
+    for (tenant_id, task_id, bucket_start), group in groups.items():
+        durations, lags = sorted(group["durations"]), sorted(group["lags"])
+        result.append(
+            {
+                "tenant_id": tenant_id,
+                "task_id": task_id,
+                "bucket_start": bucket_start,
+                "total": group["total"],
+                "by_status": dict(group["by_status"]),
+                **_quantile_fields("duration", [percentile(durations, q) for q in QUANTILES]),
+                **_quantile_fields("lag", [percentile(lags, q) for q in QUANTILES]),
+            }
+        )
+    return result

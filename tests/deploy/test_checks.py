@@ -1,0 +1,92 @@
+"""The startup system checks fire on bad settings, with their stable ids."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.checks import run_checks
+
+from scheduler_app import checks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ids(messages) -> set[str]:
+    return {m.id for m in messages}
+
+
+def test_clean_on_the_test_settings():
+    assert not [m for m in run_checks() if m.id.startswith("scheduler.")]
+
+
+def test_redis_evicting_keys_is_an_error():
+    assert _ids(checks.redis_policy_errors("allkeys-lru")) == {"scheduler.E001"}
+    assert checks.redis_policy_errors("noeviction") == []
+
+
+def test_redis_check_reads_the_real_server_policy(settings):
+    # The test Redis is configured for a queue: the live check passes.
+    settings.SCHEDULER_CHECK_REDIS = True
+    assert checks.check_redis_eviction() == []
+
+
+def test_visibility_timeout_shorter_than_the_longest_task_is_an_error(settings):
+    settings.SCHEDULER_MAX_TASK_TIMEOUT = 7200
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    assert _ids(checks.check_visibility_timeout()) == {"scheduler.E003"}
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 7300}
+    assert checks.check_visibility_timeout() == []
+
+
+def test_missing_keys_in_production_are_errors(settings):
+    settings.SCHEDULER_PRODUCTION = True
+    settings.SECRET_KEY = "missing"
+    settings.SECRETS_KEY = ""
+    assert _ids(checks.check_keys()) == {"scheduler.E004", "scheduler.E005"}
+    settings.SECRET_KEY = "k" * 64
+    settings.SECRETS_KEY = "configured"
+    assert checks.check_keys() == []
+    settings.SCHEDULER_PRODUCTION = False
+    settings.SECRET_KEY = "missing"
+    assert checks.check_keys() == []  # local and test runs use the development default
+
+
+@pytest.mark.parametrize("setting", ["CELERY_ACCEPT_CONTENT", "CELERY_TASK_SERIALIZER"])
+def test_pickle_is_an_error(settings, setting):
+    setattr(settings, setting, ["json", "pickle"] if setting.endswith("CONTENT") else "pickle")
+    assert _ids(checks.check_serializers()) == {"scheduler.E006"}
+
+
+def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SECRET", "DJANGO_"))}
+    return subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env={**base, "DJANGO_SETTINGS_MODULE": "project.settings.production", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings():
+    result = _check_deploy(
+        {
+            "SECRET_KEY": "p" * 20 + "-production-secret-key-0123456789-abcdefghijklmnop",
+            "SECRETS_KEY": "secrets-key",
+            "ALLOWED_HOSTS": "scheduler.example.com",
+            "DATABASE_URL": "sqlite:///:memory:",
+        }
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_check_deploy_names_missing_keys():
+    result = _check_deploy({"ALLOWED_HOSTS": "x.example.com", "DATABASE_URL": "sqlite:///:memory:"})
+    assert result.returncode != 0
+    assert "scheduler.E004" in result.stderr and "scheduler.E005" in result.stderr

@@ -1,0 +1,258 @@
+"""docker-compose.yml and the Dockerfile, validated without a container engine: parsed, every
+service command checked against the project's real entry points, every referenced file and
+variable present."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+APP_SERVICES = {name: s for name, s in SERVICES.items() if s.get("image") == "scheduler-app"}
+TIERS = {"critical", "normal", "bulk"}
+
+
+def _documented_env() -> set[str]:
+    names = set()
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        match = re.match(r"^#?\s*([A-Z][A-Z0-9_]+)=", line)
+        if match:
+            names.add(match.group(1))
+    return names
+
+
+def _argv(service: dict) -> list[str]:
+    command = service["command"]
+    return shlex.split(command) if isinstance(command, str) else list(command)
+
+
+def _option(argv: list[str], *names: str) -> str | None:
+    for index, arg in enumerate(argv):
+        for name in names:
+            if arg == name:
+                return argv[index + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def test_the_whole_topology_is_there():
+    assert {
+        "postgres",
+        "redis",
+        "migrate",
+        "web",
+        "beat-a",
+        "beat-b",
+        "worker-critical",
+        "worker-normal",
+        "worker-bulk",
+        "flower",
+        "prometheus",
+        "grafana",
+    } <= set(SERVICES)
+
+
+def test_redis_is_configured_as_a_queue():
+    argv = _argv(SERVICES["redis"])
+    assert _option(argv, "--appendonly") == "yes"
+    assert _option(argv, "--appendfsync") == "everysec"
+    assert _option(argv, "--maxmemory-policy") == "noeviction"
+
+
+@pytest.mark.parametrize("name", sorted(APP_SERVICES))
+def test_every_app_command_is_a_real_entry_point(name):
+    from django.core.management import get_commands
+
+    argv = _argv(APP_SERVICES[name])
+    program = argv[0]
+    if program == "gunicorn":
+        module, _, attribute = argv[1].partition(":")
+        assert callable(getattr(importlib.import_module(module), attribute))
+    elif program == "python":
+        assert argv[1] == "manage.py" and (ROOT / "manage.py").exists()
+        assert argv[2] in get_commands(), f"{argv[2]} is not a management command"
+    elif program == "celery":
+        assert _option(argv, "-A", "--app") == "project"
+        from project.celery import app
+
+        assert app.main == "project"
+        subcommand = next(a for a in argv[1:] if a in ("worker", "beat", "flower"))
+        if subcommand == "beat":
+            module, _, attribute = _option(argv, "-S", "--scheduler").partition(":")
+            assert hasattr(importlib.import_module(module), attribute)
+        if subcommand == "worker":
+            queues = set(_option(argv, "-Q", "--queues").split(","))
+            assert queues <= TIERS
+    else:
+        pytest.fail(f"{name}: unknown program {program}")
+    assert APP_SERVICES[name].get("restart") in ("unless-stopped", "always", "no")
+
+
+def test_one_worker_service_per_tier_and_two_beats():
+    consumed = {}
+    for name, service in APP_SERVICES.items():
+        argv = _argv(service)
+        if "worker" in argv:
+            consumed[name] = set(_option(argv, "-Q").split(","))
+            assert int(_option(argv, "-c", "--concurrency")) >= 1
+    assert sorted(q for queues in consumed.values() for q in queues) == sorted(TIERS)
+    beats = [n for n, s in APP_SERVICES.items() if "beat" in _argv(s)]
+    assert len(beats) == 2
+    node_ids = {APP_SERVICES[b]["environment"]["SCHEDULER_NODE_ID"] for b in beats}
+    assert len(node_ids) == 2
+
+
+def test_long_running_services_have_health_checks_and_restart_policies():
+    for name, service in SERVICES.items():
+        if name == "migrate":
+            assert service["restart"] == "no"
+            continue
+        assert service.get("restart") == "unless-stopped", name
+        if name not in ("beat-a", "beat-b"):  # beats report through scheduler status instead
+            assert "healthcheck" in service, name
+
+
+def test_web_health_check_hits_a_real_url():
+    from django.urls import resolve
+
+    test = " ".join(SERVICES["web"]["healthcheck"]["test"])
+    path = re.search(r"http://127\.0\.0\.1:8000(/[^'\"]*)", test).group(1)
+    resolve(path)
+
+
+def test_migrate_runs_once_before_the_app():
+    assert _argv(SERVICES["migrate"])[:3] == ["python", "manage.py", "migrate"]
+    for name, service in APP_SERVICES.items():
+        if name != "migrate":
+            assert service["depends_on"]["migrate"]["condition"] == (
+                "service_completed_successfully"
+            )
+
+
+def test_flower_requires_basic_auth_from_the_env_file():
+    assert "FLOWER_BASIC_AUTH" in _documented_env()
+    assert SERVICES["flower"]["env_file"] == ".env"
+
+
+def test_app_runs_with_production_settings_and_secrets_come_from_the_env_file():
+    for name, service in APP_SERVICES.items():
+        assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "project.settings.production"
+        assert service["env_file"] == ".env", name
+    importlib.import_module("project.settings.production")
+
+
+def test_every_referenced_file_exists():
+    for name, service in SERVICES.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"{name}: {source}"
+            else:
+                assert source in COMPOSE["volumes"], f"{name}: undeclared volume {source}"
+        if service.get("build"):
+            assert (ROOT / service["build"] / "Dockerfile").exists()
+    assert (ROOT / ".env.example").exists()
+
+
+def test_every_variable_the_compose_file_and_settings_read_is_documented():
+    documented = _documented_env()
+    compose_text = (ROOT / "docker-compose.yml").read_text()
+    used = set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", compose_text))
+    for path in (ROOT / "project" / "settings").glob("*.py"):
+        if path.name.startswith("test"):
+            continue
+        used |= set(
+            re.findall(r"env_(?:str|int|float|bool|list)\(\s*\"([A-Z0-9_]+)\"", path.read_text())
+        )
+    assert used - documented == set()
+
+
+def test_prometheus_scrapes_the_app_and_loads_the_alert_rules():
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["web:8000"]
+    mounted = {v.split(":")[1] for v in SERVICES["prometheus"]["volumes"] if v.startswith(".")}
+    assert set(config["rule_files"]) <= mounted
+
+
+def _documented_metrics() -> set[str]:
+    text = (ROOT / "deploy/README.md").read_text()
+    return set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE))
+
+
+def _metric_names(expr: str) -> set[str]:
+    names = set(re.findall(r"\b(scheduler_[a-z_]+|up)\b(?=\s*[{\[)]|\s*[<>=]|\s*$)", expr))
+    return {re.sub(r"_(bucket|sum|count|total)$", "", n) for n in names}
+
+
+def test_alert_rules_are_well_formed_and_use_documented_metrics():
+    rules = yaml.safe_load((ROOT / "deploy/prometheus/alerts.yml").read_text())
+    documented = _documented_metrics()
+    count = 0
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            count += 1
+            assert rule["alert"] and rule["expr"]
+            assert rule["labels"]["severity"] in ("critical", "warning", "info")
+            assert rule["annotations"]["summary"]
+            assert _metric_names(rule["expr"]) <= documented, rule["alert"]
+    assert count >= 5
+
+
+def test_grafana_dashboard_is_provisioned_and_uses_documented_metrics():
+    dashboard = json.loads((ROOT / "deploy/grafana/dashboard.json").read_text())
+    documented = _documented_metrics()
+    assert dashboard["panels"]
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            assert _metric_names(target["expr"]) <= documented, panel["title"]
+    mounts = {v.split(":")[1] for v in SERVICES["grafana"]["volumes"] if v.startswith(".")}
+    provider = yaml.safe_load(
+        (ROOT / "deploy/grafana/provisioning/dashboards/scheduler.yml").read_text()
+    )
+    path = provider["providers"][0]["options"]["path"]
+    assert any(m.startswith(path) and m.endswith(".json") for m in mounts)
+
+
+def test_dockerfile_runs_as_a_non_root_user_and_its_entry_point_exists():
+    lines = [
+        line.strip()
+        for line in (ROOT / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    instructions = [(line.split()[0].upper(), line.split(None, 1)[1]) for line in lines]
+    assert instructions[0][0] == "FROM" and "python:3.11" in instructions[0][1]
+    users = [arg for op, arg in instructions if op == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    last_user = max(i for i, (op, _) in enumerate(instructions) if op == "USER")
+    assert all(op != "RUN" for op, _ in instructions[last_user + 1 :])
+    for op, arg in instructions:
+        if op == "COPY":
+            for source in arg.split()[:-1]:
+                assert (ROOT / source).exists(), source
+        if op == "ENV" and "DJANGO_SETTINGS_MODULE" in arg:
+            module = re.search(r"DJANGO_SETTINGS_MODULE=(\S+)", arg).group(1)
+            importlib.import_module(module)
+    cmd = json.loads(next(arg for op, arg in instructions if op == "CMD"))
+    module, _, attribute = cmd[1].partition(":")
+    assert cmd[0] == "gunicorn" and callable(getattr(importlib.import_module(module), attribute))
+    assert "gunicorn" in (ROOT / "requirements.txt").read_text()
+
+
+def test_the_env_file_never_goes_into_the_image():
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert {".env", ".venv", ".git"} <= ignored
