@@ -29,6 +29,8 @@ def execution_run(*, execution_id: str, worker_id: str) -> str:
     parameters = {**(task.parameters or {}), **(execution.parameters or {})}
     sink = BufferedLogSink(max_bytes=config["LOG_MAX_BYTES"])
     cancel_event = threading.Event()
+    from dags.services.hooks import dag_upstream_results
+
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -36,6 +38,7 @@ def execution_run(*, execution_id: str, worker_id: str) -> str:
         parameters=parameters,
         log=sink,
         cancel_event=cancel_event,
+        upstream_results=dag_upstream_results(execution=execution),
     )
     give_up_after = task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30
     with LeaseKeeper(

@@ -115,7 +115,10 @@ SIMPLE_JWT = {
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-CELERY_RESULT_BACKEND = None  # results live in PostgreSQL, not in the broker
+# Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
+# (fan-out shards count themselves done there); every other task ignores its result.
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"

@@ -140,6 +140,13 @@ def _schedule_next_attempt_or_dead_letter(
     return FinishReport(accepted=True, dead_lettered=True)
 
 
+def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) -> None:
+    """DAG nodes move on in the same transaction that ends their execution (no-op otherwise)."""
+    from dags.services.hooks import dag_execution_settled
+
+    dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
+
+
 def execution_finish(
     *,
     execution_id: str | uuid.UUID,
@@ -180,11 +187,13 @@ def execution_finish(
                 "truncated": log_truncated,
             },
         )
+        report = FinishReport(accepted=True)
         if outcome.status in RETRYABLE_STATUSES:
-            return _schedule_next_attempt_or_dead_letter(
+            report = _schedule_next_attempt_or_dead_letter(
                 execution=execution, task=execution.task, transient=outcome.transient, now=now
             )
-        return FinishReport(accepted=True)
+        _dag_execution_settled(execution=execution, report=report)
+        return report
 
 
 def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:
@@ -209,9 +218,11 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
         if updated != 1:
             return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return _schedule_next_attempt_or_dead_letter(
+        report = _schedule_next_attempt_or_dead_letter(
             execution=execution, task=execution.task, transient=True, now=now
         )
+        _dag_execution_settled(execution=execution, report=report)
+        return report
 
 
 def expired_leases_reap(*, limit: int = 500) -> int:
