@@ -129,9 +129,7 @@ class DagNodeState(models.Model):
     id = models.BigAutoField(primary_key=True)
     run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="nodes")
     node_id = models.CharField(max_length=255)
-    status = models.CharField(
-        max_length=24, choices=NodeStatus.choices, default=NodeStatus.WAITING
-    )
+    status = models.CharField(max_length=24, choices=NodeStatus.choices, default=NodeStatus.WAITING)
     remaining_upstream = models.PositiveIntegerField(default=0)
     upstream_succeeded = models.PositiveIntegerField(default=0)
     upstream_failed = models.PositiveIntegerField(default=0)

@@ -85,7 +85,7 @@ def _map_over(raw: Any, *, field: str) -> dict[str, Any]:
             raise DagSpecError(f"{field} has more than {MAX_MAP_ITEMS} items", field=field)
         return {"items": raw}
     path = raw.get("field") if isinstance(raw, Mapping) else raw
-    node, rest = parse_field_path(path, field=field)
+    _node, rest = parse_field_path(path, field=field)
     if rest[0] != "result":
         raise DagSpecError(f"{field} must point into an upstream result", field=field)
     return {"field": path}
@@ -143,9 +143,7 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
             node[key] = raw[key]
     if "parameters" in raw:
         if not isinstance(raw["parameters"], Mapping):
-            raise DagSpecError(
-                f"{where}.parameters must be an object", field=f"{where}.parameters"
-            )
+            raise DagSpecError(f"{where}.parameters must be an object", field=f"{where}.parameters")
         node["parameters"] = dict(raw["parameters"])
     return node
 

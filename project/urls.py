@@ -12,5 +12,6 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduler_app.api.urls")),
+    path("api/v1/", include("dags.api.urls")),
     path("healthz", healthz, name="healthz"),
 ]

@@ -91,10 +91,10 @@ def _node_tasks(
             mapping[node["id"]] = str(task.id)
             continue
         old = old_nodes.get(node["id"])
-        if old is not None and _node_task_spec(old) == _node_task_spec(node):
-            if node["id"] in old_tasks:
-                mapping[node["id"]] = old_tasks[node["id"]]
-                continue
+        unchanged = old is not None and _node_task_spec(old) == _node_task_spec(node)
+        if unchanged and node["id"] in old_tasks:
+            mapping[node["id"]] = old_tasks[node["id"]]
+            continue
         version = previous.number + 1 if previous else 1
         task = task_create(
             tenant=dag.tenant,

@@ -159,9 +159,7 @@ def _dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
         )
         return NodeStatus.FAILED
     if not items:
-        _node_set_final(
-            run=run, node_id=node_id, status=NodeStatus.SUCCESS, result={"results": []}
-        )
+        _node_set_final(run=run, node_id=node_id, status=NodeStatus.SUCCESS, result={"results": []})
         return NodeStatus.SUCCESS
     shards = [
         _new_execution(
@@ -228,9 +226,7 @@ def _node_set_final(
     )
 
 
-def node_complete(
-    *, run: DagRun, node_id: str, status: str, result: Any, error: str = ""
-) -> None:
+def node_complete(*, run: DagRun, node_id: str, status: str, result: Any, error: str = "") -> None:
     """A node's execution chain ended (success, or failed with no attempt left). The run
     row is locked by the caller."""
     if run.status != RunStatus.RUNNING:

@@ -36,7 +36,9 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
     if next_attempt_id is not None:
         DagNodeState.objects.filter(
             run=run, node_id=link.node_id, status__in=ACTIVE_NODE_STATUSES, map_total__isnull=True
-        ).update(status=NodeStatus.PENDING, attempts=execution.attempt + 1, updated_at=timezone.now())
+        ).update(
+            status=NodeStatus.PENDING, attempts=execution.attempt + 1, updated_at=timezone.now()
+        )
         return
     status, result = execution.status, execution.result
     if link.shard_index is not None:

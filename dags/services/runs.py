@@ -92,9 +92,9 @@ def queued_runs_start(*, dag_id: uuid.UUID) -> None:
     free = dag.max_active_runs - active
     if free <= 0:
         return
-    waiting = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by(
-        "created_at"
-    )[:free]
+    waiting = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by("created_at")[
+        :free
+    ]
     for queued in waiting:
         run = lock_run(queued.id)
         if run.status != RunStatus.QUEUED:
@@ -156,11 +156,7 @@ def dag_run_rerun(*, run: DagRun) -> DagRun:
             status=RunStatus.RUNNING, completed_at=None, remaining_nodes=len(again)
         )
         locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)
-        ready = [
-            n
-            for n in again
-            if all(d not in again for d in graph.nodes[n]["depends_on"])
-        ]
+        ready = [n for n in again if all(d not in again for d in graph.nodes[n]["depends_on"])]
         nodes_ready(run=locked, node_ids=sorted(ready))
     run.refresh_from_db()
     return run

@@ -58,11 +58,15 @@ def _fire(dag: Dag, scheduled_at: datetime) -> None:
             with transaction.atomic():
                 run = lock_run(run_id)
                 if run.status in ACTIVE_RUN_STATUSES:
-                    run_abort(run=run, status=RunStatus.CANCELLED, reason="a newer fire replaced it")
+                    run_abort(
+                        run=run, status=RunStatus.CANCELLED, reason="a newer fire replaced it"
+                    )
     dag_trigger(dag=dag, trigger="schedule", scheduled_at=scheduled_at, queue_only=queue_only)
 
 
-def dag_schedules_fire(*, now: datetime | None = None, catchup_window_seconds: float = 300, limit: int = 500) -> int:
+def dag_schedules_fire(
+    *, now: datetime | None = None, catchup_window_seconds: float = 300, limit: int = 500
+) -> int:
     """Fire every DAG whose next fire is due; returns how many runs were created."""
     now = now or timezone.now()
     window = timedelta(seconds=catchup_window_seconds)

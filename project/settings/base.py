@@ -162,6 +162,11 @@ WORKER = {
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
 }
 
+# --- DAGs -----------------------------------------------------------------------
+# Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
+DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
+DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
+
 # Modules whose @handler("name") functions python tasks may call.
 PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])
 
