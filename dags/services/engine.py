@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -161,11 +162,17 @@ def _dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
     if not items:
         _node_set_final(run=run, node_id=node_id, status=NodeStatus.SUCCESS, result={"results": []})
         return NodeStatus.SUCCESS
+    # UNIQUE(task, scheduled_at, attempt): shards of one node share the task, so each gets
+    # its own microsecond.
     shards = [
         _new_execution(
-            run=run, task=task, node=node, parameters={**base_parameters, "item": item}, now=now
+            run=run,
+            task=task,
+            node=node,
+            parameters={**base_parameters, "item": item},
+            now=now + timedelta(microseconds=index),
         )
-        for item in items
+        for index, item in enumerate(items)
     ]
     TaskExecution.objects.bulk_create(shards, batch_size=500)
     DagNodeExecution.objects.bulk_create(

@@ -115,7 +115,8 @@ def test_sync_dags_creates_versions_and_keeps_the_old_one_on_error(tenant, tmp_p
     dag.refresh_from_db()
     assert dag.version == 1
     (tmp_path / "p.yaml").write_text(
-        f"tenant: {tenant.slug}\ndag: pipeline\ntasks:\n  - id: only\n    handler: {{type: python, callable: noop}}\n"
+        f"tenant: {tenant.slug}\ndag: pipeline\ntasks:\n"
+        "  - id: only\n    handler: {type: python, callable: noop}\n"
     )
     (tmp_path / "p.json").unlink()
     call_command("sync_dags", dir=str(tmp_path), stdout=io.StringIO())
