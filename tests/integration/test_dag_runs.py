@@ -327,3 +327,30 @@ def test_a_lost_chord_callback_is_joined_by_the_reconciler(tenant, live_worker):
     assert run.status == "success"
     result = DagNodeState.objects.get(run=run, node_id="m").result
     assert [r["item"] for r in result["results"]] == [1, 2, 3]
+
+
+def test_the_beat_leader_fires_a_scheduled_dag(tenant, live_worker, beats):
+    dag = dag_create(
+        tenant=tenant,
+        raw={
+            "dag": "every-second",
+            "schedule": {"type": "interval", "expression": "1s"},
+            "catchup": "all",
+            "tasks": [node("a"), node("b", "a")],
+        },
+    )
+    beat = beats("dag-beat")
+    try:
+        wait_until(
+            lambda: (
+                DagRun.objects.filter(dag=dag, trigger="schedule", status="success").count() >= 2
+            ),
+            timeout=40,
+            message="two scheduled DAG runs to succeed",
+        )
+    except AssertionError:
+        print(dump_logs(beat, live_worker))
+        raise
+    times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
+    assert len(set(times)) == len(times)  # one run per fire
+    assert all((b - a).total_seconds() == 1 for a, b in itertools.pairwise(times))
