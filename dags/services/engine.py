@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -59,37 +59,54 @@ def decide(*, rule: str, policy: str, succeeded: int, failed: int, skipped: int)
 
 # -- readiness and dispatch ---------------------------------------------------------------
 def nodes_ready(*, run: DagRun, node_ids: Iterable[str]) -> None:
-    """Nodes whose remaining_upstream is 0: run, skip or fail each; propagate what ended."""
+    """Nodes whose remaining_upstream is 0: run, skip or fail each; propagate what ended.
+
+    Works in waves: every node of a wave that simply runs is dispatched in one batch (one
+    INSERT of executions, one of links, one UPDATE of states, one publish), which is what
+    keeps a 500-wide fan-out from costing 500 round trips of each.
+    """
     graph = graph_of_version(run.version_id)
-    todo = list(node_ids)
-    while todo:
-        node_id = todo.pop(0)
-        state = DagNodeState.objects.get(run=run, node_id=node_id)
-        if state.status != NodeStatus.WAITING:
-            continue
-        node = graph.nodes[node_id]
-        verdict = decide(
-            rule=node["trigger_rule"],
-            policy=graph.failure_policy,
-            succeeded=state.upstream_succeeded,
-            failed=state.upstream_failed,
-            skipped=state.upstream_skipped,
-        )
-        if verdict == RUN and "condition" in node:
-            results, statuses = _upstream_view(run, graph.ancestors(node_id))
-            if not condition_holds(node["condition"], results=results, statuses=statuses):
-                verdict = SKIP
-        if verdict == RUN:
-            ended = _dispatch(run=run, graph=graph, node_id=node_id)
-        else:
-            ended = verdict
-            _node_set_final(run=run, node_id=node_id, status=verdict, result=None)
-        if ended is not None:
-            if run.status != RunStatus.RUNNING:
-                return
-            todo.extend(_node_ended(run=run, graph=graph, node_id=node_id, status=ended))
-            if run.status != RunStatus.RUNNING:
-                return
+    todo = list(dict.fromkeys(node_ids))
+    while todo and run.status == RunStatus.RUNNING:
+        wave, todo = todo, []
+        states = {
+            state.node_id: state
+            for state in DagNodeState.objects.filter(
+                run=run, node_id__in=wave, status=NodeStatus.WAITING
+            )
+        }
+        to_dispatch: list[DagNodeState] = []
+        for node_id in wave:
+            state = states.get(node_id)
+            if state is None:
+                continue
+            node = graph.nodes[node_id]
+            verdict = decide(
+                rule=node["trigger_rule"],
+                policy=graph.failure_policy,
+                succeeded=state.upstream_succeeded,
+                failed=state.upstream_failed,
+                skipped=state.upstream_skipped,
+            )
+            if verdict == RUN and "condition" in node:
+                results, statuses = _upstream_view(run, graph.ancestors(node_id))
+                if not condition_holds(node["condition"], results=results, statuses=statuses):
+                    verdict = SKIP
+            if verdict == RUN and "map_over" not in node:
+                to_dispatch.append(state)
+                continue
+            if verdict == RUN:
+                ended = _dispatch_mapped(run=run, graph=graph, node_id=node_id)
+            else:
+                ended = verdict
+                _node_set_final(run=run, node_id=node_id, status=verdict, result=None)
+            if ended is not None:
+                todo.extend(_node_ended(run=run, graph=graph, node_id=node_id, status=ended))
+                if run.status != RunStatus.RUNNING:
+                    return
+        if to_dispatch:
+            _dispatch_plain(run=run, graph=graph, states=to_dispatch)
+        todo = list(dict.fromkeys(todo))
 
 
 def _upstream_view(run: DagRun, node_ids: set[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -124,35 +141,61 @@ def _new_execution(
     )
 
 
-def _dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
-    """Create the node's execution(s) and ring after commit. Returns a final status when the
-    node ended at once (an empty map_over, an unusable map_over field), else None."""
+def _dispatch_plain(*, run: DagRun, graph: Graph, states: list[DagNodeState]) -> None:
+    """One execution per node, all in a few statements; the doorbells ring after commit."""
+    node_tasks = node_tasks_of_version(run.version_id)
+    task_ids = {node_tasks[state.node_id] for state in states}
+    tasks = {
+        str(task.id): task
+        for task in TaskDefinition.objects.filter(id__in=task_ids).only(
+            "id", "priority", "max_attempts", "tenant_id"
+        )
+    }
+    now = timezone.now()
+    executions = []
+    for index, state in enumerate(states):
+        node = graph.nodes[state.node_id]
+        # A referenced task gets the node's parameters over its own; inline ones have them.
+        parameters = dict(node.get("parameters") or {}) if "task" in node else None
+        # UNIQUE(task, scheduled_at, attempt): nodes that reference the same task get
+        # distinct microseconds.
+        execution = _new_execution(
+            run=run,
+            task=tasks[node_tasks[state.node_id]],
+            node=node,
+            parameters=parameters or None,
+            now=now + timedelta(microseconds=index),
+        )
+        executions.append(execution)
+        state.status = NodeStatus.QUEUED
+        state.execution_id = execution.id
+        state.attempts = 1
+        state.started_at = now
+        state.updated_at = now
+    TaskExecution.objects.bulk_create(executions, batch_size=500)
+    DagNodeExecution.objects.bulk_create(
+        [
+            DagNodeExecution(execution_root_id=e.id, run=run, node_id=state.node_id)
+            for e, state in zip(executions, states, strict=True)
+        ],
+        batch_size=500,
+    )
+    DagNodeState.objects.bulk_update(
+        states, ["status", "execution_id", "attempts", "started_at", "updated_at"], batch_size=500
+    )
+    bells = [Doorbell(str(e.id), str(run.tenant_id), e.queue) for e in executions]
+    transaction.on_commit(lambda: publish(bells))
+
+
+def _dispatch_mapped(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
+    """Shards for a map_over node, rung as a chord after commit. Returns a final status when
+    the node ended at once (an empty list, or a map_over field that is not a list)."""
     node = graph.nodes[node_id]
-    task_id = node_tasks_of_version(run.version_id)[node_id]
     task = TaskDefinition.objects.only("id", "priority", "max_attempts", "tenant_id").get(
-        id=task_id
+        id=node_tasks_of_version(run.version_id)[node_id]
     )
     now = timezone.now()
-    # A referenced task gets the node's parameters over its own; inline ones have them already.
     base_parameters = dict(node.get("parameters") or {}) if "task" in node else {}
-    if "map_over" not in node:
-        execution = _new_execution(
-            run=run, task=task, node=node, parameters=base_parameters or None, now=now
-        )
-        execution.save(force_insert=True)
-        DagNodeExecution.objects.create(
-            execution_root_id=execution.id, run=run, node_id=node_id, shard_index=None
-        )
-        DagNodeState.objects.filter(run=run, node_id=node_id).update(
-            status=NodeStatus.QUEUED,
-            execution_id=execution.id,
-            attempts=1,
-            started_at=now,
-            updated_at=now,
-        )
-        bell = Doorbell(str(execution.id), str(run.tenant_id), execution.queue)
-        transaction.on_commit(lambda: publish([bell]))
-        return None
     items, problem = _map_items(run=run, graph=graph, node=node)
     if problem:
         _node_set_final(
@@ -253,28 +296,48 @@ def _node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> list
     if failed and graph.failure_policy == FailurePolicy.FAIL_ALL:
         run_abort(run=run, status=RunStatus.FAILED, reason=f"node {node_id!r} failed")
         return []
-    ready: list[str] = []
     children = graph.downstream[node_id]
-    if children:
-        DagNodeState.objects.filter(
-            run=run, node_id__in=children, status=NodeStatus.WAITING
-        ).update(
-            remaining_upstream=F("remaining_upstream") - 1,
-            upstream_succeeded=F("upstream_succeeded") + int(status == NodeStatus.SUCCESS),
-            upstream_failed=F("upstream_failed") + int(failed),
-            upstream_skipped=F("upstream_skipped") + int(status == NodeStatus.SKIPPED),
+    ready = (
+        _count_into_children(
+            run=run,
+            children=children,
+            succeeded=int(status == NodeStatus.SUCCESS),
+            failed=int(failed),
+            skipped=int(status == NodeStatus.SKIPPED),
         )
-        # Safe to read back: the run lock serializes every writer of this run's nodes.
-        ready = list(
-            DagNodeState.objects.filter(
-                run=run, node_id__in=children, status=NodeStatus.WAITING, remaining_upstream=0
-            ).values_list("node_id", flat=True)
-        )
+        if children
+        else []
+    )
     DagRun.objects.filter(id=run.id).update(remaining_nodes=F("remaining_nodes") - 1)
     run.remaining_nodes -= 1
     if run.remaining_nodes == 0:
         run_finalize(run=run)
     return ready
+
+
+def _count_into_children(
+    *, run: DagRun, children: tuple[str, ...], succeeded: int, failed: int, skipped: int
+) -> list[str]:
+    """Decrement the children's remaining_upstream in one statement; returns those at 0."""
+    table = DagNodeState._meta.db_table
+    placeholders = ", ".join(["%s"] * len(children))
+    # Identifiers come from the model's metadata; every value is a bound parameter.
+    sql = (
+        f"UPDATE {table} SET remaining_upstream = remaining_upstream - 1, "  # noqa: S608
+        "upstream_succeeded = upstream_succeeded + %s, "
+        "upstream_failed = upstream_failed + %s, "
+        "upstream_skipped = upstream_skipped + %s "
+        f"WHERE run_id = %s AND status = %s AND node_id IN ({placeholders}) "
+        "RETURNING node_id, remaining_upstream"
+    )
+    run_id = DagNodeState._meta.get_field("run").target_field.get_db_prep_value(
+        run.id, connection, prepared=False
+    )
+    params = [succeeded, failed, skipped, run_id, NodeStatus.WAITING.value, *children]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return sorted(node for node, remaining in rows if remaining == 0)
 
 
 def run_finalize(*, run: DagRun) -> None:

@@ -41,7 +41,7 @@ def send_map_chord(*, execution_ids: list[str], run_id: str, node_id: str, queue
     chord(header, app=app)(body)
 
 
-def shard_settled(*, run: DagRun, link: DagNodeExecution, execution) -> None:
+def shard_settled(*, run: DagRun, link, execution) -> None:
     """A shard chain reached its final outcome (run row locked by the caller)."""
     updated = DagNodeExecution.objects.filter(
         execution_root_id=link.execution_root_id, status=""
