@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 
 from dags.models import Dag, DagNodeState, DagRun, DagVersion
 from scheduler_app.errors import NotFound
-from scheduler_app.models import Tenant
+from scheduler_app.models import TaskExecution, Tenant
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
@@ -50,4 +50,18 @@ def dag_run_get(*, tenant: Tenant, dag: Dag, run_id: Any) -> DagRun:
 
 
 def dag_run_nodes(*, run: DagRun) -> list[DagNodeState]:
-    return list(DagNodeState.objects.filter(run=run).order_by("id"))
+    """Every node of the run; a node whose execution is running shows `running`."""
+    nodes = list(DagNodeState.objects.filter(run=run).order_by("id"))
+    waiting = {
+        n.execution_id for n in nodes if n.status in ("queued", "pending") and n.execution_id
+    }
+    if waiting:
+        running = set(
+            TaskExecution.objects.filter(
+                tenant_id=run.tenant_id, root_execution_id__in=waiting, status="running"
+            ).values_list("root_execution_id", flat=True)
+        )
+        for node in nodes:
+            if node.execution_id in running:
+                node.status = "running"
+    return nodes

@@ -259,13 +259,21 @@ def _map_items(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> tuple[list
 
 # -- completion ------------------------------------------------------------------------
 def _node_set_final(
-    *, run: DagRun, node_id: str, status: str, result: Any, error: str = ""
+    *,
+    run: DagRun,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str = "",
+    execution_id: uuid.UUID | None = None,
 ) -> bool:
     now = timezone.now()
+    states = DagNodeState.objects.filter(run=run, node_id=node_id, status__in=ACTIVE_NODE_STATUSES)
+    if execution_id is not None:
+        # Only the node's current execution may end it (not one from before a re-run).
+        states = states.filter(execution_id=execution_id)
     return (
-        DagNodeState.objects.filter(
-            run=run, node_id=node_id, status__in=ACTIVE_NODE_STATUSES
-        ).update(
+        states.update(
             status=status,
             result=result,
             error_message=error[:4000],
@@ -276,12 +284,27 @@ def _node_set_final(
     )
 
 
-def node_complete(*, run: DagRun, node_id: str, status: str, result: Any, error: str = "") -> None:
+def node_complete(
+    *,
+    run: DagRun,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str = "",
+    execution_id: uuid.UUID | None = None,
+) -> None:
     """A node's execution chain ended (success, or failed with no attempt left). The run
     row is locked by the caller."""
     if run.status != RunStatus.RUNNING:
         return
-    if not _node_set_final(run=run, node_id=node_id, status=status, result=result, error=error):
+    if not _node_set_final(
+        run=run,
+        node_id=node_id,
+        status=status,
+        result=result,
+        error=error,
+        execution_id=execution_id,
+    ):
         return
     graph = graph_of_version(run.version_id)
     ready = _node_ended(run=run, graph=graph, node_id=node_id, status=status)

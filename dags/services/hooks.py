@@ -65,7 +65,10 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
     run = lock_run(link.run_id)
     if next_attempt_id is not None:
         DagNodeState.objects.filter(
-            run=run, node_id=link.node_id, status__in=ACTIVE_NODE_STATUSES, map_total__isnull=True
+            run=run,
+            node_id=link.node_id,
+            status__in=ACTIVE_NODE_STATUSES,
+            execution_id=link.execution_root_id,
         ).update(
             status=NodeStatus.PENDING, attempts=execution.attempt + 1, updated_at=timezone.now()
         )
@@ -77,7 +80,12 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
         shard_settled(run=run, link=link, execution=execution)
         return
     node_complete(
-        run=run, node_id=link.node_id, status=status, result=result, error=execution.error_message
+        run=run,
+        node_id=link.node_id,
+        status=status,
+        result=result,
+        error=execution.error_message,
+        execution_id=link.execution_root_id,
     )
 
 

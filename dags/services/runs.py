@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from dags.choices import ACTIVE_RUN_STATUSES, FAILED_NODE_STATUSES, NodeStatus, RunStatus
 from dags.graph import graph_of_version
-from dags.models import Dag, DagNodeState, DagRun
+from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import current_version
 from dags.services.engine import lock_run, nodes_ready, run_abort
 from scheduler_app.errors import Conflict, NotFound
@@ -133,6 +133,9 @@ def dag_run_rerun(*, run: DagRun) -> DagRun:
             n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
         }
         now = timezone.now()
+        # Executions from before the re-run (a cancelled run's still-running ones, old
+        # shards) no longer belong to these nodes.
+        DagNodeExecution.objects.filter(run=locked, node_id__in=again).delete()
         for node_id in again:
             deps = graph.nodes[node_id]["depends_on"]
             done = [states[d].status for d in deps if d not in again]

@@ -232,6 +232,13 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     assert states == {"slow": "cancelled", "next": "cancelled"}
     assert DagNodeState.objects.get(run=run, node_id="next").execution_id is None
     assert DagRun.objects.get(id=run.id).status == "cancelled"
+    # A cancelled run can be re-run; the old execution no longer belongs to the node.
+    from dags.services.runs import dag_run_rerun
+
+    dag_run_rerun(run=run)
+    wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
+    assert DagRun.objects.get(id=run.id).status == "success"
+    assert DagNodeState.objects.get(run=run, node_id="slow").execution_id != slow_exec
 
 
 def test_re_run_from_the_failed_nodes(tenant, live_worker, tmp_path):
