@@ -55,7 +55,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(
                 {
                     "id": "slow",
                     "handler": {"type": "python", "callable": "sleep"},
-                    "parameters": {"seconds": 4},
+                    "parameters": {"seconds": 8},
                     "depends_on": ["a"],
                     "retry_policy": retry,
                 },
@@ -86,6 +86,8 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(
         )
         first.kill(signal.SIGKILL)
         first.process.wait(timeout=10)
+        # The kill landed mid-run (the node sleeps 8 s): nothing finished that attempt.
+        assert slow_execution().status == "running"
         second = start_worker(name="w-rescue", concurrency=2, env_overrides={**FAST_WORKER, **env})
         wait_until(
             lambda: DagRun.objects.get(id=run.id).status != "running",
