@@ -106,12 +106,19 @@ def dag_schedules_fire(
 
 
 def dag_beat_tick(*, catchup_window_seconds: float) -> None:
-    """The beat leader's one hook into the DAG engine, once per tick."""
-    dag_schedules_fire(catchup_window_seconds=catchup_window_seconds)
+    """The beat leader's one hook into the DAG engine, once per tick. A DAG problem is
+    logged, never raised: it must not stop the tasks' scheduling."""
+    try:
+        dag_schedules_fire(catchup_window_seconds=catchup_window_seconds)
+    except Exception:
+        logger.exception("firing DAG schedules failed")
 
 
 def dag_beat_housekeeping() -> None:
     """The beat leader's housekeeping hook: complete joins whose chord callback was lost."""
     from dags.services.mapping import map_joins_reconcile
 
-    map_joins_reconcile()
+    try:
+        map_joins_reconcile()
+    except Exception:
+        logger.exception("reconciling DAG fan-out joins failed")
