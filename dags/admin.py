@@ -24,7 +24,7 @@ class DagForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.instance.pk:
+        if not self.instance._state.adding:
             version = definitions.current_version(self.instance)
             self.fields["definition"].initial = version.spec if version else None
             self.fields["tenant"].disabled = True
@@ -32,7 +32,7 @@ class DagForm(forms.ModelForm):
     def clean(self):
         cleaned = super().clean()
         try:
-            if self.instance.pk:
+            if not self.instance._state.adding:
                 self.instance = definitions.dag_update(
                     dag=self.instance, raw=cleaned.get("definition")
                 )
@@ -66,7 +66,9 @@ class DagAdmin(admin.ModelAdmin):
         """The form's clean() already saved it through the services."""
 
     def save_related(self, request, form, formsets, change) -> None:
-        """Versions are written by the services only."""
+        """Versions are written by the services only (the inline is read-only)."""
+        for formset in formsets:
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
 
     def delete_model(self, request: HttpRequest, obj: Dag) -> None:
         definitions.dag_delete(dag=obj)
