@@ -16,6 +16,7 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduler_app.api.urls")),
+    path("api/v1/", include("dags.api.urls")),
     path("healthz", healthz, name="healthz"),
     # The schema and its UI are public (they describe, they do not reveal tenant data);
     # the Swagger assets are vendored (drf-spectacular-sidecar), no internet needed.

@@ -62,6 +62,8 @@ def execution_run(
     masked = tuple(value for value in secret_values.values() if value)
     sink = BufferedLogSink(max_bytes=config["LOG_MAX_BYTES"], secrets=masked)
     cancel_event = threading.Event()
+    from dags.services.hooks import dag_upstream_results
+
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -70,6 +72,7 @@ def execution_run(
         log=sink,
         cancel_event=cancel_event,
         secrets_to_mask=masked,
+        upstream_results=dag_upstream_results(execution=execution),
     )
     give_up_after = task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30
     with LeaseKeeper(

@@ -149,7 +149,10 @@ SIMPLE_JWT = {
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-CELERY_RESULT_BACKEND = None  # results live in PostgreSQL, not in the broker
+# Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
+# (fan-out shards count themselves done there); every other task ignores its result.
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
@@ -247,6 +250,10 @@ LIFECYCLE = {
     # Buckets this far back are recomputed on each refresh (runs finish after they start).
     "STATS_LOOKBACK_HOURS": env_int("STATS_LOOKBACK_HOURS", 6),
 }
+# --- DAGs -----------------------------------------------------------------------
+# Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
+DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
+DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
 
 # Modules whose @handler("name") functions python tasks may call.
 PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])

@@ -31,6 +31,7 @@ else:
         env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), owner=f"{RUN_ID}:{XDIST_WORKER}"
     )
 CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
 SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

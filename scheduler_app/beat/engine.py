@@ -169,6 +169,7 @@ class SchedulerEngine:
         if leading:
             self._fire_due()
             self._promote_pending()
+            self._dags_tick()
             self._housekeeping()
         else:
             self._shadow_leader(now=timezone.now())
@@ -251,10 +252,19 @@ class SchedulerEngine:
             if len(bells) < self.config.batch_size:
                 return
 
+    def _dags_tick(self) -> None:
+        """The DAG engine's schedules (and, with housekeeping, its lost-join reconciler)."""
+        from dags.services.scheduling import dag_beat_tick
+
+        dag_beat_tick(catchup_window_seconds=self.config.catchup_window_seconds)
+
     def _housekeeping(self) -> None:
         if time.monotonic() - self._last_housekeeping < self.config.housekeeping_seconds:
             return
         self._last_housekeeping = time.monotonic()
+        from dags.services.scheduling import dag_beat_housekeeping
+
+        dag_beat_housekeeping()
         reaped = expired_leases_reap()
         if reaped:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)

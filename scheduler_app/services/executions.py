@@ -145,6 +145,13 @@ def _schedule_next_attempt_or_dead_letter(
     return FinishReport(accepted=True, dead_lettered=True)
 
 
+def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) -> None:
+    """DAG nodes move on in the same transaction that ends their execution (no-op otherwise)."""
+    from dags.services.hooks import dag_execution_settled
+
+    dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
+
+
 def execution_finish(
     *,
     execution_id: str | uuid.UUID,
@@ -191,6 +198,7 @@ def execution_finish(
                 execution=execution, task=execution.task, transient=outcome.transient, now=now
             )
         run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
+        _dag_execution_settled(execution=execution, report=report)
         return report
 
 
@@ -220,6 +228,7 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
             execution=execution, task=execution.task, transient=True, now=now
         )
         run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
+        _dag_execution_settled(execution=execution, report=report)
         return report
 
 

@@ -49,3 +49,11 @@ def flaky(succeed_on_attempt: int = 2, *, context: HandlerContext) -> dict[str, 
             f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"
         )
     return {"attempt": context.attempt}
+
+
+@handler("upstream_echo")
+def upstream_echo(
+    *, upstream_results: dict[str, Any] | None = None, **parameters: Any
+) -> dict[str, Any]:
+    """A DAG node that returns its parameters and what its upstream nodes returned."""
+    return {**parameters, "upstream": upstream_results}

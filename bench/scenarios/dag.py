@@ -1,0 +1,272 @@
+"""DAG engine vs plain Celery: inter-task latency over a 100-step chain, and the wall time
+of a 500-wide fan-out/fan-in, each beside Celery doing the same shape (a chain; a chord).
+
+Uses a fresh PostgreSQL database (BENCH_DATABASE_URL's server, default local postgres),
+a free Redis db number, and one real prefork worker (BENCH_DAG_CONCURRENCY, default 4)
+that serves both systems in the same run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import statistics
+import sys
+import time
+import uuid
+
+from bench.report import Result
+
+NAME = "dag"
+QUICK = False
+DESCRIPTION = "DAG inter-task latency (100-step chain) and 500-wide fan-out/fan-in vs Celery"
+CHAIN_LENGTH = 100
+WIDTH = 500
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _setup_environment() -> tuple[str, str, int]:
+    import psycopg
+
+    server = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    name = f"bench_dag_{uuid.uuid4().hex[:8]}"
+    # Before anything imports project.settings: it reads the environment once.
+    os.environ["DATABASE_URL"] = server.rsplit("/", 1)[0] + f"/{name}"
+    base_redis = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    os.environ["BENCH_REDIS_BASE"] = base_redis
+    from project.settings.test_redis import claim_redis_db
+
+    redis_url, number = claim_redis_db(base_redis, owner=f"bench-dag-{name}")
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    os.environ["REDIS_URL"] = redis_url
+    os.environ["CELERY_BROKER_URL"] = redis_url
+    os.environ["CELERY_RESULT_BACKEND"] = redis_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    os.environ["SCHEDULER_REDIS_PREFIX"] = f"{name}:"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    return name, server, number
+
+
+def _teardown(name: str, server: str, number: int) -> None:
+    import psycopg
+    from django.db import connections
+
+    from project.settings.test_redis import release_redis_db
+
+    connections.close_all()
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    release_redis_db(
+        os.environ.get("BENCH_REDIS_BASE", "redis://127.0.0.1:6379/0"),
+        number,
+        owner=f"bench-dag-{name}",
+    )
+
+
+def _start_worker(concurrency: int):
+    from tests.processes import ROOT, _start, service_env
+
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "project",
+        "worker",
+        "-Q",
+        "critical,normal,bulk",
+        "-c",
+        str(concurrency),
+        "-P",
+        "prefork",
+        "-n",
+        f"bench-dag-{uuid.uuid4().hex[:6]}@%h",
+        "-l",
+        "INFO",  # "ready." is logged at INFO; both systems pay the same per-task logging
+        "--include",
+        "bench.celery_tasks",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    env = service_env(LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
+    env.pop("CELERY_SEND_EVENTS", None)
+    worker = _start("bench-dag-worker", argv, env)
+    worker.wait_for_log("ready", timeout=60)
+    return worker
+
+
+def _wait_run(run_id, timeout: float = 600):
+    from dags.models import DagRun
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = DagRun.objects.get(id=run_id)
+        if run.status not in ("running", "queued"):
+            return run
+        time.sleep(0.05)
+    raise RuntimeError(f"DAG run {run_id} did not finish in {timeout}s")
+
+
+def _dag_chain(tenant) -> list[float]:
+    from dags.models import DagNodeState
+    from dags.services.definitions import dag_create
+    from dags.services.runs import dag_trigger
+    from scheduler_app.models import TaskExecution
+
+    noop = {"type": "python", "callable": "noop"}
+    tasks = [{"id": "s0", "handler": noop}] + [
+        {"id": f"s{i}", "handler": noop, "depends_on": [f"s{i - 1}"]}
+        for i in range(1, CHAIN_LENGTH)
+    ]
+    dag = dag_create(tenant=tenant, raw={"dag": f"chain-{uuid.uuid4().hex[:6]}", "tasks": tasks})
+    run = _wait_run(dag_trigger(dag=dag).id)
+    assert run.status == "success", run.status
+    nodes = dict(DagNodeState.objects.filter(run=run).values_list("node_id", "execution_id"))
+    execs = {e.id: e for e in TaskExecution.objects.filter(id__in=nodes.values())}
+    ordered = [execs[nodes[f"s{i}"]] for i in range(CHAIN_LENGTH)]
+    return [
+        (b.started_at - a.completed_at).total_seconds() * 1000
+        for a, b in itertools.pairwise(ordered)
+    ]
+
+
+def _dag_fan(tenant, *, mapped: bool) -> float:
+    from dags.services.definitions import dag_create
+    from dags.services.runs import dag_trigger
+
+    noop = {"type": "python", "callable": "noop"}
+    echo = {"type": "python", "callable": "echo"}
+    if mapped:
+        tasks = [
+            {"id": "start", "handler": noop},
+            {"id": "fan", "handler": echo, "depends_on": ["start"], "map_over": list(range(WIDTH))},
+            {"id": "join", "handler": noop, "depends_on": ["fan"]},
+        ]
+    else:
+        tasks = [
+            {"id": "start", "handler": noop},
+            *({"id": f"w{i}", "handler": noop, "depends_on": ["start"]} for i in range(WIDTH)),
+            {"id": "join", "handler": noop, "depends_on": [f"w{i}" for i in range(WIDTH)]},
+        ]
+    dag = dag_create(tenant=tenant, raw={"dag": f"fan-{uuid.uuid4().hex[:6]}", "tasks": tasks})
+    started = time.monotonic()
+    run = _wait_run(dag_trigger(dag=dag).id)
+    elapsed = time.monotonic() - started
+    assert run.status == "success", run.status
+    return elapsed
+
+
+def _celery_wait(key: str, count: int, timeout: float = 600) -> dict[int, tuple[float, float]]:
+    from scheduler_app.redis_client import get_redis
+
+    deadline = time.monotonic() + timeout
+    redis = get_redis()
+    while time.monotonic() < deadline:
+        if redis.hlen(key) >= count:
+            break
+        time.sleep(0.02)
+    raw = redis.hgetall(key)
+    return {
+        int(k): tuple(float(x) for x in str(v).split(":"))  # type: ignore[misc]
+        for k, v in raw.items()
+    }
+
+
+def _celery_chain() -> list[float]:
+    from celery import chain
+
+    from bench.celery_tasks import plain_step
+
+    key = f"bench:chain:{uuid.uuid4().hex}"
+    chain(*(plain_step.si(key, i).set(queue="normal") for i in range(CHAIN_LENGTH)))()
+    times = _celery_wait(key, CHAIN_LENGTH)
+    return [(times[i + 1][0] - times[i][1]) * 1000 for i in range(CHAIN_LENGTH - 1)]
+
+
+def _celery_chord() -> float:
+    from celery import chord
+
+    from bench.celery_tasks import plain_done, plain_step
+
+    key = f"bench:chord:{uuid.uuid4().hex}"
+    started = time.monotonic()
+    chord(plain_step.si(key, i).set(queue="normal") for i in range(WIDTH))(
+        plain_done.si(key).set(queue="normal")
+    )
+    _celery_wait(key, WIDTH + 1)
+    return time.monotonic() - started
+
+
+def run(args: list[str]) -> Result:
+    name, server, number = _setup_environment()
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    assert settings.DATABASES["default"]["NAME"] == name, "benchmark must use its own database"
+    from django.core.management import call_command
+
+    try:
+        call_command("migrate", verbosity=0)
+        from scheduler_app.services.tenants import tenant_create_with_admin
+
+        tenant, _ = tenant_create_with_admin(slug="bench", username="bench", password="bench-pw-1")
+    except BaseException:
+        _teardown(name, server, number)
+        raise
+    concurrency = int(os.environ.get("BENCH_DAG_CONCURRENCY", "4"))
+    worker = None
+    result = Result(
+        scenario=NAME,
+        columns=["shape", "system", "samples", "p50_ms", "p99_ms", "max_ms", "wall_s"],
+        targets={
+            "inter-task latency": "p50 <= 20 ms, p99 <= 100 ms",
+            "500-wide fan-out/fan-in": "within 2x plain Celery's chord wall time",
+        },
+    )
+    try:
+        worker = _start_worker(concurrency)
+        _celery_chain()  # warm both paths up (pool processes, connections)
+        _dag_chain(tenant)
+        dag_lat = _dag_chain(tenant) + _dag_chain(tenant)
+        celery_lat = _celery_chain() + _celery_chain()
+        for system, values in (("DAG engine", dag_lat), ("plain Celery chain", celery_lat)):
+            result.add(
+                shape=f"chain of {CHAIN_LENGTH} (x2)",
+                system=system,
+                samples=len(values),
+                p50_ms=statistics.median(values),
+                p99_ms=_percentile(values, 0.99),
+                max_ms=max(values),
+            )
+        celery_chord = min(_celery_chord() for _ in range(2))
+        dag_nodes = min(_dag_fan(tenant, mapped=False) for _ in range(2))
+        dag_mapped = min(_dag_fan(tenant, mapped=True) for _ in range(2))
+        result.add(
+            shape=f"{WIDTH}-wide fan-out/in", system="plain Celery chord", wall_s=celery_chord
+        )
+        result.add(shape=f"{WIDTH}-wide fan-out/in", system="DAG, 500 nodes", wall_s=dag_nodes)
+        result.add(
+            shape=f"{WIDTH}-wide fan-out/in", system="DAG, map_over (chord)", wall_s=dag_mapped
+        )
+        result.notes.append(
+            f"one prefork worker, concurrency {concurrency}, same machine, same run; "
+            "latency = downstream start - upstream end (DAG: claim and finish timestamps "
+            "in PostgreSQL; Celery: time.time() in the task); wall = best of 2"
+        )
+        result.notes.append(
+            f"fan-out ratio DAG/Celery: nodes {dag_nodes / celery_chord:.2f}x, "
+            f"map_over {dag_mapped / celery_chord:.2f}x"
+        )
+    finally:
+        if worker is not None:
+            worker.stop()
+        _teardown(name, server, number)
+    return result

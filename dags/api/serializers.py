@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from dags.models import Dag, DagNodeState, DagRun
+
+
+class DagOutput(serializers.ModelSerializer):
+    schedule = serializers.SerializerMethodField()
+    definition = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Dag
+        fields = [
+            "id",
+            "name",
+            "description",
+            "version",
+            "schedule",
+            "failure_policy",
+            "max_active_runs",
+            "catchup",
+            "overlap",
+            "enabled",
+            "paused",
+            "source",
+            "next_fire_at",
+            "last_fired_at",
+            "created_at",
+            "updated_at",
+            "definition",
+        ]
+
+    def get_schedule(self, dag: Dag) -> dict:
+        return {
+            "type": dag.schedule_type,
+            "expression": dag.schedule_expression,
+            "timezone": dag.timezone,
+            "run_at": dag.run_at,
+        }
+
+    def get_definition(self, dag: Dag) -> dict | None:
+        versions = self.context.get("versions") or {}
+        version = versions.get(dag.id)
+        return version.spec if version is not None else None
+
+
+class DagRunOutput(serializers.ModelSerializer):
+    dag_id = serializers.UUIDField()
+    version = serializers.IntegerField(source="version.number")
+
+    class Meta:
+        model = DagRun
+        fields = [
+            "id",
+            "dag_id",
+            "version",
+            "status",
+            "trigger",
+            "scheduled_at",
+            "parameters",
+            "started_at",
+            "completed_at",
+            "created_at",
+        ]
+
+
+class NodeOutput(serializers.ModelSerializer):
+    class Meta:
+        model = DagNodeState
+        fields = [
+            "node_id",
+            "status",
+            "remaining_upstream",
+            "execution_id",
+            "attempts",
+            "map_total",
+            "map_finished",
+            "result",
+            "error_message",
+            "started_at",
+            "completed_at",
+        ]
+
+
+class TriggerInput(serializers.Serializer):
+    parameters = serializers.DictField(required=False, allow_null=True)

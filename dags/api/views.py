@@ -1,0 +1,120 @@
+"""Thin DRF views for DAGs: the body of POST/PUT is the definition itself (JSON)."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from dags import selectors
+from dags.api.serializers import DagOutput, DagRunOutput, NodeOutput, TriggerInput
+from dags.services import definitions, runs
+from scheduler_app.api.pagination import PagePagination
+from scheduler_app.api.tenancy import request_tenant
+
+
+def _dag_output(dag) -> dict:
+    version = selectors.dag_version_get(dag=dag)
+    return DagOutput(dag, context={"versions": {dag.id: version}}).data
+
+
+class DagListView(APIView):
+    write_role = "admin"
+
+    def get(self, request: Request) -> Response:
+        queryset = selectors.dag_list(tenant=request_tenant(request))
+        paginator = PagePagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(DagOutput(page, many=True).data)
+
+    def post(self, request: Request) -> Response:
+        dag = definitions.dag_create(tenant=request_tenant(request), raw=request.data)
+        return Response(_dag_output(dag), status=status.HTTP_201_CREATED)
+
+
+class DagDetailView(APIView):
+    write_role = "admin"
+
+    def get(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        return Response(_dag_output(dag))
+
+    def put(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        dag = definitions.dag_update(dag=dag, raw=request.data)
+        return Response(_dag_output(dag))
+
+    def delete(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        definitions.dag_delete(dag=dag)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DagTriggerView(APIView):
+    write_role = "operator"
+
+    def post(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        body = TriggerInput(data=request.data or {})
+        body.is_valid(raise_exception=True)
+        run = runs.dag_trigger(dag=dag, parameters=body.validated_data.get("parameters"))
+        return Response(DagRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DagPauseView(APIView):
+    write_role = "operator"
+    paused = True
+
+    def post(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=self.paused)))
+
+
+class DagResumeView(DagPauseView):
+    paused = False
+
+
+class DagRunListView(APIView):
+    def get(self, request: Request, dag_id: str) -> Response:
+        tenant = request_tenant(request)
+        dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
+        paginator = PagePagination()
+        page = paginator.paginate_queryset(
+            selectors.dag_run_list(tenant=tenant, dag=dag), request, view=self
+        )
+        return paginator.get_paginated_response(DagRunOutput(page, many=True).data)
+
+
+def _run_detail(run) -> dict:
+    return {
+        **DagRunOutput(run).data,
+        "nodes": NodeOutput(selectors.dag_run_nodes(run=run), many=True).data,
+    }
+
+
+class DagRunDetailView(APIView):
+    def get(self, request: Request, dag_id: str, run_id: str) -> Response:
+        tenant = request_tenant(request)
+        dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
+        return Response(_run_detail(selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)))
+
+
+class DagRunCancelView(APIView):
+    write_role = "operator"
+
+    def post(self, request: Request, dag_id: str, run_id: str) -> Response:
+        tenant = request_tenant(request)
+        dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
+        run = runs.dag_run_cancel(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        return Response(_run_detail(run))
+
+
+class DagRunRetryView(APIView):
+    write_role = "operator"
+
+    def post(self, request: Request, dag_id: str, run_id: str) -> Response:
+        tenant = request_tenant(request)
+        dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
+        run = runs.dag_run_rerun(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        return Response(_run_detail(run), status=status.HTTP_202_ACCEPTED)

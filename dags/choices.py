@@ -1,0 +1,68 @@
+"""Every enumeration of the DAG engine in one place."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class FailurePolicy(models.TextChoices):
+    SKIP_DOWNSTREAM = "skip_downstream"
+    FAIL_ALL = "fail_all"
+    CONTINUE = "continue"
+
+
+class TriggerRule(models.TextChoices):
+    ALL_SUCCESS = "all_success"
+    ALL_DONE = "all_done"
+    ONE_SUCCESS = "one_success"
+
+
+class Catchup(models.TextChoices):
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+class Overlap(models.TextChoices):
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+    CANCEL_OTHER = "cancel_other"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"  # waiting for a max_active_runs slot
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    PARTIALLY_COMPLETED = "partially_completed"
+    CANCELLED = "cancelled"
+
+
+class NodeStatus(models.TextChoices):
+    WAITING = "waiting"
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    SKIPPED = "skipped"
+    UPSTREAM_FAILED = "upstream_failed"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
+ACTIVE_NODE_STATUSES = (
+    NodeStatus.WAITING,
+    NodeStatus.PENDING,
+    NodeStatus.QUEUED,
+    NodeStatus.RUNNING,
+)
+# What a downstream node's trigger rule sees of an upstream that ended.
+FAILED_NODE_STATUSES = (
+    NodeStatus.FAILED,
+    NodeStatus.TIMED_OUT,
+    NodeStatus.CANCELLED,
+    NodeStatus.UPSTREAM_FAILED,
+)

@@ -1,0 +1,182 @@
+"""DAG definitions (with versions), DAG runs and per-run node states.
+
+Written only through `dags.services`. Node executions are ordinary TaskExecution rows
+(trigger='dag'); the link lives here (`DagNodeExecution`), so no database foreign key
+points at the (partitioned) executions table.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+from django.utils.timezone import now as utc_now
+
+from dags.choices import Catchup, FailurePolicy, NodeStatus, Overlap, RunStatus
+from scheduler_app.models import Tenant
+
+
+class Dag(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="dags")
+    name = models.CharField(max_length=255)
+    description = models.TextField(blank=True, default="")
+    version = models.PositiveIntegerField(default=1)  # the current DagVersion.number
+    schedule_type = models.CharField(max_length=16, default="manual")
+    schedule_expression = models.CharField(max_length=255, blank=True, default="")
+    timezone = models.CharField(max_length=64, default="UTC")
+    run_at = models.DateTimeField(null=True, blank=True)
+    failure_policy = models.CharField(
+        max_length=24, choices=FailurePolicy.choices, default=FailurePolicy.SKIP_DOWNSTREAM
+    )
+    max_active_runs = models.PositiveIntegerField(default=16)
+    catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
+    overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
+    enabled = models.BooleanField(default=True)
+    paused = models.BooleanField(default=False)
+    # "api" or "file:<name>": sync_dags only touches what it created.
+    source = models.CharField(max_length=255, blank=True, default="api")
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=utc_now)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "name"],
+                condition=Q(deleted_at__isnull=True),
+                name="uniq_dag_name_per_tenant",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_fire_at"],
+                name="idx_dag_next_fire",
+                condition=Q(enabled=True, paused=False, deleted_at__isnull=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DagVersion(models.Model):
+    """An immutable snapshot of a definition; a run keeps the version it started with."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    dag = models.ForeignKey(Dag, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField()  # the validated, normalized definition
+    # node id -> TaskDefinition id that runs it (inline handlers get a hidden manual task).
+    node_tasks = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["dag", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["dag", "number"], name="uniq_dag_version_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dag_id} v{self.number}"
+
+
+class DagRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    dag = models.ForeignKey(Dag, on_delete=models.PROTECT, related_name="runs")
+    version = models.ForeignKey(DagVersion, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    trigger = models.CharField(max_length=16, default="manual")
+    scheduled_at = models.DateTimeField()
+    parameters = models.JSONField(null=True, blank=True)
+    # Nodes not yet in a final state; the transaction that takes it to 0 ends the run.
+    remaining_nodes = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["-scheduled_at"]
+        constraints = [
+            # A scheduled fire of a DAG happens once, whichever scheduler records it.
+            models.UniqueConstraint(
+                fields=["dag", "scheduled_at"],
+                condition=Q(trigger="schedule"),
+                name="uniq_dag_scheduled_fire",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["dag", "-scheduled_at"], name="idx_dagrun_dag_scheduled"),
+            models.Index(
+                fields=["dag", "created_at"],
+                name="idx_dagrun_active",
+                condition=Q(status__in=["queued", "running"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dag_id} run {self.id}"
+
+
+class DagNodeState(models.Model):
+    """One node of one run. Counters are changed only by conditional UPDATEs."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="nodes")
+    node_id = models.CharField(max_length=255)
+    status = models.CharField(max_length=24, choices=NodeStatus.choices, default=NodeStatus.WAITING)
+    remaining_upstream = models.PositiveIntegerField(default=0)
+    upstream_succeeded = models.PositiveIntegerField(default=0)
+    upstream_failed = models.PositiveIntegerField(default=0)
+    upstream_skipped = models.PositiveIntegerField(default=0)
+    # The first attempt of the node's current execution chain (retries point back at it).
+    execution_id = models.UUIDField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # Fan-out: how many shards there are and how many reached a final state.
+    map_total = models.PositiveIntegerField(null=True, blank=True)
+    map_finished = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_node_per_run")
+        ]
+        indexes = [
+            models.Index(
+                fields=["updated_at"],
+                name="idx_dagnode_mapping",
+                condition=Q(map_total__isnull=False, status="running"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} ({self.status})"
+
+
+class DagNodeExecution(models.Model):
+    """Which node (and which shard of a mapped node) an execution chain belongs to."""
+
+    # TaskExecution.root_execution_id of the chain: the first attempt's id.
+    execution_root_id = models.UUIDField(primary_key=True)
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=255)
+    shard_index = models.PositiveIntegerField(null=True, blank=True)
+    # Final state of this chain (for shards: the join reads it), set in the finishing txn.
+    status = models.CharField(max_length=24, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["run", "node_id"], name="idx_dagnodeexec_node")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}[{self.shard_index}] {self.execution_root_id}"

@@ -1,0 +1,196 @@
+"""Writes to DAG definitions: create, new version, delete, pause/resume.
+
+Everything is validated before anything is saved: the graph (dags.spec), then every
+node's handler, timeout, retry policy and priority exactly as for a standalone task.
+An inline node runs as a hidden manual TaskDefinition (`dag:<dag>/<node>`), so the
+worker, retries and dead-lettering treat it like any task.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dags.models import Dag, DagVersion
+from dags.spec import DagSpecError, parse_dag_spec
+from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.task_spec import task_spec_to_fields
+from scheduler_app.task_schedule import schedule_for
+
+TASK_KEYS = ("handler", "timeout_seconds", "retry_policy", "priority", "parameters")
+
+
+def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: node[key] for key in TASK_KEYS if key in node}
+
+
+def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(normalized spec, dag model fields); raises ValidationFailed naming the field."""
+    try:
+        spec = parse_dag_spec(raw)
+    except DagSpecError as error:
+        raise ValidationFailed(error.message, field=error.field) from error
+    now = timezone.now()
+    for index, node in enumerate(spec["tasks"]):
+        if "task" in node:
+            _referenced_task(tenant=tenant, reference=node["task"], field=f"tasks[{index}].task")
+            continue
+        try:
+            task_spec_to_fields(_node_task_spec(node), anchor=now, partial=True)
+            task_spec_to_fields({"handler": node["handler"]}, anchor=now, partial=True)
+        except ValidationFailed as error:
+            field = f"tasks[{index}].{error.field}" if error.field else f"tasks[{index}]"
+            raise ValidationFailed(f"tasks[{index}]: {error.message}", field=field) from error
+    try:
+        schedule = task_spec_to_fields({"schedule": spec["schedule"]}, anchor=now, partial=True)
+    except ValidationFailed as error:
+        raise ValidationFailed(error.message, field=error.field) from error
+    fields = {
+        **schedule,
+        "name": spec["dag"],
+        "description": spec["description"],
+        "failure_policy": spec["failure_policy"],
+        "max_active_runs": spec["max_active_runs"],
+        "catchup": spec["catchup"],
+        "overlap": spec["overlap"],
+        "enabled": spec["enabled"],
+    }
+    return spec, fields
+
+
+def _referenced_task(*, tenant: Tenant, reference: str, field: str) -> TaskDefinition:
+    tasks = TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True)
+    try:
+        found = tasks.filter(id=uuid.UUID(reference)).first()
+    except ValueError:
+        found = tasks.filter(name=reference).first()
+    if found is None:
+        raise ValidationFailed(f"{field}: no task {reference!r} in this tenant", field=field)
+    return found
+
+
+def _node_tasks(
+    *, dag: Dag, spec: Mapping[str, Any], previous: DagVersion | None
+) -> dict[str, str]:
+    """node id -> task id. Unchanged inline nodes keep the previous version's task."""
+    from scheduler_app.services.tasks import task_create
+
+    old_nodes = {n["id"]: n for n in previous.spec["tasks"]} if previous else {}
+    old_tasks = previous.node_tasks if previous else {}
+    mapping: dict[str, str] = {}
+    for index, node in enumerate(spec["tasks"]):
+        if "task" in node:
+            task = _referenced_task(
+                tenant=dag.tenant, reference=node["task"], field=f"tasks[{index}].task"
+            )
+            mapping[node["id"]] = str(task.id)
+            continue
+        old = old_nodes.get(node["id"])
+        unchanged = old is not None and _node_task_spec(old) == _node_task_spec(node)
+        if unchanged and node["id"] in old_tasks:
+            mapping[node["id"]] = old_tasks[node["id"]]
+            continue
+        version = previous.number + 1 if previous else 1
+        task = task_create(
+            tenant=dag.tenant,
+            spec={
+                **_node_task_spec(node),
+                "name": f"dag:{dag.name}/{node['id']}@v{version}-{uuid.uuid4().hex[:6]}"[:255],
+                "description": f"node {node['id']!r} of DAG {dag.name!r}",
+                "schedule": {"type": "manual"},
+                "tags": ["dag-node"],
+            },
+        )
+        mapping[node["id"]] = str(task.id)
+    return mapping
+
+
+def _next_fire(dag: Dag, *, now) -> Any:
+    if not dag.enabled or dag.paused or dag.deleted_at or dag.schedule_type == "manual":
+        return None
+    schedule = schedule_for(
+        schedule_type=dag.schedule_type,
+        expression=dag.schedule_expression,
+        timezone=dag.timezone,
+        run_at=dag.run_at,
+        anchor=dag.created_at,
+    )
+    return schedule.next_after(now)
+
+
+def _save_version(dag: Dag, spec: dict[str, Any], previous: DagVersion | None) -> DagVersion:
+    number = previous.number + 1 if previous else 1
+    version = DagVersion.objects.create(
+        dag=dag,
+        number=number,
+        spec=spec,
+        node_tasks=_node_tasks(dag=dag, spec=spec, previous=previous),
+    )
+    Dag.objects.filter(id=dag.id).update(version=number)
+    dag.version = number
+    return version
+
+
+def dag_create(*, tenant: Tenant, raw: Any, source: str = "api") -> Dag:
+    spec, fields = _validated(raw, tenant=tenant)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            dag = Dag(tenant=tenant, source=source, created_at=now, **fields)
+            dag.next_fire_at = _next_fire(dag, now=now)
+            dag.save(force_insert=True)
+            _save_version(dag, spec, None)
+    except IntegrityError as error:
+        raise Conflict(
+            f"a DAG named {fields['name']!r} already exists in this tenant", field="dag"
+        ) from error
+    return dag
+
+
+def dag_update(*, dag: Dag, raw: Any) -> Dag:
+    """A new version; runs already started keep theirs. Unchanged definitions are a no-op."""
+    spec, fields = _validated(raw, tenant=dag.tenant)
+    previous = current_version(dag)
+    if previous is not None and previous.spec == spec and fields["name"] == dag.name:
+        return dag
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            for name, value in fields.items():
+                setattr(dag, name, value)
+            dag.next_fire_at = _next_fire(dag, now=now)
+            dag.save()
+            _save_version(dag, spec, previous)
+    except IntegrityError as error:
+        raise Conflict(
+            f"a DAG named {fields['name']!r} already exists in this tenant", field="dag"
+        ) from error
+    return dag
+
+
+def current_version(dag: Dag) -> DagVersion | None:
+    return DagVersion.objects.filter(dag=dag, number=dag.version).first()
+
+
+def dag_delete(*, dag: Dag) -> None:
+    """Soft delete: history stays; it never fires again. Running runs finish."""
+    now = timezone.now()
+    Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
+        deleted_at=now, next_fire_at=None, updated_at=now
+    )
+
+
+def dag_set_paused(*, dag: Dag, paused: bool) -> Dag:
+    """Resume recomputes the next fire from now: no burst of fires missed while paused."""
+    dag.paused = paused
+    now = timezone.now()
+    Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
+        paused=paused, next_fire_at=_next_fire(dag, now=now), updated_at=now
+    )
+    dag.refresh_from_db()
+    return dag

@@ -1,0 +1,165 @@
+"""Start, queue, cancel and re-run DAG runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dags.choices import ACTIVE_RUN_STATUSES, FAILED_NODE_STATUSES, NodeStatus, RunStatus
+from dags.graph import graph_of_version
+from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
+from dags.services.definitions import current_version
+from dags.services.engine import lock_run, nodes_ready, run_abort
+from scheduler_app.errors import Conflict, NotFound
+
+RERUNNABLE = (RunStatus.FAILED, RunStatus.PARTIALLY_COMPLETED, RunStatus.CANCELLED)
+
+
+def dag_trigger(
+    *,
+    dag: Dag,
+    parameters: Mapping[str, Any] | None = None,
+    trigger: str = "manual",
+    scheduled_at: datetime | None = None,
+    queue_only: bool = False,
+) -> DagRun | None:
+    """Create a run and start it, or queue it when max_active_runs are already running.
+
+    A scheduled fire that was already recorded (by another leader) returns None.
+    """
+    if dag.deleted_at is not None:
+        raise NotFound("DAG not found")
+    version = current_version(dag)
+    if version is None:
+        raise Conflict("this DAG has no version", field="dag")
+    now = timezone.now()
+    graph = graph_of_version(version.id)
+    try:
+        with transaction.atomic():
+            # The DAG row lock serializes slot accounting for max_active_runs.
+            locked = Dag.objects.select_for_update().get(id=dag.id)
+            active = DagRun.objects.filter(dag=dag, status=RunStatus.RUNNING).count()
+            fits = active < locked.max_active_runs and not queue_only
+            status = RunStatus.RUNNING if fits else RunStatus.QUEUED
+            run = DagRun.objects.create(
+                id=uuid.uuid4(),
+                tenant_id=dag.tenant_id,
+                dag=dag,
+                version=version,
+                status=status,
+                trigger=trigger,
+                scheduled_at=scheduled_at or now,
+                parameters=dict(parameters) if parameters else None,
+                remaining_nodes=len(graph.nodes),
+                started_at=now if status == RunStatus.RUNNING else None,
+                created_at=now,
+            )
+            DagNodeState.objects.bulk_create(
+                [
+                    DagNodeState(
+                        run=run,
+                        node_id=node_id,
+                        remaining_upstream=len(node["depends_on"]),
+                        updated_at=now,
+                    )
+                    for node_id, node in graph.nodes.items()
+                ],
+                batch_size=1000,
+            )
+            if status == RunStatus.RUNNING:
+                _start_roots(run)
+    except IntegrityError:
+        if trigger == "schedule":
+            return None
+        raise
+    return run
+
+
+def _start_roots(run: DagRun) -> None:
+    graph = graph_of_version(run.version_id)
+    nodes_ready(run=run, node_ids=[n for n, node in graph.nodes.items() if not node["depends_on"]])
+
+
+def queued_runs_start(*, dag_id: uuid.UUID) -> None:
+    """A slot freed: start the oldest queued runs that now fit under max_active_runs."""
+    dag = Dag.objects.select_for_update().get(id=dag_id)
+    active = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.RUNNING).count()
+    free = dag.max_active_runs - active
+    if free <= 0:
+        return
+    waiting = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by("created_at")[
+        :free
+    ]
+    for queued in waiting:
+        run = lock_run(queued.id)
+        if run.status != RunStatus.QUEUED:
+            continue
+        now = timezone.now()
+        DagRun.objects.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now)
+        run.status, run.started_at = RunStatus.RUNNING, now
+        _start_roots(run)
+
+
+def dag_run_cancel(*, run: DagRun) -> DagRun:
+    with transaction.atomic():
+        locked = lock_run(run.id)
+        if locked.status not in ACTIVE_RUN_STATUSES:
+            raise Conflict(f"the run is already {locked.status}", field="status")
+        run_abort(run=locked, status=RunStatus.CANCELLED, reason="cancelled by a user")
+    run.refresh_from_db()
+    return run
+
+
+def dag_run_rerun(*, run: DagRun) -> DagRun:
+    """Run again the nodes that failed (or were cancelled / upstream_failed) and everything
+    downstream of them that did not succeed; succeeded nodes keep their results."""
+    with transaction.atomic():
+        locked = lock_run(run.id)
+        if locked.status not in RERUNNABLE:
+            raise Conflict(
+                f"only a failed, partially completed or cancelled run can be re-run "
+                f"(this one is {locked.status})",
+                field="status",
+            )
+        graph = graph_of_version(locked.version_id)
+        states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
+        failed = {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES}
+        again = failed | {
+            n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
+        }
+        now = timezone.now()
+        # Executions from before the re-run (a cancelled run's still-running ones, old
+        # shards) no longer belong to these nodes.
+        DagNodeExecution.objects.filter(run=locked, node_id__in=again).delete()
+        for node_id in again:
+            deps = graph.nodes[node_id]["depends_on"]
+            done = [states[d].status for d in deps if d not in again]
+            DagNodeState.objects.filter(id=states[node_id].id).update(
+                status=NodeStatus.WAITING,
+                remaining_upstream=len(deps) - len(done),
+                upstream_succeeded=sum(s == NodeStatus.SUCCESS for s in done),
+                upstream_failed=sum(s in FAILED_NODE_STATUSES for s in done),
+                upstream_skipped=sum(s == NodeStatus.SKIPPED for s in done),
+                execution_id=None,
+                attempts=0,
+                map_total=None,
+                map_finished=0,
+                result=None,
+                error_message="",
+                started_at=None,
+                completed_at=None,
+                updated_at=now,
+            )
+        DagRun.objects.filter(id=locked.id).update(
+            status=RunStatus.RUNNING, completed_at=None, remaining_nodes=len(again)
+        )
+        locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)
+        ready = [n for n in again if all(d not in again for d in graph.nodes[n]["depends_on"])]
+        nodes_ready(run=locked, node_ids=sorted(ready))
+    run.refresh_from_db()
+    return run

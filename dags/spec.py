@@ -1,0 +1,255 @@
+"""Parse and validate a DAG definition (pure Python: no Django), graph checks included.
+
+Returns a normalized dict; every error names the field in the definition's own terms
+(`tasks[2].depends_on`) and a cycle error lists the cycle (`a -> b -> c -> a`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
+TRIGGER_RULES = ("all_success", "all_done", "one_success")
+CATCHUP = ("none", "latest", "all")
+OVERLAP = ("allow", "skip", "buffer_one", "cancel_other")
+CONDITION_OPERATORS = ("equals", "not_equals", "in", "exists")
+NODE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
+MAX_NODES = 2000
+MAX_MAP_ITEMS = 10000
+NODE_KEYS = {
+    "id",
+    "handler",
+    "task",
+    "depends_on",
+    "condition",
+    "trigger_rule",
+    "map_over",
+    "timeout_seconds",
+    "retry_policy",
+    "priority",
+    "parameters",
+    "description",
+}
+
+
+class DagSpecError(ValueError):
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+def _choice(spec: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = spec.get(key, default)
+    if value not in allowed:
+        raise DagSpecError(f"{key} must be one of {', '.join(allowed)}", field=key)
+    return value
+
+
+def parse_field_path(path: Any, *, field: str) -> tuple[str, list[str]]:
+    """`classify.result.type` -> ("classify", ["result", "type"])."""
+    if not isinstance(path, str) or "." not in path:
+        raise DagSpecError(
+            f"{field} must look like '<node>.result.<key>' or '<node>.status'", field=field
+        )
+    node, *rest = path.split(".")
+    if rest[0] not in ("result", "status") or (rest[0] == "status" and len(rest) != 1):
+        raise DagSpecError(
+            f"{field} must look like '<node>.result.<key>' or '<node>.status'", field=field
+        )
+    return node, rest
+
+
+def _condition(raw: Any, *, field: str) -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or "field" not in raw:
+        raise DagSpecError(f"{field} must be an object with 'field' and one operator", field=field)
+    operators = [op for op in CONDITION_OPERATORS if op in raw]
+    unknown = set(raw) - {"field", *CONDITION_OPERATORS}
+    if len(operators) != 1 or unknown:
+        raise DagSpecError(
+            f"{field} needs exactly one of {', '.join(CONDITION_OPERATORS)}", field=field
+        )
+    parse_field_path(raw["field"], field=f"{field}.field")
+    if operators[0] == "in" and not isinstance(raw["in"], list):
+        raise DagSpecError(f"{field}.in must be a list", field=f"{field}.in")
+    if operators[0] == "exists" and not isinstance(raw["exists"], bool):
+        raise DagSpecError(f"{field}.exists must be true or false", field=f"{field}.exists")
+    return {"field": raw["field"], operators[0]: raw[operators[0]]}
+
+
+def _map_over(raw: Any, *, field: str) -> dict[str, Any]:
+    if isinstance(raw, list):
+        if len(raw) > MAX_MAP_ITEMS:
+            raise DagSpecError(f"{field} has more than {MAX_MAP_ITEMS} items", field=field)
+        return {"items": raw}
+    path = raw.get("field") if isinstance(raw, Mapping) else raw
+    _node, rest = parse_field_path(path, field=field)
+    if rest[0] != "result":
+        raise DagSpecError(f"{field} must point into an upstream result", field=field)
+    return {"field": path}
+
+
+def _node(raw: Any, index: int) -> dict[str, Any]:
+    where = f"tasks[{index}]"
+    if not isinstance(raw, Mapping):
+        raise DagSpecError(f"{where} must be an object", field=where)
+    unknown = sorted(set(raw) - NODE_KEYS)
+    if unknown:
+        raise DagSpecError(f"{where} has unknown keys: {', '.join(unknown)}", field=where)
+    node_id = raw.get("id")
+    if not isinstance(node_id, str) or not NODE_ID.match(node_id):
+        raise DagSpecError(
+            f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
+        )
+    if ("handler" in raw) == ("task" in raw):
+        raise DagSpecError(
+            f"{where} needs exactly one of 'handler' or 'task' (an existing task's name or id)",
+            field=f"{where}.handler",
+        )
+    node: dict[str, Any] = {"id": node_id}
+    if "handler" in raw:
+        if not isinstance(raw["handler"], Mapping):
+            raise DagSpecError(f"{where}.handler must be an object", field=f"{where}.handler")
+        node["handler"] = dict(raw["handler"])
+    else:
+        if not isinstance(raw["task"], str) or not raw["task"]:
+            raise DagSpecError(f"{where}.task must be a task name or id", field=f"{where}.task")
+        node["task"] = raw["task"]
+    depends_on = raw.get("depends_on") or []
+    if isinstance(depends_on, str):
+        depends_on = [depends_on]
+    if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
+        raise DagSpecError(
+            f"{where}.depends_on must be a list of node ids", field=f"{where}.depends_on"
+        )
+    if len(set(depends_on)) != len(depends_on):
+        raise DagSpecError(f"{where}.depends_on repeats a node", field=f"{where}.depends_on")
+    node["depends_on"] = list(depends_on)
+    trigger_rule = raw.get("trigger_rule", "all_success")
+    if trigger_rule not in TRIGGER_RULES:
+        raise DagSpecError(
+            f"{where}.trigger_rule must be one of {', '.join(TRIGGER_RULES)}",
+            field=f"{where}.trigger_rule",
+        )
+    node["trigger_rule"] = trigger_rule
+    if raw.get("condition") is not None:
+        node["condition"] = _condition(raw["condition"], field=f"{where}.condition")
+    if raw.get("map_over") is not None:
+        node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
+    for key in ("timeout_seconds", "retry_policy", "priority", "description"):
+        if key in raw:
+            node[key] = raw[key]
+    if "parameters" in raw:
+        if not isinstance(raw["parameters"], Mapping):
+            raise DagSpecError(f"{where}.parameters must be an object", field=f"{where}.parameters")
+        node["parameters"] = dict(raw["parameters"])
+    return node
+
+
+def find_cycle(edges: Mapping[str, list[str]]) -> list[str] | None:
+    """A cycle as [a, b, c, a] following `edges` (node -> its dependencies), or None."""
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(edges, white)
+    for start in edges:
+        if color[start] != white:
+            continue
+        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[str] = [start]
+        color[start] = grey
+        while stack:
+            node, position = stack[-1]
+            children = edges.get(node, [])
+            if position < len(children):
+                stack[-1] = (node, position + 1)
+                child = children[position]
+                if color.get(child) == grey:
+                    return [*path[path.index(child) :], child]
+                if color.get(child) == white:
+                    color[child] = grey
+                    stack.append((child, 0))
+                    path.append(child)
+            else:
+                color[node] = black
+                stack.pop()
+                path.pop()
+    return None
+
+
+def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(nodes[node_id]["depends_on"])
+    while todo:
+        current = todo.pop()
+        if current not in seen:
+            seen.add(current)
+            todo.extend(nodes[current]["depends_on"])
+    return seen
+
+
+def parse_dag_spec(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise DagSpecError("a DAG definition must be an object", field=None)
+    name = raw.get("dag", raw.get("name"))
+    if not isinstance(name, str) or not name.strip():
+        raise DagSpecError("dag (the DAG's name) is required", field="dag")
+    tasks = raw.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise DagSpecError("tasks must be a non-empty list", field="tasks")
+    if len(tasks) > MAX_NODES:
+        raise DagSpecError(f"a DAG has at most {MAX_NODES} tasks", field="tasks")
+    nodes: dict[str, dict[str, Any]] = {}
+    for index, raw_node in enumerate(tasks):
+        node = _node(raw_node, index)
+        if node["id"] in nodes:
+            raise DagSpecError(
+                f"duplicate task id {node['id']!r} (tasks[{index}])", field=f"tasks[{index}].id"
+            )
+        nodes[node["id"]] = node
+    for index, node in enumerate(nodes.values()):
+        for dependency in node["depends_on"]:
+            if dependency not in nodes:
+                raise DagSpecError(
+                    f"task {node['id']!r} depends on unknown task {dependency!r}",
+                    field=f"tasks[{index}].depends_on",
+                )
+    cycle = find_cycle({node_id: node["depends_on"] for node_id, node in nodes.items()})
+    if cycle:
+        # Edges were followed from a node to its dependency; show them in run order.
+        raise DagSpecError(f"cycle: {' -> '.join(reversed(cycle))}", field="tasks")
+    for index, node in enumerate(nodes.values()):
+        upstream = ancestors(nodes, node["id"])
+        for key in ("condition", "map_over"):
+            path = (node.get(key) or {}).get("field")
+            if path is None:
+                continue
+            named = path.split(".")[0]
+            if named not in upstream:
+                raise DagSpecError(
+                    f"{key} of task {node['id']!r} names {named!r}, which is not upstream of it",
+                    field=f"tasks[{index}].{key}",
+                )
+    parameters = raw.get("parameters") or {}
+    if not isinstance(parameters, Mapping):
+        raise DagSpecError("parameters must be an object", field="parameters")
+    max_active_runs = raw.get("max_active_runs", 16)
+    if isinstance(max_active_runs, bool) or not isinstance(max_active_runs, int):
+        raise DagSpecError("max_active_runs must be an integer", field="max_active_runs")
+    if not 1 <= max_active_runs <= 1000:
+        raise DagSpecError("max_active_runs must be between 1 and 1000", field="max_active_runs")
+    schedule = raw.get("schedule") or {"type": "manual"}
+    if not isinstance(schedule, Mapping):
+        raise DagSpecError("schedule must be an object", field="schedule")
+    return {
+        "dag": name.strip(),
+        "description": raw.get("description") or "",
+        "schedule": dict(schedule),
+        "failure_policy": _choice(raw, "failure_policy", FAILURE_POLICIES, "skip_downstream"),
+        "catchup": _choice(raw, "catchup", CATCHUP, "latest"),
+        "overlap": _choice(raw, "overlap", OVERLAP, "allow"),
+        "max_active_runs": max_active_runs,
+        "enabled": bool(raw.get("enabled", True)),
+        "parameters": dict(parameters),
+        "tasks": list(nodes.values()),
+    }

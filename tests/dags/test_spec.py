@@ -1,0 +1,118 @@
+"""DAG validation is pure: graph errors are found and named before anything is saved."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dags.conditions import condition_holds
+from dags.services.engine import decide
+from dags.spec import DagSpecError, find_cycle, parse_dag_spec
+
+H = {"type": "python", "callable": "noop"}
+
+
+def dag(*tasks, **extra):
+    return {"dag": "d", "tasks": list(tasks), **extra}
+
+
+def t(node_id, *deps, **extra):
+    return {"id": node_id, "handler": H, "depends_on": list(deps), **extra}
+
+
+def error_of(raw) -> DagSpecError:
+    with pytest.raises(DagSpecError) as caught:
+        parse_dag_spec(raw)
+    return caught.value
+
+
+def test_cycle_error_lists_the_cycle():
+    error = error_of(dag(t("a", "c"), t("b", "a"), t("c", "b"), t("x")))
+    assert error.message == "cycle: a -> b -> c -> a"
+
+
+def test_self_dependency_is_a_cycle():
+    assert error_of(dag(t("a", "a"))).message == "cycle: a -> a"
+
+
+def test_unknown_dependency_and_duplicate_ids_are_named():
+    assert "unknown task 'zzz'" in error_of(dag(t("a"), t("b", "zzz"))).message
+    error = error_of(dag(t("a"), t("a")))
+    assert "duplicate task id 'a'" in error.message and error.field == "tasks[1].id"
+
+
+def test_condition_must_name_an_upstream_node():
+    cond = {"field": "c.result.type", "equals": "x"}
+    error = error_of(dag(t("a"), t("b", "a", condition=cond), t("c")))
+    assert "not upstream" in error.message and error.field == "tasks[1].condition"
+    parse_dag_spec(dag(t("c"), t("a", "c"), t("b", "a", condition=cond)))  # transitive is fine
+
+
+def test_bad_choices_are_rejected():
+    assert error_of(dag(t("a"), failure_policy="explode")).field == "failure_policy"
+    assert error_of(dag(t("a", trigger_rule="sometimes"))).field == "tasks[0].trigger_rule"
+    assert error_of(dag({"id": "a"})).field == "tasks[0].handler"
+
+
+@given(st.integers(min_value=2, max_value=30), st.data())
+def test_any_chain_with_a_back_edge_is_a_cycle(length, data):
+    back_from = data.draw(st.integers(min_value=0, max_value=length - 1))
+    edges = {f"n{i}": ([f"n{i - 1}"] if i else []) for i in range(length)}
+    edges["n0"] = [f"n{back_from}"]
+    cycle = find_cycle(edges)
+    assert cycle is not None and cycle[0] == cycle[-1]
+    assert len(cycle) == back_from + 2
+
+
+@given(st.lists(st.lists(st.integers(min_value=0, max_value=40), max_size=4), max_size=40))
+def test_edges_only_to_earlier_nodes_never_form_a_cycle(deps):
+    edges = {f"n{i}": [f"n{d}" for d in set(ds) if d < i] for i, ds in enumerate(deps)}
+    assert find_cycle(edges) is None
+
+
+def test_conditions():
+    results = {"c": {"type": "invoice", "tags": ["x"]}}
+    statuses = {"c": "success"}
+    assert condition_holds(
+        {"field": "c.result.type", "equals": "invoice"}, results=results, statuses=statuses
+    )
+    assert not condition_holds(
+        {"field": "c.result.type", "equals": "receipt"}, results=results, statuses=statuses
+    )
+    assert condition_holds(
+        {"field": "c.result.type", "not_equals": "receipt"}, results=results, statuses=statuses
+    )
+    assert condition_holds(
+        {"field": "c.result.type", "in": ["a", "invoice"]}, results=results, statuses=statuses
+    )
+    assert condition_holds(
+        {"field": "c.result.tags", "exists": True}, results=results, statuses=statuses
+    )
+    assert condition_holds(
+        {"field": "c.result.nope", "exists": False}, results=results, statuses=statuses
+    )
+    assert condition_holds(
+        {"field": "c.status", "equals": "success"}, results=results, statuses=statuses
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "policy", "counts", "verdict"),
+    [
+        ("all_success", "skip_downstream", (2, 0, 0), "run"),
+        ("all_success", "skip_downstream", (1, 1, 0), "upstream_failed"),
+        ("all_success", "continue", (1, 1, 0), "run"),
+        ("all_success", "skip_downstream", (1, 0, 1), "skipped"),
+        ("all_done", "skip_downstream", (0, 2, 0), "run"),
+        ("one_success", "skip_downstream", (1, 1, 1), "run"),
+        ("one_success", "skip_downstream", (0, 0, 2), "skipped"),
+        ("one_success", "skip_downstream", (0, 1, 1), "upstream_failed"),
+    ],
+)
+def test_trigger_rules(rule, policy, counts, verdict):
+    succeeded, failed, skipped = counts
+    assert (
+        decide(rule=rule, policy=policy, succeeded=succeeded, failed=failed, skipped=skipped)
+        == verdict
+    )
