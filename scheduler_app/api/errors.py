@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -50,6 +51,13 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         return Response(
             _body("payload_too_large", "request body is larger than the 1 MiB limit"),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, DataError):
+        # A value PostgreSQL cannot hold (a NUL byte, an out-of-range number) in a filter or
+        # a body: the client's input is wrong, and nothing was written.
+        return Response(
+            _body("invalid", "the request contains a value that cannot be stored or searched"),
+            status=status.HTTP_400_BAD_REQUEST,
         )
     if isinstance(exc, Http404):
         return Response(_body("not_found", "not found"), status=status.HTTP_404_NOT_FOUND)
