@@ -26,7 +26,13 @@ class Doorbell:
 def publish(doorbells: Iterable[Doorbell]) -> int:
     """Publish every doorbell over one producer connection. Returns how many were sent."""
     from project.celery import app  # models never import the Celery app; dispatch does
+    from workers.routing import route
 
+    doorbells = list(doorbells)
+    try:
+        doorbells = route(doorbells)
+    except Exception:  # stickiness is an optimisation: never let it stop a publish
+        logger.exception("sticky routing failed; publishing to the tier queues")
     sent = 0
     with app.producer_or_acquire() as producer:
         for bell in doorbells:
