@@ -171,12 +171,15 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel (kill running, drop waiting)")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:
+        from scheduler_app.errors import Conflict
         from scheduler_app.services.fleet import execution_cancel
 
-        outcomes = [
-            execution_cancel(execution=execution)
-            for execution in queryset.filter(status__in=["pending", "queued", "running"])
-        ]
+        outcomes = []
+        for execution in queryset.filter(status__in=["pending", "queued", "running"]):
+            try:
+                outcomes.append(execution_cancel(execution=execution))
+            except Conflict:  # it ended meanwhile
+                continue
         self.message_user(
             request,
             f"Cancelled {outcomes.count('cancelled')} waiting run(s); "

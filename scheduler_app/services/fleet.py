@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.dispatch import Doorbell
+from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
 
@@ -109,8 +110,8 @@ def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:
 
 
 def execution_cancel(*, execution: TaskExecution) -> str:
-    """Cancel one run. Returns "cancelled" (it never starts), "cancelling" (its worker was
-    told and kills it within a poll interval) or the terminal status it already had."""
+    """Cancel one run. Returns "cancelled" (it never starts) or "cancelling" (its worker was
+    told and kills it within a poll interval); Conflict if it had already ended."""
     from workers.control import cancel_request  # the worker side of the signal
 
     if execution_cancel_waiting(execution_id=execution.id):
@@ -121,4 +122,4 @@ def execution_cancel(*, execution: TaskExecution) -> str:
         return "cancelling"
     if execution.status in WAITING_STATUSES:  # raced with a claim: try once more
         return execution_cancel(execution=execution)
-    return execution.status
+    raise Conflict(f"execution already ended ({execution.status})", field="status")
