@@ -8,7 +8,7 @@ Redis keys; INCR-then-check-then-DECR may under-admit under a race, never over-a
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
@@ -65,11 +65,11 @@ def retry_budget_admit(*, due_at: datetime, now: datetime) -> datetime:
         pipe.expire(key, COUNTER_TTL_SECONDS)
         taken = pipe.execute()[0]
         if taken <= allowance:
-            if minute == first:
-                return due_at
-            return datetime.fromtimestamp(minute * 60, tz=UTC)
+            # Same second-of-minute, whole minutes later: deferred retries stay spread out
+            # (and distinct, which UNIQUE(task, scheduled_at, attempt) requires).
+            return due_at + timedelta(minutes=minute - first)
         client.decr(key)
-    return datetime.fromtimestamp((first + MAX_DEFER_MINUTES) * 60, tz=UTC)
+    return due_at + timedelta(minutes=MAX_DEFER_MINUTES)
 
 
 def retry_budget_usage(*, now: datetime) -> dict[str, int]:
