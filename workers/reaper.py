@@ -28,7 +28,16 @@ SWEEP_DEAD_FOR_SECONDS = 120
 
 
 def dead_workers_reap() -> int:
-    """Returns how many running executions this call turned into `worker_lost` failures."""
+    """Returns how many running executions this call turned into `worker_lost` failures.
+    Never raises: it runs inside the beat's tick and the heartbeat loop."""
+    try:
+        return _reap()
+    except Exception:
+        logger.exception("dead-worker reaping failed; the lease reaper still covers it")
+        return 0
+
+
+def _reap() -> int:
     now = time.time()
     failed = 0
     for record in worker_records():

@@ -167,7 +167,7 @@ FLEET = {
     # SIGTERM: running runs get this long to finish; the rest go back to pending.
     "SHUTDOWN_DEADLINE_SECONDS": env_float("WORKER_SHUTDOWN_DEADLINE_SECONDS", 300.0),
     # How often a running execution checks for a cancel request (Redis key).
-    "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.25),
+    "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
     # Live log tail: a capped Redis stream per execution, kept this long after the run.
     "LOG_STREAM_MAX_LINES": env_int("WORKER_LOG_STREAM_MAX_LINES", 10000),
     "LOG_STREAM_TTL_SECONDS": env_int("WORKER_LOG_STREAM_TTL_SECONDS", 3600),

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+from django.conf import settings
+
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution
 from tests.processes import ServiceProcess, start_worker, wait_until
@@ -59,3 +62,37 @@ def finals(task) -> dict:
     for execution in TaskExecution.objects.filter(task=task).order_by("attempt"):
         last[execution.root_execution_id or execution.id] = execution
     return last
+
+
+@pytest.fixture
+def private_broker():
+    """A broker (Redis db) of this test's own. The session's shared `live_worker` consumes
+    the tier queues of the default broker; these tests start, kill and count their own
+    workers, so nobody else may take their runs. Processes started meanwhile inherit
+    CELERY_BROKER_URL; this process publishes through the swapped Celery connection."""
+    from project.celery import app
+    from project.settings.test_redis import claim_redis_db, release_redis_db
+
+    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    owner = f"{settings.RUN_ID}:{settings.XDIST_WORKER}:broker"
+    url, number = claim_redis_db(base, owner=owner)
+    previous_env = os.environ.get("CELERY_BROKER_URL")
+    previous_conf = app.conf.broker_url
+
+    def use(broker_url: str) -> None:
+        # Drop (not close) the cached pools: kombu's global producer pools still hold them.
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_url = broker_url
+
+    os.environ["CELERY_BROKER_URL"] = url
+    use(url)
+    try:
+        yield url
+    finally:
+        use(previous_conf)
+        if previous_env is None:
+            os.environ.pop("CELERY_BROKER_URL", None)
+        else:
+            os.environ["CELERY_BROKER_URL"] = previous_env
+        release_redis_db(base, number, owner=owner)

@@ -19,11 +19,15 @@ from tests.integration.fleet_helpers import (
     finals,
     fleet_worker,
     hostname_of,
+    private_broker,  # noqa: F401
     terminate_main,
 )
 from tests.processes import start_beat, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("private_broker"),
+]
 
 
 def _ledger_task(tenant, ledger, *, name: str, seconds: float):

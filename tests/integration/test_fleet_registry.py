@@ -10,11 +10,19 @@ from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
-from tests.integration.fleet_helpers import fleet_worker, registered, terminate_main
+from tests.integration.fleet_helpers import (
+    fleet_worker,
+    private_broker,  # noqa: F401
+    registered,
+    terminate_main,
+)
 from tests.processes import wait_until
 from workers.registry import worker_record_get
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("private_broker"),
+]
 
 
 def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):

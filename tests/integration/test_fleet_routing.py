@@ -10,11 +10,20 @@ from scheduler_app.redis_client import get_redis
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
-from tests.integration.fleet_helpers import FLEET_BEAT, all_terminal, finals, fleet_worker
+from tests.integration.fleet_helpers import (
+    FLEET_BEAT,
+    all_terminal,
+    finals,
+    fleet_worker,
+    private_broker,  # noqa: F401
+)
 from tests.processes import start_beat, wait_until
 from workers.live_logs import log_stream_key
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("private_broker"),
+]
 
 RUNS = 16
 
