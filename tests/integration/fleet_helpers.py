@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 
 import pytest
-from django.conf import settings
 
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution
@@ -66,33 +66,30 @@ def finals(task) -> dict:
 
 @pytest.fixture
 def private_broker():
-    """A broker (Redis db) of this test's own. The session's shared `live_worker` consumes
-    the tier queues of the default broker; these tests start, kill and count their own
-    workers, so nobody else may take their runs. Processes started meanwhile inherit
-    CELERY_BROKER_URL; this process publishes through the swapped Celery connection."""
+    """Broker queues of this test's own, under a unique key prefix. The session's shared
+    `live_worker` (and any stray consumer of the same Redis db) reads the unprefixed tier
+    queues; these tests start, kill and count their own workers, so nobody else may take
+    their runs. Processes started meanwhile inherit BROKER_KEY_PREFIX; this process
+    publishes through a Celery connection with the same prefix."""
     from project.celery import app
-    from project.settings.test_redis import claim_redis_db, release_redis_db
 
-    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    owner = f"{settings.RUN_ID}:{settings.XDIST_WORKER}:broker"
-    url, number = claim_redis_db(base, owner=owner)
-    previous_env = os.environ.get("CELERY_BROKER_URL")
-    previous_conf = app.conf.broker_url
+    prefix = f"fleet-{uuid.uuid4().hex[:10]}:"
+    previous_env = os.environ.get("BROKER_KEY_PREFIX")
+    previous_options = dict(app.conf.broker_transport_options or {})
 
-    def use(broker_url: str) -> None:
+    def use(options: dict) -> None:
         # Drop (not close) the cached pools: kombu's global producer pools still hold them.
         app._pool = None
         app.amqp._producer_pool = None
-        app.conf.broker_url = broker_url
+        app.conf.broker_transport_options = options
 
-    os.environ["CELERY_BROKER_URL"] = url
-    use(url)
+    os.environ["BROKER_KEY_PREFIX"] = prefix
+    use({**previous_options, "global_keyprefix": prefix})
     try:
-        yield url
+        yield prefix
     finally:
-        use(previous_conf)
+        use(previous_options)
         if previous_env is None:
-            os.environ.pop("CELERY_BROKER_URL", None)
+            os.environ.pop("BROKER_KEY_PREFIX", None)
         else:
-            os.environ["CELERY_BROKER_URL"] = previous_env
-        release_redis_db(base, number, owner=owner)
+            os.environ["BROKER_KEY_PREFIX"] = previous_env
