@@ -211,7 +211,7 @@ class TaskExecutionAdmin(admin.ModelAdmin):
     search_fields = ["id", "task__name", "worker_id", "error_message"]
     date_hierarchy = "scheduled_at"
     list_select_related = ["task"]
-    actions = ["retry_dead_lettered", "dismiss_dead_lettered"]
+    actions = ["cancel_runs", "retry_dead_lettered", "dismiss_dead_lettered"]
     show_full_result_count = False  # COUNT(*) over a huge history on every page is too slow
 
     def get_readonly_fields(
@@ -225,6 +225,24 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: TaskExecution | None = None) -> bool:
         return False
+
+    @admin.action(description="Cancel (kill running, drop waiting)")
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:
+        from scheduler_app.errors import Conflict
+        from scheduler_app.services.fleet import execution_cancel
+
+        outcomes = []
+        for execution in queryset.filter(status__in=["pending", "queued", "running"]):
+            try:
+                outcomes.append(execution_cancel(execution=execution))
+            except Conflict:  # it ended meanwhile
+                continue
+        self.message_user(
+            request,
+            f"Cancelled {outcomes.count('cancelled')} waiting run(s); "
+            f"told the workers of {outcomes.count('cancelling')} running one(s) to kill them.",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Retry dead-lettered runs")
     def retry_dead_lettered(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:

@@ -13,3 +13,5 @@ class WorkersConfig(AppConfig):
         # too, to refuse a task whose callable does not exist.
         for module in settings.PYTHON_HANDLER_MODULES:
             import_module(module)
+        # Celery worker signal receivers (heartbeats, sticky queue, drain); inert elsewhere.
+        import_module("workers.lifecycle")

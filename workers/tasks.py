@@ -16,5 +16,5 @@ def run_execution(self, execution_id: str) -> str:
         execution_id=execution_id,
         worker_id=self.request.hostname or "worker",
         tenant_id=getattr(self.request, "tenant_id", None),
-        queue=delivery.get("routing_key"),
+        queue=getattr(self.request, "tier", None) or delivery.get("routing_key"),
     )

@@ -83,5 +83,14 @@ class NodeOutput(serializers.ModelSerializer):
         ]
 
 
-class TriggerInput(serializers.Serializer):
+class DagTriggerInput(serializers.Serializer):
     parameters = serializers.DictField(required=False, allow_null=True)
+
+
+class DagRunDetailOutput(DagRunOutput):
+    """A run with every node's state (the schema of the run detail, cancel and retry)."""
+
+    nodes = NodeOutput(many=True, read_only=True)
+
+    class Meta(DagRunOutput.Meta):
+        fields = [*DagRunOutput.Meta.fields, "nodes"]

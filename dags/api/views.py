@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dags import selectors
-from dags.api.serializers import DagOutput, DagRunOutput, NodeOutput, TriggerInput
+from dags.api.serializers import (
+    DagOutput,
+    DagRunDetailOutput,
+    DagRunOutput,
+    DagTriggerInput,
+    NodeOutput,
+)
 from dags.services import definitions, runs
 from scheduler_app.api.pagination import PagePagination
+from scheduler_app.api.schema import page_of
 from scheduler_app.api.tenancy import request_tenant
 
 
@@ -22,12 +31,14 @@ def _dag_output(dag) -> dict:
 class DagListView(APIView):
     write_role = "admin"
 
+    @extend_schema(responses=page_of(DagOutput))
     def get(self, request: Request) -> Response:
         queryset = selectors.dag_list(tenant=request_tenant(request))
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(DagOutput(page, many=True).data)
 
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: DagOutput})
     def post(self, request: Request) -> Response:
         dag = definitions.dag_create(tenant=request_tenant(request), raw=request.data)
         return Response(_dag_output(dag), status=status.HTTP_201_CREATED)
@@ -36,15 +47,18 @@ class DagListView(APIView):
 class DagDetailView(APIView):
     write_role = "admin"
 
+    @extend_schema(responses=DagOutput)
     def get(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         return Response(_dag_output(dag))
 
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=DagOutput)
     def put(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         dag = definitions.dag_update(dag=dag, raw=request.data)
         return Response(_dag_output(dag))
 
+    @extend_schema(responses={204: None})
     def delete(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         definitions.dag_delete(dag=dag)
@@ -54,9 +68,10 @@ class DagDetailView(APIView):
 class DagTriggerView(APIView):
     write_role = "operator"
 
+    @extend_schema(request=DagTriggerInput, responses={202: DagRunOutput})
     def post(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
-        body = TriggerInput(data=request.data or {})
+        body = DagTriggerInput(data=request.data or {})
         body.is_valid(raise_exception=True)
         run = runs.dag_trigger(dag=dag, parameters=body.validated_data.get("parameters"))
         return Response(DagRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
@@ -66,6 +81,7 @@ class DagPauseView(APIView):
     write_role = "operator"
     paused = True
 
+    @extend_schema(request=None, responses=DagOutput)
     def post(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=self.paused)))
@@ -76,6 +92,7 @@ class DagResumeView(DagPauseView):
 
 
 class DagRunListView(APIView):
+    @extend_schema(responses=page_of(DagRunOutput))
     def get(self, request: Request, dag_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
@@ -94,6 +111,7 @@ def _run_detail(run) -> dict:
 
 
 class DagRunDetailView(APIView):
+    @extend_schema(responses=DagRunDetailOutput)
     def get(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
@@ -103,6 +121,7 @@ class DagRunDetailView(APIView):
 class DagRunCancelView(APIView):
     write_role = "operator"
 
+    @extend_schema(request=None, responses=DagRunDetailOutput)
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
@@ -113,6 +132,7 @@ class DagRunCancelView(APIView):
 class DagRunRetryView(APIView):
     write_role = "operator"
 
+    @extend_schema(request=None, responses={202: DagRunDetailOutput})
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)

@@ -123,6 +123,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Several models have a `status` field with different choices: name each enum.
+    "ENUM_NAME_OVERRIDES": {
+        "ExecutionStatusEnum": "scheduler_app.choices.ExecutionStatus",
+        "DagRunStatusEnum": "dags.choices.RunStatus",
+        "DagNodeStatusEnum": "dags.choices.NodeStatus",
+    },
 }
 
 # --- API access, quotas, fairness and secrets ---------------------------------
@@ -254,6 +260,32 @@ LIFECYCLE = {
 # Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
 DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
 DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
+# --- Worker fleet: registry, heartbeats, shutdown, live logs, sticky routing, budgets ---
+FLEET = {
+    "HEARTBEAT_SECONDS": env_float("WORKER_HEARTBEAT_SECONDS", 10.0),
+    # A worker whose last heartbeat is older than this many intervals is dead.
+    "MISSED_HEARTBEATS_DEAD": env_int("WORKER_MISSED_HEARTBEATS_DEAD", 2),
+    # SIGTERM: running runs get this long to finish; the rest go back to pending.
+    "SHUTDOWN_DEADLINE_SECONDS": env_float("WORKER_SHUTDOWN_DEADLINE_SECONDS", 300.0),
+    # How often a running execution checks for a cancel request (Redis key).
+    "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
+    # Live log tail: a capped Redis stream per execution, kept this long after the run.
+    "LOG_STREAM_MAX_LINES": env_int("WORKER_LOG_STREAM_MAX_LINES", 10000),
+    "LOG_STREAM_TTL_SECONDS": env_int("WORKER_LOG_STREAM_TTL_SECONDS", 3600),
+    # Retries may be at most this share of the executions started per minute ...
+    "RETRY_BUDGET_RATIO": env_float("RETRY_BUDGET_RATIO", 0.2),
+    # ... but never fewer than this many per minute (a quiet system can still retry).
+    "RETRY_BUDGET_MIN_PER_MINUTE": env_int("RETRY_BUDGET_MIN_PER_MINUTE", 10),
+    "STICKY_ROUTING": env_bool("WORKER_STICKY_ROUTING", True),
+    # Shell handlers: run as this user when the worker runs as root ("" = as the worker).
+    "SHELL_RUN_AS_USER": env_str("WORKER_SHELL_RUN_AS_USER", ""),
+    # Waiting runs per tier above which the queues endpoint recommends more workers.
+    "SCALE_THRESHOLDS": {
+        "critical": env_int("SCALE_THRESHOLD_CRITICAL", 500),
+        "normal": env_int("SCALE_THRESHOLD_NORMAL", 1000),
+        "bulk": env_int("SCALE_THRESHOLD_BULK", 5000),
+    },
+}
 
 # Modules whose @handler("name") functions python tasks may call.
 PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])

@@ -37,6 +37,13 @@ urlpatterns = [
         views.ExecutionLogsView.as_view(),
         name="execution-logs",
     ),
+    path(
+        "executions/<str:execution_id>/cancel",
+        views.ExecutionCancelView.as_view(),
+        name="execution-cancel",
+    ),
+    path("admin/workers", views.AdminWorkersView.as_view(), name="admin-workers"),
+    path("admin/queues", views.AdminQueuesView.as_view(), name="admin-queues"),
     path("admin/dlq", views.DeadLetterListView.as_view(), name="dlq-list"),
     path("admin/dlq/retry-all", views.DeadLetterRetryAllView.as_view(), name="dlq-retry-all"),
     path("admin/dlq/<str:execution_id>", views.DeadLetterDetailView.as_view(), name="dlq-detail"),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from rest_framework import renderers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -211,14 +212,43 @@ class ExecutionDetailView(APIView):
         return Response(ExecutionOutput(execution).data)
 
 
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Lets `Accept: text/event-stream` through content negotiation; the view streams."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return data if isinstance(data, bytes) else str(data).encode()
+
+
+def _wants_event_stream(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("Accept", "")
+
+
 class ExecutionLogsView(APIView):
+    renderer_classes = [renderers.JSONRenderer, EventStreamRenderer]
+
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=["text"])],
         responses={200: LogsOutput},
     )
-    def get(self, request: Request, execution_id: str) -> Response | HttpResponse:
+    def get(
+        self, request: Request, execution_id: str
+    ) -> Response | HttpResponse | StreamingHttpResponse:
         tenant = request_tenant(request)
         execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
+        if _wants_event_stream(request) and request.query_params.get("format") != "text":
+            from scheduler_app.api.log_events import follow_log
+
+            response = StreamingHttpResponse(
+                follow_log(execution=execution, last_event_id=request.headers.get("Last-Event-ID")),
+                content_type="text/event-stream",
+            )
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+            return response
         log = selectors.execution_log_get(tenant=tenant, execution=execution)
         text = log.text if log else ""
         if request.query_params.get("format") == "text":
@@ -230,6 +260,63 @@ class ExecutionLogsView(APIView):
                 "truncated": bool(log and log.truncated),
                 "lines": text.splitlines(),
             }
+        )
+
+
+class ExecutionCancelView(APIView):
+    write_role = "operator"
+
+    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT, 409: OpenApiResponse()})
+    def post(self, request: Request, execution_id: str) -> Response:
+        from scheduler_app.services.fleet import execution_cancel
+
+        execution = selectors.execution_get(
+            tenant=request_tenant(request), execution_id=execution_id
+        )
+        outcome = execution_cancel(execution=execution)
+        return Response(
+            {"execution_id": str(execution.id), "status": outcome},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class AdminWorkersView(APIView):
+    """The fleet: every registered worker with its last heartbeat, and the tier queues.
+
+    Platform staff only: the fleet is shared, and its counts span every tenant."""
+
+    platform_staff_only = True
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        import time as _time
+
+        from workers.queue_stats import tier_queue_stats
+        from workers.registry import worker_records
+        from workers.routing import sticky_stats
+
+        now = _time.time()
+        return Response(
+            {
+                "workers": [record.as_api(now) for record in worker_records()],
+                "queues": tier_queue_stats(),
+                "sticky_routing": sticky_stats(),
+            }
+        )
+
+
+class AdminQueuesView(APIView):
+    """Per-tier backlog, oldest wait and scaling signal; platform staff only (fleet-wide)."""
+
+    platform_staff_only = True
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request) -> Response:
+        from scheduler_app.services.retry_budget import retry_budget_usage
+        from workers.queue_stats import tier_queue_stats
+
+        return Response(
+            {"tiers": tier_queue_stats(), "retry_budget": retry_budget_usage(now=timezone.now())}
         )
 
 

@@ -34,6 +34,7 @@ from scheduler_app.services.firing import (
     stale_queued_requeue,
 )
 from scheduler_app.task_schedule import schedule_for
+from workers.reaper import dead_workers_reap
 
 logger = logging.getLogger(__name__)
 
@@ -268,6 +269,7 @@ class SchedulerEngine:
         reaped = expired_leases_reap()
         if reaped:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
+        dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
             data_lifecycle_tick(now=timezone.now())
             bells = stale_queued_requeue(

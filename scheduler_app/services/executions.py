@@ -136,10 +136,11 @@ def _schedule_next_attempt_or_dead_letter(
         next_attempt = execution_follow_up_create(
             previous=execution,
             status=ExecutionStatus.PENDING,
-            scheduled_at=now + timedelta(seconds=delay),
+            scheduled_at=_within_retry_budget(now + timedelta(seconds=delay), now=now),
             attempt=execution.attempt + 1,
             max_attempts=execution.max_attempts,
         )
+        _prefer_previous_worker(next_attempt, worker_id=execution.worker_id, now=now)
         return FinishReport(accepted=True, next_attempt_id=next_attempt.id)
     TaskExecution.objects.filter(id=execution.id).update(dead_lettered=True, dead_lettered_at=now)
     return FinishReport(accepted=True, dead_lettered=True)
@@ -150,6 +151,31 @@ def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) ->
     from dags.services.hooks import dag_execution_settled
 
     dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
+
+
+def _within_retry_budget(due_at: datetime, *, now: datetime) -> datetime:
+    from scheduler_app.services.retry_budget import retry_budget_admit
+
+    try:
+        return retry_budget_admit(due_at=due_at, now=now)
+    except Exception:  # Redis down: retry on the policy's time rather than lose the retry
+        logger.exception("retry budget unavailable; scheduling the retry unbudgeted")
+        return due_at
+
+
+def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now: datetime) -> None:
+    """Sticky routing hint: the worker of this attempt is asked to take the next one."""
+    from workers.routing import sticky_hint_set
+
+    ttl = (next_attempt.scheduled_at - now).total_seconds()
+
+    def hint() -> None:
+        try:
+            sticky_hint_set(execution_id=str(next_attempt.id), worker_id=worker_id, ttl_seconds=ttl)
+        except Exception:
+            logger.exception("could not record the sticky hint of %s", next_attempt.id)
+
+    transaction.on_commit(hint)
 
 
 def execution_finish(

@@ -68,6 +68,7 @@ def run_handler(
     container_runtime: str | None = None,
     kill_grace_seconds: float = 5.0,
     celery_send_task: SendTask | None = None,
+    shell_run_as: str | None = None,
 ) -> HandlerOutcome:
     """Validate ``config`` and run the handler its ``type`` names; never raises for task errors.
 
@@ -93,7 +94,9 @@ def run_handler(
     handler_type = normalized["type"]
     try:
         if handler_type == "shell":
-            outcome = run_shell(normalized, ctx, kill_grace_seconds=kill_grace_seconds)
+            outcome = run_shell(
+                normalized, ctx, kill_grace_seconds=kill_grace_seconds, run_as=shell_run_as
+            )
         elif handler_type == "http":
             outcome = run_http(normalized, ctx, allowed_hosts=allowed_hosts)
         elif handler_type == "python":

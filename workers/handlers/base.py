@@ -226,6 +226,10 @@ class BufferedLogSink:
     def truncated(self) -> bool:
         return self._truncated
 
+    def last_line_rendered(self) -> str:
+        with self._lock:
+            return self._lines[-1].render() if self._lines else ""
+
     @property
     def kept_bytes(self) -> int:
         return self._kept_bytes

@@ -83,12 +83,15 @@ RLIMIT_BY_KEY: dict[str, int] = {
 
 # Guard rails applied to every run unless resource_requirements says otherwise. They only
 # lower the *soft* limit (never below what the worker already has), so a command that really
-# needs more can raise it again; explicit requirements set soft and hard limits. Memory,
-# CPU and process counts get no default: address-space limits break JVM/Go runtimes, the
-# timeout already bounds CPU, and RLIMIT_NPROC counts every process of the worker's user.
+# needs more can raise it again; explicit requirements set soft and hard limits. Memory and
+# CPU get no default: address-space limits break JVM/Go runtimes and the timeout already
+# bounds CPU time.
 DEFAULT_LIMITS: dict[str, int] = {
     "open_files": 4096,
     "file_size_bytes": 16 * 1024**3,
+    # Caps a fork bomb for an unprivileged worker user (root ignores RLIMIT_NPROC: run
+    # shell tasks as another user with WORKER_SHELL_RUN_AS_USER to get it enforced).
+    "processes": 4096,
 }
 
 _PR_SET_PDEATHSIG = 1
@@ -141,7 +144,11 @@ def resolve_limits(requirements: Mapping[str, int] | None) -> list[tuple[int, in
     return limits
 
 
-def _make_preexec(limits: Sequence[tuple[int, int, int]], parent_pid: int) -> Callable[[], None]:
+def _make_preexec(
+    limits: Sequence[tuple[int, int, int]],
+    parent_pid: int,
+    identity: tuple[int, int] | None = None,
+) -> Callable[[], None]:
     prctl = _prctl
     limit_list = tuple(limits)
 
@@ -153,8 +160,26 @@ def _make_preexec(limits: Sequence[tuple[int, int, int]], parent_pid: int) -> Ca
                 os._exit(125)
         for res, soft, hard in limit_list:
             resource.setrlimit(res, (soft, hard))
+        if identity is not None:
+            # Last: dropping root first would forbid raising nothing, but lowering hard
+            # limits is allowed either way; after this the task cannot regain root.
+            uid, gid = identity
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
 
     return in_child
+
+
+def resolve_identity(run_as: str | None) -> tuple[int, int] | None:
+    """(uid, gid) to run a shell task as, or None to run it as the worker. Only root can
+    switch users; an unprivileged worker already runs tasks unprivileged."""
+    if not run_as or os.geteuid() != 0:
+        return None
+    import pwd
+
+    entry = pwd.getpwnam(run_as)
+    return entry.pw_uid, entry.pw_gid
 
 
 def build_environment(
@@ -239,7 +264,11 @@ class _LineSplitter:
 
 
 def run_shell(
-    config: dict[str, Any], ctx: HandlerContext, *, kill_grace_seconds: float = 5.0
+    config: dict[str, Any],
+    ctx: HandlerContext,
+    *,
+    kill_grace_seconds: float = 5.0,
+    run_as: str | None = None,
 ) -> HandlerOutcome:
     """Run ``config["command"]`` (an argv list) once and report how it ended."""
     if ctx.cancel_event.is_set():
@@ -266,10 +295,21 @@ def run_shell(
             error_message=f"handler.resource_requirements: {exc}",
             transient=False,
         )
+    try:
+        identity = resolve_identity(run_as)
+    except KeyError:
+        return HandlerOutcome(
+            status=STATUS_FAILED,
+            error_class="invalid_config",
+            error_message=f"run-as user {run_as!r} does not exist on this worker",
+            transient=False,
+        )
     workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+    if identity is not None:
+        os.chown(workdir, *identity)
     try:
         outcome = _run_in_directory(
-            workdir, list(command), config, ctx, limits, max(0.0, kill_grace_seconds)
+            workdir, list(command), config, ctx, limits, max(0.0, kill_grace_seconds), identity
         )
     finally:
         remove_tree(workdir)
@@ -283,6 +323,7 @@ def _run_in_directory(
     ctx: HandlerContext,
     limits: Sequence[tuple[int, int, int]],
     kill_grace_seconds: float,
+    identity: tuple[int, int] | None = None,
 ) -> HandlerOutcome:
     log = masking_sink(ctx)
     stdin_data: bytes | None = None
@@ -305,7 +346,7 @@ def _run_in_directory(
             env=env,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=_make_preexec(limits, os.getpid()),
+            preexec_fn=_make_preexec(limits, os.getpid(), identity),
             bufsize=0,
         )
     except FileNotFoundError:

@@ -1,0 +1,125 @@
+"""Execution transitions driven by the worker fleet: a worker died, a worker is draining,
+an operator cancels a run. Each is a conditional UPDATE, so any number of reapers or
+repeated requests change a row once."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
+from scheduler_app.dispatch import Doorbell
+from scheduler_app.errors import Conflict
+from scheduler_app.models import TaskExecution
+from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
+
+logger = logging.getLogger(__name__)
+
+WORKER_LOST = "worker_lost"
+
+
+def execution_fail_worker_lost(
+    *, execution_id: uuid.UUID, claim_token: uuid.UUID, worker_id: str, reason: str
+) -> FinishReport:
+    """running -> failed (`worker_lost`) for this very claim; schedules the next attempt once."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = TaskExecution.objects.filter(
+            id=execution_id,
+            status=ExecutionStatus.RUNNING,
+            claim_token=claim_token,
+            worker_id=worker_id,
+        ).update(
+            status=ExecutionStatus.FAILED,
+            completed_at=now,
+            error_class=WORKER_LOST,
+            error_message=reason[:10000],
+            claim_token=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+        if updated != 1:
+            return FinishReport(accepted=False)
+        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+        return _schedule_next_attempt_or_dead_letter(
+            execution=execution, task=execution.task, transient=True, now=now
+        )
+
+
+def worker_executions_fail_lost(
+    *, worker_id: str, claimed_before: datetime | None = None, reason: str
+) -> int:
+    """Fail every run a dead worker held. Returns how many this caller won."""
+    running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
+    if claimed_before is not None:
+        running = running.filter(started_at__lt=claimed_before)
+    won = 0
+    for execution_id, claim_token in running.values_list("id", "claim_token")[:5000]:
+        report = execution_fail_worker_lost(
+            execution_id=execution_id, claim_token=claim_token, worker_id=worker_id, reason=reason
+        )
+        won += int(report.accepted)
+    return won
+
+
+def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UUID]]:
+    """A draining worker gives its unfinished runs back: running -> queued, same attempt.
+
+    Not a failure: the run did not fail, its worker left. The claim token is cleared, so a
+    late finish from the old process is rejected. Returns the doorbells to ring again, each
+    with the claim token it released (the old process is told to stop by that token)."""
+    now = timezone.now()
+    released: list[tuple[Doorbell, uuid.UUID]] = []
+    running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
+    for execution_id, claim_token, tenant_id, queue in running.values_list(
+        "id", "claim_token", "tenant_id", "queue"
+    ):
+        updated = TaskExecution.objects.filter(
+            id=execution_id, status=ExecutionStatus.RUNNING, claim_token=claim_token
+        ).update(
+            status=ExecutionStatus.QUEUED,
+            queued_at=now,
+            started_at=None,
+            claim_token=None,
+            lease_expires_at=None,
+            worker_id="",
+            updated_at=now,
+        )
+        if updated:
+            released.append((Doorbell(str(execution_id), str(tenant_id), queue), claim_token))
+    return released
+
+
+def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:
+    """pending|queued -> cancelled: the claim then finds nothing, so it never starts."""
+    now = timezone.now()
+    return (
+        TaskExecution.objects.filter(id=execution_id, status__in=WAITING_STATUSES).update(
+            status=ExecutionStatus.CANCELLED,
+            completed_at=now,
+            error_class="cancelled",
+            error_message="cancelled before it started",
+            updated_at=now,
+        )
+        == 1
+    )
+
+
+def execution_cancel(*, execution: TaskExecution) -> str:
+    """Cancel one run. Returns "cancelled" (it never starts) or "cancelling" (its worker was
+    told and kills it within a poll interval); Conflict if it had already ended."""
+    from workers.control import cancel_request  # the worker side of the signal
+
+    if execution_cancel_waiting(execution_id=execution.id):
+        return ExecutionStatus.CANCELLED.value
+    execution.refresh_from_db(fields=["status"])
+    if execution.status == ExecutionStatus.RUNNING:
+        cancel_request(execution_id=str(execution.id))
+        return "cancelling"
+    if execution.status in WAITING_STATUSES:  # raced with a claim: try once more
+        return execution_cancel(execution=execution)
+    raise Conflict(f"execution already ended ({execution.status})", field="status")

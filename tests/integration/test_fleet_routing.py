@@ -1,0 +1,125 @@
+"""Sticky routing hit rate, and a 1 GB-output task, with real workers."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.redis_client import get_redis
+from scheduler_app.services.tasks import task_trigger
+from tests.factories import make_task
+from tests.integration.conftest import dump_logs
+from tests.integration.fleet_helpers import (
+    FLEET_BEAT,
+    all_terminal,
+    finals,
+    fleet_worker,
+    private_broker,  # noqa: F401
+)
+from tests.processes import start_beat, wait_until
+from workers.live_logs import log_stream_key
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("private_broker"),
+]
+
+RUNS = 16
+
+
+def test_retries_go_back_to_the_worker_that_ran_the_first_attempt(tenant):
+    """A retry goes to its worker when that worker has a free slot; a retry promoted in a
+    batch larger than the worker's free slots overflows to the tier queue on purpose. With
+    16 runs on 2 x 4 slots most retries find their worker free."""
+    task = make_task(
+        tenant,
+        name="fails-once",
+        schedule={"type": "manual"},
+        handler={"type": "shell", "command": ["sh", "-c", 'test "$TASK_ATTEMPT" -ge 2']},
+        retry_policy={"max_attempts": 3, "backoff": "fixed", "base_delay_seconds": 1},
+    )
+    beat = start_beat(node_id="sticky", env_overrides=FLEET_BEAT)
+    # The retry budget is tested on its own; here it must not defer the 30 retries.
+    workers = [
+        fleet_worker(f"sticky{i}", concurrency=4, RETRY_BUDGET_MIN_PER_MINUTE="1000")
+        for i in range(2)
+    ]
+    try:
+        for _ in range(RUNS):
+            task_trigger(task=task)
+        wait_until(
+            lambda: (
+                len(finals(task)) == RUNS
+                and all(e.status == "success" for e in finals(task).values())
+            ),
+            timeout=120,
+            interval=0.5,
+            message="every run to succeed on its retry",
+        )
+    except AssertionError:
+        print(dump_logs(beat, *workers))
+        raise
+    finally:
+        for worker in workers:
+            worker.stop()
+        beat.stop()
+    by_id = {e.id: e for e in TaskExecution.objects.filter(task=task)}
+    retries = [e for e in by_id.values() if e.retry_of_id]
+    assert len(retries) == RUNS
+    hits = sum(1 for e in retries if e.worker_id == by_id[e.retry_of_id].worker_id)
+    rate = hits / len(retries)
+    print(f"sticky routing hit rate: {hits}/{len(retries)} = {rate:.0%}")
+    # Without stickiness two equal workers would match about half the time.
+    assert rate >= 0.8
+
+
+def test_a_task_printing_1_gb_is_truncated_and_nothing_runs_out_of_memory(tenant):
+    worker = fleet_worker("gigabyte", concurrency=1)
+    line = "x" * 1000
+    task = make_task(
+        tenant,
+        name="firehose",
+        schedule={"type": "manual"},
+        handler={
+            "type": "shell",
+            "command": ["sh", "-c", f'yes "{line}" | head -c 1073741824; echo done'],
+        },
+        timeout_seconds=600,
+    )
+    redis = get_redis()
+    used_before = int(redis.info("memory")["used_memory"])
+    peak_rss = 0
+    try:
+        execution = task_trigger(task=task)
+
+        def finished() -> bool:
+            nonlocal peak_rss
+            processes = [psutil.Process(worker.pid), *psutil.Process(worker.pid).children()]
+            peak_rss = max(peak_rss, sum(p.memory_info().rss for p in processes))
+            return all_terminal(TaskExecution.objects.filter(id=execution.id))
+
+        wait_until(finished, timeout=300, interval=0.5, message="the 1 GB run to end")
+        assert worker.alive()
+    except AssertionError:
+        print(dump_logs(worker))
+        raise
+    finally:
+        worker.stop()
+    execution.refresh_from_db()
+    assert execution.status == "success", execution.error_message
+    log = ExecutionLog.objects.get(execution_id=execution.id)
+    assert log.truncated
+    assert log.size_bytes <= 10 * 1024 * 1024 + 200
+    assert "[log truncated after" in log.text
+    stream = log_stream_key(str(execution.id))
+    assert redis.xlen(stream) <= 10_100
+    stream_bytes = int(redis.memory_usage(stream) or 0)
+    used_after = int(redis.info("memory")["used_memory"])
+    redis_growth = (used_after - used_before) / 2**20
+    print(
+        f"1 GB output: persisted {log.size_bytes} bytes, stream {stream_bytes} bytes, "
+        f"worker peak RSS {peak_rss / 2**20:.0f} MiB, Redis used {redis_growth:+.0f} MiB"
+    )
+    assert stream_bytes < 40 * 1024 * 1024
+    assert peak_rss < 600 * 1024 * 1024

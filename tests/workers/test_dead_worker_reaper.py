@@ -1,0 +1,81 @@
+"""The dead-worker reaper against real PostgreSQL and Redis: idempotent however many run."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from scheduler_app.models import TaskExecution
+from tests.factories import make_task
+from workers.reaper import dead_workers_reap
+from workers.registry import WorkerRecord, worker_record_get, worker_record_save
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _record(hostname: str, *, silent_for: float) -> WorkerRecord:
+    now = time.time()
+    return WorkerRecord(
+        hostname=hostname,
+        queues=["normal"],
+        concurrency=4,
+        version="test",
+        pid=1,
+        started_at=now - 100,
+        heartbeat_seconds=1.0,
+        last_heartbeat=now - silent_for,
+    )
+
+
+def _running(task, worker_id: str) -> TaskExecution:
+    now = timezone.now()
+    return TaskExecution.objects.create(
+        tenant=task.tenant,
+        task=task,
+        status="running",
+        scheduled_at=now - timedelta(seconds=5),
+        started_at=now - timedelta(seconds=4),
+        worker_id=worker_id,
+        claim_token=uuid.uuid4(),
+        lease_expires_at=now + timedelta(minutes=5),  # the lease alone would wait
+        max_attempts=3,
+    )
+
+
+def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant):
+    task = make_task(tenant, name="t", schedule={"type": "manual"})
+    dead = f"dead-{uuid.uuid4().hex[:6]}"
+    alive = f"alive-{uuid.uuid4().hex[:6]}"
+    worker_record_save(_record(dead, silent_for=2.5))
+    worker_record_save(_record(alive, silent_for=0.5))
+    lost = [_running(task, dead) for _ in range(5)]
+    kept = _running(task, alive)
+
+    def reap() -> None:
+        try:
+            dead_workers_reap()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reap) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    dead_workers_reap()
+
+    assert worker_record_get(dead).state == "dead"
+    assert worker_record_get(alive).state == "active"
+    for execution in lost:
+        execution.refresh_from_db()
+        assert execution.status == "failed" and execution.error_class == "worker_lost"
+        nexts = TaskExecution.objects.filter(retry_of_id=execution.id)
+        assert nexts.count() == 1 and nexts.get().attempt == 2
+    kept.refresh_from_db()
+    assert kept.status == "running"

@@ -1,0 +1,119 @@
+"""Sandboxing of shell handlers with real processes: a fork bomb and a memory hog are
+contained by rlimits (run as an unprivileged user, since root ignores RLIMIT_NPROC), the
+process group is gone afterwards, and the calling process (the worker) carries on."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import threading
+import time
+
+import pytest
+
+from workers.handlers import BufferedLogSink, HandlerContext
+from workers.handlers.shell import live_group_members, run_shell
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="switching to an unprivileged user needs root"
+)
+
+
+def _nobody() -> str:
+    return pwd.getpwnam("nobody").pw_name
+
+
+def _context(timeout: float) -> HandlerContext:
+    return HandlerContext(
+        execution_id="sandbox",
+        attempt=1,
+        timeout_seconds=timeout,
+        parameters={},
+        log=BufferedLogSink(max_bytes=1024 * 1024),
+        cancel_event=threading.Event(),
+    )
+
+
+@needs_root
+def test_a_fork_bomb_is_contained_and_the_worker_survives():
+    bomb = "bomb() { bomb | bomb & }; bomb; sleep 30"
+    ctx = _context(timeout=4)
+    before = set(_live_processes_of(pwd.getpwnam("nobody").pw_uid))
+    outcome = run_shell(
+        {
+            "command": ["sh", "-c", bomb],
+            "resource_requirements": {"processes": 64, "cpu_seconds": 20},
+        },
+        ctx,
+        kill_grace_seconds=0.5,
+        run_as=_nobody(),
+    )
+    assert outcome.status in ("timed_out", "failed", "success")
+    uid = pwd.getpwnam("nobody").pw_uid
+    deadline = time.monotonic() + 10
+    while (leftovers := set(_live_processes_of(uid)) - before) and time.monotonic() < deadline:
+        time.sleep(0.2)  # SIGKILL delivery and reaping by init are asynchronous
+    assert not leftovers, f"bomb processes survived: {sorted(leftovers)[:10]}"
+    # The worker can still start processes.
+    assert subprocess.run(["true"], check=False).returncode == 0
+
+
+def _live_processes_of(uid: int) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        state = fields.get("State", "").split()
+        if int(fields.get("Uid", "-1 0").split()[0]) == uid and state[:1] not in (["Z"], ["X"]):
+            found.append(pid)
+    return found
+
+
+@needs_root
+def test_a_memory_hog_fails_inside_its_limit():
+    ctx = _context(timeout=30)
+    hog = "import sys; b = bytearray(2 * 1024**3); sys.exit(0)"
+    outcome = run_shell(
+        {
+            "command": ["python3", "-c", hog],
+            "resource_requirements": {"memory_bytes": 256 * 1024**2},
+        },
+        ctx,
+        run_as=_nobody(),
+    )
+    assert outcome.status == "failed"
+    assert "MemoryError" in ctx.log.text()
+
+
+@needs_root
+def test_run_as_user_drops_root_and_gets_its_own_working_directory():
+    ctx = _context(timeout=10)
+    outcome = run_shell(
+        {"command": ["sh", "-c", 'id -u; pwd; touch ok && echo "{\\"ok\\": true}"']},
+        ctx,
+        run_as=_nobody(),
+    )
+    assert outcome.status == "success", outcome.error_message
+    out = ctx.log.stream_text("stdout").splitlines()
+    assert out[0] == str(pwd.getpwnam("nobody").pw_uid)
+    assert not os.path.exists(out[1])  # removed afterwards
+    assert outcome.result == {"ok": True}
+
+
+def test_an_unknown_run_as_user_is_a_permanent_config_failure():
+    outcome = run_shell({"command": ["true"]}, _context(5), run_as="no-such-user-x")
+    if os.geteuid() != 0:
+        assert outcome.status == "success"  # unprivileged: run as the worker itself
+        return
+    assert outcome.status == "failed" and outcome.error_class == "invalid_config"
+    assert not outcome.transient
+
+
+def test_group_members_helper_sees_nothing_for_a_dead_group():
+    assert live_group_members(2**22 + 12345) == []

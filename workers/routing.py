@@ -1,0 +1,99 @@
+"""Sticky routing: send a follow-up run (a retry, the next node of a DAG run) to the worker
+that ran the step before it, when that worker is alive and has a free slot. Its caches
+(pip wheels, downloaded inputs, warm imports) are likely still there. Otherwise the run
+goes to its tier queue, so stickiness never delays anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from django.conf import settings
+
+from scheduler_app.dispatch import Doorbell
+from scheduler_app.redis_client import get_redis, redis_key
+from workers.registry import STATE_ACTIVE, WorkerRecord, sticky_queue_name, worker_records
+
+HINT_TTL_SECONDS = 6 * 3600
+HITS, MISSES = "hit", "miss"
+
+
+def _hint_key(execution_id: str) -> str:
+    return redis_key(f"sticky:{execution_id}")
+
+
+def sticky_hint_set(*, execution_id: str, worker_id: str, ttl_seconds: float = 0) -> None:
+    """Remember which worker should preferably run `execution_id` (set when it is created)."""
+    if worker_id and settings.FLEET["STICKY_ROUTING"]:
+        ttl = int(max(ttl_seconds, 0) + HINT_TTL_SECONDS)
+        get_redis().set(_hint_key(execution_id), worker_id, ex=ttl)
+
+
+def _usable(record: WorkerRecord | None, now: float) -> bool:
+    return (
+        record is not None
+        and record.state == STATE_ACTIVE
+        and not record.is_overdue(now)
+        and record.free_slots > 0
+    )
+
+
+def preferred_queue(
+    *, previous_worker_id: str, tier: str, workers: dict[str, WorkerRecord] | None = None
+) -> str:
+    """The queue for a follow-up of a step `previous_worker_id` ran: its own queue when it is
+    alive with a free slot, else `tier`. For the DAG engine: call with the worker of the
+    upstream node's execution and the node's tier."""
+    if not previous_worker_id or not settings.FLEET["STICKY_ROUTING"]:
+        return tier
+    if workers is None:
+        workers = {record.hostname: record for record in worker_records()}
+    if _usable(workers.get(previous_worker_id), time.time()):
+        return sticky_queue_name(previous_worker_id)
+    return tier
+
+
+def preferred_queue_for(execution) -> str:
+    """`preferred_queue` for a TaskExecution that ran already (its worker_id is set)."""
+    return preferred_queue(previous_worker_id=execution.worker_id, tier=execution.queue)
+
+
+def route(bells: Sequence[Doorbell]) -> list[Doorbell]:
+    """Rewrite the queue of doorbells whose execution has a sticky hint. One MGET per batch;
+    fires (which never have a hint) cost that one round trip and nothing else."""
+    bells = list(bells)
+    if not bells or not settings.FLEET["STICKY_ROUTING"]:
+        return bells
+    client = get_redis()
+    hints = client.mget([_hint_key(bell.execution_id) for bell in bells])
+    if not any(hints):
+        return bells
+    workers = {record.hostname: record for record in worker_records()}
+    routed: list[Doorbell] = []
+    hits = misses = 0
+    for bell, hint in zip(bells, hints, strict=True):
+        if not hint:
+            routed.append(bell)
+            continue
+        queue = preferred_queue(previous_worker_id=hint, tier=bell.queue, workers=workers)
+        if queue != bell.queue:
+            hits += 1
+            # Count the slot now so one batch does not pile every retry on one worker.
+            record = workers[hint]
+            record.active_runs += 1
+        else:
+            misses += 1
+        routed.append(replace(bell, queue=queue))
+    pipe = client.pipeline(transaction=False)
+    pipe.incrby(redis_key(f"sticky:stats:{HITS}"), hits)
+    pipe.incrby(redis_key(f"sticky:stats:{MISSES}"), misses)
+    pipe.execute()
+    return routed
+
+
+def sticky_stats() -> dict[str, int]:
+    values = get_redis().mget([redis_key(f"sticky:stats:{k}") for k in (HITS, MISSES)])
+    hits, misses = (int(v or 0) for v in values)
+    return {"hits": hits, "misses": misses}
