@@ -8,6 +8,7 @@ import pytest
 
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.services.tasks import task_trigger
+from tests.api_clients import staff_client
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import (
@@ -27,6 +28,7 @@ pytestmark = [
 
 
 def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):
+    staff = staff_client()  # the fleet is shared infrastructure: platform staff only
     worker = fleet_worker("reg", concurrency=3)
     try:
         record = registered(worker)
@@ -38,7 +40,8 @@ def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):
             timeout=10,
             message="a second heartbeat",
         )
-        body = api.get("/api/v1/admin/workers").json()
+        assert api.get("/api/v1/admin/workers").status_code == 403  # a tenant admin
+        body = staff.get("/api/v1/admin/workers").json()
         listed = {w["hostname"]: w for w in body["workers"]}
         assert listed[record.hostname]["state"] == "active"
         assert listed[record.hostname]["memory_rss_bytes"] > 0

@@ -19,6 +19,7 @@ from scheduler_app.services.tasks import task_trigger
 from tests.alerting.test_notifications import Receiver
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER
+from tests.integration.fleet_helpers import private_broker  # noqa: F401
 from tests.processes import start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +34,10 @@ def _runs_total(text: str, status: str) -> float:
     return total
 
 
+@pytest.mark.usefixtures("private_broker")
 def test_worker_counts_and_notifies_across_processes(tenant, settings):
+    # private_broker: the suite's shared worker (whose settings block the receiver's
+    # loopback address) must not take this run or its notifications.
     settings.MONITORING = {
         **settings.MONITORING,
         "METRICS_BEARER_TOKEN": "t0ken",
