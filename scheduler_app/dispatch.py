@@ -3,17 +3,34 @@
 A broker message carries only the execution id and the tenant (for routing); the
 worker reads everything else from the database when it claims, so a forged, replayed
 or stale message can at most ring a bell that the claim refuses.
+
+Publishing is pipelined: a batch of doorbells goes to Redis in one round trip. With a
+Redis broker the messages are built here, in exactly the shape kombu's Redis transport
+writes for `send_task` (Celery task protocol 2, JSON), and LPUSHed in a non-transactional
+pipeline; `apply_async` in a loop costs one round trip and ~200 µs of Python per message,
+which caps a leader near 5,000 fires/s. Other brokers go through kombu's producer batch.
+The worker consumes both as ordinary `workers.run_execution` tasks.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import os
+import socket
+import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+import redis
 
 logger = logging.getLogger(__name__)
 
 RUN_EXECUTION_TASK = "workers.run_execution"
+# Messages per Redis round trip.
+PUBLISH_BATCH_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -23,13 +40,98 @@ class Doorbell:
     queue: str
 
 
-def publish(doorbells: Iterable[Doorbell]) -> int:
-    """Publish every doorbell over one producer connection. Returns how many were sent."""
+_local = threading.local()
+
+
+def _broker_client() -> tuple[redis.Redis, str] | None:
+    """A Redis client for the broker (per process and thread) and its key prefix, or None
+    when the broker is not Redis."""
     from project.celery import app  # models never import the Celery app; dispatch does
 
-    sent = 0
-    with app.producer_or_acquire() as producer:
-        for bell in doorbells:
+    url = app.conf.broker_url or ""
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    cached = getattr(_local, "client", None)
+    if cached is None or cached[0] != (os.getpid(), url):
+        prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix") or ""
+        cached = ((os.getpid(), url), redis.Redis.from_url(url), prefix)
+        _local.client = cached
+    return cached[1], cached[2]
+
+
+def doorbell_message(bell: Doorbell, *, origin: str) -> str:
+    """The JSON kombu's Redis transport stores for `send_task(RUN_EXECUTION_TASK, [id])`."""
+    task_id = str(uuid.uuid4())
+    body = base64.b64encode(
+        json.dumps(
+            [
+                [bell.execution_id],
+                {},
+                {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
+            ]
+        ).encode()
+    ).decode()
+    message = {
+        "body": body,
+        "content-encoding": "utf-8",
+        "content-type": "application/json",
+        "headers": {
+            "lang": "py",
+            "task": RUN_EXECUTION_TASK,
+            "id": task_id,
+            "shadow": None,
+            "eta": None,
+            "expires": None,
+            "group": None,
+            "group_index": None,
+            "retries": 0,
+            "timelimit": [None, None],
+            "root_id": task_id,
+            "parent_id": None,
+            "argsrepr": repr([bell.execution_id]),
+            "kwargsrepr": "{}",
+            "origin": origin,
+            "ignore_result": None,
+            "replaced_task_nesting": 0,
+            "stamped_headers": None,
+            "stamps": {},
+            "tenant_id": bell.tenant_id,
+        },
+        "properties": {
+            "correlation_id": task_id,
+            "delivery_mode": 2,
+            "delivery_info": {"exchange": "", "routing_key": bell.queue},
+            "priority": 0,
+            "body_encoding": "base64",
+            "delivery_tag": str(uuid.uuid4()),
+        },
+    }
+    return json.dumps(message)
+
+
+def publish(doorbells: Iterable[Doorbell]) -> int:
+    """Publish doorbells, a batch per Redis round trip. Returns how many were sent."""
+    bells = list(doorbells)
+    if not bells:
+        return 0
+    broker = _broker_client()
+    if broker is None:
+        return _publish_with_kombu(bells)
+    client, prefix = broker
+    origin = f"{os.getpid()}@{socket.gethostname()}"
+    for start in range(0, len(bells), PUBLISH_BATCH_SIZE):
+        pipe = client.pipeline(transaction=False)
+        for bell in bells[start : start + PUBLISH_BATCH_SIZE]:
+            pipe.lpush(prefix + bell.queue, doorbell_message(bell, origin=origin))
+        pipe.execute()
+    return len(bells)
+
+
+def _publish_with_kombu(bells: list[Doorbell]) -> int:
+    from project.celery import app
+
+    with app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH_SIZE):
+        for bell in bells:
             app.send_task(
                 RUN_EXECUTION_TASK,
                 args=[bell.execution_id],
@@ -39,5 +141,4 @@ def publish(doorbells: Iterable[Doorbell]) -> int:
                 producer=producer,
                 headers={"tenant_id": bell.tenant_id},
             )
-            sent += 1
-    return sent
+    return len(bells)

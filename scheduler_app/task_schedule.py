@@ -6,6 +6,7 @@ from datetime import datetime
 
 from scheduler_app.choices import ScheduleType
 from scheduler_app.schedules import Schedule, parse_schedule
+from scheduler_app.schedules.shaping import JitteredSchedule, WindowedSchedule
 
 
 def schedule_for(
@@ -15,17 +16,26 @@ def schedule_for(
     timezone: str,
     run_at: datetime | None,
     anchor: datetime | None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    jitter_seconds: int = 0,
+    seed: str = "",
 ) -> Schedule:
     # Interval fires land on whole seconds counted from the task's creation.
     if anchor is not None:
         anchor = anchor.replace(microsecond=0)
-    return parse_schedule(
+    schedule: Schedule = parse_schedule(
         schedule_type=schedule_type,
         expression=expression,
         timezone=timezone,
         run_at=run_at,
         anchor=anchor,
     )
+    if start_at is not None or end_at is not None:
+        schedule = WindowedSchedule(schedule, start_at, end_at)
+    if jitter_seconds:
+        schedule = JitteredSchedule(schedule, int(jitter_seconds), seed)
+    return schedule
 
 
 def schedule_of_task(task) -> Schedule:
@@ -35,6 +45,10 @@ def schedule_of_task(task) -> Schedule:
         timezone=task.timezone,
         run_at=task.run_at,
         anchor=task.created_at,
+        start_at=task.start_at,
+        end_at=task.end_at,
+        jitter_seconds=task.jitter_seconds,
+        seed=str(task.id),
     )
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.choices import ScheduleType, tier_for_priority
 from scheduler_app.dispatch import publish
@@ -56,6 +57,11 @@ _ENTRY_FIELDS = (
     "enabled",
     "paused",
     "deleted_at",
+    "catchup",
+    "overlap",
+    "jitter_seconds",
+    "start_at",
+    "end_at",
 )
 
 
@@ -67,6 +73,14 @@ class EngineConfig:
     requeue_grace_seconds: float
     housekeeping_seconds: float
     lock_ttl_seconds: float
+    # How often a standby tries the lock: a SIGKILLed leader is replaced within TTL + this.
+    lock_try_seconds: float = 0.25
+
+    @property
+    def late_grace(self) -> timedelta:
+        """Fires younger than this are owed whatever the catch-up policy: a standby shadows
+        the leader two TTLs behind, so a takeover re-owes up to that much."""
+        return timedelta(seconds=2 * self.lock_ttl_seconds + 2 * self.tick_seconds + 1)
 
 
 class SchedulerEngine:
@@ -80,6 +94,11 @@ class SchedulerEngine:
         self.fired_total = 0
         self.published_total = 0
         self.last_tick_at: datetime | None = None
+        self.leading = False
+        # Change feed: the largest (apply time - changed_at) of the last poll, and when it ran.
+        self.change_feed_lag_seconds = 0.0
+        self.change_feed_polled_at: datetime | None = None
+        self.last_tick_seconds = 0.0
 
     # -- loading and following the change feed -------------------------------------
     def load(self, *, now: datetime | None = None) -> int:
@@ -101,14 +120,18 @@ class SchedulerEngine:
         since = self._change_cursor - CHANGE_FEED_OVERLAP
         rows = TaskDefinition.objects.filter(changed_at__gte=since).order_by("changed_at")
         applied = 0
+        lag = 0.0
         for row in rows.values(*_ENTRY_FIELDS).iterator(chunk_size=2000):
             if self._seen_changes.get(row["id"]) == row["changed_at"]:
                 continue
             self._apply_row(row, now=now)
             applied += 1
+            lag = max(lag, (timezone.now() - row["changed_at"]).total_seconds())
             if row["changed_at"] > self._change_cursor:
                 self._change_cursor = row["changed_at"]
         self._forget_old_changes()
+        self.change_feed_lag_seconds = lag
+        self.change_feed_polled_at = now
         return applied
 
     def _forget_old_changes(self) -> None:
@@ -135,6 +158,10 @@ class SchedulerEngine:
                 timezone=row["timezone"],
                 run_at=row["run_at"],
                 anchor=row["created_at"],
+                start_at=row["start_at"],
+                end_at=row["end_at"],
+                jitter_seconds=row["jitter_seconds"],
+                seed=str(row["id"]),
             )
         except ScheduleError as error:
             logger.error("task %s has an invalid schedule, not loaded: %s", row["id"], error)
@@ -153,6 +180,8 @@ class SchedulerEngine:
                 max_attempts=row["max_attempts"],
                 schedule=schedule,
                 next_fire_at=next_fire_at,
+                catchup=row["catchup"],
+                overlap=row["overlap"],
             )
         )
         return True
@@ -161,9 +190,10 @@ class SchedulerEngine:
     def tick(self) -> float:
         """Run one round; returns how long to sleep before the next."""
         close_old_connections()
+        started = time.monotonic()
         now = timezone.now()
         self.follow_changes(now=now)
-        leading = self.lock.try_acquire()
+        leading = self.leading = self.lock.try_acquire()
         if leading:
             self._fire_due()
             self._promote_pending()
@@ -171,8 +201,10 @@ class SchedulerEngine:
         else:
             self._shadow_leader(now=timezone.now())
         self.last_tick_at = timezone.now()
+        self.last_tick_seconds = time.monotonic() - started
         publish_node_status(self, leading=leading)
-        return self._sleep_seconds()
+        sleep = self._sleep_seconds()
+        return sleep if leading else min(sleep, self.config.lock_try_seconds)
 
     def _fire_due(self) -> None:
         started = time.monotonic()
@@ -194,34 +226,40 @@ class SchedulerEngine:
     ) -> tuple[list[Fire], list[tuple[uuid.UUID, datetime | None, datetime]]]:
         """The fires each due entry owes up to now, and where its schedule goes next.
 
-        Fires older than the catch-up window are dropped (a scheduler that was down for a
-        day does not replay the day); the ones inside it are all recorded, and the
-        unique constraint turns the ones another leader already recorded into no-ops.
+        Nothing older than the catch-up window is owed; inside it the task's catch-up
+        policy chooses (`policies.catchup_select`). The unique constraint turns a fire
+        another leader already recorded into a no-op.
         """
-        oldest_allowed = now - timedelta(seconds=self.config.catchup_window_seconds)
+        window = timedelta(seconds=self.config.catchup_window_seconds)
+        late_grace = self.config.late_grace
         fires: list[Fire] = []
         updates: list[tuple[uuid.UUID, datetime | None, datetime]] = []
         for entry in due:
             fire_at: datetime | None = entry.next_fire_at
-            last_fired = entry.next_fire_at
-            count = 0
-            while fire_at is not None and fire_at <= now and count < MAX_CATCHUP_FIRES_PER_TASK:
-                if fire_at >= oldest_allowed:
-                    fires.append(
-                        Fire(
-                            task_id=entry.task_id,
-                            tenant_id=entry.tenant_id,
-                            scheduled_at=fire_at,
-                            priority=entry.priority,
-                            queue=entry.queue,
-                            max_attempts=entry.max_attempts,
-                        )
-                    )
-                    count += 1
-                last_fired = fire_at
+            if fire_at < now - window:
+                fire_at = entry.schedule.next_after(now - window - timedelta(microseconds=1))
+            owed: list[datetime] = []
+            while fire_at is not None and fire_at <= now and len(owed) < MAX_CATCHUP_FIRES_PER_TASK:
+                owed.append(fire_at)
                 fire_at = entry.schedule.next_after(fire_at)
             if fire_at is not None and fire_at <= now:
                 fire_at = entry.schedule.next_after(now)
+            chosen = catchup_select(
+                owed, policy=entry.catchup, now=now, late_grace=late_grace, window=window
+            )
+            fires.extend(
+                Fire(
+                    task_id=entry.task_id,
+                    tenant_id=entry.tenant_id,
+                    scheduled_at=moment,
+                    priority=entry.priority,
+                    queue=entry.queue,
+                    max_attempts=entry.max_attempts,
+                    overlap=entry.overlap,
+                )
+                for moment in chosen
+            )
+            last_fired = owed[-1] if owed else entry.next_fire_at
             entry.last_fired_at = last_fired
             self.heap.reschedule(entry, fire_at)
             updates.append((entry.task_id, fire_at, last_fired))

@@ -23,6 +23,8 @@ class Entry:
     max_attempts: int
     schedule: Schedule
     next_fire_at: datetime
+    catchup: str = "latest"
+    overlap: str = "allow"
     version: int = 0
     last_fired_at: datetime | None = None
 

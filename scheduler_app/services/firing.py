@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from django.db import connection, transaction
 
-from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.choices import ExecutionStatus, Overlap, Trigger
 from scheduler_app.dispatch import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
 
@@ -26,6 +26,68 @@ class Fire:
     priority: int
     queue: str
     max_attempts: int
+    overlap: str = Overlap.ALLOW
+
+
+_ACTIVE = (
+    ExecutionStatus.PENDING.value,
+    ExecutionStatus.QUEUED.value,
+    ExecutionStatus.RUNNING.value,
+)
+_WAITING = (ExecutionStatus.PENDING.value, ExecutionStatus.QUEUED.value)
+
+
+def _active_runs(task_ids: set[uuid.UUID]) -> dict[uuid.UUID, set[str]]:
+    """Statuses of the active executions of these tasks (served by the active-state index)."""
+    active: dict[uuid.UUID, set[str]] = {task_id: set() for task_id in task_ids}
+    rows = TaskExecution.objects.filter(task_id__in=task_ids, status__in=_ACTIVE).values_list(
+        "task_id", "status"
+    )
+    for task_id, status in rows:
+        active[task_id].add(status)
+    return active
+
+
+def _overlap_statuses(fires: Sequence[Fire]) -> tuple[list[tuple[str, str]], list[uuid.UUID]]:
+    """(status, error_message) per fire under each task's overlap policy, and the tasks whose
+    waiting runs a `cancel_other` fire supersedes. Fires of one task are taken in order, so a
+    catch-up burst under `skip` records one run and skips the rest."""
+    guarded = {fire.task_id for fire in fires if fire.overlap != Overlap.ALLOW}
+    active = _active_runs(guarded) if guarded else {}
+    outcome: list[tuple[str, str]] = []
+    cancel_waiting: list[uuid.UUID] = []
+    for fire in fires:
+        runs = active.get(fire.task_id)
+        if fire.overlap == Overlap.ALLOW or runs is None:
+            outcome.append((ExecutionStatus.QUEUED.value, ""))
+            continue
+        if not runs or fire.overlap == Overlap.CANCEL_OTHER:
+            if runs and fire.overlap == Overlap.CANCEL_OTHER:
+                cancel_waiting.append(fire.task_id)
+            outcome.append((ExecutionStatus.QUEUED.value, ""))
+            runs.clear()
+            runs.add(ExecutionStatus.QUEUED.value)
+        elif fire.overlap == Overlap.BUFFER_ONE and not runs & set(_WAITING):
+            # Held as pending; `due_pending_promote` releases it once the running one ends.
+            outcome.append((ExecutionStatus.PENDING.value, ""))
+            runs.add(ExecutionStatus.PENDING.value)
+        else:
+            outcome.append(
+                (ExecutionStatus.SKIPPED.value, "overlap: an earlier run is still active")
+            )
+    return outcome, cancel_waiting
+
+
+def _cancel_waiting(task_ids: list[uuid.UUID], *, now: datetime) -> None:
+    """`cancel_other`: waiting runs of these tasks are cancelled (a conditional UPDATE, so a
+    run a worker claims meanwhile is left alone). Stopping a *running* one is the worker's
+    cancellation path, not the scheduler's."""
+    TaskExecution.objects.filter(task_id__in=task_ids, status__in=_WAITING).update(
+        status=ExecutionStatus.CANCELLED,
+        error_message="overlap: superseded by a newer fire",
+        completed_at=now,
+        updated_at=now,
+    )
 
 
 _FIRE_COLUMNS = (
@@ -67,17 +129,18 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
     """
     if not fires:
         return []
+    statuses, cancel_waiting = _overlap_statuses(fires)
     table = TaskExecution._meta.db_table
     columns = ", ".join(_FIRE_COLUMNS)
     placeholders = "(" + ", ".join(["%s"] * len(_FIRE_COLUMNS)) + ")"
     params: list[object] = []
-    for fire in fires:
+    for fire, (status, error_message) in zip(fires, statuses, strict=True):
         execution_id = uuid.uuid4()
         row = {
             "id": execution_id,
             "tenant_id": fire.tenant_id,
             "task_id": fire.task_id,
-            "status": ExecutionStatus.QUEUED.value,
+            "status": status,
             "trigger": Trigger.SCHEDULE.value,
             "priority": fire.priority,
             "queue": fire.queue,
@@ -87,7 +150,7 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
             "max_attempts": fire.max_attempts,
             "root_execution_id": execution_id,
             "worker_id": "",
-            "error_message": "",
+            "error_message": error_message,
             "error_class": "",
             "dead_lettered": False,
             "created_at": now,
@@ -99,12 +162,15 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
         f"INSERT INTO {table} ({columns}) VALUES "
         + ", ".join([placeholders] * len(fires))
         + " ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING"
-        + " RETURNING id, tenant_id, queue"
+        + " RETURNING id, tenant_id, queue, status"
     )
     with transaction.atomic(), connection.cursor() as cursor:
+        if cancel_waiting:
+            _cancel_waiting(cancel_waiting, now=now)
         cursor.execute(sql, params)
         inserted = cursor.fetchall()
-    return [_doorbell(row) for row in inserted]
+    queued = ExecutionStatus.QUEUED.value
+    return [_doorbell(row[:3]) for row in inserted if row[3] == queued]
 
 
 def _doorbell(row: Sequence[object]) -> Doorbell:
@@ -139,10 +205,22 @@ def _mark_queued(
 
 
 def due_pending_promote(*, now: datetime, limit: int) -> list[Doorbell]:
-    """pending rows whose time has come (retries, deferred runs) -> queued."""
+    """pending rows whose time has come (retries, deferred runs) -> queued. A task with
+    overlap=buffer_one keeps its pending run back while another of its runs is running."""
+    table = TaskExecution._meta.db_table
+    tasks = TaskDefinition._meta.db_table
+    held_back = (
+        f"NOT EXISTS (SELECT 1 FROM {tasks} t WHERE t.id = {table}.task_id AND t.overlap = %s "
+        f"AND EXISTS (SELECT 1 FROM {table} r WHERE r.task_id = t.id AND r.status = %s))"
+    )
     return _mark_queued(
-        where_sql="status = %s AND scheduled_at <= %s",
-        where_params=[ExecutionStatus.PENDING.value, _db_value("scheduled_at", now)],
+        where_sql=f"status = %s AND scheduled_at <= %s AND {held_back}",
+        where_params=[
+            ExecutionStatus.PENDING.value,
+            _db_value("scheduled_at", now),
+            Overlap.BUFFER_ONE.value,
+            ExecutionStatus.RUNNING.value,
+        ],
         now=now,
         limit=limit,
     )
