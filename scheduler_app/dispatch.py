@@ -15,7 +15,6 @@ The worker consumes both as ordinary `workers.run_execution` tasks.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 import socket
@@ -59,54 +58,33 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     return cached[1], cached[2]
 
 
+_BODY = '[["%s"], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
+# The JSON `json.dumps` produces for the message below, as a template: ids are UUID strings
+# and queues/origins plain names, so nothing needs escaping; a test pins it to json.dumps.
+_MESSAGE = (
+    '{"body": "%(body)s", "content-encoding": "utf-8", "content-type": "application/json", '
+    '"headers": {"lang": "py", "task": "' + RUN_EXECUTION_TASK + '", "id": "%(task_id)s", '
+    '"shadow": null, "eta": null, "expires": null, "group": null, "group_index": null, '
+    '"retries": 0, "timelimit": [null, null], "root_id": "%(task_id)s", "parent_id": null, '
+    '"argsrepr": "[\'%(execution_id)s\']", "kwargsrepr": "{}", "origin": "%(origin)s", '
+    '"ignore_result": null, "replaced_task_nesting": 0, "stamped_headers": null, "stamps": {}, '
+    '"tenant_id": "%(tenant_id)s"}, "properties": {"correlation_id": "%(task_id)s", '
+    '"delivery_mode": 2, "delivery_info": {"exchange": "", "routing_key": "%(queue)s"}, '
+    '"priority": 0, "body_encoding": "base64", "delivery_tag": "%(delivery_tag)s"}}'
+)
+
+
 def doorbell_message(bell: Doorbell, *, origin: str) -> str:
     """The JSON kombu's Redis transport stores for `send_task(RUN_EXECUTION_TASK, [id])`."""
-    task_id = str(uuid.uuid4())
-    body = base64.b64encode(
-        json.dumps(
-            [
-                [bell.execution_id],
-                {},
-                {"callbacks": None, "errbacks": None, "chain": None, "chord": None},
-            ]
-        ).encode()
-    ).decode()
-    message = {
-        "body": body,
-        "content-encoding": "utf-8",
-        "content-type": "application/json",
-        "headers": {
-            "lang": "py",
-            "task": RUN_EXECUTION_TASK,
-            "id": task_id,
-            "shadow": None,
-            "eta": None,
-            "expires": None,
-            "group": None,
-            "group_index": None,
-            "retries": 0,
-            "timelimit": [None, None],
-            "root_id": task_id,
-            "parent_id": None,
-            "argsrepr": repr([bell.execution_id]),
-            "kwargsrepr": "{}",
-            "origin": origin,
-            "ignore_result": None,
-            "replaced_task_nesting": 0,
-            "stamped_headers": None,
-            "stamps": {},
-            "tenant_id": bell.tenant_id,
-        },
-        "properties": {
-            "correlation_id": task_id,
-            "delivery_mode": 2,
-            "delivery_info": {"exchange": "", "routing_key": bell.queue},
-            "priority": 0,
-            "body_encoding": "base64",
-            "delivery_tag": str(uuid.uuid4()),
-        },
+    return _MESSAGE % {
+        "body": base64.b64encode((_BODY % bell.execution_id).encode()).decode(),
+        "task_id": uuid.uuid4(),
+        "execution_id": bell.execution_id,
+        "origin": origin,
+        "tenant_id": bell.tenant_id,
+        "queue": bell.queue,
+        "delivery_tag": uuid.uuid4(),
     }
-    return json.dumps(message)
 
 
 def publish(doorbells: Iterable[Doorbell]) -> int:

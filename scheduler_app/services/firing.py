@@ -130,6 +130,8 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
     if not fires:
         return []
     statuses, cancel_waiting = _overlap_statuses(fires)
+    if connection.vendor == "postgresql":
+        return _fires_record_postgres(fires, statuses, cancel_waiting, now=now)
     table = TaskExecution._meta.db_table
     columns = ", ".join(_FIRE_COLUMNS)
     placeholders = "(" + ", ".join(["%s"] * len(_FIRE_COLUMNS)) + ")"
@@ -169,6 +171,70 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
             _cancel_waiting(cancel_waiting, now=now)
         cursor.execute(sql, params)
         inserted = cursor.fetchall()
+    queued = ExecutionStatus.QUEUED.value
+    return [_doorbell(row[:3]) for row in inserted if row[3] == queued]
+
+
+# On PostgreSQL a batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
+# statement whatever the batch size (a VALUES list of 18 x 2,000 parameters spends more time
+# in client-side query building than in the database).
+_UNNEST_INSERT = """
+INSERT INTO {table} (id, tenant_id, task_id, status, priority, queue, scheduled_at,
+    max_attempts, error_message, root_execution_id, trigger, queued_at, attempt, worker_id,
+    error_class, dead_lettered, created_at, updated_at)
+SELECT u.id, u.tenant_id, u.task_id, u.status, u.priority, u.queue, u.scheduled_at,
+    u.max_attempts, u.error_message, u.id, %b, %b, 1, '', '', false, %b, %b
+FROM unnest(%b::uuid[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], %b::text[],
+    %b::timestamptz[], %b::int[], %b::text[])
+    AS u(id, tenant_id, task_id, status, priority, queue, scheduled_at, max_attempts,
+         error_message)
+ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING
+RETURNING id, tenant_id, queue, status
+"""
+
+
+def _server_bound_cursor():
+    """A psycopg cursor with server-side binding on Django's connection (same transaction):
+    the arrays travel as parameters instead of being quoted into the SQL text, which is what
+    Django's client-side cursor would spend most of a batch doing."""
+    import psycopg
+
+    connection.ensure_connection()
+    return psycopg.Cursor(connection.connection)
+
+
+def _fires_record_postgres(
+    fires: Sequence[Fire],
+    statuses: list[tuple[str, str]],
+    cancel_waiting: list[uuid.UUID],
+    *,
+    now: datetime,
+) -> list[Doorbell]:
+    columns: list[list[object]] = [[] for _ in range(9)]
+    for fire, (status, error_message) in zip(fires, statuses, strict=True):
+        for column, value in zip(
+            columns,
+            (
+                uuid.uuid4(),
+                fire.tenant_id,
+                fire.task_id,
+                status,
+                fire.priority,
+                fire.queue,
+                fire.scheduled_at,
+                fire.max_attempts,
+                error_message,
+            ),
+            strict=True,
+        ):
+            column.append(value)
+    sql = _UNNEST_INSERT.format(table=TaskExecution._meta.db_table)
+    with transaction.atomic():
+        if cancel_waiting:
+            _cancel_waiting(cancel_waiting, now=now)
+        with _server_bound_cursor() as cursor:
+            cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
+            inserted = cursor.fetchall()
     queued = ExecutionStatus.QUEUED.value
     return [_doorbell(row[:3]) for row in inserted if row[3] == queued]
 
@@ -243,6 +309,17 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
     if not updates:
         return
     table = TaskDefinition._meta.db_table
+    if connection.vendor == "postgresql":
+        # One statement per batch instead of one UPDATE per task.
+        ids, nexts, lasts = (list(column) for column in zip(*updates, strict=True))
+        with transaction.atomic(), _server_bound_cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} AS t SET next_fire_at = u.next_fire_at, "
+                "last_fired_at = u.last_fired_at FROM unnest(%b::uuid[], %b::timestamptz[], "
+                "%b::timestamptz[]) AS u(id, next_fire_at, last_fired_at) WHERE t.id = u.id",
+                [ids, nexts, lasts],
+            )
+        return
     id_field = TaskDefinition._meta.get_field("id")
     time_field = TaskDefinition._meta.get_field("next_fire_at")
     rows = [
