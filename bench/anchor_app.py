@@ -8,14 +8,14 @@ import os
 
 from celery import Celery
 
-app = Celery("anchor", broker=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/13"))
+app = Celery("anchor", broker=os.environ["REDIS_URL"])
 app.conf.update(
     task_serializer="json",
     accept_content=["json"],
     timezone="UTC",
     enable_utc=True,
     beat_max_loop_interval=1,
-    redbeat_redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/13"),
+    redbeat_redis_url=os.environ["REDIS_URL"],
     redbeat_key_prefix="rb:",
     # redbeat's default lock (5 x max interval) expires during a long burst and the beat
     # dies with LockNotOwnedError; the fire-storm runs it with a long lock unless told not to.

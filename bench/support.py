@@ -184,3 +184,72 @@ def sample_queue(
         if process is not None and process.poll() is not None and now > start_at:
             return count, first, last
         time.sleep(interval)
+
+
+def tasks_copy(
+    count: int,
+    *,
+    row: Callable[[int], tuple[str, str, str, datetime | None]],
+    created_at: datetime,
+) -> None:
+    """COPY `count` task definitions in (a million in well under a minute).
+    `row(i)` gives (schedule_type, expression, timezone, next_fire_at)."""
+    from django.db import connection
+
+    from scheduler_app.models import TaskDefinition
+
+    tenant = bench_tenant()
+    columns = (
+        "id, tenant_id, name, description, schedule_type, schedule_expression, timezone, "
+        "handler_type, handler_config, parameters, timeout_seconds, max_attempts, backoff, "
+        "base_delay_seconds, max_delay_seconds, priority, enabled, paused, tags, notifications, "
+        "catchup, overlap, jitter_seconds, next_fire_at, created_at, updated_at, changed_at"
+    )
+    handler = '{"type": "python", "callable": "noop"}'
+    from django.db import transaction
+
+    sql = f"COPY {TaskDefinition._meta.db_table} ({columns}) FROM STDIN"
+    connection.ensure_connection()
+    with transaction.atomic(), connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
+        for index in range(count):
+            schedule_type, expression, zone, next_fire_at = row(index)
+            copy.write_row(
+                (
+                    uuid.uuid4(),
+                    tenant.id,
+                    f"s{index}",
+                    "",
+                    schedule_type,
+                    expression,
+                    zone,
+                    "python",
+                    handler,
+                    "{}",
+                    300,
+                    3,
+                    "exponential",
+                    10.0,
+                    3600.0,
+                    5,
+                    True,
+                    False,
+                    "[]",
+                    "{}",
+                    "latest",
+                    "allow",
+                    0,
+                    next_fire_at,
+                    created_at,
+                    created_at,
+                    created_at,
+                )
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {TaskDefinition._meta.db_table}")
+
+
+def is_full(args: list[str]) -> bool:
+    """`python -m bench full` (make bench-full) or `--full` on a named scenario."""
+    import sys
+
+    return "--full" in args or sys.argv[1:2] == ["full"]

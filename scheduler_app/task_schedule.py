@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 from scheduler_app.choices import ScheduleType
 from scheduler_app.schedules import Schedule, parse_schedule
@@ -24,18 +25,32 @@ def schedule_for(
     # Interval fires land on whole seconds counted from the task's creation.
     if anchor is not None:
         anchor = anchor.replace(microsecond=0)
-    schedule: Schedule = parse_schedule(
+    if schedule_type == ScheduleType.CRON:
+        anchor = run_at = None  # a cron schedule depends on its text and zone only
+    schedule = _parsed(schedule_type, expression, timezone, run_at, anchor)
+    if start_at is not None or end_at is not None:
+        schedule = WindowedSchedule(schedule, start_at, end_at)
+    if jitter_seconds:
+        schedule = JitteredSchedule(schedule, int(jitter_seconds), seed)
+    return schedule
+
+
+@lru_cache(maxsize=65536)
+def _parsed(
+    schedule_type: str,
+    expression: str,
+    timezone: str,
+    run_at: datetime | None,
+    anchor: datetime | None,
+) -> Schedule:
+    """Schedules are immutable: a million tasks on a few hundred distinct crons share them."""
+    return parse_schedule(
         schedule_type=schedule_type,
         expression=expression,
         timezone=timezone,
         run_at=run_at,
         anchor=anchor,
     )
-    if start_at is not None or end_at is not None:
-        schedule = WindowedSchedule(schedule, start_at, end_at)
-    if jitter_seconds:
-        schedule = JitteredSchedule(schedule, int(jitter_seconds), seed)
-    return schedule
 
 
 def schedule_of_task(task) -> Schedule:

@@ -141,7 +141,12 @@ class SchedulerEngine:
         self._seen_changes = {k: v for k, v in self._seen_changes.items() if v >= horizon}
 
     def _apply_row(self, row: dict, *, now: datetime) -> bool:
-        self._seen_changes[row["id"]] = row["changed_at"]
+        # Only changes the next poll can still see need remembering (not a million at load).
+        if (
+            self._change_cursor is None
+            or row["changed_at"] >= self._change_cursor - CHANGE_FEED_OVERLAP
+        ):
+            self._seen_changes[row["id"]] = row["changed_at"]
         schedulable = (
             row["enabled"]
             and not row["paused"]
