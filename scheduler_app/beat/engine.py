@@ -31,6 +31,7 @@ from scheduler_app.services.firing import (
     fires_record,
     next_fires_save,
     stale_queued_requeue,
+    takeover_queued_republish,
 )
 from scheduler_app.task_schedule import schedule_for
 
@@ -198,7 +199,10 @@ class SchedulerEngine:
         started = time.monotonic()
         now = timezone.now()
         self.follow_changes(now=now)
+        was_leading = self.leading
         leading = self.leading = self.lock.try_acquire()
+        if leading and not was_leading:
+            self._republish_after_takeover()
         if leading:
             self._fire_due()
             self._promote_pending()
@@ -283,6 +287,17 @@ class SchedulerEngine:
                 return
             for entry in due:
                 self.heap.reschedule(entry, entry.schedule.next_after(horizon))
+
+    def _republish_after_takeover(self) -> None:
+        now = timezone.now()
+        since = now - self.config.late_grace - timedelta(seconds=TICK_BUDGET_SECONDS)
+        while self.lock.is_held():
+            bells = takeover_queued_republish(since=since, now=now, limit=self.config.batch_size)
+            if bells:
+                self.published_total += publish(bells)
+                logger.info("republished %d queued executions of the previous leader", len(bells))
+            if len(bells) < self.config.batch_size:
+                return
 
     def _promote_pending(self) -> None:
         while self.lock.is_held():

@@ -304,6 +304,26 @@ def stale_queued_requeue(*, now: datetime, grace_seconds: float, limit: int) -> 
     )
 
 
+def takeover_queued_republish(*, since: datetime, now: datetime, limit: int) -> list[Doorbell]:
+    """Ring again the queued rows recorded since `since` that nobody started yet.
+
+    A leader killed between committing a batch and publishing it leaves queued rows without
+    a doorbell; the leader that takes over republishes its predecessor's last seconds at once
+    instead of waiting for the requeue grace. Rows that did get their doorbell get a second
+    one, which the worker's claim (compare-and-swap) drops: at least once from the broker,
+    once per attempt in the database."""
+    return _mark_queued(
+        where_sql="status = %s AND queued_at >= %s AND queued_at < %s",
+        where_params=[
+            ExecutionStatus.QUEUED.value,
+            _db_value("queued_at", since),
+            _db_value("queued_at", now),
+        ],
+        now=now,
+        limit=limit,
+    )
+
+
 def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime]]) -> None:
     """Persist where each fired task's schedule now stands (task id, next fire, last fired)."""
     if not updates:
