@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from scheduler_app.beat.heap import Entry, ScheduleHeap
@@ -105,15 +106,34 @@ class SchedulerEngine:
     def load(self, *, now: datetime | None = None) -> int:
         now = now or timezone.now()
         self._change_cursor = now
-        rows = TaskDefinition.objects.filter(
-            enabled=True, paused=False, deleted_at__isnull=True
-        ).exclude(schedule_type=ScheduleType.MANUAL)
         loaded = 0
-        for row in rows.values(*_ENTRY_FIELDS).iterator(chunk_size=5000):
+        for row in self._schedulable_rows():
             if self._apply_row(row, now=now):
                 loaded += 1
         logger.info("scheduler %s loaded %d schedules", self.lock.node_id, loaded)
         return loaded
+
+    def _schedulable_rows(self) -> Iterator[dict]:
+        rows = TaskDefinition.objects.filter(
+            enabled=True, paused=False, deleted_at__isnull=True
+        ).exclude(schedule_type=ScheduleType.MANUAL)
+        if connection.vendor != "postgresql":
+            yield from rows.values(*_ENTRY_FIELDS).iterator(chunk_size=5000)
+            return
+        # A million rows: a named (server-side) cursor in binary format, big fetches and
+        # no ORM per row: half the load time goes into decoding timestamps as text otherwise.
+        sql, params = rows.values_list(*_ENTRY_FIELDS).query.sql_with_params()
+        connection.ensure_connection()
+        with (
+            transaction.atomic(),
+            connection.connection.cursor(
+                name=f"scheduler_load_{uuid.uuid4().hex[:8]}", binary=True
+            ) as cursor,
+        ):
+            cursor.itersize = 20000
+            cursor.execute(sql.replace("%s", "%b") if params else sql, params)
+            for values in cursor:
+                yield dict(zip(_ENTRY_FIELDS, values, strict=True))
 
     def follow_changes(self, *, now: datetime) -> int:
         if self._change_cursor is None:
