@@ -7,7 +7,6 @@ import json
 import pytest
 from django.conf import settings
 
-from scheduler_app.models import TaskDefinition
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.tasks import task_pause
 from tests.factories import make_task
