@@ -212,6 +212,8 @@ def run(args: list[str]) -> Result:
     support.setup()
     full = support.is_full(args)
     sizes = [10_000, 50_000] if full else [10_000]
+    chosen = [int(a.split("=", 1)[1]) for a in args if a.startswith("--size=")]
+    sizes = chosen or sizes
     timeout = 120.0 if full else 60.0
     result = Result(
         scenario=NAME,
