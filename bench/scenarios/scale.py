@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 from bench import support
 from bench.report import Result
@@ -74,6 +75,11 @@ def probe() -> None:
     loaded = engine.load()
     load_seconds = time.perf_counter() - started
     rss_after = process.memory_info().rss
+    # Schedules due within two minutes are moved past them (what firing them would do), so
+    # that the idle ticks below are idle and the measured tick fires exactly 1,000.
+    horizon = timezone.now() + timedelta(seconds=120)
+    for entry in engine.heap.pop_due(horizon, len(engine.heap)):
+        engine.heap.reschedule(entry, entry.schedule.next_after(horizon))
     # Idle ticks: follow the change feed, try the lock, nothing due.
     lock.try_acquire()
     engine.tick()
@@ -85,7 +91,9 @@ def probe() -> None:
     names = [f"s{index}" for index in range(DUE_PER_TICK)]
     due_now = timezone.now()
     for task_id in TaskDefinition.objects.filter(name__in=names).values_list("id", flat=True):
-        engine.heap.reschedule(engine.heap.get(task_id), due_now)
+        entry = engine.heap.get(task_id)
+        if entry is not None:
+            engine.heap.reschedule(entry, due_now)
     started = time.perf_counter()
     while engine.fired_total < DUE_PER_TICK and time.perf_counter() - started < 30:
         engine.tick()
@@ -124,7 +132,9 @@ def run(args: list[str]) -> Result:
         notes=[
             "load computes every schedule's next fire (next_fire_at empty);"
             " 70% cron (12 expressions x 4 zones), 30% intervals; idle tick = median of 20;"
-            " tick_1000_due = recording and publishing 1,000 due fires"
+            " tick_1000_due = recording and publishing 1,000 due fires; before the tick"
+            " measurements, schedules due in the next 2 min are moved past them (so the idle"
+            " tick is idle: at 1M, 30 s/1 min schedules otherwise fire thousands a second)"
         ],
     )
     for count in sizes:
