@@ -83,6 +83,13 @@ def _spec_from_admin(obj: TaskDefinition) -> dict:
         "tags": obj.tags,
         "notifications": obj.notifications,
         "enabled": obj.enabled,
+        "policy": {
+            "catchup": obj.catchup,
+            "overlap": obj.overlap,
+            "jitter_seconds": obj.jitter_seconds,
+            "start_at": obj.start_at,
+            "end_at": obj.end_at,
+        },
     }
 
 
@@ -132,7 +139,16 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         "next_fire_at",
         "last_fired_at",
     ]
-    list_filter = ["tenant", "schedule_type", "handler_type", "enabled", "paused", "priority"]
+    list_filter = [
+        "tenant",
+        "schedule_type",
+        "handler_type",
+        "enabled",
+        "paused",
+        "priority",
+        "catchup",
+        "overlap",
+    ]
     search_fields = ["name", "description", "schedule_expression"]
     readonly_fields = [
         "id",

@@ -79,3 +79,20 @@ def tier_for_priority(priority: int) -> str:
 
 
 TIERS = (Tier.CRITICAL.value, Tier.NORMAL.value, Tier.BULK.value)
+
+
+class Catchup(models.TextChoices):
+    """What a scheduler that was down does with the fires it missed (inside the window)."""
+
+    NONE = "none"
+    LATEST = "latest"
+    ALL = "all"
+
+
+class Overlap(models.TextChoices):
+    """What a fire does while an earlier run of the same task is still active."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+    CANCEL_OTHER = "cancel_other"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 from scheduler_app.choices import ScheduleType
 from scheduler_app.schedules import Schedule, parse_schedule
+from scheduler_app.schedules.shaping import JitteredSchedule, WindowedSchedule
 
 
 def schedule_for(
@@ -15,10 +17,33 @@ def schedule_for(
     timezone: str,
     run_at: datetime | None,
     anchor: datetime | None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    jitter_seconds: int = 0,
+    seed: str = "",
 ) -> Schedule:
     # Interval fires land on whole seconds counted from the task's creation.
     if anchor is not None:
         anchor = anchor.replace(microsecond=0)
+    if schedule_type == ScheduleType.CRON:
+        anchor = run_at = None  # a cron schedule depends on its text and zone only
+    schedule = _parsed(schedule_type, expression, timezone, run_at, anchor)
+    if start_at is not None or end_at is not None:
+        schedule = WindowedSchedule(schedule, start_at, end_at)
+    if jitter_seconds:
+        schedule = JitteredSchedule(schedule, int(jitter_seconds), seed)
+    return schedule
+
+
+@lru_cache(maxsize=65536)
+def _parsed(
+    schedule_type: str,
+    expression: str,
+    timezone: str,
+    run_at: datetime | None,
+    anchor: datetime | None,
+) -> Schedule:
+    """Schedules are immutable: a million tasks on a few hundred distinct crons share them."""
     return parse_schedule(
         schedule_type=schedule_type,
         expression=expression,
@@ -35,6 +60,10 @@ def schedule_of_task(task) -> Schedule:
         timezone=task.timezone,
         run_at=task.run_at,
         anchor=task.created_at,
+        start_at=task.start_at,
+        end_at=task.end_at,
+        jitter_seconds=task.jitter_seconds,
+        seed=str(task.id),
     )
 
 

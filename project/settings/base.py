@@ -184,7 +184,10 @@ CELERY_BEAT_MAX_LOOP_INTERVAL = 1
 SCHEDULER = {
     # Prefix for every key this project keeps in Redis (tests give each run its own).
     "REDIS_KEY_PREFIX": env_str("SCHEDULER_REDIS_PREFIX", "sched:"),
-    "LOCK_TTL_SECONDS": env_float("SCHEDULER_LOCK_TTL", 6.0),
+    # Failover: a SIGKILLed leader's lock expires after the TTL (renewed every TTL/3,
+    # trusted for 80% of it) and a standby tries every LOCK_TRY: takeover <= TTL + try.
+    "LOCK_TTL_SECONDS": env_float("SCHEDULER_LOCK_TTL", 1.5),
+    "LOCK_TRY_SECONDS": env_float("SCHEDULER_LOCK_TRY_SECONDS", 0.25),
     "TICK_SECONDS": env_float("SCHEDULER_TICK_SECONDS", 0.5),
     "FIRE_BATCH_SIZE": env_int("SCHEDULER_FIRE_BATCH", 1000),
     "CATCHUP_WINDOW_SECONDS": env_int("SCHEDULER_CATCHUP_WINDOW", 300),

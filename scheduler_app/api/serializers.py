@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from scheduler_app.choices import Backoff, ScheduleType
+from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 
@@ -22,6 +22,16 @@ class RetryPolicyInput(serializers.Serializer):
     backoff = serializers.ChoiceField(choices=Backoff.choices, required=False)
     base_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
     max_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
+
+
+class PolicyInput(serializers.Serializer):
+    """Scheduling policies; the service checks what depends on the schedule (jitter, window)."""
+
+    catchup = serializers.ChoiceField(choices=Catchup.choices, required=False)
+    overlap = serializers.ChoiceField(choices=Overlap.choices, required=False)
+    jitter_seconds = serializers.IntegerField(required=False, min_value=0, max_value=3600)
+    start_at = serializers.DateTimeField(required=False, allow_null=True)
+    end_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
 class HandlerInput(serializers.DictField):
@@ -41,6 +51,7 @@ class TaskInput(serializers.Serializer):
     handler = HandlerInput()
     timeout_seconds = serializers.IntegerField(required=False, min_value=1, max_value=7 * 86400)
     retry_policy = RetryPolicyInput(required=False)
+    policy = PolicyInput(required=False)
     priority = serializers.IntegerField(required=False, min_value=1, max_value=10)
     parameters = serializers.DictField(required=False)
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
@@ -56,6 +67,7 @@ class TaskOutput(serializers.ModelSerializer):
     schedule = serializers.SerializerMethodField()
     handler = serializers.JSONField(source="handler_config")
     retry_policy = serializers.SerializerMethodField()
+    policy = serializers.SerializerMethodField()
 
     class Meta:
         model = TaskDefinition
@@ -67,6 +79,7 @@ class TaskOutput(serializers.ModelSerializer):
             "handler",
             "timeout_seconds",
             "retry_policy",
+            "policy",
             "priority",
             "parameters",
             "tags",
@@ -94,6 +107,19 @@ class TaskOutput(serializers.ModelSerializer):
             "base_delay_seconds": task.base_delay_seconds,
             "max_delay_seconds": task.max_delay_seconds,
         }
+
+    def get_policy(self, task: TaskDefinition) -> dict:
+        return {
+            "catchup": task.catchup,
+            "overlap": task.overlap,
+            "jitter_seconds": task.jitter_seconds,
+            "start_at": _iso(task.start_at),
+            "end_at": _iso(task.end_at),
+        }
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
 class ExecutionOutput(serializers.ModelSerializer):

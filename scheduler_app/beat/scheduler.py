@@ -52,6 +52,7 @@ class LeaderScheduler(beat.Scheduler):
                 requeue_grace_seconds=config["REQUEUE_GRACE_SECONDS"],
                 housekeeping_seconds=config["HOUSEKEEPING_SECONDS"],
                 lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
+                lock_try_seconds=config["LOCK_TRY_SECONDS"],
             ),
         )
         self._engine.load()

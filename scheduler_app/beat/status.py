@@ -19,14 +19,24 @@ logger = logging.getLogger(__name__)
 NODE_STATUS_TTL_SECONDS = 30
 
 
+def _timestamp(moment) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
 def publish_node_status(engine: SchedulerEngine, *, leading: bool) -> None:
     status = {
         "node": engine.lock.node_id,
         "role": "leader" if leading else "standby",
         "epoch": engine.lock.epoch if leading else None,
         "schedules": len(engine.heap),
+        "heap_size": len(engine.heap),
         "fired_total": engine.fired_total,
         "published_total": engine.published_total,
+        # How far behind the change feed this node's heap is (worst row of its last poll).
+        "change_feed_lag_seconds": round(engine.change_feed_lag_seconds, 3),
+        "change_feed_polled_at": _timestamp(engine.change_feed_polled_at),
+        "last_tick_at": _timestamp(engine.last_tick_at),
+        "last_tick_seconds": round(engine.last_tick_seconds, 4),
         "reported_at": time.time(),
     }
     try:

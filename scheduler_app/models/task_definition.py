@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as utc_now
 
-from scheduler_app.choices import Backoff, HandlerType, ScheduleType
+from scheduler_app.choices import Backoff, Catchup, HandlerType, Overlap, ScheduleType
 from scheduler_app.models.tenant import Tenant
 
 
@@ -39,6 +39,13 @@ class TaskDefinition(models.Model):
     paused = models.BooleanField(default=False)
     tags = models.JSONField(default=list, blank=True)
     notifications = models.JSONField(default=dict, blank=True)
+
+    # Scheduling policies (ARCHITECTURE §6).
+    catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
+    overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
+    jitter_seconds = models.PositiveIntegerField(default=0)
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
 
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)

@@ -7,13 +7,14 @@ error names the field in the request's own dotted terms (`schedule.expression`).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
 
-from scheduler_app.choices import Backoff, ScheduleType
+from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.task_schedule import schedule_for
@@ -23,6 +24,8 @@ from workers.handlers.validation import validate_handler_config
 
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
 MAX_ATTEMPTS = 100
+MAX_JITTER_SECONDS = 3600
+POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
 
 
 def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
@@ -94,6 +97,81 @@ def _retry_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _aware(value: Any, *, field: str) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            value = None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValidationFailed(
+            f"{field} must be an ISO 8601 date-time with a UTC offset", field=field
+        )
+    return value.astimezone(UTC)
+
+
+def _policy_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
+    """`policy`: {catchup, overlap, jitter_seconds, start_at, end_at}, every key optional."""
+    unknown = sorted(set(policy) - set(POLICY_KEYS))
+    if unknown:
+        raise ValidationFailed(f"unknown policy key {unknown[0]!r}", field=f"policy.{unknown[0]}")
+    fields: dict[str, Any] = {}
+    for key, choices in (("catchup", Catchup), ("overlap", Overlap)):
+        if key in policy:
+            if policy[key] not in choices.values:
+                allowed = ", ".join(choices.values)
+                raise ValidationFailed(
+                    f"policy.{key} must be one of {allowed}", field=f"policy.{key}"
+                )
+            fields[key] = policy[key]
+    if "jitter_seconds" in policy:
+        jitter = policy["jitter_seconds"]
+        if isinstance(jitter, float) and jitter.is_integer():
+            jitter = int(jitter)
+        if isinstance(jitter, bool) or not isinstance(jitter, int):
+            raise ValidationFailed(
+                "policy.jitter_seconds must be a whole number", field="policy.jitter_seconds"
+            )
+        _require_range(jitter, field="policy.jitter_seconds", low=0, high=MAX_JITTER_SECONDS)
+        fields["jitter_seconds"] = jitter
+    for key in ("start_at", "end_at"):
+        if key in policy:
+            fields[key] = _aware(policy[key], field=f"policy.{key}")
+    return fields
+
+
+def _check_policy_fits(fields: Mapping[str, Any], *, anchor: datetime) -> None:
+    """Window order, and a jitter smaller than the gap between fires (a larger one would
+    let a jittered fire overtake the next and lose it)."""
+    start_at, end_at = fields.get("start_at"), fields.get("end_at")
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        raise ValidationFailed("policy.end_at must be after policy.start_at", field="policy.end_at")
+    jitter = fields.get("jitter_seconds") or 0
+    if not jitter or fields.get("schedule_type") not in (ScheduleType.CRON, ScheduleType.INTERVAL):
+        return
+    schedule = schedule_for(
+        schedule_type=fields["schedule_type"],
+        expression=fields["schedule_expression"],
+        timezone=fields["timezone"],
+        run_at=None,
+        anchor=anchor,
+    )
+    moment, fires = anchor, []
+    for _ in range(6):
+        moment = schedule.next_after(moment)
+        if moment is None:
+            break
+        fires.append(moment)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(fires)]
+    if gaps and jitter >= min(gaps):
+        raise ValidationFailed(
+            f"policy.jitter_seconds must be less than the {min(gaps):g} s between fires",
+            field="policy.jitter_seconds",
+        )
+
+
 def task_spec_to_fields(
     spec: Mapping[str, Any], *, anchor: datetime, partial: bool = False
 ) -> dict[str, Any]:
@@ -137,6 +215,11 @@ def task_spec_to_fields(
         fields["notifications"] = _notifications(fields["notifications"])
     if "enabled" in spec:
         fields["enabled"] = bool(spec["enabled"])
+    if "policy" in spec:
+        policy = spec.get("policy") or {}
+        if not isinstance(policy, Mapping):
+            raise ValidationFailed("policy must be a JSON object", field="policy")
+        fields.update(_policy_fields(policy))
     return fields
 
 
@@ -159,3 +242,8 @@ def _notifications(value: Mapping[str, Any]) -> dict[str, list[str]]:
             )
         clean[event] = names
     return clean
+
+
+def policy_check(fields: Mapping[str, Any], *, anchor: datetime) -> None:
+    """Cross-field checks on the task's final fields (after a PATCH merged them)."""
+    _check_policy_fits(fields, anchor=anchor)

@@ -14,7 +14,7 @@ from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-from scheduler_app.services.task_spec import task_spec_to_fields
+from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import first_fire_after
 
 
@@ -34,6 +34,20 @@ def _save_checked(task: TaskDefinition) -> None:
         raise
 
 
+def _check_policies(task: TaskDefinition) -> None:
+    policy_check(
+        {
+            "start_at": task.start_at,
+            "end_at": task.end_at,
+            "jitter_seconds": task.jitter_seconds,
+            "schedule_type": task.schedule_type,
+            "schedule_expression": task.schedule_expression,
+            "timezone": task.timezone,
+        },
+        anchor=task.created_at,
+    )
+
+
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=now)
@@ -45,6 +59,7 @@ def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> 
         changed_at=now,
         **fields,
     )
+    _check_policies(task)
     _refresh_next_fire(task, now=now)
     _save_checked(task)
     return task
@@ -69,10 +84,12 @@ def task_update(
             "parameters",
             "tags",
             "notifications",
+            *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))
     for name, value in fields.items():
         setattr(task, name, value)
+    _check_policies(task)
     task.changed_at = now
     _refresh_next_fire(task, now=now)
     _save_checked(task)

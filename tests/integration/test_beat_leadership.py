@@ -19,7 +19,9 @@ from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LOCK_TTL = 3.0
+LOCK_TTL = 1.5
+# The target is 2 s (TTL + one standby try); other test runs share these two cores.
+TAKEOVER_LIMIT = 3.5
 
 
 def _lock_view() -> LeaderLock:
@@ -83,7 +85,7 @@ def test_killing_the_leader_hands_firing_to_the_standby_within_the_lock_ttl(tena
     )
     takeover_seconds = new_leader.since - killed_at
     assert new_leader.epoch == leader_info.epoch + 1
-    assert takeover_seconds <= LOCK_TTL + 1.0, takeover_seconds
+    assert takeover_seconds <= TAKEOVER_LIMIT, takeover_seconds
 
     after_kill = timezone.now()
     wait_until(

@@ -44,8 +44,13 @@ def make_engine(redis_client):
         engine.lock.release()
 
 
-def _minutely_task_overdue(tenant, minutes: int, name: str = "minutely"):
-    task = make_task(tenant, name=name, schedule={"type": "cron", "expression": "* * * * *"})
+def _minutely_task_overdue(tenant, minutes: int, name: str = "minutely", catchup: str = "all"):
+    task = make_task(
+        tenant,
+        name=name,
+        schedule={"type": "cron", "expression": "* * * * *"},
+        policy={"catchup": catchup},
+    )
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
     TaskDefinition.objects.filter(id=task.id).update(next_fire_at=start)
     return task

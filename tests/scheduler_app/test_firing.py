@@ -96,3 +96,30 @@ def test_next_fire_positions_are_saved_in_one_batch(tenant):
     for task in tasks:
         task.refresh_from_db()
         assert task.next_fire_at == at and task.last_fired_at == at - timedelta(hours=1)
+
+
+def test_a_new_leader_rings_again_what_its_predecessor_recorded_last(tenant):
+    from scheduler_app.services.firing import takeover_queued_republish
+
+    task = make_task(tenant)
+    now = timezone.now()
+    recent = TaskExecution.objects.create(
+        tenant=tenant,
+        task=task,
+        status="queued",
+        scheduled_at=now,
+        queued_at=now - timedelta(seconds=2),
+    )
+    TaskExecution.objects.create(
+        tenant=tenant,
+        task=task,
+        status="queued",
+        scheduled_at=now - timedelta(hours=1),
+        queued_at=now - timedelta(hours=1),
+    )
+    TaskExecution.objects.create(
+        tenant=tenant, task=task, status="running", scheduled_at=now - timedelta(seconds=1)
+    )
+    bells = takeover_queued_republish(since=now - timedelta(seconds=10), now=now, limit=100)
+    assert [bell.execution_id for bell in bells] == [str(recent.id)]
+    assert takeover_queued_republish(since=now - timedelta(seconds=10), now=now, limit=100) == []

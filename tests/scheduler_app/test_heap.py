@@ -1,3 +1,4 @@
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -37,7 +38,7 @@ def test_a_changed_entry_replaces_its_old_heap_position():
     heap = ScheduleHeap()
     original = entry(T0)
     heap.upsert(original)
-    moved = Entry(**{**original.__dict__, "next_fire_at": T0 + timedelta(hours=2), "version": 0})
+    moved = dataclasses.replace(original, next_fire_at=T0 + timedelta(hours=2), version=0)
     heap.upsert(moved)
     assert heap.pop_due(T0 + timedelta(hours=1), limit=10) == []
     assert [e.task_id for e in heap.pop_due(T0 + timedelta(hours=3), limit=10)] == [

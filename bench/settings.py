@@ -1,0 +1,30 @@
+"""Settings for benchmarks: the project's, on a database and Redis db of their own, with
+django-celery-beat installed so its DatabaseScheduler can run beside ours."""
+
+import os
+
+os.environ["DATABASE_URL"] = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sched_bench"
+)
+if "BENCH_REDIS_URL" not in os.environ:
+    # Claim a Redis db number the way test runs do (they flush the dbs they claim), and
+    # hand it to the beats and workers a scenario starts through the environment.
+    import atexit
+    import uuid
+
+    from project.settings.test_redis import claim_redis_db, release_redis_db
+
+    _base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    _owner = f"bench-{uuid.uuid4().hex[:8]}"
+    os.environ["BENCH_REDIS_URL"], _number = claim_redis_db(_base, owner=_owner)
+    atexit.register(release_redis_db, _base, _number, owner=_owner)
+os.environ["REDIS_URL"] = os.environ["BENCH_REDIS_URL"]
+os.environ.pop("CELERY_BROKER_URL", None)
+os.environ["SCHEDULER_REDIS_PREFIX"] = "bench:"
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+from project.settings.base import *  # noqa: F403
+from project.settings.base import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "django_celery_beat"]
+DJANGO_CELERY_BEAT_TZ_AWARE = True

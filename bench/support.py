@@ -1,0 +1,255 @@
+"""Shared plumbing for scenarios: a fresh benchmark database and Redis db, bulk task rows,
+real beat processes, and sampling a Redis queue's length over time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parent.parent
+_ready = False
+
+
+def setup() -> None:
+    """Django on bench.settings, with the benchmark database created and migrated once."""
+    global _ready
+    if _ready:
+        return
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import bench.settings  # noqa: F401  (sets DATABASE_URL / REDIS_URL before Django reads them)
+
+    _create_database(os.environ["DATABASE_URL"])
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    _ready = True
+
+
+def _create_database(url: str) -> None:
+    import psycopg
+
+    parsed = urlparse(url)
+    name = parsed.path.lstrip("/")
+    admin_url = url.replace(parsed.path, "/postgres")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def redis():
+    import redis as redis_lib
+
+    return redis_lib.Redis.from_url(os.environ["REDIS_URL"])
+
+
+def reset() -> None:
+    """Empty the scheduling tables and the benchmark's Redis db."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "TRUNCATE scheduler_app_taskexecution, scheduler_app_executionlog, "
+            "django_celery_beat_periodictask, django_celery_beat_intervalschedule, "
+            "django_celery_beat_crontabschedule CASCADE"
+        )
+        cursor.execute("DELETE FROM scheduler_app_taskdefinition")
+        cursor.execute("VACUUM ANALYZE scheduler_app_taskexecution")
+    redis().flushdb()
+
+
+def bench_tenant():
+    from scheduler_app.models import Tenant
+
+    tenant, _ = Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
+    return tenant
+
+
+def tasks_bulk_create(
+    count: int,
+    *,
+    schedule_type: str,
+    expression: Callable[[int], str],
+    next_fire_at: Callable[[int], datetime | None],
+    prefix: str = "t",
+    **fields,
+) -> None:
+    """Insert task definitions directly (bulk_create in chunks): the services validate one at
+    a time, which is not what is being measured here."""
+    from django.utils import timezone
+
+    from scheduler_app.models import TaskDefinition
+
+    tenant = bench_tenant()
+    now = timezone.now()
+    chunk: list[TaskDefinition] = []
+    for index in range(count):
+        chunk.append(
+            TaskDefinition(
+                id=uuid.uuid4(),
+                tenant=tenant,
+                name=f"{prefix}{index}",
+                schedule_type=schedule_type,
+                schedule_expression=expression(index),
+                handler_type="python",
+                handler_config={"type": "python", "callable": "noop"},
+                created_at=now,
+                changed_at=now,
+                next_fire_at=next_fire_at(index),
+                **fields,
+            )
+        )
+        if len(chunk) == 5000:
+            TaskDefinition.objects.bulk_create(chunk)
+            chunk = []
+    if chunk:
+        TaskDefinition.objects.bulk_create(chunk)
+
+
+def service_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="bench.settings",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+        CELERY_SEND_EVENTS="false",
+    )
+    env.update(extra)
+    return env
+
+
+def spawn(argv: list[str], *, log_name: str, **env: str) -> subprocess.Popen:
+    log_dir = ROOT / "bench" / "results" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = (log_dir / f"{log_name}.log").open("w")
+    return subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=ROOT,
+        env=service_env(**env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def stop(process: subprocess.Popen, *, kill: bool = False) -> None:
+    import signal
+
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+def sample_queue(
+    keys: list[str],
+    *,
+    expected: int,
+    start_at: float,
+    timeout: float,
+    interval: float = 0.02,
+    process: subprocess.Popen | None = None,
+) -> tuple[int, float | None, float | None]:
+    """Poll the total length of `keys` until it reaches `expected` or `timeout` seconds after
+    `start_at` (wall clock). Returns (count, seconds to first message, seconds to last)."""
+    client = redis()
+    first = last = None
+    count = 0
+    while True:
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            pipe.llen(key)
+        total = sum(pipe.execute())
+        now = time.time()
+        if total and first is None:
+            first = now - start_at
+        if total > count:
+            count, last = total, now - start_at
+        if count >= expected or now - start_at > timeout:
+            return count, first, last
+        if process is not None and process.poll() is not None and now > start_at:
+            return count, first, last
+        time.sleep(interval)
+
+
+def tasks_copy(
+    count: int,
+    *,
+    row: Callable[[int], tuple[str, str, str, datetime | None]],
+    created_at: datetime,
+) -> None:
+    """COPY `count` task definitions in (a million in well under a minute).
+    `row(i)` gives (schedule_type, expression, timezone, next_fire_at)."""
+    from django.db import connection
+
+    from scheduler_app.models import TaskDefinition
+
+    tenant = bench_tenant()
+    columns = (
+        "id, tenant_id, name, description, schedule_type, schedule_expression, timezone, "
+        "handler_type, handler_config, parameters, timeout_seconds, max_attempts, backoff, "
+        "base_delay_seconds, max_delay_seconds, priority, enabled, paused, tags, notifications, "
+        "catchup, overlap, jitter_seconds, next_fire_at, created_at, updated_at, changed_at"
+    )
+    handler = '{"type": "python", "callable": "noop"}'
+    from django.db import transaction
+
+    sql = f"COPY {TaskDefinition._meta.db_table} ({columns}) FROM STDIN"
+    connection.ensure_connection()
+    with transaction.atomic(), connection.connection.cursor() as cursor, cursor.copy(sql) as copy:
+        for index in range(count):
+            schedule_type, expression, zone, next_fire_at = row(index)
+            copy.write_row(
+                (
+                    uuid.uuid4(),
+                    tenant.id,
+                    f"s{index}",
+                    "",
+                    schedule_type,
+                    expression,
+                    zone,
+                    "python",
+                    handler,
+                    "{}",
+                    300,
+                    3,
+                    "exponential",
+                    10.0,
+                    3600.0,
+                    5,
+                    True,
+                    False,
+                    "[]",
+                    "{}",
+                    "latest",
+                    "allow",
+                    0,
+                    next_fire_at,
+                    created_at,
+                    created_at,
+                    created_at,
+                )
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {TaskDefinition._meta.db_table}")
+
+
+def is_full(args: list[str]) -> bool:
+    """`python -m bench full` (make bench-full) or `--full` on a named scenario."""
+    import sys
+
+    return "--full" in args or sys.argv[1:2] == ["full"]
