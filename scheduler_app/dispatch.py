@@ -50,10 +50,13 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     url = app.conf.broker_url or ""
     if not url.startswith(("redis://", "rediss://")):
         return None
+    prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix") or ""
+    # Keyed by everything that decides where a message lands: a forked child must not share
+    # the parent's socket, and a changed broker URL or key prefix needs a fresh client.
+    identity = (os.getpid(), url, prefix)
     cached = getattr(_local, "client", None)
-    if cached is None or cached[0] != (os.getpid(), url):
-        prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix") or ""
-        cached = ((os.getpid(), url), redis.Redis.from_url(url), prefix)
+    if cached is None or cached[0] != identity:
+        cached = (identity, redis.Redis.from_url(url), prefix)
         _local.client = cached
     return cached[1], cached[2]
 

@@ -103,6 +103,9 @@ def test_creating_a_task_in_the_admin_validates_through_the_service(staff_client
             "enabled": "on",
             "tags": "[]",
             "notifications": "{}",
+            "catchup": "latest",
+            "overlap": "allow",
+            "jitter_seconds": 0,
         },
     )
     assert response.status_code == 302, response.content[:2000]
