@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from scheduler_app import selectors
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.tenancy import dashboard_membership
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.services import dead_letters, tasks
 
 WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
@@ -67,3 +67,27 @@ def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> 
     else:
         raise Http404("unknown action")
     return redirect("dashboard:dlq")
+
+
+@login_required
+@require_POST
+def execution_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
+    """Cancel: a waiting run never starts; a running one has its process group killed."""
+    from scheduler_app.services.fleet import execution_cancel
+
+    tenant = _operator_tenant(request)
+    if tenant is None:
+        return HttpResponseForbidden("operators only")
+    try:
+        execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    if action != "cancel":
+        raise Http404("unknown action")
+    try:
+        outcome = execution_cancel(execution=execution)
+    except DomainError as error:  # it had already ended
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Execution {execution.id}: {outcome}")
+    return redirect("dashboard:execution", execution_id=execution.id)

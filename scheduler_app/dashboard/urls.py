@@ -16,6 +16,11 @@ urlpatterns = [
     path("tasks/<str:task_id>", views.task_detail, name="task"),
     path("tasks/<str:task_id>/<str:action>", actions.task_action, name="task-action"),
     path("executions/<str:execution_id>", views.execution_detail, name="execution"),
+    path(
+        "executions/<str:execution_id>/<str:action>",
+        actions.execution_action,
+        name="execution-action",
+    ),
     path("workers", views.workers, name="workers"),
     path("dlq", views.dead_letters, name="dlq"),
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),

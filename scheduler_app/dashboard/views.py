@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from scheduler_app import selectors
+from scheduler_app.choices import ACTIVE_STATUSES
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
 from scheduler_app.errors import NotFound
 from scheduler_app.monitoring import missed, stats, system
@@ -130,6 +131,7 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             else "",
             "log_tail": "\n".join(log_text.splitlines()[-200:]),
             "log_persisted": log is not None,
+            "cancellable": execution.status in ACTIVE_STATUSES,
         },
     )
 

@@ -81,3 +81,24 @@ def test_dead_letter_retry_and_delete(signed_in, busy_task):
     TaskExecution.objects.filter(id=dead.id).update(dead_lettered=True)
     signed_in.post(f"/dashboard/dlq/{dead.id}/delete")
     assert not TaskExecution.objects.filter(task=busy_task, dead_lettered=True).exists()
+
+
+def test_cancel_button_cancels_a_waiting_run_before_it_starts(signed_in, tenant):
+    from scheduler_app.services.tasks import task_trigger
+
+    task = make_task(tenant, name="cancel-me", schedule={"type": "manual"})
+    execution = task_trigger(task=task)
+    page = signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
+    assert "execution-cancel" in page
+    response = signed_in.post(f"/dashboard/executions/{execution.id}/cancel")
+    assert response.status_code == 302
+    execution.refresh_from_db()
+    assert execution.status == "cancelled" and execution.started_at is None
+    # An ended run has no button, and a second cancel changes nothing.
+    assert (
+        "execution-cancel"
+        not in signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
+    )
+    signed_in.post(f"/dashboard/executions/{execution.id}/cancel")
+    execution.refresh_from_db()
+    assert execution.status == "cancelled"
