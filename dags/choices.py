@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from django.db import models
 
+# DAG schedules share the tasks' catch-up and overlap semantics, and so their choices.
+from scheduler_app.choices import Catchup, Overlap
+
+__all__ = ["Catchup", "FailurePolicy", "NodeStatus", "Overlap", "RunStatus", "TriggerRule"]
+
 
 class FailurePolicy(models.TextChoices):
     SKIP_DOWNSTREAM = "skip_downstream"
@@ -15,19 +20,6 @@ class TriggerRule(models.TextChoices):
     ALL_SUCCESS = "all_success"
     ALL_DONE = "all_done"
     ONE_SUCCESS = "one_success"
-
-
-class Catchup(models.TextChoices):
-    NONE = "none"
-    LATEST = "latest"
-    ALL = "all"
-
-
-class Overlap(models.TextChoices):
-    ALLOW = "allow"
-    SKIP = "skip"
-    BUFFER_ONE = "buffer_one"
-    CANCEL_OTHER = "cancel_other"
 
 
 class RunStatus(models.TextChoices):

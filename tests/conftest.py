@@ -5,9 +5,18 @@ import os
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from scheduler_app.services.tenants import tenant_create_with_admin
+
+# Property tests check correctness, not speed: on a loaded 2-core machine (CI runs the suite
+# beside real workers) an example may exceed hypothesis's default 200 ms deadline.
+hypothesis_settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("suite")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
