@@ -10,6 +10,7 @@ stays the source of truth).
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
@@ -33,6 +34,8 @@ from dags.models import DagNodeExecution, DagNodeState, DagRun
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger, tier_for_priority
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.models import TaskDefinition, TaskExecution
+
+logger = logging.getLogger(__name__)
 
 RUN, SKIP, UPSTREAM_FAILED = "run", NodeStatus.SKIPPED, NodeStatus.UPSTREAM_FAILED
 
@@ -393,8 +396,8 @@ def _run_end(*, run: DagRun, status: str) -> bool:
 
 def run_abort(*, run: DagRun, status: str, reason: str) -> None:
     """fail_all or a cancel: end the run now, cancel every node that has not ended and
-    every execution of it that has not started. Running executions finish on their own
-    and their result is ignored (their node is already cancelled)."""
+    every execution of it that has not started, and tell the workers running the others to
+    kill them (after commit; their node is already cancelled, so a late result is ignored)."""
     was_queued = run.status == RunStatus.QUEUED
     if was_queued:
         DagRun.objects.filter(id=run.id, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING)
@@ -407,11 +410,29 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> None:
     )
     DagRun.objects.filter(id=run.id).update(remaining_nodes=0)
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
-    TaskExecution.objects.filter(
-        root_execution_id__in=list(roots), status__in=WAITING_STATUSES
-    ).update(
+    roots = list(roots)
+    TaskExecution.objects.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
         status=ExecutionStatus.CANCELLED,
         completed_at=now,
         error_message=f"DAG run ended: {reason}",
         updated_at=now,
     )
+    running = [
+        str(execution_id)
+        for execution_id in TaskExecution.objects.filter(
+            root_execution_id__in=roots, status=ExecutionStatus.RUNNING
+        ).values_list("id", flat=True)
+    ]
+    if running:
+        transaction.on_commit(lambda: _running_executions_stop(running))
+
+
+def _running_executions_stop(execution_ids: list[str]) -> None:
+    """The same signal as `POST /executions/{id}/cancel`: the worker kills the run."""
+    from workers.control import cancel_request
+
+    for execution_id in execution_ids:
+        try:
+            cancel_request(execution_id=execution_id)
+        except Exception:  # Redis away: the run finishes on its own and is ignored
+            logger.exception("could not ask the worker to stop execution %s", execution_id)
