@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
@@ -17,23 +18,21 @@ from scheduler_app.services import dead_letters, tasks
 WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
 
 
-def _operator_tenant(request: HttpRequest):
+def _operator_object(request: HttpRequest, getter, **lookup):
+    """The object a button acts on, for operators and admins of its tenant only."""
     membership = dashboard_membership(request)
     if membership.role not in WRITE_ROLES:
-        return None
-    return membership.tenant
+        raise PermissionDenied("operators only")
+    try:
+        return getter(tenant=membership.tenant, **lookup)
+    except NotFound as error:
+        raise Http404(str(error)) from error
 
 
 @login_required
 @require_POST
 def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse:
-    tenant = _operator_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("operators only")
-    try:
-        task = selectors.task_get(tenant=tenant, task_id=task_id)
-    except NotFound as error:
-        raise Http404(str(error)) from error
+    task = _operator_object(request, selectors.task_get, task_id=task_id)
     if action == "trigger":
         execution = tasks.task_trigger(task=task)
         messages.success(request, f"Triggered {task.name}: execution {execution.id}")
@@ -51,13 +50,7 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
 @login_required
 @require_POST
 def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
-    tenant = _operator_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("operators only")
-    try:
-        execution = selectors.dead_letter_get(tenant=tenant, execution_id=execution_id)
-    except NotFound as error:
-        raise Http404(str(error)) from error
+    execution = _operator_object(request, selectors.dead_letter_get, execution_id=execution_id)
     if action == "retry":
         retry = dead_letters.dead_letter_retry(execution=execution)
         messages.success(request, f"Retrying as {retry.id}" if retry else "Already retried")
@@ -75,13 +68,7 @@ def execution_action(request: HttpRequest, execution_id: str, action: str) -> Ht
     """Cancel: a waiting run never starts; a running one has its process group killed."""
     from scheduler_app.services.fleet import execution_cancel
 
-    tenant = _operator_tenant(request)
-    if tenant is None:
-        return HttpResponseForbidden("operators only")
-    try:
-        execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
-    except NotFound as error:
-        raise Http404(str(error)) from error
+    execution = _operator_object(request, selectors.execution_get, execution_id=execution_id)
     if action != "cancel":
         raise Http404("unknown action")
     try:

@@ -68,7 +68,8 @@ def execution_claim(
     )
     if claimed != 1:
         return None
-    execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+    # The tenant comes along: the quota check right after the claim needs it.
+    execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
     record_run_started(
         tier=execution.queue, lag_seconds=(now - execution.scheduled_at).total_seconds()
     )

@@ -130,7 +130,7 @@ def quota_enforce_on_claim(
 ) -> Deferral | None:
     """Defer the claimed run if its tenant is over a quota; otherwise count it."""
     now = now or timezone.now()
-    tenant = Tenant.objects.get(id=execution.tenant_id)
+    tenant = execution.tenant  # loaded with the claim
     deferral = quota_check(tenant=tenant, now=now)
     if deferral is None:
         try:
