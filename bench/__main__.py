@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import subprocess
 import sys
 import time
 from types import ModuleType
@@ -49,6 +50,19 @@ def main(argv: list[str]) -> int:
             print(f"unknown scenario(s): {', '.join(unknown)}; try `python -m bench list`")
             return 2
         chosen, extra = [available[n] for n in names], [a for a in argv if a.startswith("-")]
+    if len(chosen) > 1:
+        # One process per scenario: each configures Django (and some their own database)
+        # for itself, and a scenario must not inherit another's settings or connections.
+        if argv[0] == "full" and "--full" not in extra:
+            extra = [*extra, "--full"]
+        failed = [
+            module.NAME
+            for module in chosen
+            if subprocess.call([sys.executable, "-m", "bench", module.NAME, *extra]) != 0
+        ]
+        if failed:
+            print(f"\nfailed: {', '.join(failed)}")
+        return 1 if failed else 0
     for module in chosen:
         started = time.monotonic()
         print(f"\n=== {module.NAME}: {getattr(module, 'DESCRIPTION', '')}")

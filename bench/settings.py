@@ -23,8 +23,17 @@ os.environ.pop("CELERY_BROKER_URL", None)
 os.environ["SCHEDULER_REDIS_PREFIX"] = "bench:"
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
-from project.settings.base import *  # noqa: F403
-from project.settings.base import INSTALLED_APPS
+# Importing project.settings.test_redis above imported project.settings, hence `base`, before
+# the environment was set: read `base` again, or this process would keep the default
+# REDIS_URL (db 0, shared) while the workers and beats it spawns use the benchmark's db.
+import importlib
+
+import project.settings.base
+
+importlib.reload(project.settings.base)
+
+from project.settings.base import *  # noqa: E402, F403
+from project.settings.base import INSTALLED_APPS  # noqa: E402
 
 INSTALLED_APPS = [*INSTALLED_APPS, "django_celery_beat"]
 DJANGO_CELERY_BEAT_TZ_AWARE = True

@@ -15,6 +15,8 @@ class Graph:
     nodes: dict[str, dict[str, Any]]
     downstream: dict[str, tuple[str, ...]]
     failure_policy: str
+    # The definition's `parameters`: defaults for every node of every run.
+    parameters: dict[str, Any]
 
     def ancestors(self, node_id: str) -> set[str]:
         return ancestors(self.nodes, node_id)
@@ -40,6 +42,7 @@ def graph_from_spec(spec: dict[str, Any]) -> Graph:
         nodes=nodes,
         downstream={k: tuple(v) for k, v in downstream.items()},
         failure_policy=spec["failure_policy"],
+        parameters=dict(spec.get("parameters") or {}),
     )
 
 

@@ -5,9 +5,19 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("project")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers", "scheduler_app", "dags"])
+
+
+@task_prerun.connect
+def _database_connections_checked(**kwargs) -> None:
+    """What Django does around a request, around a task: drop a connection that broke or
+    outlived CONN_MAX_AGE (Celery no longer closes it after every task: CELERY_DB_REUSE_MAX)."""
+    from django.db import close_old_connections
+
+    close_old_connections()

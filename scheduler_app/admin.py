@@ -7,6 +7,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from scheduler_app import selectors
 from scheduler_app.errors import DomainError
 from scheduler_app.models import (
     ApiKey,
@@ -123,6 +124,24 @@ _ADMIN_FIELD_FOR = {
 }
 
 
+class DagNodeTaskFilter(admin.SimpleListFilter):
+    """Hidden DAG node tasks are left out of the list unless asked for."""
+
+    title = "DAG node tasks"
+    parameter_name = "dag_nodes"
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        return [("show", "Included"), ("only", "Only")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]):
+        if self.value() == "show":
+            return queryset
+        visible = selectors.visible_tasks(queryset)
+        if self.value() == "only":
+            return queryset.exclude(pk__in=visible.values("pk"))
+        return visible
+
+
 @admin.register(TaskDefinition)
 class TaskDefinitionAdmin(admin.ModelAdmin):
     form = TaskDefinitionForm
@@ -140,6 +159,7 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         "last_fired_at",
     ]
     list_filter = [
+        DagNodeTaskFilter,
         "tenant",
         "schedule_type",
         "handler_type",

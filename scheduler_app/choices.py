@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from django.db import models
 
+# The tag of the hidden task definitions that run inline DAG nodes: they belong to their
+# DAG (reachable through it), not to the tenant's task lists.
+DAG_NODE_TAG = "dag-node"
+
 
 class ScheduleType(models.TextChoices):
     CRON = "cron"

@@ -1,12 +1,24 @@
-"""Fair dispatch: a per-tenant cap on doorbells waiting in each tier's broker queue.
+"""Fair dispatch: bound how long another tenant's run waits behind one tenant's doorbells.
 
-Celery queues are FIFO lists, so 5,000 doorbells of one tenant ahead of another tenant's
-one would make it wait for all 5,000. Instead, at most FAIR_INFLIGHT_PER_TENANT doorbells
-of one tenant wait in one tier at a time (a Redis sorted set per tenant and tier: member =
-execution id, score = publish time). A doorbell over the cap is not sent: its row goes
-back to `pending` (same scheduled_at) and the leader's promote loop offers it again on the
-next tick, by which time the tenant's earlier runs have been picked up. Another tenant's
-run is therefore never behind more than cap x tenants doorbells.
+Celery queues are FIFO lists, so 5,000 doorbells of one tenant ahead of another tenant's one
+would make it wait for all 5,000. So each tenant may have only so many doorbells waiting in a
+tier's broker queue at a time (a Redis sorted set per tenant and tier: member = execution id,
+score = publish time). A doorbell over the cap is not sent: its row goes back to `pending`
+(same scheduled_at) and the leader's promote loop offers it again on a later tick.
+
+The cap adapts to how fast the fleet drains the tier, so it is a bound in *time*, not in
+messages:
+
+    cap = max(FAIR_INFLIGHT_PER_TENANT, drain rate x FAIR_QUEUE_SECONDS / busy tenants)
+
+where the drain rate is the most doorbells of the tier that reached a worker in one second
+over the last few seconds (workers count them when they release a slot) and busy tenants are
+those that published to the tier lately. All busy tenants together then keep about
+FAIR_QUEUE_SECONDS of work in the queue, so another tenant's run starts within about that
+long, while a single busy tenant on an idle fleet gets the fleet's whole throughput: its
+burst is not held back as long as the fleet drains it within FAIR_QUEUE_SECONDS. The fixed
+floor keeps a cold fleet (no rate measured yet) dispatching; the rate then grows with what
+the fleet actually drains.
 
 A worker removes the id when the message reaches it; entries older than
 FAIR_INFLIGHT_STALE_SECONDS are forgotten, so a lost message cannot block a tenant.
@@ -15,6 +27,7 @@ FAIR_INFLIGHT_STALE_SECONDS are forgotten, so a lost message cannot block a tena
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,21 +43,38 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] = in-flight set; ARGV: now, stale_before, cap, ids... -> ids admitted
+# Seconds of drain counters kept and looked at (the current one included).
+RATE_WINDOW_SECONDS = 3
+# A tenant that published to a tier within this long counts as busy there.
+BUSY_SECONDS = 5.0
+
+# KEYS[1] = in-flight set of (tenant, tier), KEYS[2] = busy tenants of the tier,
+# KEYS[3..] = drained counters of the tier for the last seconds;
+# ARGV: now, stale_before, floor, queue_seconds, tenant_id, busy_since, ids... -> ids admitted
 _ADMIT = """
+local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-local room = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[1])
+redis.call('ZADD', KEYS[2], now, ARGV[5])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[6])
+redis.call('EXPIRE', KEYS[2], 60)
+local busy = math.max(1, redis.call('ZCARD', KEYS[2]))
+local rate = 0
+for i = 3, #KEYS do
+  rate = math.max(rate, tonumber(redis.call('GET', KEYS[i]) or '0'))
+end
+local cap = math.max(tonumber(ARGV[3]), math.ceil(rate * tonumber(ARGV[4]) / busy))
+local room = cap - redis.call('ZCARD', KEYS[1])
 local admitted = {}
-for i = 4, #ARGV do
+for i = 7, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
     table.insert(admitted, ARGV[i])
   elseif room > 0 then
-    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[i])
+    redis.call('ZADD', KEYS[1], now, ARGV[i])
     room = room - 1
     table.insert(admitted, ARGV[i])
   end
 end
-redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1]) - tonumber(ARGV[2])) + 60)
+redis.call('EXPIRE', KEYS[1], math.ceil(now - tonumber(ARGV[2])) + 60)
 return admitted
 """
 
@@ -53,10 +83,23 @@ def _inflight_key(tenant_id: str, queue: str) -> str:
     return redis_key(f"fair:inflight:{tenant_id}:{queue}")
 
 
+def _busy_key(queue: str) -> str:
+    return redis_key(f"fair:busy:{queue}")
+
+
+def _drained_key(queue: str, second: int) -> str:
+    return redis_key(f"fair:drained:{queue}:{second}")
+
+
+def _drained_keys(queue: str, now: float) -> list[str]:
+    second = int(now)
+    return [_drained_key(queue, second - back) for back in range(RATE_WINDOW_SECONDS)]
+
+
 def fair_admit(doorbells: Sequence[Doorbell]) -> list[Doorbell]:
     """The doorbells that may be sent now; the others are put back to `pending`."""
-    cap = settings.FAIR_INFLIGHT_PER_TENANT
-    if cap <= 0 or not doorbells:
+    floor = settings.FAIR_INFLIGHT_PER_TENANT
+    if floor <= 0 or not doorbells:
         return list(doorbells)
     groups: dict[tuple[str, str], list[Doorbell]] = defaultdict(list)
     for bell in doorbells:
@@ -71,7 +114,22 @@ def fair_admit(doorbells: Sequence[Doorbell]) -> list[Doorbell]:
         for (tenant_id, queue), bells in groups.items():
             ids = [bell.execution_id for bell in bells]
             allowed = set(
-                script(keys=[_inflight_key(tenant_id, queue)], args=[now, stale_before, cap, *ids])
+                script(
+                    keys=[
+                        _inflight_key(tenant_id, queue),
+                        _busy_key(queue),
+                        *_drained_keys(queue, now),
+                    ],
+                    args=[
+                        now,
+                        stale_before,
+                        floor,
+                        settings.FAIR_QUEUE_SECONDS,
+                        tenant_id,
+                        now - BUSY_SECONDS,
+                        *ids,
+                    ],
+                )
             )
             for bell in bells:
                 (
@@ -90,11 +148,41 @@ def fair_admit(doorbells: Sequence[Doorbell]) -> list[Doorbell]:
     return admitted
 
 
+def fair_promote_allowance(queues: Sequence[str]) -> int:
+    """How many due rows of one tenant and tier are worth promoting in one go: the largest cap
+    any single tenant could have in these tiers now (more would only be held back again)."""
+    floor = settings.FAIR_INFLIGHT_PER_TENANT
+    if floor <= 0:
+        return 0
+    now = time.time()
+    try:
+        keys = [key for queue in queues for key in _drained_keys(queue, now)]
+        rate = max(int(value or 0) for value in get_redis().mget(keys)) if keys else 0
+    except redis.RedisError:
+        return floor
+    return max(floor, math.ceil(rate * settings.FAIR_QUEUE_SECONDS))
+
+
+def fair_release_into(
+    pipe: redis.client.Pipeline, *, execution_id: str, tenant_id: str | None, queue: str | None
+) -> None:
+    """Queue on `pipe` what `fair_release` does (a worker batches it with its other writes)."""
+    if not tenant_id or not queue:
+        return
+    key = _drained_key(queue, int(time.time()))
+    pipe.zrem(_inflight_key(tenant_id, queue), execution_id)
+    pipe.incr(key)
+    pipe.expire(key, RATE_WINDOW_SECONDS + 5)
+
+
 def fair_release(*, execution_id: str, tenant_id: str | None, queue: str | None) -> None:
-    """The doorbell reached a worker: it no longer waits in the broker."""
+    """The doorbell reached a worker: it no longer waits in the broker, and counts towards
+    the tier's drain rate."""
     if not tenant_id or not queue:
         return
     try:
-        get_redis().zrem(_inflight_key(tenant_id, queue), execution_id)
+        pipe = get_redis().pipeline(transaction=False)
+        fair_release_into(pipe, execution_id=execution_id, tenant_id=tenant_id, queue=queue)
+        pipe.execute()
     except redis.RedisError as error:
         logger.debug("fair release failed: %s", error)

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import NotFound
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
 
@@ -26,7 +27,7 @@ def task_list(
     *, tenant: Tenant, filters: Mapping[str, str] | None = None
 ) -> QuerySet[TaskDefinition]:
     filters = filters or {}
-    tasks = TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True)
+    tasks = visible_tasks(TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True))
     if filters.get("tag"):
         tasks = (
             tasks.filter(tags__contains=[filters["tag"]])
@@ -40,6 +41,14 @@ def task_list(
     if filters.get("search"):
         tasks = tasks.filter(name__icontains=filters["search"])
     return tasks.order_by(*ordering_of(filters, TASK_ORDERINGS, default="name"), "id")
+
+
+def visible_tasks(tasks: QuerySet[TaskDefinition]) -> QuerySet[TaskDefinition]:
+    """Without the hidden tasks that run inline DAG nodes (tagged DAG_NODE_TAG): they are
+    reached through their DAG, and would flood task lists (one per node per version)."""
+    if _json_contains():
+        return tasks.exclude(tags__contains=[DAG_NODE_TAG])
+    return tasks.exclude(tags__icontains=f'"{DAG_NODE_TAG}"')
 
 
 TASK_ORDERINGS = (

@@ -20,18 +20,19 @@ def schedule_for(
     start_at: datetime | None = None,
     end_at: datetime | None = None,
     jitter_seconds: int = 0,
-    seed: str = "",
+    seed: object = "",
 ) -> Schedule:
-    # Interval fires land on whole seconds counted from the task's creation.
-    if anchor is not None:
-        anchor = anchor.replace(microsecond=0)
+    """The schedule object; `seed` (the task id) is only read for jitter."""
     if schedule_type == ScheduleType.CRON:
         anchor = run_at = None  # a cron schedule depends on its text and zone only
+    elif anchor is not None:
+        # Interval fires land on whole seconds counted from the task's creation.
+        anchor = anchor.replace(microsecond=0)
     schedule = _parsed(schedule_type, expression, timezone, run_at, anchor)
     if start_at is not None or end_at is not None:
         schedule = WindowedSchedule(schedule, start_at, end_at)
     if jitter_seconds:
-        schedule = JitteredSchedule(schedule, int(jitter_seconds), seed)
+        schedule = JitteredSchedule(schedule, int(jitter_seconds), str(seed))
     return schedule
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import collections
 import os
+import uuid
 
 import pytest
 from django.conf import settings
@@ -30,13 +32,64 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         )
 
 
-SERVICE_FIXTURES = {"db", "transactional_db", "django_db_setup", "redis_client", "live_worker"}
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Before a test's fixtures (its database among them) are torn down: a scheduler engine
+    ticked in this process may have started an alert evaluation on a thread of its own,
+    and its writes would race the test database's flush (a deadlock seen in CI-like runs)."""
+    from scheduler_app.alerting.hook import alerts_evaluation_wait
+
+    alerts_evaluation_wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test databases, dropped without leftovers: a live-server thread still
+    serving a request (a log stream the browser kept open) holds a session on the test
+    database, and DROP DATABASE would fail and leave it behind. Those sessions are ended
+    first; this teardown runs before pytest-django's own."""
+    yield
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        for alias in connections:
+            connection = connections[alias]
+            if connection.vendor != "postgresql":
+                continue
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+
+
+@pytest.fixture
+def private_broker():
+    """Broker queues of this test's own, under a unique key prefix: a test that starts, kills
+    and counts its own workers, or plays the worker itself, uses this so that no other
+    consumer of the same Redis db may take its runs. (The integration suites' shared worker
+    reads queues of its own prefix already; see `live_worker`.)"""
+    from tests.processes import broker_key_prefix
+
+    with broker_key_prefix(f"private-{uuid.uuid4().hex[:10]}:") as prefix:
+        yield prefix
+
+
+SERVICES_SKIP_REASON = "needs PostgreSQL and Redis (not reachable)"
+SERVICE_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_setup",
+    "redis_client",
+    "live_worker",
+    "shared_worker",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") != "1":
         return
-    skip = pytest.mark.skip(reason="needs PostgreSQL and Redis (not reachable)")
+    skip = pytest.mark.skip(reason=SERVICES_SKIP_REASON)
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if (
@@ -94,3 +147,25 @@ def api(tenant_and_user) -> APIClient:
 @pytest.fixture
 def other_user(db):
     return get_user_model().objects.create_user(username="stranger", password="pw-123456")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Without PostgreSQL and Redis: which suites were skipped for want of them, by folder and
+    file (on the xdist controller, from the workers' reports)."""
+    if os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") != "1":
+        return
+    skipped: dict[str, collections.Counter] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        if SERVICES_SKIP_REASON not in reason:
+            continue
+        path = report.nodeid.split("::", 1)[0]
+        folder, _, name = path.rpartition("/")
+        skipped.setdefault(folder, collections.Counter())[name] += 1
+    if not skipped:
+        return
+    terminalreporter.section("skipped: these suites need PostgreSQL and Redis")
+    for folder, files in sorted(skipped.items()):
+        terminalreporter.write_line(
+            f"{folder}/ ({sum(files.values())} tests): {', '.join(sorted(files))}"
+        )

@@ -44,6 +44,35 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
 
 
+@contextlib.contextmanager
+def broker_key_prefix(prefix: str):
+    """Broker queues under `prefix` for this process and the processes it starts meanwhile
+    (they inherit BROKER_KEY_PREFIX): this process publishes through a Celery connection with
+    the same `global_keyprefix`, and a worker started with the prefix reads only those
+    queues. The previous prefix is back on exit."""
+    from project.celery import app
+
+    previous_env = os.environ.get("BROKER_KEY_PREFIX")
+    previous_options = dict(app.conf.broker_transport_options or {})
+
+    def use(options: dict) -> None:
+        # Drop (not close) the cached pools: kombu's global producer pools still hold them.
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_transport_options = options
+
+    os.environ["BROKER_KEY_PREFIX"] = prefix
+    use({**previous_options, "global_keyprefix": prefix})
+    try:
+        yield prefix
+    finally:
+        use(previous_options)
+        if previous_env is None:
+            os.environ.pop("BROKER_KEY_PREFIX", None)
+        else:
+            os.environ["BROKER_KEY_PREFIX"] = previous_env
+
+
 def service_env(**overrides: str) -> dict[str, str]:
     """The environment a worker or beat needs to share this test's database and Redis."""
     env = {

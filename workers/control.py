@@ -7,9 +7,6 @@ poll (or while the worker reconnects to Redis) is not lost, and any worker can s
 from __future__ import annotations
 
 import logging
-import threading
-
-from django.conf import settings
 
 from scheduler_app.redis_client import get_redis, redis_key
 
@@ -48,38 +45,8 @@ def stop_requested(*, execution_id: str, claim_token: str) -> bool:
     return bool(get_redis().exists(_cancel_key(execution_id), _abandon_key(claim_token)))
 
 
-class CancelWatcher:
-    """Polls the cancel key while a handler runs and sets the handler's cancel event.
-
-    The handlers watch that event (the shell handler every 50 ms) and kill the process
-    group, so a cancel lands within poll interval + 50 ms."""
-
-    def __init__(
-        self, *, execution_id: str, claim_token: str, cancel_event: threading.Event
-    ) -> None:
-        self._execution_id = execution_id
-        self._claim_token = claim_token
-        self._event = cancel_event
-        self._stop = threading.Event()
-        self._interval = settings.FLEET["CANCEL_POLL_SECONDS"]
-        self._thread = threading.Thread(target=self._run, name="cancel-watcher", daemon=True)
-
-    def __enter__(self) -> CancelWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._event.is_set():
-            try:
-                if stop_requested(execution_id=self._execution_id, claim_token=self._claim_token):
-                    logger.info("execution %s: cancel requested", self._execution_id)
-                    self._event.set()
-                    return
-            except Exception:  # Redis blip: the next poll tries again
-                logger.exception("cancel poll of %s failed", self._execution_id)
-            if self._stop.wait(self._interval):
-                return
+def stop_requested_into(pipe, *, execution_id: str, claim_token: str) -> int:
+    """Queue `stop_requested` on a pipeline; returns the index of its reply (truthy = stop)."""
+    index = len(pipe)
+    pipe.exists(_cancel_key(execution_id), _abandon_key(claim_token))
+    return index

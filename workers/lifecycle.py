@@ -73,9 +73,12 @@ class Fleet:
     def beat(self) -> None:
         record = self.record
         record.last_heartbeat = time.time()
-        record.active_runs, record.completed_last_minute, record.error_count = (
-            registry.counters_read(record.hostname)
-        )
+        counted = registry.counters_read(record.hostname)
+        record.active_runs = counted.active_runs
+        record.completed_last_minute = counted.completed_last_minute
+        record.error_count = counted.error_count
+        record.completed_last_hour = counted.completed_last_hour
+        record.errors_last_hour = counted.errors_last_hour
         cpu, rss = self._usage()
         record.cpu_percent = cpu
         record.memory_rss_bytes = rss

@@ -2,9 +2,9 @@
 
 Only lines the size-capped sink keeps are streamed (plus its truncation marker), so the
 stream of one execution never holds more than the log cap, however much a task prints.
-Lines are sent by a side thread in pipelined batches: a chatty task costs one round trip
-per flush, not one per line. The stream expires a while after the run ends; the persisted
-ExecutionLog is the record.
+Lines are sent by the process's run watcher (`workers.run_watch`) in pipelined batches: a
+chatty task costs one round trip per flush, not one per line. The stream expires a while
+after the run ends; the persisted ExecutionLog is the record.
 """
 
 from __future__ import annotations
@@ -29,7 +29,11 @@ def log_stream_key(execution_id: str) -> str:
 
 
 class LiveLogSink:
-    """A BufferedLogSink (the persisted copy) that also tails into Redis."""
+    """A BufferedLogSink (the persisted copy) that also tails into Redis.
+
+    Lines wait in memory until the process's run watcher flushes them (every FLUSH_SECONDS)
+    or the run ends: `close_into` queues what is left and the end marker on the runner's
+    end-of-run pipeline."""
 
     def __init__(self, *, execution_id: str, max_bytes: int, secrets: tuple[str, ...] = ()) -> None:
         # Masking happens in the buffer, so the live tail never sees a secret either.
@@ -37,10 +41,11 @@ class LiveLogSink:
         self._key = log_stream_key(execution_id)
         self._pending: deque[str] = deque()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        # Held while lines are taken and sent, so batches reach the stream in order.
+        self._send_lock = threading.Lock()
+        self._streamed = False  # a line went to the stream: it exists and needs its end
         self._max_lines = settings.FLEET["LOG_STREAM_MAX_LINES"]
         self._ttl = settings.FLEET["LOG_STREAM_TTL_SECONDS"]
-        self._thread = threading.Thread(target=self._run, name="log-tail", daemon=True)
 
     # LogSink protocol ---------------------------------------------------------------
     def write(self, stream: str, line: str) -> None:
@@ -52,45 +57,41 @@ class LiveLogSink:
             # The buffer appended exactly one line (the new one, or its truncation marker).
             self._pending.append(self.buffer.last_line_rendered())
 
-    # lifecycle ------------------------------------------------------------------------
-    def __enter__(self) -> LiveLogSink:
-        self._thread.start()
-        return self
+    # sending --------------------------------------------------------------------------
+    def _take(self, limit: int) -> list[str]:
+        with self._lock:
+            return [self._pending.popleft() for _ in range(min(limit, len(self._pending)))]
 
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        self._flush()
+    def _lines_into(self, pipe, lines: list[str]) -> None:
+        if lines:
+            self._streamed = True
+        for line in lines:
+            pipe.xadd(self._key, {"line": line}, maxlen=self._max_lines, approximate=True)
 
-    def end(self, *, status: str) -> None:
-        """Tell followers the run is over (sent after the final status is committed)."""
-        try:
-            client = get_redis()
-            pipe = client.pipeline(transaction=False)
-            pipe.xadd(self._key, {"end": status}, maxlen=self._max_lines + 1, approximate=True)
-            pipe.expire(self._key, self._ttl)
-            pipe.execute()
-        except Exception:
-            logger.exception("could not close the log stream %s", self._key)
+    def flush(self) -> None:
+        """Send the buffered lines (the run watcher calls this while the run goes)."""
+        with self._send_lock:
+            while self._pending:
+                batch = self._take(BATCH_LINES)
+                try:
+                    pipe = get_redis().pipeline(transaction=False)
+                    self._lines_into(pipe, batch)
+                    pipe.expire(self._key, self._ttl)
+                    pipe.execute()
+                except Exception:  # the tail is best effort; the persisted log is the record
+                    logger.exception("live log tail of %s failed", self._key)
+                    return
 
-    def _run(self) -> None:
-        while not self._stop.wait(FLUSH_SECONDS):
-            self._flush()
-
-    def _flush(self) -> None:
-        while True:
-            with self._lock:
-                batch = [
-                    self._pending.popleft() for _ in range(min(BATCH_LINES, len(self._pending)))
-                ]
-            if not batch:
-                return
-            try:
-                pipe = get_redis().pipeline(transaction=False)
-                for line in batch:
-                    pipe.xadd(self._key, {"line": line}, maxlen=self._max_lines, approximate=True)
-                pipe.expire(self._key, self._ttl)
-                pipe.execute()
-            except Exception:  # the tail is best effort; the persisted log is the record
-                logger.exception("live log tail of %s failed", self._key)
-                return
+    def close_into(self, pipe, *, status: str) -> None:
+        """Queue the lines not sent yet and the end marker that tells followers the run is
+        over (the runner sends it after the final status is committed); nothing for a run
+        that never wrote a line."""
+        with self._send_lock:  # waits for a flush in progress: lines stay in order
+            lines = self._take(len(self._pending))
+        self._lines_into(pipe, lines)
+        if not self._streamed:
+            # A silent run has no stream: a follower sees the final status in the database
+            # (and the stored log) on its next idle poll. No key is created for nothing.
+            return
+        pipe.xadd(self._key, {"end": status}, maxlen=self._max_lines + 1, approximate=True)
+        pipe.expire(self._key, self._ttl)

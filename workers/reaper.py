@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 
-from scheduler_app.services.fleet import worker_executions_fail_lost
+from scheduler_app.services.fleet import worker_executions_fail_lost, worker_kept_runs_ring
 from workers.registry import (
     STATE_ACTIVE,
     STATE_DEAD,
@@ -53,6 +53,11 @@ def _reap() -> int:
                 worker_id=record.hostname,
                 reason=f"worker {record.hostname} stopped sending heartbeats",
             )
+            rung = worker_kept_runs_ring(worker_id=record.hostname)
+            if rung:
+                logger.warning(
+                    "rang %d queued runs dead worker %s had kept for itself", rung, record.hostname
+                )
     if failed:
         logger.warning("failed %d runs of dead workers (worker_lost); retries scheduled", failed)
     return failed

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -23,6 +24,8 @@ STATE_GONE = "gone"  # a clean shutdown: not dead, nothing to reap
 # How long a dead or gone worker stays visible in the registry.
 FORGET_AFTER_SECONDS = 3600
 COMPLETION_BUCKET_SECONDS = 10
+# Error rate over the last hour: per-minute buckets of finished and errored runs.
+HOUR_BUCKET_SECONDS = 60
 
 
 def sticky_queue_name(hostname: str) -> str:
@@ -46,7 +49,9 @@ class WorkerRecord:
     memory_percent: float = 0.0
     active_runs: int = 0
     completed_last_minute: int = 0
-    error_count: int = 0
+    error_count: int = 0  # since the worker started
+    completed_last_hour: int = 0
+    errors_last_hour: int = 0
     extra: dict = field(default_factory=dict)
 
     def silent_for(self, now: float) -> float:
@@ -59,6 +64,13 @@ class WorkerRecord:
     @property
     def free_slots(self) -> int:
         return max(0, self.concurrency - self.active_runs)
+
+    @property
+    def error_rate_last_hour(self) -> float | None:
+        """Errored runs / finished runs over the last hour (None: nothing finished)."""
+        if not self.completed_last_hour:
+            return None
+        return self.errors_last_hour / self.completed_last_hour
 
     def as_api(self, now: float) -> dict:
         data = asdict(self)
@@ -86,9 +98,16 @@ def worker_record_save(record: WorkerRecord) -> None:
     pipe.execute()
 
 
+def _record_from(raw: str) -> WorkerRecord:
+    # Fields this version does not know (written by a newer worker in a rolling deploy)
+    # are ignored rather than failing every reader.
+    known = {f.name for f in fields(WorkerRecord)}
+    return WorkerRecord(**{k: v for k, v in json.loads(raw).items() if k in known})
+
+
 def worker_record_get(hostname: str) -> WorkerRecord | None:
     raw = get_redis().get(_record_key(hostname))
-    return WorkerRecord(**json.loads(raw)) if raw else None
+    return _record_from(raw) if raw else None
 
 
 def worker_records() -> list[WorkerRecord]:
@@ -100,7 +119,7 @@ def worker_records() -> list[WorkerRecord]:
     forgotten = [name for name, raw in zip(names, raws, strict=True) if raw is None]
     if forgotten:
         client.srem(_members_key(), *forgotten)
-    return [WorkerRecord(**json.loads(raw)) for raw in raws if raw]
+    return [_record_from(raw) for raw in raws if raw]
 
 
 def worker_mark_dead(record: WorkerRecord) -> bool:
@@ -130,6 +149,14 @@ def _done_key(hostname: str, bucket: int) -> str:
     return redis_key(f"fleet:done:{hostname}:{bucket}")
 
 
+def _hour_done_key(hostname: str, minute: int) -> str:
+    return redis_key(f"fleet:done-m:{hostname}:{minute}")
+
+
+def _hour_errors_key(hostname: str, minute: int) -> str:
+    return redis_key(f"fleet:errors-m:{hostname}:{minute}")
+
+
 def counters_reset(hostname: str) -> None:
     get_redis().delete(_active_key(hostname), _errors_key(hostname))
 
@@ -138,22 +165,62 @@ def run_started(hostname: str) -> None:
     get_redis().incr(_active_key(hostname))
 
 
-def run_ended(hostname: str, *, errored: bool) -> None:
-    bucket = int(time.time() // COMPLETION_BUCKET_SECONDS)
-    pipe = get_redis().pipeline(transaction=False)
+def run_started_into(pipe, hostname: str) -> None:
+    pipe.incr(_active_key(hostname))
+
+
+def run_not_started_into(pipe, hostname: str) -> None:
+    """Undo `run_started_into` (a claimed run that did not run after all)."""
     pipe.decr(_active_key(hostname))
-    pipe.incr(_done_key(hostname, bucket))
-    pipe.expire(_done_key(hostname, bucket), 120)
-    if errored:
-        pipe.incr(_errors_key(hostname))
+
+
+def run_ended(hostname: str, *, errored: bool) -> None:
+    pipe = get_redis().pipeline(transaction=False)
+    run_ended_into(pipe, hostname, errored=errored)
     pipe.execute()
 
 
-def counters_read(hostname: str) -> tuple[int, int, int]:
-    """(active runs, runs completed in the last minute, errors since start)."""
-    now_bucket = int(time.time() // COMPLETION_BUCKET_SECONDS)
+def run_ended_into(pipe, hostname: str, *, errored: bool) -> None:
+    now = time.time()
+    bucket = int(now // COMPLETION_BUCKET_SECONDS)
+    minute = int(now // HOUR_BUCKET_SECONDS)
+    pipe.decr(_active_key(hostname))
+    pipe.incr(_done_key(hostname, bucket))
+    pipe.expire(_done_key(hostname, bucket), 120)
+    pipe.incr(_hour_done_key(hostname, minute))
+    pipe.expire(_hour_done_key(hostname, minute), 3600 + 2 * HOUR_BUCKET_SECONDS)
+    if errored:
+        pipe.incr(_errors_key(hostname))
+        pipe.incr(_hour_errors_key(hostname, minute))
+        pipe.expire(_hour_errors_key(hostname, minute), 3600 + 2 * HOUR_BUCKET_SECONDS)
+
+
+class FleetCounters(NamedTuple):
+    active_runs: int
+    completed_last_minute: int
+    error_count: int  # since start
+    completed_last_hour: int
+    errors_last_hour: int
+
+
+def counters_read(hostname: str) -> FleetCounters:
+    """What the pool processes counted, as the heartbeat publishes it (one MGET)."""
+    now = time.time()
+    now_bucket = int(now // COMPLETION_BUCKET_SECONDS)
+    now_minute = int(now // HOUR_BUCKET_SECONDS)
     per_minute = 60 // COMPLETION_BUCKET_SECONDS
+    per_hour = 3600 // HOUR_BUCKET_SECONDS
     keys = [_active_key(hostname), _errors_key(hostname)]
     keys += [_done_key(hostname, now_bucket - i) for i in range(per_minute)]
+    keys += [_hour_done_key(hostname, now_minute - i) for i in range(per_hour)]
+    keys += [_hour_errors_key(hostname, now_minute - i) for i in range(per_hour)]
     values = [int(v or 0) for v in get_redis().mget(keys)]
-    return max(0, values[0]), sum(values[2:]), values[1]
+    minute_end = 2 + per_minute
+    hour_end = minute_end + per_hour
+    return FleetCounters(
+        active_runs=max(0, values[0]),
+        completed_last_minute=sum(values[2:minute_end]),
+        error_count=values[1],
+        completed_last_hour=sum(values[minute_end:hour_end]),
+        errors_last_hour=sum(values[hour_end:]),
+    )

@@ -31,6 +31,16 @@ def sticky_hint_set(*, execution_id: str, worker_id: str, ttl_seconds: float = 0
         get_redis().set(_hint_key(execution_id), worker_id, ex=ttl)
 
 
+def sticky_hints_set(*, execution_ids: Sequence[str], worker_id: str) -> None:
+    """`sticky_hint_set` for many executions in one round trip (a DAG node's successors)."""
+    if not execution_ids or not worker_id or not settings.FLEET["STICKY_ROUTING"]:
+        return
+    pipe = get_redis().pipeline(transaction=False)
+    for execution_id in execution_ids:
+        pipe.set(_hint_key(execution_id), worker_id, ex=HINT_TTL_SECONDS)
+    pipe.execute()
+
+
 def _usable(record: WorkerRecord | None, now: float) -> bool:
     return (
         record is not None

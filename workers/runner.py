@@ -1,26 +1,48 @@
-"""Run one execution attempt: claim, execute the handler, finish. Called by the Celery task."""
+"""Run one execution attempt: claim, execute the handler, finish. Called by the Celery task.
+
+The hot path of the whole system (every run passes here), so it is kept to a few round
+trips: one statement claims the row and loads its task and tenant, one counts the tenant's
+running runs (quota), one statement finishes the row with its log, and the Redis
+bookkeeping of a run (fairness slot, lag histogram, quota counters, fleet counters, retry
+budget, a cancel check) travels in one pipeline at the start and one at the end.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler_app.fairness import fair_release
-from scheduler_app.services.executions import Claim, execution_claim, execution_finish
-from scheduler_app.services.quotas import compute_seconds_add, quota_enforce_on_claim
-from scheduler_app.services.retry_budget import retry_budget_note_execution
+from scheduler_app.fairness import fair_release, fair_release_into
+from scheduler_app.redis_client import get_redis
+from scheduler_app.services.executions import (
+    Claim,
+    execution_claim,
+    execution_finish,
+)
+from scheduler_app.services.quotas import (
+    compute_seconds_add_into,
+    quota_count_run_into,
+    quota_decide,
+    quota_defer,
+    quota_running_count,
+)
+from scheduler_app.services.retry_budget import (
+    retry_budget_note_execution_into,
+    retry_budget_unnote_execution_into,
+)
 from scheduler_app.services.secrets import referenced_names, secrets_resolve, substitute
 from workers import registry
-from workers.control import CancelWatcher
+from workers.control import stop_requested_into
 from workers.handlers import mask_outcome, run_handler
 from workers.handlers.base import HandlerContext, HandlerOutcome
-from workers.lease import LeaseKeeper
 from workers.live_logs import LiveLogSink
+from workers.run_watch import WatchedRun, run_watcher
 
 logger = logging.getLogger(__name__)
 
@@ -45,41 +67,77 @@ def execution_run(
     """Returns what happened, for the worker's log: 'duplicate', 'deferred', 'rejected' or the
     status."""
     config = settings.WORKER
-    fair_release(execution_id=execution_id, tenant_id=tenant_id, queue=queue)
+    pipe = get_redis().pipeline(transaction=False)
     claim = execution_claim(
-        execution_id=execution_id, worker_id=worker_id, lease_seconds=config["LEASE_SECONDS"]
+        execution_id=execution_id,
+        worker_id=worker_id,
+        lease_seconds=config["LEASE_SECONDS"],
+        metrics_pipe=pipe,
     )
     if claim is None:
         # Duplicate delivery, or the run was cancelled/taken meanwhile: nothing to do.
+        fair_release(execution_id=execution_id, tenant_id=tenant_id, queue=queue)
         logger.info("execution %s not claimable; dropping the message", execution_id)
         return "duplicate"
-    deferral = quota_enforce_on_claim(execution=claim.execution, claim_token=claim.claim_token)
-    if deferral is not None:
-        logger.info("execution %s deferred: tenant over %s", execution_id, deferral.quota)
+    start = _start(claim, pipe, worker_id=worker_id, tenant_id=tenant_id, queue=queue)
+    if start is None:
+        logger.info("execution %s deferred: tenant over quota", execution_id)
         return "deferred"
-    _note_start(worker_id)
     try:
-        status, accepted = _run_claimed(claim)
+        status, accepted = _run_claimed(claim, worker_id=worker_id, stop_requested=start)
     except BaseException:
         _note_end(worker_id, errored=True)
         raise
-    _note_end(worker_id, errored=status != "success")
-    execution = claim.execution
-    if execution.started_at is not None:
-        compute_seconds_add(
-            tenant_id=execution.tenant_id,
-            seconds=(timezone.now() - execution.started_at).total_seconds(),
-        )
     return status if accepted else "rejected"
 
 
-def _note_start(worker_id: str) -> None:
-    # Fleet counters are for operators and budgets: a Redis blip must not fail the run.
+@dataclass(frozen=True)
+class _Started:
+    at: datetime
+    stop_requested: bool
+
+
+def _start(
+    claim: Claim, pipe, *, worker_id: str, tenant_id: str | None, queue: str | None
+) -> _Started | None:
+    """The quota check and the start-of-run bookkeeping, sent on `pipe` (which holds the
+    claim's lag observation already); None when the run was deferred.
+
+    Counters are for operators, fairness and budgets: a Redis blip must not fail the run (the
+    Redis quotas then err towards running)."""
+    execution, now = claim.execution, timezone.now()
+    running = quota_running_count(tenant_id=execution.tenant_id)
+    replies = None
+    fair_release_into(pipe, execution_id=str(execution.id), tenant_id=tenant_id, queue=queue)
+    counted = quota_count_run_into(pipe, tenant_id=execution.tenant_id, now=now)
+    registry.run_started_into(pipe, worker_id)
+    retry_budget_note_execution_into(pipe, at=now)
+    stop_index = stop_requested_into(
+        pipe, execution_id=str(execution.id), claim_token=str(claim.claim_token)
+    )
     try:
-        registry.run_started(worker_id)
-        retry_budget_note_execution(at=timezone.now())
+        replies = pipe.execute(raise_on_error=False)
     except Exception:
         logger.exception("could not count the start of a run")
+    deferral = quota_decide(
+        tenant=execution.tenant, running=running, counted=counted, replies=replies
+    )
+    if deferral is None:
+        stop = replies is not None and not isinstance(replies[stop_index], Exception)
+        return _Started(at=now, stop_requested=stop and bool(replies[stop_index]))
+    logger.info("execution %s: tenant over %s", execution.id, deferral.quota)
+    if replies is not None:
+        try:
+            undo = get_redis().pipeline(transaction=False)
+            registry.run_not_started_into(undo, worker_id)
+            retry_budget_unnote_execution_into(undo, at=now)
+            undo.execute()
+        except Exception:
+            logger.exception("could not uncount a deferred run")
+    quota_defer(
+        execution=execution, claim_token=claim.claim_token, deferral=deferral, counted=counted
+    )
+    return None
 
 
 def _note_end(worker_id: str, *, errored: bool) -> None:
@@ -113,7 +171,21 @@ def _resolve_secrets(claim: Claim) -> _Resolved:
     )
 
 
-def _run_claimed(claim: Claim) -> tuple[str, bool]:
+@dataclass
+class Executed:
+    """A handler's outcome (secrets masked) and the log it wrote."""
+
+    outcome: HandlerOutcome
+    sink: LiveLogSink
+
+
+def _run_claimed(claim: Claim, *, worker_id: str, stop_requested: _Started) -> tuple[str, bool]:
+    executed = execute_claimed(claim, stop_requested=stop_requested.stop_requested)
+    return finish_claimed(claim, executed, worker_id=worker_id)
+
+
+def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
+    """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout)."""
     from dags.services.hooks import dag_upstream_results
 
     config = settings.WORKER
@@ -123,6 +195,8 @@ def _run_claimed(claim: Claim) -> tuple[str, bool]:
         execution_id=str(execution.id), max_bytes=config["LOG_MAX_BYTES"], secrets=resolved.masked
     )
     cancel_event = threading.Event()
+    if stop_requested:
+        cancel_event.set()  # cancelled while it was queued: the handler does not start
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -133,22 +207,17 @@ def _run_claimed(claim: Claim) -> tuple[str, bool]:
         secrets_to_mask=resolved.masked,
         upstream_results=dag_upstream_results(execution=execution),
     )
-    give_up_after = task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30
-    with (
-        sink,
-        CancelWatcher(
-            execution_id=str(execution.id),
-            claim_token=str(claim.claim_token),
-            cancel_event=cancel_event,
-        ),
-        LeaseKeeper(
-            execution_id=str(execution.id),
-            claim_token=claim.claim_token,
-            lease_seconds=config["LEASE_SECONDS"],
-            give_up_after=give_up_after,
-            on_lost=cancel_event,
-        ),
-    ):
+    watched = WatchedRun(
+        execution_id=str(execution.id),
+        claim_token=claim.claim_token,
+        cancel_event=cancel_event,
+        lease_seconds=config["LEASE_SECONDS"],
+        give_up_after=task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30,
+        sink=sink,
+    )
+    watcher = run_watcher()
+    watcher.watch(watched)
+    try:
         try:
             if resolved.error:
                 raise _SecretUnavailable(resolved.error)
@@ -171,13 +240,61 @@ def _run_claimed(claim: Claim) -> tuple[str, bool]:
                 error_message=f"{type(error).__name__}: {error}",
                 error_class=f"exception:{type(error).__name__}",
             )
-    handler_outcome = mask_outcome(handler_outcome, resolved.masked)
+    finally:
+        watcher.unwatch(watched)
+    return Executed(outcome=mask_outcome(handler_outcome, resolved.masked), sink=sink)
+
+
+def finish_claimed(
+    claim: Claim, executed: Executed, *, worker_id: str, started_at: datetime | None = None
+) -> tuple[str, bool]:
+    """Record the outcome (one statement), then the end-of-run Redis writes; returns the
+    status and whether the finish was accepted. `started_at`: the handler's real start, when
+    it began later than the claim (a batch's runs)."""
+    handler_outcome, sink = executed.outcome, executed.sink
+    end_pipe = get_redis().pipeline(transaction=False)
     report = execution_finish(
-        execution_id=execution.id,
+        execution_id=claim.execution.id,
         claim_token=claim.claim_token,
         outcome=handler_outcome,
         log_text=sink.buffer.text(),
         log_truncated=sink.buffer.truncated,
+        task=claim.task,
+        metrics_pipe=end_pipe,
+        started_at=started_at,
     )
-    sink.end(status=handler_outcome.status if report.accepted else "rejected")
+    end_run_into(
+        end_pipe,
+        claim,
+        sink=sink,
+        worker_id=worker_id,
+        status=handler_outcome.status if report.accepted else "rejected",
+        errored=handler_outcome.status != "success",
+    )
+    _send(end_pipe, claim)
     return handler_outcome.status, report.accepted
+
+
+def end_run_into(
+    pipe, claim: Claim, *, sink: LiveLogSink, worker_id: str, status: str, errored: bool
+) -> None:
+    """Queue the end-of-run Redis writes on `pipe` (which holds the counters the finish
+    queued): the rest of the live log and its end marker, the fleet counters, the tenant's
+    compute seconds. Sent by the caller after the finish committed, with `_send`."""
+    execution, now = claim.execution, timezone.now()
+    sink.close_into(pipe, status=status)
+    registry.run_ended_into(pipe, worker_id, errored=errored)
+    if execution.started_at is not None:
+        compute_seconds_add_into(
+            pipe,
+            tenant_id=execution.tenant_id,
+            seconds=(now - execution.started_at).total_seconds(),
+            now=now,
+        )
+
+
+def _send(pipe, claim: Claim) -> None:
+    try:
+        pipe.execute(raise_on_error=False)
+    except Exception:
+        logger.exception("could not record the end of run %s", claim.execution.id)

@@ -49,6 +49,12 @@ def _setup_environment() -> tuple[str, str, int]:
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
     os.environ["SCHEDULER_REDIS_PREFIX"] = f"{name}:"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # Importing test_redis imported the settings package, which read REDIS_URL and the key
+    # prefix before they were set above: forget it, so django.setup() reads them afresh.
+    # (Otherwise this process, its worker and its beat share db 0 and the default "sched:"
+    # prefix with every other local stack: leader lock, fleet registry, fairness sets.)
+    for module in [m for m in sys.modules if m.split(".")[:2] == ["project", "settings"]]:
+        del sys.modules[module]
     return name, server, number
 
 
@@ -99,6 +105,18 @@ def _start_worker(concurrency: int):
     worker = _start("bench-dag-worker", argv, env)
     worker.wait_for_log("ready", timeout=60)
     return worker
+
+
+def _start_beat():
+    """The beat leader, as in production: fair dispatch holds back a tenant's doorbells beyond
+    FAIR_INFLIGHT_PER_TENANT (a 500-wide fan-out) as pending rows the leader offers again."""
+    from tests.processes import ROOT, start_beat
+
+    beat = start_beat(
+        node_id=f"bench-dag-{uuid.uuid4().hex[:6]}",
+        env_overrides={"LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
+    )
+    return beat
 
 
 def _wait_run(run_id, timeout: float = 600):
@@ -209,11 +227,10 @@ def run(args: list[str]) -> Result:
 
     django.setup()
     from django.conf import settings
-
-    assert settings.DATABASES["default"]["NAME"] == name, "benchmark must use its own database"
     from django.core.management import call_command
 
     try:
+        assert settings.DATABASES["default"]["NAME"] == name, "benchmark must use its own database"
         call_command("migrate", verbosity=0)
         from scheduler_app.services.tenants import tenant_create_with_admin
 
@@ -222,7 +239,7 @@ def run(args: list[str]) -> Result:
         _teardown(name, server, number)
         raise
     concurrency = int(os.environ.get("BENCH_DAG_CONCURRENCY", "4"))
-    worker = None
+    worker = beat = None
     result = Result(
         scenario=NAME,
         columns=["shape", "system", "samples", "p50_ms", "p99_ms", "max_ms", "wall_s"],
@@ -233,6 +250,7 @@ def run(args: list[str]) -> Result:
     )
     try:
         worker = _start_worker(concurrency)
+        beat = _start_beat()
         _celery_chain()  # warm both paths up (pool processes, connections)
         _dag_chain(tenant)
         dag_lat = _dag_chain(tenant) + _dag_chain(tenant)
@@ -257,7 +275,8 @@ def run(args: list[str]) -> Result:
             shape=f"{WIDTH}-wide fan-out/in", system="DAG, map_over (chord)", wall_s=dag_mapped
         )
         result.notes.append(
-            f"one prefork worker, concurrency {concurrency}, same machine, same run; "
+            f"one prefork worker, concurrency {concurrency}, and the beat leader (fair dispatch "
+            "offers held-back doorbells again), same machine, same run; "
             "latency = downstream start - upstream end (DAG: claim and finish timestamps "
             "in PostgreSQL; Celery: time.time() in the task); wall = best of 2"
         )
@@ -266,6 +285,8 @@ def run(args: list[str]) -> Result:
             f"map_over {dag_mapped / celery_chord:.2f}x"
         )
     finally:
+        if beat is not None:
+            beat.stop(timeout=10)
         if worker is not None:
             worker.stop()
         _teardown(name, server, number)

@@ -100,10 +100,12 @@ def run(args: list[str]) -> Result:
               (id, tenant_id, name, description, schedule_type, schedule_expression, timezone,
                handler_type, handler_config, parameters, timeout_seconds, max_attempts, backoff,
                base_delay_seconds, max_delay_seconds, priority, enabled, paused, tags,
-               notifications, created_at, updated_at, changed_at)
+               notifications, catchup, overlap, jitter_seconds, created_at, updated_at,
+               changed_at)
             SELECT gen_random_uuid(), %s, 'bench-' || g, '', 'manual', '', 'UTC', 'python',
                    '{"type": "python", "callable": "noop"}', '{}', 300, 3, 'exponential',
-                   10, 3600, 5, true, false, '[]', '{}', now(), now(), now()
+                   10, 3600, 5, true, false, '[]', '{}', 'latest', 'allow', 0, now(), now(),
+                   now()
             FROM generate_series(1, %s) g
             """,
             [tenant.id, task_count],

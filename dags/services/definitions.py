@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dags.models import Dag, DagVersion
 from dags.spec import DagSpecError, parse_dag_spec
+from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.task_spec import task_spec_to_fields
@@ -103,7 +104,7 @@ def _node_tasks(
                 "name": f"dag:{dag.name}/{node['id']}@v{version}-{uuid.uuid4().hex[:6]}"[:255],
                 "description": f"node {node['id']!r} of DAG {dag.name!r}",
                 "schedule": {"type": "manual"},
-                "tags": ["dag-node"],
+                "tags": [DAG_NODE_TAG],
             },
         )
         mapping[node["id"]] = str(task.id)

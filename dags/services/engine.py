@@ -1,11 +1,12 @@
 """The DAG run engine: node readiness, dispatch, completion and run completion.
 
 Every function here runs inside the transaction of the event that caused it (a node's
-execution finishing, a trigger, a cancel) and starts by locking the run row: all state
-changes of one run are serialized, so "remaining_upstream reached 0" and "the run has
-no node left" are each observed by exactly one transaction. Doorbells and chords are
-sent after commit; a lost one is republished by the beat's reconciler (the database
-stays the source of truth).
+execution finishing, a trigger, a cancel) and starts by locking the run row (a node's
+completion does so in the statement that counts it, see `counting`): all state changes of
+one run are serialized, so "remaining_upstream reached 0" and "the run has no node left"
+are each observed by exactly one transaction. Doorbells and chords are sent after commit;
+a lost one is republished by the beat's reconciler (the database stays the source of
+truth).
 """
 
 from __future__ import annotations
@@ -31,8 +32,14 @@ from dags.choices import (
 from dags.conditions import condition_holds, is_missing, resolve_path
 from dags.graph import Graph, graph_of_version, node_tasks_of_version
 from dags.models import DagNodeExecution, DagNodeState, DagRun
+from dags.services.counting import Counted, node_end_and_count
+from dags.services.doorbells import (
+    node_execution_keep,
+    node_executions_ring,
+    node_executions_write,
+)
+from dags.services.links import run_lock
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger, tier_for_priority
-from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 logger = logging.getLogger(__name__)
@@ -41,7 +48,7 @@ RUN, SKIP, UPSTREAM_FAILED = "run", NodeStatus.SKIPPED, NodeStatus.UPSTREAM_FAIL
 
 
 def lock_run(run_id: uuid.UUID) -> DagRun:
-    return DagRun.objects.select_for_update().get(id=run_id)
+    return run_lock(run_id)
 
 
 def decide(*, rule: str, policy: str, succeeded: int, failed: int, skipped: int) -> str:
@@ -61,23 +68,35 @@ def decide(*, rule: str, policy: str, succeeded: int, failed: int, skipped: int)
 
 
 # -- readiness and dispatch ---------------------------------------------------------------
-def nodes_ready(*, run: DagRun, node_ids: Iterable[str]) -> None:
+def nodes_ready(
+    *,
+    run: DagRun,
+    node_ids: Iterable[str],
+    known: dict[str, DagNodeState] | None = None,
+    prefer_worker: str = "",
+) -> None:
     """Nodes whose remaining_upstream is 0: run, skip or fail each; propagate what ended.
 
     Works in waves: every node of a wave that simply runs is dispatched in one batch (one
     INSERT of executions, one of links, one UPDATE of states, one publish), which is what
-    keeps a 500-wide fan-out from costing 500 round trips of each.
+    keeps a 500-wide fan-out from costing 500 round trips of each. `known` holds states the
+    caller just read (the counters' UPDATE ... RETURNING): those are not read again.
+    `prefer_worker` is the worker whose finished node made these ready (sticky routing).
     """
     graph = graph_of_version(run.version_id)
     todo = list(dict.fromkeys(node_ids))
+    known = dict(known or {})
     while todo and run.status == RunStatus.RUNNING:
         wave, todo = todo, []
-        states = {
-            state.node_id: state
-            for state in DagNodeState.objects.filter(
-                run=run, node_id__in=wave, status=NodeStatus.WAITING
+        states = {node_id: known.pop(node_id) for node_id in wave if node_id in known}
+        unknown = [node_id for node_id in wave if node_id not in states]
+        if unknown:
+            states.update(
+                (state.node_id, state)
+                for state in DagNodeState.objects.filter(
+                    run=run, node_id__in=unknown, status=NodeStatus.WAITING
+                )
             )
-        }
         to_dispatch: list[DagNodeState] = []
         for node_id in wave:
             state = states.get(node_id)
@@ -104,11 +123,13 @@ def nodes_ready(*, run: DagRun, node_ids: Iterable[str]) -> None:
                 ended = verdict
                 _node_set_final(run=run, node_id=node_id, status=verdict, result=None)
             if ended is not None:
-                todo.extend(_node_ended(run=run, graph=graph, node_id=node_id, status=ended))
+                ready = _node_ended(run=run, graph=graph, node_id=node_id, status=ended)
+                known.update(ready)
+                todo.extend(ready)
                 if run.status != RunStatus.RUNNING:
                     return
         if to_dispatch:
-            _dispatch_plain(run=run, graph=graph, states=to_dispatch)
+            _dispatch_plain(run=run, graph=graph, states=to_dispatch, prefer_worker=prefer_worker)
         todo = list(dict.fromkeys(todo))
 
 
@@ -121,6 +142,14 @@ def _upstream_view(run: DagRun, node_ids: set[str]) -> tuple[dict[str, Any], dic
         statuses[node_id] = status
         results[node_id] = result
     return results, statuses
+
+
+def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a node's execution carries, merged (later wins): the DAG's
+    `parameters`, the node's `parameters`, the run's trigger parameters. The worker lays
+    them over the task's own parameters (for an inline node those are the node's), and a
+    fan-out shard's `item` goes on top."""
+    return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
 
 
 def _new_execution(
@@ -144,8 +173,11 @@ def _new_execution(
     )
 
 
-def _dispatch_plain(*, run: DagRun, graph: Graph, states: list[DagNodeState]) -> None:
-    """One execution per node, all in a few statements; the doorbells ring after commit."""
+def _dispatch_plain(
+    *, run: DagRun, graph: Graph, states: list[DagNodeState], prefer_worker: str = ""
+) -> None:
+    """One execution per node, all in a few statements; the doorbells ring after commit
+    (but for one node that the worker finishing the upstream node may run itself)."""
     node_tasks = node_tasks_of_version(run.version_id)
     task_ids = {node_tasks[state.node_id] for state in states}
     tasks = {
@@ -158,8 +190,7 @@ def _dispatch_plain(*, run: DagRun, graph: Graph, states: list[DagNodeState]) ->
     executions = []
     for index, state in enumerate(states):
         node = graph.nodes[state.node_id]
-        # A referenced task gets the node's parameters over its own; inline ones have them.
-        parameters = dict(node.get("parameters") or {}) if "task" in node else None
+        parameters = node_parameters(run=run, graph=graph, node=node)
         # UNIQUE(task, scheduled_at, attempt): nodes that reference the same task get
         # distinct microseconds.
         execution = _new_execution(
@@ -170,24 +201,11 @@ def _dispatch_plain(*, run: DagRun, graph: Graph, states: list[DagNodeState]) ->
             now=now + timedelta(microseconds=index),
         )
         executions.append(execution)
-        state.status = NodeStatus.QUEUED
         state.execution_id = execution.id
-        state.attempts = 1
-        state.started_at = now
-        state.updated_at = now
-    TaskExecution.objects.bulk_create(executions, batch_size=500)
-    DagNodeExecution.objects.bulk_create(
-        [
-            DagNodeExecution(execution_root_id=e.id, run=run, node_id=state.node_id)
-            for e, state in zip(executions, states, strict=True)
-        ],
-        batch_size=500,
-    )
-    DagNodeState.objects.bulk_update(
-        states, ["status", "execution_id", "attempts", "started_at", "updated_at"], batch_size=500
-    )
-    bells = [Doorbell(str(e.id), str(run.tenant_id), e.queue) for e in executions]
-    transaction.on_commit(lambda: publish(bells))
+    pairs = [(state.node_id, e) for state, e in zip(states, executions, strict=True)]
+    kept = node_execution_keep(pairs, prefer_worker=prefer_worker)
+    node_executions_write(run=run, states=states, executions=executions, now=now)
+    node_executions_ring(run=run, executions=pairs, kept=kept, prefer_worker=prefer_worker)
 
 
 def _dispatch_mapped(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
@@ -198,7 +216,7 @@ def _dispatch_mapped(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
         id=node_tasks_of_version(run.version_id)[node_id]
     )
     now = timezone.now()
-    base_parameters = dict(node.get("parameters") or {}) if "task" in node else {}
+    base_parameters = node_parameters(run=run, graph=graph, node=node)
     items, problem = _map_items(run=run, graph=graph, node=node)
     if problem:
         _node_set_final(
@@ -295,10 +313,27 @@ def node_complete(
     result: Any,
     error: str = "",
     execution_id: uuid.UUID | None = None,
+    worker_id: str = "",
 ) -> None:
     """A node's execution chain ended (success, or failed with no attempt left). The run
     row is locked by the caller."""
     if run.status != RunStatus.RUNNING:
+        return
+    graph = graph_of_version(run.version_id)
+    if _counts_in_one_statement(graph, status):
+        counted = _end_and_count(
+            run_id=run.id,
+            graph=graph,
+            node_id=node_id,
+            status=status,
+            result=result,
+            error=error,
+            execution_id=execution_id,
+        )
+        if counted is None:
+            return
+        run.remaining_nodes = counted.remaining_nodes
+        _counted_move_on(run=run, ready=counted.ready, worker_id=worker_id)
         return
     if not _node_set_final(
         run=run,
@@ -309,19 +344,92 @@ def node_complete(
         execution_id=execution_id,
     ):
         return
-    graph = graph_of_version(run.version_id)
     ready = _node_ended(run=run, graph=graph, node_id=node_id, status=status)
     if ready and run.status == RunStatus.RUNNING:
-        nodes_ready(run=run, node_ids=ready)
+        nodes_ready(run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id)
 
 
-def _node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> list[str]:
+def node_complete_locking(
+    *,
+    run_id: uuid.UUID,
+    version_id: uuid.UUID,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str = "",
+    execution_id: uuid.UUID | None = None,
+    worker_id: str = "",
+) -> bool:
+    """`node_complete` for a caller that has not locked the run: the statement that counts
+    the node takes the lock (see `dags.services.counting`), so it is held only from there to
+    the commit. False (nothing done) where that does not apply; the caller then locks the run
+    and calls `node_complete`."""
+    graph = graph_of_version(version_id)
+    if not _counts_in_one_statement(graph, status):
+        return False
+    counted = _end_and_count(
+        run_id=run_id,
+        graph=graph,
+        node_id=node_id,
+        status=status,
+        result=result,
+        error=error,
+        execution_id=execution_id,
+    )
+    if counted is not None and (counted.remaining_nodes == 0 or counted.ready):
+        # The common case (a sibling of a wide fan-in) ends here, right before the commit
+        # that releases the run's lock.
+        _counted_move_on(run=counted.run, ready=counted.ready, worker_id=worker_id)
+    return True
+
+
+def _counts_in_one_statement(graph: Graph, status: str) -> bool:
+    """The common case (PostgreSQL; not a failure that fails the whole run)."""
+    failed = status in FAILED_NODE_STATUSES
+    return connection.vendor == "postgresql" and not (
+        failed and graph.failure_policy == FailurePolicy.FAIL_ALL
+    )
+
+
+def _end_and_count(
+    *,
+    run_id: uuid.UUID,
+    graph: Graph,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str,
+    execution_id: uuid.UUID | None,
+) -> Counted | None:
+    return node_end_and_count(
+        run_id=run_id,
+        node_id=node_id,
+        status=status,
+        result=result,
+        error=error,
+        execution_id=execution_id,
+        children=graph.downstream[node_id],
+        succeeded=int(status == NodeStatus.SUCCESS),
+        failed=int(status in FAILED_NODE_STATUSES),
+        skipped=int(status == NodeStatus.SKIPPED),
+        now=timezone.now(),
+    )
+
+
+def _counted_move_on(*, run: DagRun, ready: dict[str, DagNodeState], worker_id: str) -> None:
+    if run.remaining_nodes == 0:
+        run_finalize(run=run)
+    if ready and run.status == RunStatus.RUNNING:
+        nodes_ready(run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id)
+
+
+def _node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> dict[str, DagNodeState]:
     """Count a final node into its downstream nodes and into the run. Returns the
-    downstream nodes that became ready (all upstream ended)."""
+    downstream nodes that became ready (all upstream ended), with their counters."""
     failed = status in FAILED_NODE_STATUSES
     if failed and graph.failure_policy == FailurePolicy.FAIL_ALL:
         run_abort(run=run, status=RunStatus.FAILED, reason=f"node {node_id!r} failed")
-        return []
+        return {}
     children = graph.downstream[node_id]
     ready = (
         _count_into_children(
@@ -332,7 +440,7 @@ def _node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> list
             skipped=int(status == NodeStatus.SKIPPED),
         )
         if children
-        else []
+        else {}
     )
     DagRun.objects.filter(id=run.id).update(remaining_nodes=F("remaining_nodes") - 1)
     run.remaining_nodes -= 1
@@ -343,8 +451,9 @@ def _node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> list
 
 def _count_into_children(
     *, run: DagRun, children: tuple[str, ...], succeeded: int, failed: int, skipped: int
-) -> list[str]:
-    """Decrement the children's remaining_upstream in one statement; returns those at 0."""
+) -> dict[str, DagNodeState]:
+    """Decrement the children's remaining_upstream in one statement; returns those at 0
+    (their counters come back with the UPDATE, so readiness needs no second read)."""
     table = DagNodeState._meta.db_table
     placeholders = ", ".join(["%s"] * len(children))
     # Identifiers come from the model's metadata; every value is a bound parameter.
@@ -354,7 +463,8 @@ def _count_into_children(
         "upstream_failed = upstream_failed + %s, "
         "upstream_skipped = upstream_skipped + %s "
         f"WHERE run_id = %s AND status = %s AND node_id IN ({placeholders}) "
-        "RETURNING node_id, remaining_upstream"
+        "RETURNING id, node_id, remaining_upstream, upstream_succeeded, upstream_failed, "
+        "upstream_skipped"
     )
     run_id = DagNodeState._meta.get_field("run").target_field.get_db_prep_value(
         run.id, connection, prepared=False
@@ -363,7 +473,20 @@ def _count_into_children(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return sorted(node for node, remaining in rows if remaining == 0)
+    return {
+        node_id: DagNodeState(
+            id=state_id,
+            run_id=run.id,
+            node_id=node_id,
+            status=NodeStatus.WAITING,
+            remaining_upstream=0,
+            upstream_succeeded=ok,
+            upstream_failed=bad,
+            upstream_skipped=skipped_count,
+        )
+        for state_id, node_id, remaining, ok, bad, skipped_count in sorted(rows, key=lambda r: r[1])
+        if remaining == 0
+    }
 
 
 def run_finalize(*, run: DagRun) -> None:

@@ -3,54 +3,32 @@ when it settles (same transaction as its finish) and when a worker builds its co
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from django.utils import timezone
 
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
 from dags.graph import graph_of_version
-from dags.models import DagNodeExecution, DagNodeState
-from dags.services.engine import lock_run, node_complete
+from dags.models import DagNodeState
+from dags.services.engine import node_complete, node_complete_locking
+from dags.services.links import (
+    NodeLink,
+    link_load,
+    link_load_and_run_lock,
+    link_remember,
+    upstream_results_load,
+)
 from scheduler_app.choices import Trigger
 
+__all__ = ["NodeLink", "dag_execution_settled", "dag_upstream_results", "link_remember"]
+
 DAG_TRIGGERS = (Trigger.DAG, Trigger.RETRY)
-
-
-@dataclass(frozen=True)
-class NodeLink:
-    run_id: uuid.UUID
-    version_id: uuid.UUID
-    node_id: str
-    shard_index: int | None
-    execution_root_id: uuid.UUID
-
-
-# Links never change once written: the worker that read one to build the handler's
-# context reuses it when the same execution finishes (one query saved on the hot path).
-_links: dict[uuid.UUID, NodeLink] = {}
-_MAX_CACHED_LINKS = 4096
 
 
 def _link(execution) -> NodeLink | None:
     if execution.trigger not in DAG_TRIGGERS:
         return None
-    root = execution.root_execution_id or execution.id
-    cached = _links.get(root)
-    if cached is not None:
-        return cached
-    row = (
-        DagNodeExecution.objects.filter(execution_root_id=root)
-        .values_list("run_id", "run__version_id", "node_id", "shard_index")
-        .first()
-    )
-    if row is None:
-        return None
-    if len(_links) >= _MAX_CACHED_LINKS:
-        _links.clear()
-    link = _links[root] = NodeLink(*row, execution_root_id=root)
-    return link
+    return link_load(execution.root_execution_id or execution.id)
 
 
 def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
@@ -59,10 +37,29 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
     A retry scheduled means the node is still going; otherwise the node (or its shard)
     has its final outcome, and the engine moves the run on, in this same transaction.
     """
-    link = _link(execution)
-    if link is None:
+    if execution.trigger not in DAG_TRIGGERS:
         return
-    run = lock_run(link.run_id)
+    root = execution.root_execution_id or execution.id
+    if next_attempt_id is None:
+        link = link_load(root)
+        if link is None:
+            return
+        if link.shard_index is not None and execution.trigger == Trigger.DAG:
+            from dags.services.mapping import chord_shard_settled
+
+            # A chord member's first attempt ended for good: the chord's join moves the run
+            # on. No run lock (see chord_shard_settled).
+            chord_shard_settled(link=link, execution=execution)
+            return
+        if link.shard_index is None and node_complete_locking(
+            run_id=link.run_id, version_id=link.version_id, **_node_outcome(execution, link)
+        ):
+            return
+    # The link (if not cached) and the run's lock in one round trip.
+    found = link_load_and_run_lock(root)
+    if found is None:
+        return
+    link, run = found
     if next_attempt_id is not None:
         DagNodeState.objects.filter(
             run=run,
@@ -73,32 +70,49 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
             status=NodeStatus.PENDING, attempts=execution.attempt + 1, updated_at=timezone.now()
         )
         return
-    status, result = execution.status, execution.result
     if link.shard_index is not None:
         from dags.services.mapping import shard_settled
 
         shard_settled(run=run, link=link, execution=execution)
         return
-    node_complete(
-        run=run,
-        node_id=link.node_id,
-        status=status,
-        result=result,
-        error=execution.error_message,
-        execution_id=link.execution_root_id,
-    )
+    node_complete(run=run, **_node_outcome(execution, link))
+
+
+def _node_outcome(execution, link: NodeLink) -> dict[str, Any]:
+    """What a node's settled execution tells the engine. Its successors prefer the worker
+    that ran it (sticky routing, or run right there)."""
+    return {
+        "node_id": link.node_id,
+        "status": execution.status,
+        "result": execution.result,
+        "error": execution.error_message,
+        "execution_id": link.execution_root_id,
+        "worker_id": execution.worker_id or "",
+    }
 
 
 def dag_upstream_results(*, execution) -> dict[str, Any] | None:
-    """{upstream node id: its result} for a DAG node's execution; None for other runs."""
+    """{upstream node id: its result} for a DAG node's execution; None for other runs.
+
+    Empty, without a query, when the node's handler could not see them anyway (a python
+    function that declares neither `upstream_results` nor `context`)."""
+    if execution.trigger not in DAG_TRIGGERS:
+        return None
+    if not _handler_reads_upstream(execution):
+        return {}
     link = _link(execution)
     if link is None:
         return None
     depends_on = graph_of_version(link.version_id).nodes[link.node_id]["depends_on"]
     if not depends_on:
         return {}
-    return dict(
-        DagNodeState.objects.filter(run_id=link.run_id, node_id__in=depends_on).values_list(
-            "node_id", "result"
-        )
-    )
+    return upstream_results_load(run_id=link.run_id, node_ids=list(depends_on))
+
+
+def _handler_reads_upstream(execution) -> bool:
+    from workers.handlers.python import python_handler_reads_upstream
+
+    task_field = execution._meta.get_field("task")
+    if not task_field.is_cached(execution):  # the claim loads it; do not query for it here
+        return True
+    return python_handler_reads_upstream(execution.task.handler_config or {})

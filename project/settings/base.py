@@ -138,11 +138,13 @@ SECRETS_KEY = env_str("SECRETS_KEY", "")
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
-# Fair dispatch: at most this many doorbells of one tenant waiting in one tier's broker queue;
-# the rest wait in PostgreSQL as pending rows and are promoted as the tenant's runs start.
-# Size it to the fleet: another tenant's run waits behind at most cap x busy tenants
-# doorbells, and one tenant's dispatch rate per tier is about cap per scheduler tick.
+# Fair dispatch (scheduler_app/fairness.py): the doorbells one tenant may have waiting in one
+# tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the
+# tenant's runs start. The cap follows the fleet's measured drain rate, so that all busy
+# tenants together keep about FAIR_QUEUE_SECONDS of work queued (another tenant's run starts
+# within about that long), and never falls below FAIR_INFLIGHT_PER_TENANT (0 = no fairness).
 FAIR_INFLIGHT_PER_TENANT = env_int("FAIR_INFLIGHT_PER_TENANT", 100)
+FAIR_QUEUE_SECONDS = env_float("FAIR_QUEUE_SECONDS", 1.0)
 FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
 
 SIMPLE_JWT = {
@@ -172,13 +174,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "normal"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 3600),
+    "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 7200),
     "global_keyprefix": env_str("BROKER_KEY_PREFIX", ""),
 }
 CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_SEND_EVENTS", True)
 CELERY_TASK_SEND_SENT_EVENT = False
 CELERY_BEAT_SCHEDULER = "scheduler_app.beat:LeaderScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 1
+# Celery's Django fixup closes every database connection before and after each task unless
+# this is set, so each run paid for a new PostgreSQL connection (a backend process forked per
+# run: more CPU than the run itself). With it a pool process keeps its connection and Celery
+# recycles it every this many tasks; Django's CONN_MAX_AGE and health checks still apply,
+# since every task starts with close_old_connections (project/celery.py).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 
 # --- Scheduler --------------------------------------------------------------
 SCHEDULER = {
@@ -190,6 +198,10 @@ SCHEDULER = {
     "LOCK_TRY_SECONDS": env_float("SCHEDULER_LOCK_TRY_SECONDS", 0.25),
     "TICK_SECONDS": env_float("SCHEDULER_TICK_SECONDS", 0.5),
     "FIRE_BATCH_SIZE": env_int("SCHEDULER_FIRE_BATCH", 1000),
+    # Fires of one tenant and tier due together ring up to this many per broker message
+    # (workers.batch_runner), and at least 16 messages per burst (dispatch.batch_size);
+    # 1 rings one message per fire.
+    "DOORBELL_BATCH": env_int("SCHEDULER_DOORBELL_BATCH", 64),
     "CATCHUP_WINDOW_SECONDS": env_int("SCHEDULER_CATCHUP_WINDOW", 300),
     # Queued executions nobody started after this long are published again.
     "REQUEUE_GRACE_SECONDS": env_int("SCHEDULER_REQUEUE_GRACE", 300),
@@ -203,6 +215,10 @@ WORKER = {
     # Hosts a webhook may reach even though they resolve to a private/loopback address.
     "HTTP_ALLOWED_HOSTS": env_list("WEBHOOK_ALLOWED_HOSTS", []),
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
+    # A batch doorbell hands back the runs it has not started once one handler has run this
+    # long, or the batch four times this long (they are rung again, one each), so a slow
+    # handler never holds the others back.
+    "BATCH_SPILL_SECONDS": env_float("WORKER_BATCH_SPILL_SECONDS", 0.25),
 }
 
 # --- Observability: /metrics, /readyz, dashboard, alerts and notifications -----
@@ -213,8 +229,6 @@ MONITORING = {
     "READYZ_REQUIRE_LEADER": env_bool("READYZ_REQUIRE_LEADER", True),
     # A scheduler status older than this does not count as a live leader.
     "LEADER_FRESH_SECONDS": env_float("MONITORING_LEADER_FRESH_SECONDS", 15.0),
-    "INSPECT_TIMEOUT_SECONDS": env_float("MONITORING_INSPECT_TIMEOUT", 1.0),
-    "WORKERS_CACHE_SECONDS": env_float("MONITORING_WORKERS_CACHE_SECONDS", 5.0),
     # A fire that has not started this long after its time counts as missed.
     "MISSED_GRACE_SECONDS": env_float("MONITORING_MISSED_GRACE_SECONDS", 60.0),
     "FLOWER_URL": env_str("FLOWER_URL", "http://127.0.0.1:5555/"),
@@ -223,6 +237,7 @@ MONITORING = {
 ALERTS = {
     "EVALUATE_SECONDS": env_float("ALERTS_EVALUATE_SECONDS", 30.0),
     "ERROR_RATE_THRESHOLD": env_float("ALERTS_ERROR_RATE", 0.05),
+    "SUCCESS_RATE_THRESHOLD": env_float("ALERTS_SUCCESS_RATE", 0.95),
     "MIN_RUNS_FOR_RATE": env_int("ALERTS_MIN_RUNS", 20),
     "QUEUE_DEPTH_THRESHOLD": env_int("ALERTS_QUEUE_DEPTH", 10000),
     # Operators' channels for system-wide alerts (queue depth, dead workers).
@@ -239,9 +254,11 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 # --- Data lifecycle: partitions, retention, archive, statistics ----------------------------
-# The longest timeout a task on this installation gets; the broker's visibility timeout must
-# exceed it (system check scheduler.E003), or Redis redelivers runs that are still going.
-SCHEDULER_MAX_TASK_TIMEOUT = env_int("SCHEDULER_MAX_TASK_TIMEOUT", 3300)
+# The longest timeout a task on this installation gets (the API refuses longer ones); the
+# broker's visibility timeout must exceed it (system check scheduler.E003), or Redis
+# redelivers runs that are still going. Lost runs do not wait for that redelivery: the
+# fleet's reaper and the leader's requeue recover them within seconds to minutes.
+SCHEDULER_MAX_TASK_TIMEOUT = env_int("SCHEDULER_MAX_TASK_TIMEOUT", 7000)
 # Set to false to skip the Redis maxmemory-policy startup check (scheduler.E001).
 SCHEDULER_CHECK_REDIS = env_bool("SCHEDULER_CHECK_REDIS", True)
 LIFECYCLE = {
@@ -263,6 +280,9 @@ LIFECYCLE = {
 # Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
 DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
 DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
+# A worker that finishes a DAG node runs one ready successor itself (no broker round trip)
+# for up to this many seconds from the message that started it; 0 turns it off.
+DAG_CONTINUATION_SECONDS = env_float("DAG_CONTINUATION_SECONDS", 10.0)
 # --- Worker fleet: registry, heartbeats, shutdown, live logs, sticky routing, budgets ---
 FLEET = {
     "HEARTBEAT_SECONDS": env_float("WORKER_HEARTBEAT_SECONDS", 10.0),

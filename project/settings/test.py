@@ -3,13 +3,14 @@ Redis db number so that two runs (or a run and a developer's stack) never meet."
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 
 from project.settings.base import *  # noqa: F403
 from project.settings.base import BASE_DIR, SCHEDULER
 from project.settings.env import database_from_url, env_str
-from project.settings.test_redis import claim_redis_db
+from project.settings.test_redis import claim_redis_db, release_redis_db
 
 RUN_ID = os.environ.setdefault("SCHEDULER_TEST_RUN_ID", uuid.uuid4().hex[:10])
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
@@ -29,6 +30,15 @@ if WITHOUT_SERVICES:
 else:
     REDIS_URL, REDIS_TEST_DB = claim_redis_db(
         env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), owner=f"{RUN_ID}:{XDIST_WORKER}"
+    )
+    # Any process that loads these settings gives its db back when it exits, not only a
+    # pytest session (whose sessionfinish also does): `manage.py spectacular` run by a test,
+    # the xdist controller, a developer's shell. Only a killed process waits for the expiry.
+    atexit.register(
+        release_redis_db,
+        env_str("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        REDIS_TEST_DB,
+        owner=f"{RUN_ID}:{XDIST_WORKER}",
     )
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL

@@ -49,3 +49,11 @@ def alerts_evaluate_if_due() -> threading.Thread | None:
     _running = threading.Thread(target=_evaluate, name="alerts-evaluate", daemon=True)
     _running.start()
     return _running
+
+
+def alerts_evaluation_wait(timeout: float | None = None) -> None:
+    """Wait for a background evaluation under way, if any (a test's database teardown must
+    not race it, nor a process that stops on purpose)."""
+    running = _running
+    if running is not None and running.is_alive():
+        running.join(timeout)

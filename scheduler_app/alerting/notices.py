@@ -24,7 +24,7 @@ def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
     """A tenant's alert channels; system-wide incidents go to the operators' settings."""
     if tenant is not None:
         return [
-            Target(c.kind, c.target, c.signing_secret)
+            Target(c.kind, c.target, str(c.id))
             for c in NotificationChannel.objects.filter(tenant=tenant, alerts=True)
         ]
     targets = []

@@ -32,8 +32,9 @@ class Firing:
     tenant_id: object | None = None
 
 
-def _error_rates(now: datetime) -> list[Firing]:
-    threshold = settings.ALERTS["ERROR_RATE_THRESHOLD"]
+def _hourly_outcomes(now: datetime) -> list[dict]:
+    """Per tenant: finished runs of the last hour, failed and successful ones (enough runs
+    to judge a rate only)."""
     rows = (
         TaskExecution.objects.filter(
             scheduled_at__gte=now - timedelta(hours=1), status__in=TERMINAL_STATUSES
@@ -45,15 +46,34 @@ def _error_rates(now: datetime) -> list[Firing]:
             success=Count("id", filter=Q(status=ExecutionStatus.SUCCESS)),
         )
     )
+    return [row for row in rows if row["total"] >= settings.ALERTS["MIN_RUNS_FOR_RATE"]]
+
+
+def _error_rates(now: datetime) -> list[Firing]:
+    threshold = settings.ALERTS["ERROR_RATE_THRESHOLD"]
     firing = []
-    for row in rows:
-        if row["total"] < settings.ALERTS["MIN_RUNS_FOR_RATE"]:
-            continue
+    for row in _hourly_outcomes(now):
         rate = row["failed"] / row["total"]
         if rate > threshold:
             summary = (
                 f"{rate:.1%} of {row['total']} runs in the last hour failed"
                 f" (threshold {threshold:.0%}); success rate {row['success'] / row['total']:.1%}"
+            )
+            firing.append(Firing(str(row["tenant_id"]), summary, rate, row["tenant_id"]))
+    return firing
+
+
+def _success_rates(now: datetime) -> list[Firing]:
+    """Twin of SchedulerSuccessRateLow: cancelled, skipped and timed-out runs count against
+    the success rate too, so it can fire while the error rate does not."""
+    threshold = settings.ALERTS["SUCCESS_RATE_THRESHOLD"]
+    firing = []
+    for row in _hourly_outcomes(now):
+        rate = row["success"] / row["total"]
+        if rate < threshold:
+            summary = (
+                f"success rate {rate:.1%} over {row['total']} runs in the last hour"
+                f" (threshold {threshold:.0%})"
             )
             firing.append(Firing(str(row["tenant_id"]), summary, rate, row["tenant_id"]))
     return firing
@@ -109,6 +129,20 @@ def _queue_depth(now: datetime) -> list[Firing]:
 
 
 def _dead_workers(now: datetime) -> list[Firing]:
+    """Twin of SchedulerDeadWorker (the registry says unresponsive or dead), plus workers
+    whose runs the reaper failed as worker_lost in the last 10 minutes."""
+    from scheduler_app.monitoring.workers import STATE_UNRESPONSIVE, worker_list
+
+    firing = {
+        worker.name: Firing(
+            worker.name,
+            f"worker {worker.name} stopped heartbeating ({worker.state},"
+            f" last heartbeat {worker.heartbeat_age_seconds:.0f} s ago)",
+            worker.heartbeat_age_seconds,
+        )
+        for worker in worker_list()
+        if worker.state in (STATE_UNRESPONSIVE, "dead")
+    }
     rows = (
         TaskExecution.objects.filter(
             error_class="worker_lost", completed_at__gte=now - timedelta(minutes=10)
@@ -117,18 +151,21 @@ def _dead_workers(now: datetime) -> list[Firing]:
         .values("worker_id")
         .annotate(n=Count("id"))
     )
-    return [
-        Firing(
+    for row in rows:
+        firing.setdefault(
             row["worker_id"],
-            f"worker {row['worker_id']} stopped renewing leases: {row['n']} run(s) lost",
-            row["n"],
+            Firing(
+                row["worker_id"],
+                f"worker {row['worker_id']} stopped renewing leases: {row['n']} run(s) lost",
+                row["n"],
+            ),
         )
-        for row in rows
-    ]
+    return list(firing.values())
 
 
 RULES: dict[str, tuple[str, Callable[[datetime], list[Firing]]]] = {
     "error_rate_high": ("warning", _error_rates),
+    "success_rate_low": ("warning", _success_rates),
     "missed_schedule": ("critical", _missed_schedules),
     "queue_depth_high": ("warning", _queue_depth),
     "dead_worker": ("critical", _dead_workers),

@@ -41,7 +41,8 @@ def enqueue_run_notifications(*, execution_id: str, dead_lettered: bool) -> None
 
 
 def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
-    _send(DELIVER_TASK, target.kind, target.target, target.signing_secret, message)
+    # The channel id, not its signing secret: nothing secret is written to the broker.
+    _send(DELIVER_TASK, target.kind, target.target, target.channel_id, message)
 
 
 def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
@@ -56,7 +57,7 @@ def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
 def _targets(channels: list[NotificationChannel]) -> list[Target]:
     from scheduler_app.alerting.channels import Target
 
-    return [Target(c.kind, c.target, c.signing_secret) for c in channels]
+    return [Target(c.kind, c.target, str(c.id)) for c in channels]
 
 
 @shared_task(name=RUN_NOTIFICATIONS_TASK, ignore_result=True)
@@ -100,13 +101,15 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
-def deliver_notification(kind: str, target: str, signing_secret: str, message: dict) -> bool:
+def deliver_notification(kind: str, target: str, channel_id: str | None, message: dict) -> bool:
     """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
     from scheduler_app.alerting.channels import DeliveryResult, Target, deliver
+    from scheduler_app.services.channels import channel_signing_secret
 
+    secret = channel_signing_secret(channel_id=channel_id) if channel_id else ""
     result = DeliveryResult(False, "not tried")
     for attempt in range(1, DELIVERY_ATTEMPTS + 1):
-        result = deliver(Target(kind, target, signing_secret), message)
+        result = deliver(Target(kind, target, channel_id), message, signing_secret=secret)
         if result.ok or not result.transient:
             break
         time.sleep(attempt)

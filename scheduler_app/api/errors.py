@@ -14,20 +14,22 @@ from rest_framework.views import exception_handler
 from scheduler_app.errors import DomainError
 
 
-def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error dicts become {"schedule.expression": ["..."]}."""
     if isinstance(detail, dict):
         flat: dict[str, list[str]] = {}
         for key, value in detail.items():
             name = "" if key == "non_field_errors" else str(key)
-            flat.update(_flatten(value, f"{prefix}.{name}" if prefix and name else prefix or name))
+            flat.update(
+                flatten_errors(value, f"{prefix}.{name}" if prefix and name else prefix or name)
+            )
         return flat
     if isinstance(detail, list):
         if all(not isinstance(item, dict | list) for item in detail):
             return {prefix or "non_field_errors": [str(item) for item in detail]}
         flat = {}
         for index, item in enumerate(detail):
-            flat.update(_flatten(item, f"{prefix}.{index}" if prefix else str(index)))
+            flat.update(flatten_errors(item, f"{prefix}.{index}" if prefix else str(index)))
         return flat
     return {prefix or "non_field_errors": [str(detail)]}
 
@@ -62,7 +64,7 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, Http404):
         return Response(_body("not_found", "not found"), status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail)
+        errors = flatten_errors(exc.detail)
         first_field, messages = next(iter(errors.items()))
         field = None if first_field == "non_field_errors" else first_field
         message = f"{first_field}: {messages[0]}" if field else messages[0]

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 
 from django.db import close_old_connections
+from django.http import StreamingHttpResponse
 
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import ExecutionLog, TaskExecution
@@ -72,6 +73,19 @@ def follow_log(*, execution: TaskExecution, last_event_id: str | None = None) ->
             last_beat = time.monotonic()
             yield ": keepalive\n\n"
     yield _event("follow time limit reached; reconnect to continue", event="timeout")
+
+
+def log_event_stream_response(
+    *, execution: TaskExecution, last_event_id: str | None
+) -> StreamingHttpResponse:
+    """The Server-Sent Events response following `execution`'s log (API and dashboard)."""
+    response = StreamingHttpResponse(
+        follow_log(execution=execution, last_event_id=last_event_id),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
+    return response
 
 
 def _persisted(execution: TaskExecution) -> Iterator[str]:

@@ -240,15 +240,11 @@ class ExecutionLogsView(APIView):
         tenant = request_tenant(request)
         execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
         if _wants_event_stream(request) and request.query_params.get("format") != "text":
-            from scheduler_app.api.log_events import follow_log
+            from scheduler_app.api.log_events import log_event_stream_response
 
-            response = StreamingHttpResponse(
-                follow_log(execution=execution, last_event_id=request.headers.get("Last-Event-ID")),
-                content_type="text/event-stream",
+            return log_event_stream_response(
+                execution=execution, last_event_id=request.headers.get("Last-Event-ID")
             )
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"  # nginx: do not buffer the stream
-            return response
         log = selectors.execution_log_get(tenant=tenant, execution=execution)
         text = log.text if log else ""
         if request.query_params.get("format") == "text":

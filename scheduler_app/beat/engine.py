@@ -7,6 +7,7 @@ behind the leader so it can take over without a reload.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import uuid
@@ -21,9 +22,11 @@ from scheduler_app.alerting.hook import alerts_evaluate_if_due
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
+from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
 from scheduler_app.beat.status import publish_node_status
-from scheduler_app.choices import ScheduleType, tier_for_priority
+from scheduler_app.choices import TIERS, ScheduleType, tier_for_priority
 from scheduler_app.dispatch import publish
+from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
@@ -104,15 +107,32 @@ class SchedulerEngine:
         self.change_feed_lag_seconds = 0.0
         self.change_feed_polled_at: datetime | None = None
         self.last_tick_seconds = 0.0
+        self._next_after_now: dict[int, datetime | None] | None = None
+        self._tenant_ids: dict[uuid.UUID, uuid.UUID] = {}
+        self._publisher = FirePublisher()
 
     # -- loading and following the change feed -------------------------------------
     def load(self, *, now: datetime | None = None) -> int:
         now = now or timezone.now()
         self._change_cursor = now
         loaded = 0
-        for row in self._schedulable_rows():
-            if self._apply_row(row, now=now):
-                loaded += 1
+        # A million tasks share a few hundred schedule objects (`task_schedule._parsed`): each
+        # one's next fire after `now` is computed once, not once per task.
+        self._next_after_now = {}
+        # Loading allocates millions of long-lived objects; the cyclic collector would walk
+        # the growing heap again and again (quadratic). Nothing here makes cycles.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for row in self._schedulable_rows():
+                if self._apply_row(row, now=now):
+                    loaded += 1
+        finally:
+            self._next_after_now = None
+            if collecting:
+                gc.enable()
+        # The loaded heap lives as long as the process: keep it out of every later collection.
+        gc.freeze()
         logger.info("scheduler %s loaded %d schedules", self.lock.node_id, loaded)
         return loaded
 
@@ -139,20 +159,38 @@ class SchedulerEngine:
                 yield dict(zip(_ENTRY_FIELDS, values, strict=True))
 
     def follow_changes(self, *, now: datetime) -> int:
+        """Apply the definitions changed since the last poll.
+
+        A change is re-read for CHANGE_FEED_OVERLAP after the poll that could first see it
+        (transactions commit out of `changed_at` order), then drops out of the window. The
+        window is read as (id, changed_at) pairs first and only rows not applied yet are
+        fetched whole, so a bulk import re-read for a few ticks costs two columns a row.
+        """
         if self._change_cursor is None:
             return self.load(now=now)
         since = self._change_cursor - CHANGE_FEED_OVERLAP
-        rows = TaskDefinition.objects.filter(changed_at__gte=since).order_by("changed_at")
+        window = TaskDefinition.objects.filter(changed_at__gte=since)
+        unseen = [
+            task_id
+            for task_id, changed_at in window.values_list("id", "changed_at").iterator(
+                chunk_size=5000
+            )
+            if self._seen_changes.get(task_id) != changed_at
+        ]
         applied = 0
         lag = 0.0
-        for row in rows.values(*_ENTRY_FIELDS).iterator(chunk_size=2000):
-            if self._seen_changes.get(row["id"]) == row["changed_at"]:
-                continue
-            self._apply_row(row, now=now)
-            applied += 1
-            lag = max(lag, (timezone.now() - row["changed_at"]).total_seconds())
-            if row["changed_at"] > self._change_cursor:
-                self._change_cursor = row["changed_at"]
+        for start in range(0, len(unseen), 2000):
+            rows = TaskDefinition.objects.filter(id__in=unseen[start : start + 2000])
+            for row in rows.order_by("changed_at").values(*_ENTRY_FIELDS):
+                self._apply_row(row, now=now)
+                applied += 1
+                lag = max(lag, (timezone.now() - row["changed_at"]).total_seconds())
+                if row["changed_at"] > self._change_cursor:
+                    self._change_cursor = row["changed_at"]
+        # Everything stamped before this poll began has been offered to it: the window moves
+        # on with the clock, not only when a newer change arrives (a quiet fleet after a bulk
+        # import would otherwise re-read that import on every tick).
+        self._change_cursor = max(self._change_cursor, now)
         self._forget_old_changes()
         self.change_feed_lag_seconds = lag
         self.change_feed_polled_at = now
@@ -190,20 +228,22 @@ class SchedulerEngine:
                 start_at=row["start_at"],
                 end_at=row["end_at"],
                 jitter_seconds=row["jitter_seconds"],
-                seed=str(row["id"]),
+                seed=row["id"],
             )
         except ScheduleError as error:
             logger.error("task %s has an invalid schedule, not loaded: %s", row["id"], error)
             self.heap.remove(row["id"])
             return False
-        next_fire_at = row["next_fire_at"] or schedule.next_after(now)
+        next_fire_at = row["next_fire_at"] or self._first_fire(schedule, now)
         if next_fire_at is None:
             self.heap.remove(row["id"])
             return False
+        # One UUID object per tenant, not one per task (a million rows, a handful of tenants).
+        tenant_id = self._tenant_ids.setdefault(row["tenant_id"], row["tenant_id"])
         self.heap.upsert(
             Entry(
                 task_id=row["id"],
-                tenant_id=row["tenant_id"],
+                tenant_id=tenant_id,
                 priority=row["priority"],
                 queue=tier_for_priority(row["priority"]),
                 max_attempts=row["max_attempts"],
@@ -214,6 +254,15 @@ class SchedulerEngine:
             )
         )
         return True
+
+    def _first_fire(self, schedule, now: datetime) -> datetime | None:
+        memo = self._next_after_now
+        if memo is None:
+            return schedule.next_after(now)
+        key = id(schedule)  # shared objects stay alive in the parse cache during the load
+        if key not in memo:
+            memo[key] = schedule.next_after(now)
+        return memo[key]
 
     # -- one tick ---------------------------------------------------------------------
     def tick(self) -> float:
@@ -241,18 +290,24 @@ class SchedulerEngine:
 
     def _fire_due(self) -> None:
         started = time.monotonic()
-        # Never dispatch unless the lock is confirmed; checked before each batch is taken.
-        while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
-            now = timezone.now()
-            due = self.heap.pop_due(now, self.config.batch_size)
-            if not due:
-                return
-            fires, updates = self._expand(due, now=now)
-            bells = fires_record(fires, now=now)
-            next_fires_save(updates)
-            self.fired_total += len(bells)
-            if bells:
-                self.published_total += publish(bells)
+        try:
+            # Never dispatch unless the lock is confirmed; checked before each batch is taken.
+            while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
+                now = timezone.now()
+                due = self.heap.pop_due(now, self.config.batch_size)
+                if not due:
+                    return
+                fires, updates = self._expand(due, now=now)
+                # The fires and where each schedule goes next commit together (one commit).
+                with transaction.atomic():
+                    bells = fires_record(fires, now=now)
+                    next_fires_save(updates)
+                self.fired_total += len(bells)
+                if bells:
+                    # Goes out while the next batch is being recorded (`beat.publisher`).
+                    self._publisher.submit(bells)
+        finally:
+            self.published_total += self._publisher.drain()
 
     def _expand(
         self, due: list[Entry], *, now: datetime
@@ -324,10 +379,13 @@ class SchedulerEngine:
                 return
 
     def _promote_pending(self) -> None:
+        per_tenant = fair_promote_allowance(TIERS)
         while self.lock.is_held():
-            bells = due_pending_promote(now=timezone.now(), limit=self.config.batch_size)
+            bells = due_pending_promote(
+                now=timezone.now(), limit=self.config.batch_size, per_tenant=per_tenant
+            )
             if bells:
-                self.published_total += publish(bells)
+                self.published_total += publish(bells, batch=doorbell_batch())
             if len(bells) < self.config.batch_size:
                 return
 

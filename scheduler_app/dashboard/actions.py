@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
+from dags import selectors as dag_selectors
 from scheduler_app import selectors
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.tenancy import dashboard_membership
@@ -78,3 +79,46 @@ def execution_action(request: HttpRequest, execution_id: str, action: str) -> Ht
     else:
         messages.success(request, f"Execution {execution.id}: {outcome}")
     return redirect("dashboard:execution", execution_id=execution.id)
+
+
+def _dag_run_get(*, tenant, dag_id: str, run_id: str):
+    dag = dag_selectors.dag_get(tenant=tenant, dag_id=dag_id)
+    return dag_selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+
+
+@login_required
+@require_POST
+def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
+    from dags.services import definitions, runs
+
+    dag = _operator_object(request, dag_selectors.dag_get, dag_id=dag_id)
+    if action == "trigger":
+        try:
+            run = runs.dag_trigger(dag=dag)
+        except DomainError as error:  # e.g. a DAG without a version
+            messages.error(request, error.message)
+            return redirect("dashboard:dag", dag_id=dag.id)
+        messages.success(request, f"Triggered {dag.name}: run {run.id} ({run.status})")
+        return redirect("dashboard:dag-run", dag_id=dag.id, run_id=run.id)
+    if action not in ("pause", "resume"):
+        raise Http404("unknown action")
+    definitions.dag_set_paused(dag=dag, paused=action == "pause")
+    messages.success(request, f"{'Paused' if dag.paused else 'Resumed'} {dag.name}")
+    return redirect("dashboard:dag", dag_id=dag.id)
+
+
+@login_required
+@require_POST
+def dag_run_action(request: HttpRequest, dag_id: str, run_id: str, action: str) -> HttpResponse:
+    from dags.services import runs
+
+    run = _operator_object(request, _dag_run_get, dag_id=dag_id, run_id=run_id)
+    if action not in ("cancel", "rerun"):
+        raise Http404("unknown action")
+    try:
+        run = runs.dag_run_cancel(run=run) if action == "cancel" else runs.dag_run_rerun(run=run)
+    except DomainError as error:  # it had already ended / is not re-runnable
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Run {run.id}: {run.status}")
+    return redirect("dashboard:dag-run", dag_id=run.dag_id, run_id=run.id)

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduler_app.dashboard import actions, views
+from scheduler_app.dashboard import actions, dag_pages, logs, task_edit, views
 
 app_name = "dashboard"
 
@@ -13,9 +13,19 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
+    # Before the task routes below, which would take "new" for an id and "edit" for an action.
+    path("tasks/new", task_edit.task_new, name="task-new"),
+    path("tasks/<str:task_id>/edit", task_edit.task_edit, name="task-edit"),
     path("tasks/<str:task_id>", views.task_detail, name="task"),
     path("tasks/<str:task_id>/<str:action>", actions.task_action, name="task-action"),
     path("executions/<str:execution_id>", views.execution_detail, name="execution"),
+    # Before the catch-all action route below, which would take "log" for an action.
+    path(
+        "executions/<str:execution_id>/log-events",
+        logs.execution_log_events,
+        name="execution-log-events",
+    ),
+    path("executions/<str:execution_id>/log", logs.execution_log_text, name="execution-log"),
     path(
         "executions/<str:execution_id>/<str:action>",
         actions.execution_action,
@@ -25,4 +35,13 @@ urlpatterns = [
     path("dlq", views.dead_letters, name="dlq"),
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),
     path("missed", views.missed_schedules, name="missed"),
+    path("dags", dag_pages.dag_list, name="dags"),
+    path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
+    path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
+    path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),
+    path(
+        "dags/<str:dag_id>/runs/<str:run_id>/<str:action>",
+        actions.dag_run_action,
+        name="dag-run-action",
+    ),
 ]

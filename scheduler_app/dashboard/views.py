@@ -13,27 +13,34 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dags import selectors as dag_selectors
 from scheduler_app import selectors
-from scheduler_app.choices import ACTIVE_STATUSES
+from scheduler_app.choices import ACTIVE_STATUSES, Trigger
+from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
 from scheduler_app.errors import NotFound
 from scheduler_app.monitoring import missed, stats, system
-from scheduler_app.monitoring.workers import worker_list
+from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.schedules.preview import preview
 from scheduler_app.task_schedule import schedule_of_task
 
 
-def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpResponse:
+def page_context(request: HttpRequest) -> dict[str, Any]:
+    """What the page frame (base.html) shows: tenant switch, role, links, poll interval."""
     membership = dashboard_membership(request)
-    context.update(
-        tenant=membership.tenant,
-        role=membership.role,
-        memberships=dashboard_memberships(request),
-        poll_seconds=settings.MONITORING["DASHBOARD_POLL_SECONDS"],
-        flower_url=settings.MONITORING["FLOWER_URL"],
-        now=timezone.now(),
-    )
+    return {
+        "tenant": membership.tenant,
+        "role": membership.role,
+        "memberships": dashboard_memberships(request),
+        "poll_seconds": settings.MONITORING["DASHBOARD_POLL_SECONDS"],
+        "flower_url": settings.MONITORING["FLOWER_URL"],
+        "now": timezone.now(),
+    }
+
+
+def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpResponse:
+    context.update(page_context(request))
     template = (
         f"dashboard/{name}_live.html" if request.GET.get("fragment") else f"dashboard/{name}.html"
     )
@@ -54,6 +61,18 @@ def _queues() -> list[system.QueueState] | None:
         return None
 
 
+def _workers() -> list[WorkerInfo] | None:
+    try:
+        return worker_list()
+    except Exception:  # registry (Redis) unreachable: the page says so instead of failing
+        return None
+
+
+def _workers_alive() -> int | None:
+    workers = _workers()
+    return None if workers is None else sum(1 for w in workers if w.alive)
+
+
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -65,7 +84,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "summary": summary,
             "statuses": sorted(set(summary["runs_last_day"]) | set(summary["runs_last_hour"])),
             "queues": _queues(),
-            "workers_alive": sum(1 for w in worker_list() if w.state == "online"),
+            "workers_alive": _workers_alive(),
             "recent": stats.recent_executions(tenant=tenant, limit=15),
             "tasks": selectors.task_list(tenant=tenant)[:100],
             "charts": {
@@ -117,8 +136,8 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
-    log = selectors.execution_log_get(tenant=tenant, execution=execution)
-    log_text = log.text if log else ""
+    # The log sits outside the polled fragment: the page's script follows the live tail.
+    whole_page = not request.GET.get("fragment")
     return _page(
         request,
         "execution",
@@ -129,9 +148,13 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             "result_json": json.dumps(execution.result, indent=2, default=str)
             if execution.result is not None
             else "",
-            "log_tail": "\n".join(log_text.splitlines()[-200:]),
-            "log_persisted": log is not None,
+            "log_tail": stored_log_tail(tenant=tenant, execution=execution) if whole_page else "",
+            "log_tail_lines": TAIL_LINES,
+            "log_follow": execution.status in ACTIVE_STATUSES,
             "cancellable": execution.status in ACTIVE_STATUSES,
+            "dag_node": dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
+            if execution.trigger == Trigger.DAG
+            else None,
         },
     )
 
@@ -146,7 +169,7 @@ def workers(request: HttpRequest) -> HttpResponse:
     return _page(
         request,
         "workers",
-        {"workers": worker_list(), "queues": _queues(), "nodes": nodes},
+        {"workers": _workers(), "queues": _queues(), "nodes": nodes},
     )
 
 

@@ -24,8 +24,9 @@ class NotificationChannel(models.Model):
     name = models.SlugField(max_length=63)
     kind = models.CharField(max_length=16, choices=ChannelKind.choices)
     target = models.CharField(max_length=1000)
-    # HMAC key for webhooks. Stored as given: encrypting it belongs with the secrets store.
-    signing_secret = models.CharField(max_length=255, blank=True, default="")
+    # HMAC key for webhooks, Fernet-encrypted with SECRETS_KEY like tenant secrets; set and
+    # read only through scheduler_app.services.channels (write-only everywhere else).
+    signing_secret_ciphertext = models.TextField(blank=True, default="")
     alerts = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

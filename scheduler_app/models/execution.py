@@ -20,8 +20,12 @@ class TaskExecution(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
-    task = models.ForeignKey(TaskDefinition, on_delete=models.PROTECT, related_name="executions")
+    # No single-column indexes: (tenant, scheduled_at) and (task, scheduled_at, attempt) serve
+    # those lookups, and every extra index is written again by each of a run's state changes.
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+", db_index=False)
+    task = models.ForeignKey(
+        TaskDefinition, on_delete=models.PROTECT, related_name="executions", db_index=False
+    )
     status = models.CharField(
         max_length=16, choices=ExecutionStatus.choices, default=ExecutionStatus.PENDING
     )
@@ -65,13 +69,20 @@ class TaskExecution(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["task", "-scheduled_at"], name="idx_exec_task_scheduled"),
+            # A task's executions by time: uniq_exec_task_fire_attempt serves them (scanned
+            # backwards for newest first); a second index would only cost writes.
             models.Index(
                 fields=["status", "scheduled_at"],
                 name="idx_exec_status_scheduled",
                 condition=Q(status__in=["pending", "queued", "running"]),
             ),
             models.Index(fields=["tenant", "-scheduled_at"], name="idx_exec_tenant_scheduled"),
+            # The quota check counts a tenant's running runs on every claim.
+            models.Index(
+                fields=["tenant"],
+                name="idx_exec_tenant_running",
+                condition=Q(status="running"),
+            ),
             models.Index(
                 fields=["tenant", "-completed_at"],
                 name="idx_exec_dead_letter",

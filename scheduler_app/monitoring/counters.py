@@ -21,15 +21,15 @@ LAG_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 DURATION_BUCKETS = (0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 RUNS_KEY = "metrics:runs"  # hash "tenant_id|tier|status" -> count
-LAG_KEY = "metrics:lag"  # hash "tier|le" -> count, "tier|sum", "tier|count"
-DURATION_KEY = "metrics:duration"  # hash "tier|le" ...
+# hash "tier|le" -> observations in that bucket only (not cumulative: one write per
+# observation, summed up when read), "tier|sum", "tier|count"
+LAG_KEY = "metrics:lag:v2"
+DURATION_KEY = "metrics:duration:v2"  # the same shape
 
 
 def _observe(pipe, key: str, tier: str, value: float, buckets: tuple[float, ...]) -> None:
-    for bound in buckets:
-        if value <= bound:
-            pipe.hincrby(key, f"{tier}|{bound}", 1)
-    pipe.hincrby(key, f"{tier}|+Inf", 1)
+    bound = next((str(bound) for bound in buckets if value <= bound), "+Inf")
+    pipe.hincrby(key, f"{tier}|{bound}", 1)
     pipe.hincrbyfloat(key, f"{tier}|sum", value)
     pipe.hincrby(key, f"{tier}|count", 1)
 
@@ -37,10 +37,15 @@ def _observe(pipe, key: str, tier: str, value: float, buckets: tuple[float, ...]
 def record_run_started(*, tier: str, lag_seconds: float) -> None:
     try:
         pipe = get_redis().pipeline(transaction=False)
-        _observe(pipe, redis_key(LAG_KEY), tier, max(lag_seconds, 0.0), LAG_BUCKETS)
+        record_run_started_into(pipe, tier=tier, lag_seconds=lag_seconds)
         pipe.execute()
     except redis.RedisError as error:
         logger.debug("could not count a started run: %s", error)
+
+
+def record_run_started_into(pipe, *, tier: str, lag_seconds: float) -> None:
+    """`record_run_started`, queued on a worker's pipeline."""
+    _observe(pipe, redis_key(LAG_KEY), tier, max(lag_seconds, 0.0), LAG_BUCKETS)
 
 
 def record_run_finished(
@@ -48,14 +53,25 @@ def record_run_finished(
 ) -> None:
     try:
         pipe = get_redis().pipeline(transaction=False)
-        pipe.hincrby(redis_key(RUNS_KEY), f"{tenant_id}|{tier}|{status}", 1)
-        if duration_seconds is not None:
-            _observe(
-                pipe, redis_key(DURATION_KEY), tier, max(duration_seconds, 0.0), DURATION_BUCKETS
-            )
+        record_run_finished_into(
+            pipe,
+            tenant_id=tenant_id,
+            tier=tier,
+            status=status,
+            duration_seconds=duration_seconds,
+        )
         pipe.execute()
     except redis.RedisError as error:
         logger.debug("could not count a finished run: %s", error)
+
+
+def record_run_finished_into(
+    pipe, *, tenant_id: str, tier: str, status: str, duration_seconds: float | None
+) -> None:
+    """`record_run_finished`, queued on a worker's pipeline."""
+    pipe.hincrby(redis_key(RUNS_KEY), f"{tenant_id}|{tier}|{status}", 1)
+    if duration_seconds is not None:
+        _observe(pipe, redis_key(DURATION_KEY), tier, max(duration_seconds, 0.0), DURATION_BUCKETS)
 
 
 @dataclass(frozen=True)
@@ -81,8 +97,11 @@ def read_histograms(kind: str) -> dict[str, Histogram]:
     tiers = {field.split("|", 1)[0] for field in raw}
     histograms: dict[str, Histogram] = {}
     for tier in sorted(tiers):
-        buckets = [(str(b), float(raw.get(f"{tier}|{b}", 0))) for b in bounds]
-        buckets.append(("+Inf", float(raw.get(f"{tier}|+Inf", 0))))
+        buckets: list[tuple[str, float]] = []
+        cumulative = 0.0
+        for bound in [*map(str, bounds), "+Inf"]:
+            cumulative += float(raw.get(f"{tier}|{bound}", 0))
+            buckets.append((bound, cumulative))
         histograms[tier] = Histogram(
             buckets=buckets,
             total=float(raw.get(f"{tier}|sum", 0)),

@@ -8,12 +8,16 @@ import logging
 from django.db import transaction
 
 from scheduler_app.models import TaskExecution
-from scheduler_app.monitoring.counters import record_run_finished
+from scheduler_app.monitoring.counters import record_run_finished, record_run_finished_into
 
 logger = logging.getLogger(__name__)
 
 
-def run_finished_on_commit(*, execution: TaskExecution, dead_lettered: bool) -> None:
+def run_finished_on_commit(
+    *, execution: TaskExecution, dead_lettered: bool, metrics_pipe=None
+) -> None:
+    """`metrics_pipe`: a Redis pipeline the caller sends after the commit (a worker batches
+    its end-of-run writes); without it the counts are sent on their own."""
     duration = None
     if execution.started_at and execution.completed_at:
         duration = (execution.completed_at - execution.started_at).total_seconds()
@@ -22,9 +26,18 @@ def run_finished_on_commit(*, execution: TaskExecution, dead_lettered: bool) -> 
     execution_id = str(execution.id)
 
     def after_commit() -> None:
-        record_run_finished(
-            tenant_id=tenant_id, tier=tier, status=status, duration_seconds=duration
-        )
+        if metrics_pipe is not None:
+            record_run_finished_into(
+                metrics_pipe,
+                tenant_id=tenant_id,
+                tier=tier,
+                status=status,
+                duration_seconds=duration,
+            )
+        else:
+            record_run_finished(
+                tenant_id=tenant_id, tier=tier, status=status, duration_seconds=duration
+            )
         if wants_notice:
             from scheduler_app.alerting.tasks import enqueue_run_notifications
 

@@ -26,7 +26,8 @@ from scheduler_app.choices import ACTIVE_STATUSES
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring import counters, system
 from scheduler_app.monitoring.stats import late_start_count
-from scheduler_app.monitoring.workers import worker_list
+from scheduler_app.monitoring.workers import WORKER_STATES, worker_list
+from scheduler_app.services.retry_budget import retry_budget_usage
 
 # Every metric this module exposes; the alert rules and the Grafana board are tested against it.
 METRIC_NAMES = (
@@ -44,6 +45,7 @@ METRIC_NAMES = (
     "scheduler_leader_epoch",
     "scheduler_leaders",
     "scheduler_missed_fires",
+    "scheduler_retry_budget",
     "scheduler_scrape_errors",
 )
 
@@ -66,11 +68,18 @@ class SchedulerCollector:
         except redis.RedisError:
             errors["broker"] += 1
         yield from self._database(slugs)
-        yield from self._workers()
+        try:
+            yield from self._workers()
+        except redis.RedisError:
+            errors["registry"] += 1
+        try:
+            yield from self._retry_budget()
+        except redis.RedisError:
+            errors["retry_budget"] += 1
         scrape = GaugeMetricFamily(
             "scheduler_scrape_errors", "Sources that could not be read", labels=["source"]
         )
-        for source in ("redis_counters", "redis_scheduler", "broker"):
+        for source in ("redis_counters", "redis_scheduler", "broker", "registry", "retry_budget"):
             scrape.add_metric([source], errors[source])
         yield scrape
 
@@ -172,7 +181,27 @@ class SchedulerCollector:
 
     def _workers(self) -> Iterator[Metric]:
         states = Counter(worker.state for worker in worker_list())
-        workers = GaugeMetricFamily("scheduler_workers", "Workers by state", labels=["state"])
-        for state in ("online", "unresponsive"):
+        workers = GaugeMetricFamily(
+            "scheduler_workers",
+            "Workers in the fleet registry by state (unresponsive: heartbeats stopped, not yet"
+            " declared dead; dead and gone stay listed for an hour)",
+            labels=["state"],
+        )
+        for state in WORKER_STATES:
             workers.add_metric([state], states.get(state, 0))
         yield workers
+
+    def _retry_budget(self) -> Iterator[Metric]:
+        # The budget is fleet-wide (retries may be a share of all starts per minute), so the
+        # gauge has no tenant label: kind = started | retries | allowance, this minute.
+        usage = retry_budget_usage(now=timezone.now())
+        budget = GaugeMetricFamily(
+            "scheduler_retry_budget",
+            "Retry budget of the current minute: executions started, retries admitted, and"
+            " the retries allowed",
+            labels=["kind"],
+        )
+        budget.add_metric(["started"], usage["executions_this_minute"])
+        budget.add_metric(["retries"], usage["retries_this_minute"])
+        budget.add_metric(["allowance"], usage["retry_allowance_this_minute"])
+        yield budget

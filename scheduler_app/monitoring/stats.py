@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.selectors import visible_tasks
 
 # Percentiles are computed over the most recent starts only, so the query stays bounded.
 LAG_SAMPLE = 5000
@@ -57,7 +58,9 @@ def overview(*, tenant: Tenant, now: datetime | None = None) -> dict[str, Any]:
         "failure_rate": None if not finished else failed / finished,
         "lag": lag_percentiles(tenant=tenant, since=now - timedelta(hours=1)),
         "dead_letters": TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).count(),
-        "tasks": TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True).count(),
+        "tasks": visible_tasks(
+            TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True)
+        ).count(),
     }
 
 

@@ -1,110 +1,75 @@
-"""The worker list, read through ONE function so it can later be pointed at a worker registry
-(heartbeats in the database) without touching the dashboard or /metrics.
+"""The worker list the dashboard's Workers page and /metrics read: the fleet registry
+(workers/registry.py), which every worker refreshes on each heartbeat with its CPU, memory,
+active runs and finished/errored counts. Reading it is one SMEMBERS and one MGET, so pages
+that poll every few seconds cost Redis almost nothing and wait on no worker.
 
-Today it combines what Celery itself knows (a broadcast `inspect`: who answers, their pool
-and process stats) with what the executions table knows (running runs and recent errors per
-worker id). A worker that holds running executions but does not answer is "unresponsive".
+States: `active`, `draining` (shutting down, finishing what it holds), `unresponsive` (its
+heartbeats stopped; the reaper will declare it dead and fail its runs as `worker_lost`),
+`dead` (declared dead by a peer) and `gone` (a clean shutdown). Dead and gone workers stay
+listed for an hour (registry.FORGET_AFTER_SECONDS).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.conf import settings
-from django.db.models import Count, Q
-from django.utils import timezone
+from workers.registry import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
 
-from scheduler_app.choices import RETRYABLE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
-from scheduler_app.models import TaskExecution
-
-logger = logging.getLogger(__name__)
+STATE_UNRESPONSIVE = "unresponsive"
+WORKER_STATES = ("active", "draining", STATE_UNRESPONSIVE, "dead", "gone")
+ALIVE_STATES = (STATE_ACTIVE, STATE_DRAINING)
 
 
 @dataclass(frozen=True)
 class WorkerInfo:
     name: str
-    state: str  # online | unresponsive
+    state: str  # one of WORKER_STATES
+    heartbeat_age_seconds: float
+    cpu_percent: float  # the worker and its pool processes; 100 = one core
+    memory_rss_bytes: int
+    memory_percent: float
     active_runs: int
-    finished_last_hour: int
-    failed_last_hour: int
-    pool_processes: int | None
-    cpu_seconds: float | None  # user+system CPU time of the worker's main process
-    max_rss_kib: int | None
-    heartbeat_age_seconds: float | None  # None: no heartbeat source yet (see module doc)
+    concurrency: int
+    queues: tuple[str, ...]
+    version: str
+    completed_last_hour: int
+    errors_last_hour: int
+
+    @property
+    def alive(self) -> bool:
+        return self.state in ALIVE_STATES
 
     @property
     def error_rate(self) -> float | None:
-        if not self.finished_last_hour:
+        if not self.completed_last_hour:
             return None
-        return self.failed_last_hour / self.finished_last_hour
+        return self.errors_last_hour / self.completed_last_hour
 
 
-# (monotonic time, replies): a broadcast waits out its whole timeout, so pages that poll
-# every few seconds share one answer per WORKERS_CACHE_SECONDS in each web process.
-_stats_cache: tuple[float, dict[str, dict]] | None = None
+def _state(record: WorkerRecord, now: float) -> str:
+    if record.state in ALIVE_STATES and record.is_overdue(now):
+        return STATE_UNRESPONSIVE
+    return record.state
 
 
-def _celery_stats() -> dict[str, dict]:
-    global _stats_cache
-    ttl = settings.MONITORING["WORKERS_CACHE_SECONDS"]
-    if _stats_cache is not None and time.monotonic() - _stats_cache[0] < ttl:
-        return _stats_cache[1]
-    replies = _celery_inspect_stats()
-    _stats_cache = (time.monotonic(), replies)
-    return replies
-
-
-def _celery_inspect_stats() -> dict[str, dict]:
-    from project.celery import app
-
-    try:
-        replies = app.control.inspect(
-            timeout=settings.MONITORING["INSPECT_TIMEOUT_SECONDS"]
-        ).stats()
-    except Exception as error:  # broker down: report no live workers rather than fail the page
-        logger.warning("celery inspect failed: %s", error)
-        return {}
-    return replies or {}
-
-
-def worker_list() -> list[WorkerInfo]:
-    since = timezone.now() - timedelta(hours=1)
-    stats = _celery_stats()
-    by_worker = {
-        row["worker_id"]: row
-        for row in TaskExecution.objects.filter(
-            Q(status=ExecutionStatus.RUNNING) | Q(completed_at__gte=since)
+def worker_list(*, now: float | None = None) -> list[WorkerInfo]:
+    """Every registered worker, by name. Raises redis.RedisError when Redis is unreachable."""
+    now = time.time() if now is None else now
+    return [
+        WorkerInfo(
+            name=record.hostname,
+            state=_state(record, now),
+            heartbeat_age_seconds=max(0.0, record.silent_for(now)),
+            cpu_percent=record.cpu_percent,
+            memory_rss_bytes=record.memory_rss_bytes,
+            memory_percent=record.memory_percent,
+            active_runs=record.active_runs,
+            concurrency=record.concurrency,
+            queues=tuple(record.queues),
+            version=record.version,
+            completed_last_hour=record.completed_last_hour,
+            errors_last_hour=record.errors_last_hour,
         )
-        .exclude(worker_id="")
-        .values("worker_id")
-        .annotate(
-            running=Count("id", filter=Q(status=ExecutionStatus.RUNNING)),
-            finished=Count("id", filter=Q(status__in=TERMINAL_STATUSES, completed_at__gte=since)),
-            failed=Count("id", filter=Q(status__in=RETRYABLE_STATUSES, completed_at__gte=since)),
-        )
-    }
-    workers = []
-    for name in sorted(set(stats) | {w for w, row in by_worker.items() if row["running"]}):
-        stat = stats.get(name) or {}
-        rusage = stat.get("rusage") or {}
-        row = by_worker.get(name, {})
-        cpu = None
-        if rusage:
-            cpu = float(rusage.get("utime", 0)) + float(rusage.get("stime", 0))
-        workers.append(
-            WorkerInfo(
-                name=name,
-                state="online" if name in stats else "unresponsive",
-                active_runs=int(row.get("running", 0)),
-                finished_last_hour=int(row.get("finished", 0)),
-                failed_last_hour=int(row.get("failed", 0)),
-                pool_processes=(stat.get("pool") or {}).get("max-concurrency"),
-                cpu_seconds=cpu,
-                max_rss_kib=rusage.get("maxrss"),
-                heartbeat_age_seconds=0.0 if name in stats else None,
-            )
-        )
-    return workers
+        for record in sorted(worker_records(), key=lambda r: r.hostname)
+    ]

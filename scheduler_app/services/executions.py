@@ -10,28 +10,44 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
-from django.db import transaction
+import redis
+from django.db import connection, transaction
 from django.utils import timezone
 
+from scheduler_app import db_rows
 from scheduler_app.choices import (
     RETRYABLE_STATUSES,
     WAITING_STATUSES,
     ExecutionStatus,
     Trigger,
 )
-from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
-from scheduler_app.monitoring.counters import record_run_started
+from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
+from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from workers.handlers.base import HandlerOutcome as Outcome  # what a handler reported
 
-__all__ = ["Claim", "FinishReport", "Outcome", "execution_claim", "execution_finish"]
+__all__ = [
+    "Claim",
+    "FinishReport",
+    "Outcome",
+    "execution_claim",
+    "execution_finish",
+]
 
 logger = logging.getLogger(__name__)
 
 # A doorbell may arrive a little before the row's time because clocks differ slightly.
 CLAIM_CLOCK_TOLERANCE = timedelta(seconds=2)
+
+
+# How a finish stores its log: one row per execution, the last finish's log wins.
+LOG_UPSERT = (
+    "ON CONFLICT (execution_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, "
+    "text = EXCLUDED.text, size_bytes = EXCLUDED.size_bytes, truncated = EXCLUDED.truncated"
+)
 
 
 @dataclass(frozen=True)
@@ -49,31 +65,100 @@ class FinishReport:
 
 
 def execution_claim(
-    *, execution_id: str | uuid.UUID, worker_id: str, lease_seconds: float
+    *,
+    execution_id: str | uuid.UUID,
+    worker_id: str,
+    lease_seconds: float,
+    metrics_pipe: redis.client.Pipeline | None = None,
 ) -> Claim | None:
-    """pending|queued -> running for exactly one caller; everyone else gets None."""
+    """pending|queued -> running for exactly one caller; everyone else gets None.
+
+    On PostgreSQL one statement claims the row and returns it with its task and tenant (the
+    quota check right after the claim needs the tenant). The schedule-to-start histogram is
+    counted at once, or queued on `metrics_pipe` (a worker sends it with its other writes)."""
     now = timezone.now()
     token = uuid.uuid4()
-    claimed = TaskExecution.objects.filter(
-        id=execution_id,
-        status__in=WAITING_STATUSES,
-        scheduled_at__lte=now + CLAIM_CLOCK_TOLERANCE,
-    ).update(
-        status=ExecutionStatus.RUNNING,
-        worker_id=worker_id,
-        claim_token=token,
-        started_at=now,
-        lease_expires_at=now + timedelta(seconds=lease_seconds),
-        updated_at=now,
+    lease_expires_at = now + timedelta(seconds=lease_seconds)
+    if connection.vendor == "postgresql":
+        claim = _claim_postgres(
+            execution_id=execution_id,
+            worker_id=worker_id,
+            token=token,
+            now=now,
+            lease_expires_at=lease_expires_at,
+        )
+        if claim is None:
+            return None
+    else:
+        claimed = TaskExecution.objects.filter(
+            id=execution_id,
+            status__in=WAITING_STATUSES,
+            scheduled_at__lte=now + CLAIM_CLOCK_TOLERANCE,
+        ).update(
+            status=ExecutionStatus.RUNNING,
+            worker_id=worker_id,
+            claim_token=token,
+            started_at=now,
+            lease_expires_at=lease_expires_at,
+            updated_at=now,
+        )
+        if claimed != 1:
+            return None
+        execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
+        claim = Claim(execution=execution, task=execution.task, claim_token=token)
+    lag = (now - claim.execution.scheduled_at).total_seconds()
+    if metrics_pipe is not None:
+        record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
+    else:
+        record_run_started(tier=claim.execution.queue, lag_seconds=lag)
+    return claim
+
+
+@cache
+def _claim_sql() -> str:
+    executions = TaskExecution._meta.db_table
+    return (
+        f"WITH claimed AS (UPDATE {executions} SET status = %s, worker_id = %s, "
+        "claim_token = %s, started_at = %s, lease_expires_at = %s, updated_at = %s "
+        "WHERE id = %s AND status IN (%s, %s) AND scheduled_at <= %s RETURNING *) "
+        f"SELECT {db_rows.columns(TaskExecution, 'claimed')}, "
+        f"{db_rows.columns(TaskDefinition, 't')}, {db_rows.columns(Tenant, 'n')} "
+        f"FROM claimed JOIN {TaskDefinition._meta.db_table} t ON t.id = claimed.task_id "
+        f"JOIN {Tenant._meta.db_table} n ON n.id = claimed.tenant_id"
     )
-    if claimed != 1:
+
+
+def _claim_postgres(
+    *,
+    execution_id: str | uuid.UUID,
+    worker_id: str,
+    token: uuid.UUID,
+    now: datetime,
+    lease_expires_at: datetime,
+) -> Claim | None:
+    row = db_rows.execute_prepared(
+        _claim_sql(),
+        [
+            ExecutionStatus.RUNNING.value,
+            worker_id,
+            token,
+            now,
+            lease_expires_at,
+            now,
+            uuid.UUID(str(execution_id)),
+            *(status.value for status in WAITING_STATUSES),
+            now + CLAIM_CLOCK_TOLERANCE,
+        ],
+    )
+    if row is None:
         return None
-    # The tenant comes along: the quota check right after the claim needs it.
-    execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
-    record_run_started(
-        tier=execution.queue, lag_seconds=(now - execution.scheduled_at).total_seconds()
-    )
-    return Claim(execution=execution, task=execution.task, claim_token=token)
+    first = db_rows.width(TaskExecution)
+    second = first + db_rows.width(TaskDefinition)
+    execution = db_rows.instance(TaskExecution, row[:first])
+    task = db_rows.instance(TaskDefinition, row[first:second])
+    execution.task = task
+    execution.tenant = task.tenant = db_rows.instance(Tenant, row[second:])
+    return Claim(execution=execution, task=task, claim_token=token)
 
 
 def execution_renew_lease(
@@ -186,30 +271,146 @@ def execution_finish(
     outcome: Outcome,
     log_text: str = "",
     log_truncated: bool = False,
+    task: TaskDefinition | None = None,
+    metrics_pipe: redis.client.Pipeline | None = None,
+    started_at: datetime | None = None,
 ) -> FinishReport:
-    """running -> terminal, only for the holder of the claim; schedules retry or dead-letters."""
+    """running -> terminal, only for the holder of the claim; schedules retry or dead-letters.
+
+    `task`: the definition the claim loaded (a worker passes it; saves loading it again).
+    `started_at`: when the handler really started, if later than the claim (a batch's runs
+    start in turn after one claim); without it the claim's time stays.
+    `metrics_pipe`: where the run's counters are queued once the finish commits (the caller
+    sends it afterwards); without it they are sent on their own. An empty log is not stored.
+    On PostgreSQL the finish, the row it returns and the log are one statement."""
     now = timezone.now()
     with transaction.atomic():
-        updated = TaskExecution.objects.filter(
-            id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
-        ).update(
-            status=outcome.status,
-            completed_at=now,
-            result=outcome.result,
-            exit_code=outcome.exit_code,
-            error_message=outcome.error_message[:10000],
-            error_class=outcome.error_class[:64],
-            lease_expires_at=None,
-            updated_at=now,
-        )
-        if updated != 1:
+        if connection.vendor == "postgresql":
+            execution = _finish_postgres(
+                execution_id=execution_id,
+                claim_token=claim_token,
+                outcome=outcome,
+                log_text=log_text,
+                log_truncated=log_truncated,
+                now=now,
+                started_at=started_at,
+            )
+        else:
+            execution = _finish_orm(
+                execution_id=execution_id,
+                claim_token=claim_token,
+                outcome=outcome,
+                log_text=log_text,
+                log_truncated=log_truncated,
+                now=now,
+                started_at=started_at,
+            )
+        if execution is None:
             logger.warning(
                 "rejected finish of execution %s: claim %s is no longer the owner",
                 execution_id,
                 claim_token,
             )
             return FinishReport(accepted=False)
-        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+        if task is None or task.id != execution.task_id:
+            task = TaskDefinition.objects.get(id=execution.task_id)
+        execution.task = task
+        report = FinishReport(accepted=True)
+        if outcome.status in RETRYABLE_STATUSES:
+            report = _schedule_next_attempt_or_dead_letter(
+                execution=execution, task=task, transient=outcome.transient, now=now
+            )
+        run_finished_on_commit(
+            execution=execution, dead_lettered=report.dead_lettered, metrics_pipe=metrics_pipe
+        )
+        _dag_execution_settled(execution=execution, report=report)
+        return report
+
+
+def _finish_values(
+    outcome: Outcome, now: datetime, started_at: datetime | None = None
+) -> dict[str, object]:
+    values: dict[str, object] = {} if started_at is None else {"started_at": started_at}
+    return values | {
+        "status": outcome.status,
+        "completed_at": now,
+        "result": outcome.result,
+        "exit_code": outcome.exit_code,
+        "error_message": outcome.error_message[:10000],
+        "error_class": outcome.error_class[:64],
+        "lease_expires_at": None,
+        "updated_at": now,
+    }
+
+
+@cache
+def _finish_sql(*, with_log: bool) -> str:
+    executions = TaskExecution._meta.db_table
+    sql = (
+        f"WITH done AS (UPDATE {executions} SET status = %s, "
+        "started_at = coalesce(%s::timestamptz, started_at), completed_at = %s, result = %s, "
+        "exit_code = %s, error_message = %s, error_class = %s, lease_expires_at = NULL, "
+        "updated_at = %s WHERE id = %s AND claim_token = %s AND status = %s RETURNING *)"
+    )
+    if with_log:
+        sql += (
+            f", logged AS (INSERT INTO {ExecutionLog._meta.db_table} "
+            "(execution_id, tenant_id, text, size_bytes, truncated, created_at) "
+            "SELECT id, tenant_id, %s::text, %s::bigint, %s::boolean, %s::timestamptz FROM done "
+            f"{LOG_UPSERT})"
+        )
+    return sql + f" SELECT {db_rows.columns(TaskExecution, 'done')} FROM done"
+
+
+def _finish_postgres(
+    *,
+    execution_id: str | uuid.UUID,
+    claim_token: uuid.UUID,
+    outcome: Outcome,
+    log_text: str,
+    log_truncated: bool,
+    now: datetime,
+    started_at: datetime | None = None,
+) -> TaskExecution | None:
+    values = _finish_values(outcome, now)
+    result_field = TaskExecution._meta.get_field("result")
+    params: list[object] = [
+        values["status"],
+        started_at,
+        now,
+        result_field.get_db_prep_value(values["result"], connection, prepared=False),
+        values["exit_code"],
+        values["error_message"],
+        values["error_class"],
+        now,
+        uuid.UUID(str(execution_id)),
+        claim_token,
+        ExecutionStatus.RUNNING.value,
+    ]
+    with_log = bool(log_text) or log_truncated
+    if with_log:
+        params += [log_text, len(log_text.encode()), log_truncated, now]
+    row = db_rows.execute_prepared(_finish_sql(with_log=with_log), params)
+    return None if row is None else db_rows.instance(TaskExecution, row)
+
+
+def _finish_orm(
+    *,
+    execution_id: str | uuid.UUID,
+    claim_token: uuid.UUID,
+    outcome: Outcome,
+    log_text: str,
+    log_truncated: bool,
+    now: datetime,
+    started_at: datetime | None = None,
+) -> TaskExecution | None:
+    updated = TaskExecution.objects.filter(
+        id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
+    ).update(**_finish_values(outcome, now, started_at))
+    if updated != 1:
+        return None
+    execution = TaskExecution.objects.get(id=execution_id)
+    if log_text or log_truncated:
         ExecutionLog.objects.update_or_create(
             execution_id=execution.id,
             defaults={
@@ -219,14 +420,7 @@ def execution_finish(
                 "truncated": log_truncated,
             },
         )
-        report = FinishReport(accepted=True)
-        if outcome.status in RETRYABLE_STATUSES:
-            report = _schedule_next_attempt_or_dead_letter(
-                execution=execution, task=execution.task, transient=outcome.transient, now=now
-            )
-        run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
-        _dag_execution_settled(execution=execution, report=report)
-        return report
+    return execution
 
 
 def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:

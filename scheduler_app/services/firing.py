@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from scheduler_app.choices import ExecutionStatus, Overlap, Trigger
+from scheduler_app.db_rows import server_bound_cursor
 from scheduler_app.dispatch import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
 
@@ -194,16 +195,6 @@ RETURNING id, tenant_id, queue, status
 """
 
 
-def _server_bound_cursor():
-    """A psycopg cursor with server-side binding on Django's connection (same transaction):
-    the arrays travel as parameters instead of being quoted into the SQL text, which is what
-    Django's client-side cursor would spend most of a batch doing."""
-    import psycopg
-
-    connection.ensure_connection()
-    return psycopg.Cursor(connection.connection)
-
-
 def _fires_record_postgres(
     fires: Sequence[Fire],
     statuses: list[tuple[str, str]],
@@ -230,10 +221,11 @@ def _fires_record_postgres(
         ):
             column.append(value)
     sql = _UNNEST_INSERT.format(table=TaskExecution._meta.db_table)
-    with transaction.atomic():
+    # savepoint=False: the engine records a batch and its next fires in one transaction.
+    with transaction.atomic(savepoint=False):
         if cancel_waiting:
             _cancel_waiting(cancel_waiting, now=now)
-        with _server_bound_cursor() as cursor:
+        with server_bound_cursor() as cursor:
             cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
             inserted = cursor.fetchall()
     queued = ExecutionStatus.QUEUED.value
@@ -242,7 +234,10 @@ def _fires_record_postgres(
 
 def _doorbell(row: Sequence[object]) -> Doorbell:
     execution_id, tenant_id, queue = row
-    return Doorbell(str(uuid.UUID(str(execution_id))), str(uuid.UUID(str(tenant_id))), str(queue))
+    # psycopg returns UUIDs; SQLite returns their hex text, normalised to the dashed form.
+    if not isinstance(execution_id, uuid.UUID):
+        execution_id, tenant_id = uuid.UUID(str(execution_id)), uuid.UUID(str(tenant_id))
+    return Doorbell(str(execution_id), str(tenant_id), str(queue))
 
 
 def _mark_queued(
@@ -271,11 +266,14 @@ def _mark_queued(
         return [_doorbell(row) for row in cursor.fetchall()]
 
 
-def due_pending_promote(*, now: datetime, limit: int) -> list[Doorbell]:
+def due_pending_promote(
+    *, now: datetime, limit: int, per_tenant: int | None = None
+) -> list[Doorbell]:
     """pending rows whose time has come (retries, deferred runs) -> queued.
 
     A task with overlap=buffer_one keeps its pending run back while another of its runs is
-    running. Fair: at most FAIR_INFLIGHT_PER_TENANT rows per (tenant, tier) a call, oldest
+    running. Fair: at most `per_tenant` rows per (tenant, tier) a call (default
+    FAIR_INFLIGHT_PER_TENANT; the leader passes the current fair-dispatch cap), oldest
     first, so one tenant's backlog of due rows cannot fill every batch and starve another
     tenant's retry (fair dispatch would hold back the extra rows of that tenant anyway).
     """
@@ -292,7 +290,8 @@ def due_pending_promote(*, now: datetime, limit: int) -> list[Doorbell]:
         Overlap.BUFFER_ONE.value,
         ExecutionStatus.RUNNING.value,
     ]
-    per_tenant = settings.FAIR_INFLIGHT_PER_TENANT
+    if per_tenant is None:
+        per_tenant = settings.FAIR_INFLIGHT_PER_TENANT
     if per_tenant > 0:
         where_sql += (
             f" AND id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER ("
@@ -344,7 +343,7 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
     if connection.vendor == "postgresql":
         # One statement per batch instead of one UPDATE per task.
         ids, nexts, lasts = (list(column) for column in zip(*updates, strict=True))
-        with transaction.atomic(), _server_bound_cursor() as cursor:
+        with transaction.atomic(savepoint=False), server_bound_cursor() as cursor:
             cursor.execute(
                 f"UPDATE {table} AS t SET next_fire_at = u.next_fire_at, "
                 "last_fired_at = u.last_fired_at FROM unnest(%b::uuid[], %b::timestamptz[], "

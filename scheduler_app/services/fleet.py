@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
-from scheduler_app.dispatch import Doorbell
+from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
@@ -64,6 +64,24 @@ def worker_executions_fail_lost(
         )
         won += int(report.accepted)
     return won
+
+
+def worker_kept_runs_ring(*, worker_id: str) -> int:
+    """Queued runs a worker had kept for itself (a DAG node it was to run right after the
+    finish that made it ready, `dags.services.continuation`) and never claimed: their rows
+    carry its worker id and no doorbell was rung. When that worker is dead they are handed
+    to the fleet (worker id cleared, doorbell rung) instead of waiting for the requeue
+    grace. A conditional UPDATE per row: of several reapers, one rings each."""
+    waiting = TaskExecution.objects.filter(status=ExecutionStatus.QUEUED, worker_id=worker_id)
+    bells: list[Doorbell] = []
+    now = timezone.now()
+    for execution_id, tenant_id, queue in waiting.values_list("id", "tenant_id", "queue")[:5000]:
+        taken = TaskExecution.objects.filter(
+            id=execution_id, status=ExecutionStatus.QUEUED, worker_id=worker_id
+        ).update(worker_id="", queued_at=now, updated_at=now)
+        if taken:
+            bells.append(Doorbell(str(execution_id), str(tenant_id), queue))
+    return publish(bells) if bells else 0
 
 
 def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UUID]]:

@@ -12,14 +12,17 @@ window through a `quota.exceeded` audit entry (channels come with alerting).
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
+from scheduler_app import db_rows
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.redis_client import get_redis, redis_key
@@ -82,28 +85,157 @@ def tenant_usage(*, tenant: Tenant, now: datetime | None = None) -> Usage:
     )
 
 
-def quota_check(*, tenant: Tenant, now: datetime) -> Deferral | None:
-    """Called after the claim succeeded, so the concurrent count includes this run."""
-    usage = tenant_usage(tenant=tenant, now=now)
-    if usage.concurrent_runs > tenant.max_concurrent_runs:
+def concurrency_deferral_delay() -> timedelta:
+    """How long a run over the concurrency limit waits: QUOTA_DEFER_SECONDS, spread by +-50%.
+
+    Claims that race for the last slot each see the others and all defer (the count errs
+    towards the quota). Deferred for the same time, they would be promoted in the same tick,
+    claimed together and deferred together again, round after round; spread out, they come
+    back one by one and the first takes the slot."""
+    return timedelta(seconds=settings.QUOTA_DEFER_SECONDS * random.uniform(0.5, 1.5))
+
+
+def _over_quota(
+    *,
+    tenant: Tenant,
+    concurrent_runs: int,
+    runs_this_hour: int,
+    compute_minutes: float,
+    now: datetime,
+) -> Deferral | None:
+    """`concurrent_runs` includes the run being checked, `runs_this_hour` does not."""
+    if concurrent_runs > tenant.max_concurrent_runs:
         return Deferral(
             "max_concurrent_runs",
-            now + timedelta(seconds=settings.QUOTA_DEFER_SECONDS),
-            usage.concurrent_runs - 1,
+            now + concurrency_deferral_delay(),
+            concurrent_runs - 1,
             tenant.max_concurrent_runs,
         )
-    if usage.runs_this_hour >= tenant.max_runs_per_hour:
+    if runs_this_hour >= tenant.max_runs_per_hour:
         return Deferral(
-            "max_runs_per_hour", _next_hour(now), usage.runs_this_hour, tenant.max_runs_per_hour
+            "max_runs_per_hour", _next_hour(now), runs_this_hour, tenant.max_runs_per_hour
         )
-    if usage.compute_minutes_this_month >= tenant.max_compute_minutes_per_month:
+    if compute_minutes >= tenant.max_compute_minutes_per_month:
         return Deferral(
             "max_compute_minutes_per_month",
             _next_month(now),
-            usage.compute_minutes_this_month,
+            compute_minutes,
             tenant.max_compute_minutes_per_month,
         )
     return None
+
+
+def quota_running_count(*, tenant_id: object) -> int:
+    """Running executions of the tenant (after a claim has committed: this one included).
+
+    Its own statement after the claim's commit, never folded into the claim: of two claims
+    racing for the last slot, at least one then sees the other, so the limit is never
+    exceeded (it may defer both, which errs towards the quota)."""
+    if connection.vendor != "postgresql":
+        return TaskExecution.objects.filter(
+            tenant_id=tenant_id, status=ExecutionStatus.RUNNING
+        ).count()
+    row = db_rows.execute_prepared(
+        f"SELECT count(*) FROM {TaskExecution._meta.db_table} WHERE tenant_id = %s AND status = %s",
+        [tenant_id, ExecutionStatus.RUNNING.value],
+    )
+    return row[0]
+
+
+@dataclass(frozen=True)
+class ClaimCount:
+    """Where a claim's quota counters sit in a worker's Redis pipeline (see
+    `quota_count_run_into`)."""
+
+    start: int
+    now: datetime
+
+
+def quota_count_run_into(
+    pipe: redis.client.Pipeline, *, tenant_id: object, now: datetime
+) -> ClaimCount:
+    """Queue on `pipe`: count this run in the hour (INCR first: of two racing claims one sees
+    the other) and read the month's compute seconds. `quota_decide` reads the replies."""
+    start = len(pipe)
+    pipe.incr(_runs_key(tenant_id, now))
+    pipe.expire(_runs_key(tenant_id, now), 2 * 3600)
+    pipe.get(_seconds_key(tenant_id, now))
+    return ClaimCount(start=start, now=now)
+
+
+def quota_uncount_run_into(
+    pipe: redis.client.Pipeline, *, tenant_id: object, counted: ClaimCount
+) -> None:
+    """Undo `quota_count_run_into` for a claimed run that was handed back unstarted."""
+    pipe.decr(_runs_key(tenant_id, counted.now))
+
+
+def quota_count_runs_into(
+    pipe: redis.client.Pipeline, *, tenant_id: object, runs: int, now: datetime
+) -> ClaimCount:
+    """`quota_count_run_into` for `runs` runs of one tenant at once (a batch): one INCRBY.
+    Read back with `quota_replies`; the k-th run of the batch (from 0) is the
+    (total - runs + k + 1)-th of the hour."""
+    start = len(pipe)
+    pipe.incrby(_runs_key(tenant_id, now), runs)
+    pipe.expire(_runs_key(tenant_id, now), 2 * 3600)
+    pipe.get(_seconds_key(tenant_id, now))
+    return ClaimCount(start=start, now=now)
+
+
+def quota_replies(counted: ClaimCount, replies: list | None) -> tuple[int | None, float | None]:
+    """The hour's run count after the INCR(BY) and the month's compute seconds, or None for
+    what Redis did not answer."""
+    if replies is None:
+        return None, None
+    runs_after, seconds = replies[counted.start], replies[counted.start + 2]
+    return (
+        None if isinstance(runs_after, Exception) else int(runs_after),
+        None if isinstance(seconds, Exception) or seconds is None else float(seconds),
+    )
+
+
+def quota_decide(
+    *, tenant: Tenant, running: int, counted: ClaimCount, replies: list | None
+) -> Deferral | None:
+    """The deferral a claimed run is due, from the running count and the pipeline's replies
+    (None when Redis was away: the Redis quotas then err towards running)."""
+    runs_after, seconds = quota_replies(counted, replies)
+    return quota_decide_counts(
+        tenant=tenant, running=running, runs_after=runs_after, seconds=seconds, now=counted.now
+    )
+
+
+def quota_decide_counts(
+    *,
+    tenant: Tenant,
+    running: int,
+    runs_after: int | None,
+    seconds: float | None,
+    now: datetime,
+) -> Deferral | None:
+    """`quota_decide` from the counts themselves: `runs_after` is this run's place in the
+    hour (itself included), `seconds` the month's compute seconds."""
+    return _over_quota(
+        tenant=tenant,
+        concurrent_runs=running,
+        runs_this_hour=max(0, (runs_after or 0) - 1),
+        compute_minutes=round((seconds or 0) / 60, 3),
+        now=now,
+    )
+
+
+def quota_defer(
+    *, execution: TaskExecution, claim_token: uuid.UUID, deferral: Deferral, counted: ClaimCount
+) -> None:
+    """Put a claimed run over quota back to pending, uncount it, tell the admins once."""
+    tenant = execution.tenant
+    try:
+        get_redis().decr(_runs_key(tenant.id, counted.now))
+    except redis.RedisError as error:
+        logger.warning("quota counter unavailable: %s", error)
+    if execution_defer(execution_id=execution.id, claim_token=claim_token, until=deferral.until):
+        _notify_once(tenant=tenant, deferral=deferral, now=counted.now)
 
 
 def execution_defer(*, execution_id: uuid.UUID, claim_token: uuid.UUID, until: datetime) -> bool:
@@ -125,37 +257,12 @@ def execution_defer(*, execution_id: uuid.UUID, claim_token: uuid.UUID, until: d
     )
 
 
-def quota_enforce_on_claim(
-    *, execution: TaskExecution, claim_token: uuid.UUID, now: datetime | None = None
-) -> Deferral | None:
-    """Defer the claimed run if its tenant is over a quota; otherwise count it."""
-    now = now or timezone.now()
-    tenant = execution.tenant  # loaded with the claim
-    deferral = quota_check(tenant=tenant, now=now)
-    if deferral is None:
-        try:
-            pipe = get_redis().pipeline()
-            pipe.incr(_runs_key(tenant.id, now))
-            pipe.expire(_runs_key(tenant.id, now), 2 * 3600)
-            pipe.execute()
-        except redis.RedisError as error:
-            logger.warning("quota counter unavailable: %s", error)
-        return None
-    if execution_defer(execution_id=execution.id, claim_token=claim_token, until=deferral.until):
-        _notify_once(tenant=tenant, deferral=deferral, now=now)
-    return deferral
-
-
-def compute_seconds_add(*, tenant_id: object, seconds: float, now: datetime | None = None) -> None:
-    now = now or timezone.now()
+def compute_seconds_add_into(
+    pipe: redis.client.Pipeline, *, tenant_id: object, seconds: float, now: datetime
+) -> None:
     key = _seconds_key(tenant_id, now)
-    try:
-        pipe = get_redis().pipeline()
-        pipe.incrbyfloat(key, max(0.0, seconds))
-        pipe.expire(key, 40 * 86400)
-        pipe.execute()
-    except redis.RedisError as error:
-        logger.warning("compute-minutes counter unavailable: %s", error)
+    pipe.incrbyfloat(key, max(0.0, seconds))
+    pipe.expire(key, 40 * 86400)
 
 
 def _notify_once(*, tenant: Tenant, deferral: Deferral, now: datetime) -> None:

@@ -33,11 +33,21 @@ def _retries_key(minute: int) -> str:
 
 def retry_budget_note_execution(*, at: datetime) -> None:
     """Count one started execution (every attempt counts, retries included)."""
-    key = _executions_key(_minute(at))
     pipe = get_redis().pipeline(transaction=False)
+    retry_budget_note_execution_into(pipe, at=at)
+    pipe.execute()
+
+
+def retry_budget_note_execution_into(pipe, *, at: datetime) -> None:
+    """`retry_budget_note_execution`, queued on a worker's pipeline."""
+    key = _executions_key(_minute(at))
     pipe.incr(key)
     pipe.expire(key, COUNTER_TTL_SECONDS)
-    pipe.execute()
+
+
+def retry_budget_unnote_execution_into(pipe, *, at: datetime) -> None:
+    """Undo `retry_budget_note_execution_into` (a claimed run that did not run after all)."""
+    pipe.decr(_executions_key(_minute(at)))
 
 
 def retry_budget_allowance(*, minute: int, current_minute: int) -> int:

@@ -1,7 +1,9 @@
 """Turn the API's task shape (the design document's) into model fields, validating meaning.
 
 Types are checked by the API serializer; this module checks what only the domain knows:
-that the cron parses, the zone exists, the handler type and callable are known. Every
+that the cron parses, the zone exists, the handler type and callable are known, and that
+an http handler's URL is not a literal private/loopback/metadata address (the worker's SSRF
+guard would refuse it at run time anyway; names are resolved and checked then). Every
 error names the field in the request's own dotted terms (`schedule.expression`).
 """
 
@@ -19,6 +21,7 @@ from scheduler_app.errors import ValidationFailed
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.task_schedule import schedule_for
 from workers.handlers.base import HandlerConfigError
+from workers.handlers.http import url_target_refused
 from workers.handlers.registry import registered_names
 from workers.handlers.validation import validate_handler_config
 
@@ -26,6 +29,13 @@ MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
 MAX_ATTEMPTS = 100
 MAX_JITTER_SECONDS = 3600
 POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
+
+
+def task_timeout_limit() -> int:
+    """The longest timeout a task may have here: the installation's SCHEDULER_MAX_TASK_TIMEOUT
+    (what the broker's visibility timeout is sized for), never above the API's hard cap."""
+    configured = getattr(settings, "SCHEDULER_MAX_TASK_TIMEOUT", None)
+    return min(int(configured), MAX_TIMEOUT_SECONDS) if configured else MAX_TIMEOUT_SECONDS
 
 
 def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
@@ -74,6 +84,15 @@ def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
         )
     except HandlerConfigError as error:
         raise ValidationFailed(error.message, field=error.field) from error
+    if config["type"] == "http":
+        allowed_hosts = settings.WORKER["HTTP_ALLOWED_HOSTS"]
+        refused = url_target_refused(config["url"], allowed_hosts)
+        if refused:
+            raise ValidationFailed(
+                f"{refused}; requests there are refused unless the host is in "
+                "WEBHOOK_ALLOWED_HOSTS",
+                field="handler.url",
+            )
     return {"handler_type": config["type"], "handler_config": config}
 
 
@@ -196,7 +215,7 @@ def task_spec_to_fields(
         fields.update(_handler_fields(handler))
     if "timeout_seconds" in spec:
         timeout = spec["timeout_seconds"]
-        _require_range(timeout, field="timeout_seconds", low=1, high=MAX_TIMEOUT_SECONDS)
+        _require_range(timeout, field="timeout_seconds", low=1, high=task_timeout_limit())
         fields["timeout_seconds"] = int(timeout)
     if "retry_policy" in spec:
         fields.update(_retry_fields(spec.get("retry_policy") or {}))

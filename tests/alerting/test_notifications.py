@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import threading
+import time
 import uuid
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.core import mail
@@ -22,50 +20,16 @@ from scheduler_app.alerting.rules import alerts_evaluate
 from scheduler_app.alerting.tasks import enqueue_incident_changes
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import AlertIncident, NotificationChannel, TaskDefinition, TaskExecution
+from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
+from workers import registry
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "hook-secret"
-
-
-class Receiver:
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        received = self.requests
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                received.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def bodies(self, path: str) -> list[dict]:
-        return [json.loads(r["body"]) for r in self.requests if r["path"] == path]
-
-
-@pytest.fixture
-def receiver():
-    server = Receiver()
-    yield server
-    server.server.shutdown()
-
-
-@pytest.fixture
-def notify_settings(settings):
-    queue = f"notify-test-{uuid.uuid4().hex[:8]}"  # no test worker listens here
-    settings.ALERTS = {**settings.ALERTS, "QUEUE": queue, "WEBHOOK_ALLOWED_HOSTS": ["127.0.0.1"]}
-    return queue
 
 
 def drain(queue: str) -> int:
@@ -90,7 +54,7 @@ def drain(queue: str) -> int:
 @pytest.fixture
 def channels(tenant, receiver):
     return {
-        "hook": NotificationChannel.objects.create(
+        "hook": notification_channel_create(
             tenant=tenant,
             name="hook",
             kind="webhook",
@@ -196,24 +160,45 @@ def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
     tenant, channels, receiver, notify_settings
 ):
     task = make_task(tenant, name="rated")
-    _terminal_runs(task, failed=3, succeeded=20)  # 13 % > 5 %
+    _terminal_runs(task, failed=3, succeeded=20)  # 13 % > 5 %, and 87 % success < 95 %
     changes = alerts_evaluate()
-    assert [(i.rule, r) for i, r in changes] == [("error_rate_high", False)]
+    assert sorted((i.rule, r) for i, r in changes) == [
+        ("error_rate_high", False),
+        ("success_rate_low", False),
+    ]
     assert alerts_evaluate() == []  # still firing: no new incident, nobody told twice
     enqueue_incident_changes(changes)
     drain(notify_settings)
     # Alert channels only: the webhook and Slack (alerts=True), not the mail channel.
-    assert [b["event"] for b in receiver.bodies("/hook")] == ["alert"]
-    assert len(receiver.bodies("/slack")) == 1 and mail.outbox == []
+    assert sorted(b["rule"] for b in receiver.bodies("/hook")) == [
+        "error_rate_high",
+        "success_rate_low",
+    ]
+    assert len(receiver.bodies("/slack")) == 2 and mail.outbox == []
 
     TaskExecution.objects.filter(task=task, status=ExecutionStatus.FAILED).update(
         status=ExecutionStatus.SUCCESS
     )
     changes = alerts_evaluate()
-    assert [(i.rule, r) for i, r in changes] == [("error_rate_high", True)]
+    assert sorted((i.rule, r) for i, r in changes) == [
+        ("error_rate_high", True),
+        ("success_rate_low", True),
+    ]
     enqueue_incident_changes(changes)
     drain(notify_settings)
-    assert [b["event"] for b in receiver.bodies("/hook")] == ["alert", "alert_resolved"]
+    events = [b["event"] for b in receiver.bodies("/hook")]
+    assert events == ["alert", "alert", "alert_resolved", "alert_resolved"]
+
+
+def test_success_rate_rule_fires_on_cancelled_runs_without_errors(tenant):
+    task = make_task(tenant, name="often-cancelled")
+    _terminal_runs(task, failed=0, succeeded=20)
+    TaskExecution.objects.filter(
+        id__in=TaskExecution.objects.filter(task=task).values("id")[:2]
+    ).update(status=ExecutionStatus.CANCELLED)  # 90 % success, 0 % errors
+    rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
+    assert rules >= {("success_rate_low", str(tenant.id))}
+    assert ("error_rate_high", str(tenant.id)) not in rules
 
 
 def test_missed_schedule_and_dead_worker_rules(tenant):
@@ -229,9 +214,24 @@ def test_missed_schedule_and_dead_worker_rules(tenant):
         worker_id="celery@gone",
         error_class="worker_lost",
     )
-    rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
+    silent = registry.WorkerRecord(
+        hostname=f"celery@silent-{uuid.uuid4().hex[:6]}",
+        queues=["normal"],
+        concurrency=1,
+        version="test",
+        pid=1,
+        started_at=time.time() - 600,
+        heartbeat_seconds=2.0,
+        last_heartbeat=time.time() - 300,  # heartbeats stopped; not yet reaped
+    )
+    registry.worker_record_save(silent)
+    try:
+        rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
+    finally:
+        get_redis().delete(redis_key(f"fleet:worker:{silent.hostname}"))
     assert ("missed_schedule", str(task.id)) in rules
     assert ("dead_worker", "celery@gone") in rules
+    assert ("dead_worker", silent.hostname) in rules
 
 
 @pytest.mark.django_db(transaction=True)

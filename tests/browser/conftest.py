@@ -81,3 +81,13 @@ def screenshot(page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def sign_in(page, live_server, path="/dashboard/", username="acme-admin"):
+    page.goto(f"{live_server.url}{path}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", "pw-123456")
+    page.click("button[type=submit]")
+    page.wait_for_selector("#live")
+    # The charts are drawn on DOMContentLoaded; #live exists as soon as it is parsed.
+    page.wait_for_function("document.readyState === 'complete'")

@@ -1,16 +1,22 @@
 """The dashboard in a real browser: every view renders (screenshots in tests/artifacts/),
-charts are drawn, the pause/resume/trigger and dead-letter buttons work, pages update live."""
+charts are drawn, the pause/resume/trigger and dead-letter buttons work, pages update live,
+the task form edits a task."""
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.tenants import tenant_create_with_admin
-from tests.browser.conftest import screenshot
-from tests.dashboard.conftest import add_execution
+from tests.browser.conftest import screenshot, sign_in
+from tests.dashboard.conftest import add_execution, live_log_end
 from tests.factories import make_task
+from workers import registry
+from workers.lifecycle import Fleet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,7 +26,6 @@ def fast_dashboard(settings):
     settings.MONITORING = {
         **settings.MONITORING,
         "DASHBOARD_POLL_SECONDS": 0.5,
-        "INSPECT_TIMEOUT_SECONDS": 0.2,
     }
 
 
@@ -50,14 +55,6 @@ def history(transactional_db):
         dead_lettered=True,
     )
     return tenant, task
-
-
-def sign_in(page, live_server, path="/dashboard/"):
-    page.goto(f"{live_server.url}{path}")
-    page.fill("input[name=username]", "acme-admin")
-    page.fill("input[name=password]", "pw-123456")
-    page.click("button[type=submit]")
-    page.wait_for_selector("#live")
 
 
 def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fast_dashboard):
@@ -104,9 +101,21 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     assert "dead-lettered" in page.inner_text("#timeline")
     screenshot(page, "dashboard-execution")
 
-    page.goto(f"{live_server.url}/dashboard/workers")
-    page.wait_for_selector("#workers")
-    screenshot(page, "dashboard-workers")
+    # Workers: a worker's heartbeat, as its heartbeat thread writes it, shows as a row.
+    hostname = f"browser-{uuid.uuid4().hex[:8]}@host"
+    worker = Fleet(hostname=hostname, queues=["critical", "normal", "bulk"], concurrency=4)
+    registry.run_started(hostname)
+    worker.beat()
+    try:
+        page.goto(f"{live_server.url}/dashboard/workers")
+        row = page.wait_for_selector(f'#workers tr[data-worker="{hostname}"]')
+        assert row.query_selector(".w-state").inner_text() == "active"
+        assert row.query_selector(".w-active").inner_text() == "1/4"  # one run started
+        screenshot(page, "dashboard-workers")
+    finally:
+        get_redis().srem(redis_key("fleet:workers"), hostname)
+        get_redis().delete(redis_key(f"fleet:worker:{hostname}"))
+        registry.counters_reset(hostname)
 
     page.goto(f"{live_server.url}/dashboard/missed?hours=1")
     page.wait_for_selector("#live")
@@ -123,6 +132,41 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     assert TaskExecution.objects.filter(retry_of_id=dead.id, attempt=1).count() == 1
 
 
+def test_task_edit_form_refuses_bad_input_then_saves(page, live_server, history):
+    """Edit from the task page: a bad cron is shown on its field and changes nothing, a good
+    one is saved and the task page lists the new schedule's fires. Writes
+    tests/artifacts/dashboard-task-edit*.png."""
+    from scheduler_app.models import AuditEntry
+
+    _, task = history
+    sign_in(page, live_server, f"/dashboard/tasks/{task.id}")
+    page.click("#btn-edit")
+    page.wait_for_selector("#task-form")
+    assert page.input_value("#id_schedule_expression") == "* * * * *"
+
+    page.fill("#id_schedule_expression", "61 * * * *")
+    page.click("#btn-save")
+    page.wait_for_selector("#form-errors")
+    assert "schedule" not in page.url.split("/")[-1]  # still on the form
+    assert page.locator("#field-schedule_expression .field-error").count() == 1
+    screenshot(page, "dashboard-task-edit-error")
+    assert TaskDefinition.objects.get(id=task.id).schedule_expression == "* * * * *"
+
+    page.fill("#id_schedule_expression", "30 6 * * 1-5")
+    page.fill("#id_description", "weekday mornings")
+    page.fill("#id_tags", "sync, weekday")
+    page.click("#btn-save")
+    page.wait_for_selector("#next-fires")
+    assert page.url.endswith(f"/dashboard/tasks/{task.id}")
+    assert "Saved minutely-sync" in page.inner_text(".messages")
+    fires = page.inner_text("#next-fires")
+    assert page.locator("#next-fires li").count() == 5 and fires.count("06:30:00 CE") == 5
+    screenshot(page, "dashboard-task-edit-saved")
+    saved = TaskDefinition.objects.get(id=task.id)
+    assert (saved.schedule_expression, saved.tags) == ("30 6 * * 1-5", ["sync", "weekday"])
+    assert AuditEntry.objects.filter(action="task-detail.put", object_id=str(task.id)).count() == 1
+
+
 def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, history):
     other, _ = tenant_create_with_admin(
         slug="globex", username="globex-admin", password="pw-123456"
@@ -131,3 +175,46 @@ def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, his
     sign_in(page, live_server)
     response = page.goto(f"{live_server.url}/dashboard/tasks/{foreign.id}")
     assert response.status == 404
+
+
+def test_execution_page_follows_the_live_log_then_shows_the_stored_one(
+    page, live_server, history, redis_client
+):
+    """The worker's live-tail writer feeds Redis; the page shows each line without a reload,
+    then the stored log when the run ends. Nothing but this server is contacted."""
+    from scheduler_app.models import ExecutionLog
+    from workers.live_logs import LiveLogSink, log_stream_key
+
+    _, task = history
+    running = add_execution(task, minutes_ago=0.05, status=ExecutionStatus.RUNNING)
+    sign_in(page, live_server, f"/dashboard/executions/{running.id}")
+    # Set by the page's script on DOMContentLoaded, which may come after #live is parsed.
+    page.wait_for_selector("#log[data-log-mode=live]", timeout=15000)
+    sink = LiveLogSink(execution_id=str(running.id), max_bytes=1 << 20)
+    try:
+        # The worker's run watcher flushes the sink while the run goes; here the test does.
+        sink.write("stdout", "downloading batch 1")
+        sink.flush()
+        page.wait_for_function(
+            "document.querySelector('#log').textContent.includes('downloading batch 1')",
+            timeout=15000,
+        )
+        sink.write("stdout", "downloading batch 2")
+        sink.flush()
+        page.wait_for_function(
+            "document.querySelector('#log').textContent.includes('downloading batch 2')",
+            timeout=15000,
+        )
+        screenshot(page, "dashboard-execution-live-log")
+        sink.write("stdout", "the last line")
+        ExecutionLog.objects.create(
+            execution_id=running.id, tenant_id=running.tenant_id, text=sink.buffer.text()
+        )
+        TaskExecution.objects.filter(id=running.id).update(status=ExecutionStatus.SUCCESS)
+        live_log_end(sink, status=ExecutionStatus.SUCCESS)
+        page.wait_for_selector("#log[data-log-mode=stored]", timeout=15000)
+        text = page.inner_text("#log")
+        assert "downloading batch 1" in text and "the last line" in text
+        assert "success" in page.inner_text("#log-state")
+    finally:
+        redis_client.delete(log_stream_key(str(running.id)))

@@ -27,11 +27,12 @@ def every_minute(tenant, **extra):
 
 
 def missed(dag, minutes: int):
-    """Pretend the scheduler was down: the next fire is `minutes` whole minutes ago."""
-    now = timezone.now()
-    start = now.replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    Dag.objects.filter(id=dag.id).update(next_fire_at=start)
-    return now
+    """Pretend the scheduler was down: the next fire is `minutes` whole minutes ago. The
+    clock returned is 30 s past the minute, so the fire at the minute is late, never within
+    the on-time grace (a real clock read in a minute's first seconds made it on time)."""
+    minute = timezone.now().replace(second=0, microsecond=0)
+    Dag.objects.filter(id=dag.id).update(next_fire_at=minute - timedelta(minutes=minutes))
+    return minute + timedelta(seconds=30)
 
 
 def due_at(dag, minutes_ago: int):

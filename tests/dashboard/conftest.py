@@ -89,3 +89,111 @@ def busy_task(tenant):
         dead_lettered=True,
     )
     return task
+
+
+NOOP = {"type": "python", "callable": "noop"}
+# a -> b -> c, d -> g, e -> f: the run below leaves b failed, c upstream_failed, g skipped
+# (its condition did not hold), e running and f waiting for it.
+PIPELINE = {
+    "dag": "etl-pipeline",
+    "schedule": {"type": "cron", "expression": "0 3 * * *", "timezone": "UTC"},
+    "tasks": [
+        {"id": "a", "handler": NOOP},
+        {"id": "b", "handler": NOOP, "depends_on": ["a"]},
+        {"id": "c", "handler": NOOP, "depends_on": ["b"]},
+        {"id": "d", "handler": NOOP},
+        {"id": "e", "handler": NOOP},
+        {"id": "f", "handler": NOOP, "depends_on": ["e"]},
+        {"id": "g", "handler": NOOP, "depends_on": ["d"]},
+    ],
+}
+# node -> (status, seconds after the run start it was dispatched, seconds it took or None)
+RUN_STATES = {
+    "a": ("success", 0.0, 2.0),
+    "b": ("failed", 2.1, 3.0),
+    "c": ("upstream_failed", None, None),
+    "d": ("success", 0.0, 1.0),
+    "e": ("running", 0.0, None),
+    "f": ("waiting", None, None),
+    "g": ("skipped", None, None),
+}
+
+
+def make_dag(tenant, raw=PIPELINE):
+    from dags.services.definitions import dag_create
+
+    return dag_create(tenant=tenant, raw=raw)
+
+
+def make_dag_run(dag, states=RUN_STATES, *, started_seconds_ago: float = 30.0):
+    """A run of `dag` with the node states given, written as the engine would leave them:
+    node executions (trigger 'dag') linked to their nodes. Nothing is dispatched."""
+    from dags.models import DagNodeExecution, DagNodeState, DagRun
+    from dags.services.definitions import current_version
+
+    version = current_version(dag)
+    start = timezone.now() - timedelta(seconds=started_seconds_ago)
+    active = {"waiting", "pending", "queued", "running"}
+    run = DagRun.objects.create(
+        tenant_id=dag.tenant_id,
+        dag=dag,
+        version=version,
+        status="running",
+        scheduled_at=start,
+        started_at=start,
+        created_at=start,
+        remaining_nodes=sum(1 for status, *_ in states.values() if status in active),
+    )
+    for node_id, (status, offset, took) in states.items():
+        execution_id = None
+        dispatched = start + timedelta(seconds=offset) if offset is not None else None
+        ended = dispatched + timedelta(seconds=took) if dispatched and took is not None else None
+        if status not in active and ended is None:
+            ended = start + timedelta(seconds=5)
+        if dispatched is not None:
+            execution_id = _node_execution(
+                run, version.node_tasks[node_id], node_id, status, dispatched, ended
+            )
+            DagNodeExecution.objects.create(
+                execution_root_id=execution_id, run=run, node_id=node_id, status=status
+            )
+        DagNodeState.objects.create(
+            run=run,
+            node_id=node_id,
+            status=status,
+            execution_id=execution_id,
+            attempts=1 if dispatched else 0,
+            started_at=dispatched,
+            completed_at=ended,
+            error_message="ValueError: boom" if status == "failed" else "",
+        )
+    return run
+
+
+def _node_execution(run, task_id, node_id, status, dispatched, ended):
+    execution = TaskExecution.objects.create(
+        tenant_id=run.tenant_id,
+        task_id=task_id,
+        status=status,
+        trigger="dag",
+        scheduled_at=dispatched,
+        queued_at=dispatched,
+        started_at=dispatched + timedelta(milliseconds=200),
+        completed_at=ended,
+        attempt=1,
+        max_attempts=1,
+        worker_id="celery@w1",
+        error_message="ValueError: boom" if status == "failed" else "",
+    )
+    TaskExecution.objects.filter(id=execution.id).update(root_execution_id=execution.id)
+    return execution.id
+
+
+def live_log_end(sink, *, status: str) -> None:
+    """What the worker's end-of-run pipeline does for the live tail: the unsent lines and
+    the end marker, in one round trip."""
+    from scheduler_app.redis_client import get_redis
+
+    pipe = get_redis().pipeline(transaction=False)
+    sink.close_into(pipe, status=status)
+    pipe.execute()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from tests.processes import start_beat, start_worker
+from tests.processes import broker_key_prefix, start_beat, start_worker
 
 FAST_WORKER = {"WORKER_KILL_GRACE_SECONDS": "1", "WORKER_LEASE_SECONDS": "10"}
 FAST_BEAT = {
@@ -23,13 +25,30 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def live_worker(django_db_setup, django_db_blocker):
-    """One real prefork worker on every tier, shared by the integration tests of a process."""
-    worker = start_worker(name="w-main", concurrency=4, env_overrides=FAST_WORKER)
-    yield worker
+def shared_worker(django_db_setup, django_db_blocker):
+    """One real prefork worker on every tier, shared by the integration tests of a process,
+    reading broker queues under a key prefix of its own (see `live_worker`)."""
+    prefix = f"shared-{uuid.uuid4().hex[:10]}:"
+    worker = start_worker(
+        name="w-main",
+        concurrency=4,
+        env_overrides={**FAST_WORKER, "BROKER_KEY_PREFIX": prefix},
+    )
+    yield worker, prefix
     worker.stop()
     if worker.process.returncode not in (0, None):
         print(worker.log()[-3000:])
+
+
+@pytest.fixture
+def live_worker(shared_worker):
+    """The shared worker, for this test: while it runs, this process and the beats it starts
+    publish to the shared worker's queues. Every other test publishes where that worker does
+    not read, so it can never take the runs of a test that plays the worker itself or reads
+    its runs' states (it did, in CI, before it had a prefix of its own)."""
+    worker, prefix = shared_worker
+    with broker_key_prefix(prefix):
+        yield worker
 
 
 @pytest.fixture

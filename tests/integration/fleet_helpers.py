@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import uuid
-
-import pytest
 
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution
@@ -62,34 +59,3 @@ def finals(task) -> dict:
     for execution in TaskExecution.objects.filter(task=task).order_by("attempt"):
         last[execution.root_execution_id or execution.id] = execution
     return last
-
-
-@pytest.fixture
-def private_broker():
-    """Broker queues of this test's own, under a unique key prefix. The session's shared
-    `live_worker` (and any stray consumer of the same Redis db) reads the unprefixed tier
-    queues; these tests start, kill and count their own workers, so nobody else may take
-    their runs. Processes started meanwhile inherit BROKER_KEY_PREFIX; this process
-    publishes through a Celery connection with the same prefix."""
-    from project.celery import app
-
-    prefix = f"fleet-{uuid.uuid4().hex[:10]}:"
-    previous_env = os.environ.get("BROKER_KEY_PREFIX")
-    previous_options = dict(app.conf.broker_transport_options or {})
-
-    def use(options: dict) -> None:
-        # Drop (not close) the cached pools: kombu's global producer pools still hold them.
-        app._pool = None
-        app.amqp._producer_pool = None
-        app.conf.broker_transport_options = options
-
-    os.environ["BROKER_KEY_PREFIX"] = prefix
-    use({**previous_options, "global_keyprefix": prefix})
-    try:
-        yield prefix
-    finally:
-        use(previous_options)
-        if previous_env is None:
-            os.environ.pop("BROKER_KEY_PREFIX", None)
-        else:
-            os.environ["BROKER_KEY_PREFIX"] = previous_env

@@ -370,3 +370,43 @@ def test_the_beat_leader_fires_a_scheduled_dag(tenant, live_worker, beats):
     times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
     assert len(set(times)) == len(times)  # one run per fire
     assert all((b - a).total_seconds() == 1 for a, b in itertools.pairwise(times))
+
+
+def test_map_over_with_a_retried_shard_and_a_failed_shard(tenant, live_worker, beats):
+    # Shard 1 succeeds at once (settled as a chord member), shard 2 succeeds on its retry
+    # (outside the chord: it joins itself), shard 3 fails on both attempts.
+    beats("map-retries")
+    script = (
+        "import json, os, sys; item = json.loads(os.environ['TASK_PARAMETERS'])['item']; "
+        "attempt = int(os.environ['TASK_ATTEMPT']); "
+        "sys.exit(0 if item == 1 or (item == 2 and attempt >= 2) else 3)"
+    )
+    tasks = [
+        node("start"),
+        node(
+            "shards",
+            "start",
+            handler={"type": "shell", "command": ["python3", "-c", script]},
+            map_over=[1, 2, 3],
+            retry_policy={"max_attempts": 2, "backoff": "fixed", "base_delay_seconds": 0},
+        ),
+        node("after", "shards"),
+    ]
+    run, nodes = run_dag(tenant, live_worker, tasks, timeout=120)
+    shards = nodes["shards"]
+    assert shards.status == "failed" and shards.map_finished == 3
+    assert shards.result["failed"] == 1 and len(shards.result["results"]) == 3
+    assert nodes["after"].status == "upstream_failed"
+    assert run.status == "partially_completed"
+    attempts = sorted(
+        (e.parameters["item"], e.attempt, e.status)
+        for e in executions_of(run).exclude(parameters__isnull=True)
+        if "item" in e.parameters
+    )
+    assert attempts == [
+        (1, 1, "success"),
+        (2, 1, "failed"),
+        (2, 2, "success"),
+        (3, 1, "failed"),
+        (3, 2, "failed"),
+    ]

@@ -19,7 +19,6 @@ from tests.integration.fleet_helpers import (
     finals,
     fleet_worker,
     hostname_of,
-    private_broker,  # noqa: F401
     terminate_main,
 )
 from tests.processes import start_beat, wait_until

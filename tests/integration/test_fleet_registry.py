@@ -13,7 +13,6 @@ from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import (
     fleet_worker,
-    private_broker,  # noqa: F401
     registered,
     terminate_main,
 )

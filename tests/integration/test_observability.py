@@ -13,13 +13,13 @@ from django.test import Client
 
 from scheduler_app.alerting.channels import SIGNATURE_HEADER
 from scheduler_app.dispatch import Doorbell, publish
-from scheduler_app.models import NotificationChannel, TaskExecution
+from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
+from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.tasks import task_trigger
-from tests.alerting.test_notifications import Receiver
+from tests.alerting.receiver import Receiver
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER
-from tests.integration.fleet_helpers import private_broker  # noqa: F401
 from tests.processes import start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,10 +41,9 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
     settings.MONITORING = {
         **settings.MONITORING,
         "METRICS_BEARER_TOKEN": "t0ken",
-        "WORKERS_CACHE_SECONDS": 0,
     }
     receiver = Receiver()
-    NotificationChannel.objects.create(
+    notification_channel_create(
         tenant=tenant,
         name="hook",
         kind="webhook",
@@ -81,7 +80,7 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
         print(worker.log()[-3000:])
         raise
     finally:
-        names = [w.name for w in worker_list() if w.state == "online"]
+        names = [w.name for w in worker_list() if w.state == "active"]
         worker.stop()
         receiver.server.shutdown()
     assert TaskExecution.objects.get(id=execution.id).dead_lettered

@@ -40,7 +40,9 @@ def test_concurrency_quota_defers_and_every_run_still_succeeds(tenant, live_work
     done = list(
         TaskExecution.objects.filter(id__in=[run.id for run in runs]).order_by("started_at")
     )
-    assert all(run.status == "success" and run.attempt == 1 for run in done)
+    assert all(run.status == "success" and run.attempt == 1 for run in done), [
+        (run.status, run.attempt, run.error_message) for run in done
+    ]
     for earlier, later in itertools.pairwise(done):
         assert earlier.completed_at <= later.started_at, "two runs overlapped despite the quota"
     note = AuditEntry.objects.get(tenant=tenant, action="quota.exceeded")

@@ -21,8 +21,14 @@ def test_status_shows_leader_and_standby_and_failover_hands_over(api, beats):
     first, second = beats("alpha"), beats("beta")
     staff = staff_client()
     try:
+        # The lock holder is known from the lock before its first node report is written:
+        # wait for both nodes' reports (the leader's gives its lag).
         wait_until(
-            lambda: (body := _status(api))["leader"] is not None and len(body["standbys"]) == 1,
+            lambda: (
+                (body := _status(api))["leader"] is not None
+                and body["leader"]["lag_seconds"] is not None
+                and len(body["standbys"]) == 1
+            ),
             timeout=30,
             message="a leader and a standby report",
         )

@@ -32,7 +32,6 @@ def scrape_auth(settings):
         **settings.MONITORING,
         "METRICS_BEARER_TOKEN": TOKEN,
         "METRICS_BASIC_AUTH": "prom:secret-pw",
-        "INSPECT_TIMEOUT_SECONDS": 0.2,
     }
 
 

@@ -91,6 +91,16 @@ def test_bad_input_is_a_400_naming_the_field_and_saves_nothing(api, overrides, f
     assert TaskDefinition.objects.count() == 0
 
 
+def test_a_timeout_beyond_the_installation_limit_is_a_400_naming_the_limit(api, settings):
+    settings.SCHEDULER_MAX_TASK_TIMEOUT = 7000
+    response = create(api, timeout_seconds=7001)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == "timeout_seconds"
+    assert "7000" in response.json()["message"]
+    assert TaskDefinition.objects.count() == 0
+    assert create(api, timeout_seconds=7000).status_code == 201
+
+
 def test_container_handlers_need_a_configured_runtime(api):
     response = create(api, handler={"type": "container", "image": "etl:v2", "command": ["run"]})
     assert response.status_code == 400

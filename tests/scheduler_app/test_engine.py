@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
+from scheduler_app.beat.engine import CHANGE_FEED_OVERLAP, EngineConfig, SchedulerEngine
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.tasks import task_delete, task_pause, task_resume
@@ -139,3 +139,66 @@ def test_a_standby_moves_its_heap_along_behind_a_live_leader(tenant, make_engine
     # Everything older than two lock TTLs is the live leader's; the standby skipped it.
     assert entry.next_fire_at > horizon - timedelta(minutes=1)
     assert standby.fired_total == 0
+
+
+def test_load_computes_each_shared_schedule_once_and_leaves_the_collector_on(tenant, make_engine):
+    import gc
+
+    from scheduler_app.task_schedule import schedule_of_task
+
+    tasks = [
+        make_task(
+            tenant, name=f"shared-{i}", schedule={"type": "cron", "expression": "*/5 * * * *"}
+        )
+        for i in range(3)
+    ]
+    jittered = make_task(
+        tenant,
+        name="jittered",
+        schedule={"type": "cron", "expression": "*/5 * * * *"},
+        policy={"jitter_seconds": 30},
+    )
+    TaskDefinition.objects.update(next_fire_at=None)  # the worst case: computed at load
+    before = timezone.now()
+    engine = make_engine("loader")
+    assert gc.isenabled()
+    for task in [*tasks, jittered]:
+        task.refresh_from_db()
+        expected = schedule_of_task(task).next_after(before)
+        entry = engine.heap.get(task.id)
+        # The load's `now` is a moment after `before`: the same fire unless a boundary passed.
+        assert entry.next_fire_at >= expected
+        assert entry.next_fire_at - expected < timedelta(minutes=6)
+    shared = {engine.heap.get(task.id).next_fire_at for task in tasks}
+    assert len(shared) == 1
+    # The jittered task keeps its own (task-seeded) offset rather than the shared instant.
+    assert engine.heap.get(jittered.id).schedule is not engine.heap.get(tasks[0].id).schedule
+
+
+def test_the_change_feed_window_moves_on_with_the_clock_and_still_catches_late_commits(
+    tenant, make_engine
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    bulk = [make_task(tenant, name=f"bulk-{i}") for i in range(20)]
+    engine = make_engine("feed")  # loads: the bulk import is inside the re-read overlap
+    start = timezone.now()
+    assert engine.follow_changes(now=start) == 0  # already applied at load: not fetched again
+    # Once the overlap has passed, the import is out of the window: nothing is read at all.
+    later = start + timedelta(seconds=6)
+    engine.follow_changes(now=later)
+    with CaptureQueriesContext(connection) as queries:
+        assert engine.follow_changes(now=later + timedelta(seconds=6)) == 0
+    assert len(queries.captured_queries) == 1  # the window query alone: nothing fetched whole
+    # and the window itself no longer holds the import
+    window_start = engine._change_cursor - CHANGE_FEED_OVERLAP
+    assert not TaskDefinition.objects.filter(changed_at__gte=window_start).exists()
+    # A change stamped before the last poll but committed after it is still caught.
+    poll = later + timedelta(seconds=6)
+    late = bulk[0]
+    TaskDefinition.objects.filter(id=late.id).update(
+        paused=True, changed_at=poll - timedelta(seconds=3)
+    )
+    assert engine.follow_changes(now=poll + timedelta(seconds=1)) == 1
+    assert late.id not in engine.heap

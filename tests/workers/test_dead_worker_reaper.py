@@ -79,3 +79,56 @@ def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant)
         assert nexts.count() == 1 and nexts.get().attempt == 2
     kept.refresh_from_db()
     assert kept.status == "running"
+
+
+@pytest.mark.usefixtures("private_broker")
+def test_a_dead_workers_kept_dag_node_is_rung_for_the_fleet_once(tenant):
+    """A worker keeps a ready DAG node for itself (its row queued with the worker's id, no
+    doorbell) and dies before claiming it: the reaper rings it, once however many reap."""
+    from project.celery import app
+    from scheduler_app.dispatch import _broker_client
+
+    task = make_task(tenant, name="kept", schedule={"type": "manual"})
+    dead = f"dead-{uuid.uuid4().hex[:6]}"
+    worker_record_save(_record(dead, silent_for=2.5))
+    now = timezone.now()
+    kept = TaskExecution.objects.create(
+        tenant=task.tenant,
+        task=task,
+        status="queued",
+        queue="normal",
+        scheduled_at=now,
+        queued_at=now,
+        worker_id=dead,
+        max_attempts=1,
+    )
+    untouched = TaskExecution.objects.create(
+        tenant=task.tenant,
+        task=task,
+        status="queued",
+        queue="normal",
+        scheduled_at=now - timedelta(seconds=1),
+    )
+    threads = [threading.Thread(target=dead_workers_reap) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    connection.close()  # the threads' writes are committed; read them fresh
+
+    kept.refresh_from_db()
+    assert kept.status == "queued" and kept.worker_id == ""
+    client, prefix = _broker_client()
+    assert prefix == app.conf.broker_transport_options["global_keyprefix"]  # this test's own
+    messages = client.lrange(prefix + "normal", 0, -1)
+    named = [m for m in messages if _names(m, kept.id)]
+    assert len(named) == 1  # one doorbell, whichever reaper won
+    assert not any(_names(m, untouched.id) for m in messages)
+
+
+def _names(message: bytes, execution_id) -> bool:
+    import base64
+    import json
+
+    body = json.loads(base64.b64decode(json.loads(message)["body"]))
+    return body[0] == [str(execution_id)]

@@ -20,7 +20,7 @@ import pytest
 
 from workers.handlers import run_handler
 from workers.handlers.base import HandlerContext
-from workers.handlers.http import blocked_reason, host_is_allowed, run_http
+from workers.handlers.http import blocked_reason, host_is_allowed, run_http, url_target_refused
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -586,3 +586,24 @@ def test_https_with_untrusted_certificate_fails_permanently(
     assert outcome.status == "failed"
     assert outcome.error_class == "tls"
     assert outcome.transient is False
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed", "refused"),
+    [
+        ("http://169.254.169.254/latest/", (), "cloud metadata"),
+        ("http://[fd00:ec2::254]/", (), "cloud metadata"),
+        ("http://10.1.2.3:8080/x", (), "private"),
+        ("http://[::ffff:127.0.0.1]/", (), "loopback"),
+        ("http://api.localhost/", (), "loopback"),
+        ("http://LOCALHOST./", (), "loopback"),
+        ("http://127.0.0.1:9000/", ("127.0.0.1",), None),
+        ("http://localhost/", ("localhost",), None),
+        ("https://hooks.example.com/x", (), None),  # names: checked when the request is made
+        ("https://93.184.216.34/", (), None),
+    ],
+)
+def test_save_time_check_refuses_literal_internal_targets(url, allowed, refused):
+    """What the API refuses when a task is saved: no DNS lookup, literal addresses only."""
+    reason = url_target_refused(url, allowed)
+    assert (reason is None) if refused is None else (refused in reason)

@@ -397,3 +397,24 @@ def test_dispatcher_runs_python_and_validates_the_name() -> None:
     missing = run_handler(py("test.missing"), ctx)
     assert missing.error_class == "invalid_config"
     assert "handler.callable" in missing.error_message
+
+
+# -- which handlers read their DAG node's upstream results ---------------------------------
+@pytest.mark.parametrize(
+    ("config", "reads"),
+    [
+        (py("test.with_upstream"), True),
+        (py("test.with_context"), True),  # the context carries them too
+        (py("test.add"), False),
+        (py("test.var_kwargs"), False),  # **parameters never gets them (test above)
+        (py("noop"), False),
+        (py("no.such.handler"), True),  # in doubt: the handler reports the problem itself
+        ({"type": "python"}, True),
+        ({"type": "shell", "command": "cat"}, True),
+        ({"type": "http", "url": "http://example.invalid/"}, True),
+    ],
+)
+def test_which_handlers_read_upstream_results(config: dict[str, Any], reads: bool) -> None:
+    from workers.handlers.python import python_handler_reads_upstream
+
+    assert python_handler_reads_upstream(config) is reads

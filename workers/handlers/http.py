@@ -147,6 +147,26 @@ def _parse_ip(text: str) -> IPAddress | None:
         return None
 
 
+def _is_localhost_name(name: str) -> bool:
+    # RFC 6761: "localhost" and every name under it are loopback, whatever DNS says.
+    return name == "localhost" or name.endswith(".localhost")
+
+
+def url_target_refused(url: str, allowed_hosts: Collection[str]) -> str | None:
+    """Why a task may not be saved with ``url``, judged without a DNS lookup: a literal IP
+    the guard would refuse, or a localhost name, unless the host is allow-listed. Other
+    names are resolved and checked when the request is made (the guard above)."""
+    hostname = urlsplit(url).hostname or ""
+    if not hostname or host_is_allowed(hostname, allowed_hosts):
+        return None
+    name = _normalize_host(hostname)
+    if _is_localhost_name(name):
+        return f"{hostname} is a loopback address"
+    ip = _parse_ip(name)
+    reason = blocked_reason(ip) if ip is not None else None
+    return f"{hostname} is {reason}" if reason else None
+
+
 def resolve_addresses(hostname: str, port: int) -> list[IPAddress]:
     infos = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM)
     addresses: list[IPAddress] = []

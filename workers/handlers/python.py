@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import signal
 import threading
@@ -133,14 +134,60 @@ def _run_python(config: dict[str, Any], ctx: HandlerContext) -> HandlerOutcome:
     return HandlerOutcome(status=STATUS_SUCCESS, result=result)
 
 
+def python_handler_reads_upstream(config: dict[str, Any]) -> bool:
+    """Could the handler `config` see its DAG node's upstream results? A python function is
+    given them only if it declares ``upstream_results`` or ``context`` (see `_build_arguments`),
+    so for any other the worker need not load them. True when in doubt (not a python handler,
+    an unknown name, a function without a signature)."""
+    name = config.get("callable")
+    if config.get("type") != "python" or not isinstance(name, str):
+        return True
+    try:
+        fn = get_handler(name)
+    except KeyError:
+        return True
+    try:
+        return _declares_reserved(fn)
+    except TypeError:  # an unhashable callable object: look without the cache
+        return _declares_reserved.__wrapped__(fn)
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    """The function's signature (None for a builtin without one), computed once per
+    function: a registered handler does not change, and inspecting it on every run costs
+    more than a no-op handler itself."""
+    try:
+        return _cached_signature(fn)
+    except TypeError:  # an unhashable callable object: look without the cache
+        return _cached_signature.__wrapped__(fn)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _declares_reserved(fn: Callable[..., Any]) -> bool:
+    sig = _signature(fn)
+    if sig is None:
+        return True
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return any(
+        param.name in RESERVED_ARGUMENTS and param.kind in kinds
+        for param in sig.parameters.values()
+    )
+
+
 def _build_arguments(
     fn: Callable[..., Any], ctx: HandlerContext
 ) -> tuple[dict[str, Any], str | None]:
     kwargs: dict[str, Any] = dict(ctx.parameters or {})
-    try:
-        sig: inspect.Signature | None = inspect.signature(fn)
-    except (TypeError, ValueError):
-        sig = None  # some builtins have no signature; let the call itself complain
+    # Some builtins have no signature (None); the call itself then complains.
+    sig = _signature(fn)
     if sig is None:
         return kwargs, None
     extras = {"context": ctx, "upstream_results": ctx.upstream_results}

@@ -1,4 +1,4 @@
-"""Re-encrypt every tenant secret with the first key of SECRETS_KEY.
+"""Re-encrypt every tenant secret and channel signing secret with the first key of SECRETS_KEY.
 
 Rotation: generate a key (`python -c "from cryptography.fernet import Fernet;
 print(Fernet.generate_key().decode())"`), set SECRETS_KEY=new,old everywhere, run this
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
+from scheduler_app.services.channels import channel_secrets_rotate
 from scheduler_app.services.secrets import secrets_rotate
 
 
@@ -17,4 +18,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         rotated = secrets_rotate()
-        self.stdout.write(self.style.SUCCESS(f"re-encrypted {rotated} secret(s)"))
+        channels = channel_secrets_rotate()
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"re-encrypted {rotated} secret(s) and {channels} channel signing secret(s)"
+            )
+        )

@@ -1,5 +1,6 @@
 /* Dashboard live updates and charts. No dependencies, nothing loaded from the network
-   except this page's own fragment endpoint (?fragment=1), polled every few seconds. */
+   except this page's own fragment endpoint (?fragment=1), polled every few seconds, and on
+   a running execution's page its log endpoints (Server-Sent Events, then the stored log). */
 (function () {
   "use strict";
   var SVG = "http://www.w3.org/2000/svg";
@@ -83,9 +84,21 @@
     });
   }
 
+  // A fragment may say nothing more will change (a finished DAG run: data-live-final);
+  // then the page stops polling.
+  function finished(live) {
+    var marker = live.querySelector("[data-live-final]");
+    if (!marker) return false;
+    live.setAttribute("data-polling", "stopped");
+    var stamp = document.getElementById("updated-at");
+    if (stamp) stamp.textContent = "final (" + marker.getAttribute("data-live-final") + "), no more updates";
+    return true;
+  }
+
   function poll(live, seconds) {
     var url = new URL(window.location.href);
     url.searchParams.set("fragment", "1");
+    var done = false;
     fetch(url.toString(), { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
       .then(function (response) {
         if (response.redirected || !response.ok) throw new Error("status " + response.status);
@@ -97,18 +110,63 @@
         var stamp = document.getElementById("updated-at");
         if (stamp) stamp.textContent = new Date().toISOString().substr(11, 8) + " UTC";
         live.setAttribute("data-refreshes", String(Number(live.getAttribute("data-refreshes") || 0) + 1));
+        done = finished(live);
       })
       .catch(function (error) {
         var stamp = document.getElementById("updated-at");
         if (stamp) stamp.textContent = "update failed (" + error.message + "), retrying";
       })
-      .finally(function () { window.setTimeout(function () { poll(live, seconds); }, seconds * 1000); });
+      .finally(function () {
+        if (!done) window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
+      });
+  }
+
+  /* Live log tail: the server replays the run's Redis stream from its start and follows it
+     (EventSource reconnects by itself, resuming from Last-Event-ID). When the run ends the
+     stored log replaces the tail: it is the record (masked, capped) the run left behind. */
+  function followLog(pre) {
+    var eventsUrl = pre.getAttribute("data-log-events");
+    if (!eventsUrl || !window.EventSource) return;
+    var state = document.getElementById("log-state");
+    var keep = parseInt(pre.getAttribute("data-log-lines"), 10) || 200;
+    var lines = [];
+    var source = new EventSource(eventsUrl);
+    pre.setAttribute("data-log-mode", "live");
+    function say(text) { if (state) state.textContent = text; }
+    source.onopen = function () { say("following the live tail"); };
+    source.onmessage = function (event) {
+      var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      Array.prototype.push.apply(lines, event.data.split("\n"));
+      if (lines.length > keep) lines.splice(0, lines.length - keep);
+      pre.textContent = lines.join("\n");
+      pre.setAttribute("data-log-lines-seen", String(Number(pre.getAttribute("data-log-lines-seen") || 0) + 1));
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    };
+    source.onerror = function () { say("log stream interrupted, reconnecting"); };
+    source.addEventListener("end", function (event) {
+      source.close();
+      say("run ended (" + event.data + "): loading the stored log");
+      fetch(pre.getAttribute("data-log-text"), { credentials: "same-origin" })
+        .then(function (response) {
+          if (!response.ok) throw new Error("status " + response.status);
+          return response.text();
+        })
+        .then(function (text) {
+          if (text) pre.textContent = text;
+          pre.setAttribute("data-log-mode", "stored");
+          say("run ended (" + event.data + "): stored log, last " + keep + " lines");
+        })
+        .catch(function (error) { say("run ended (" + event.data + "); stored log not loaded: " + error.message); });
+    });
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    var log = document.getElementById("log");
+    if (log) followLog(log);
     var live = document.getElementById("live");
     if (!live) return;
     drawCharts(live);
+    if (finished(live)) return;
     var seconds = parseFloat(live.getAttribute("data-poll-seconds")) || 3;
     window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
   });

@@ -1,0 +1,126 @@
+"""A node's completion in one round trip (PostgreSQL): lock the run, mark the node final,
+count it into its children and into the run.
+
+Every finish of a run's nodes serializes on the run row's lock, so how long the finishing
+transaction holds it bounds a wide fan-in's throughput: 500 siblings finishing at once take
+it one after the other, each until its commit. This statement takes it itself, first, so the
+lock is held only from here to the commit: one round trip, not one for the lock, one for the
+counts and one for the commit. (The order is the engine's usual one, run row then node rows,
+so it cannot deadlock with a cancel or an abort; a caller that holds the lock already just
+takes it again.) Rows that a transaction which held the lock before us changed are updated in
+their newest version (READ COMMITTED re-checks an updated row), so the counts are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Any
+
+from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus, RunStatus
+from dags.models import DagNodeState, DagRun
+from scheduler_app import db_rows
+
+
+@cache
+def _sql(*, same_execution: bool) -> str:
+    states = DagNodeState._meta.db_table
+    runs = DagRun._meta.db_table
+    execution = " AND execution_id = %s" if same_execution else ""
+    ready = "FROM children WHERE remaining_upstream = 0 ORDER BY node_id"
+    # Identifiers come from the models' metadata; every value is a bound parameter. Each
+    # UPDATE is gated on the CTE before it (an uncorrelated EXISTS is evaluated before the
+    # UPDATE scans anything), so the run row is locked before any node row.
+    return (
+        f"WITH run AS (SELECT {db_rows.columns(DagRun, 'r')} FROM {runs} r "  # noqa: S608
+        "WHERE r.id = %s FOR UPDATE), "
+        f"node AS (UPDATE {states} SET status = %s, result = %s::jsonb, "
+        "error_message = %s, completed_at = %s, updated_at = %s "
+        f"WHERE run_id = %s AND node_id = %s AND status = ANY(%s::text[]){execution} "
+        "AND EXISTS (SELECT 1 FROM run WHERE status = %s) RETURNING id), "
+        f"children AS (UPDATE {states} SET remaining_upstream = remaining_upstream - 1, "
+        "upstream_succeeded = upstream_succeeded + %s, upstream_failed = upstream_failed + %s, "
+        "upstream_skipped = upstream_skipped + %s "
+        "WHERE run_id = %s AND status = %s AND node_id = ANY(%s::text[]) "
+        "AND EXISTS (SELECT 1 FROM node) RETURNING id, node_id, remaining_upstream, "
+        "upstream_succeeded, upstream_failed, upstream_skipped), "
+        f"counted AS (UPDATE {runs} SET remaining_nodes = remaining_nodes - 1 "
+        "WHERE id = %s AND EXISTS (SELECT 1 FROM node) RETURNING remaining_nodes) "
+        "SELECT run.*, (SELECT remaining_nodes FROM counted), "
+        f"ARRAY(SELECT id {ready}), ARRAY(SELECT node_id {ready}), "
+        f"ARRAY(SELECT upstream_succeeded {ready}), ARRAY(SELECT upstream_failed {ready}), "
+        f"ARRAY(SELECT upstream_skipped {ready}) FROM run"
+    )
+
+
+@dataclass
+class Counted:
+    remaining_nodes: int  # in the run, after this node
+    ready: dict[str, DagNodeState]  # children whose upstream have all ended
+    run_row: tuple  # the run as locked (built into a DagRun only if it is needed)
+
+    @cached_property
+    def run(self) -> DagRun:
+        run = db_rows.instance(DagRun, self.run_row)
+        run.remaining_nodes = self.remaining_nodes
+        return run
+
+
+def node_end_and_count(
+    *,
+    run_id: uuid.UUID,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str,
+    execution_id: uuid.UUID | None,
+    children: tuple[str, ...],
+    succeeded: int,
+    failed: int,
+    skipped: int,
+    now,
+) -> Counted | None:
+    """None when nothing was counted: the run is gone or not running, or the node was not
+    active (already ended, or a stale execution of it)."""
+    params: list[object] = [
+        run_id,
+        str(status),
+        None if result is None else json.dumps(result),
+        error[:4000],
+        now,
+        now,
+        run_id,
+        node_id,
+        [str(active) for active in ACTIVE_NODE_STATUSES],
+    ]
+    if execution_id is not None:
+        params.append(execution_id)
+    params += [RunStatus.RUNNING.value, succeeded, failed, skipped, run_id]
+    params += [NodeStatus.WAITING.value, list(children), run_id]
+    # Prepared once per connection (the children travel as one array): planning this
+    # statement every time cost about as much as running it.
+    row = db_rows.execute_prepared(_sql(same_execution=execution_id is not None), params)
+    if row is None:
+        return None
+    width = db_rows.width(DagRun)
+    remaining, ids, nodes, succeeded_counts, failed_counts, skipped_counts = row[width:]
+    if remaining is None:
+        return None
+    ready = {
+        node: DagNodeState(
+            id=state_id,
+            run_id=run_id,
+            node_id=node,
+            status=NodeStatus.WAITING,
+            remaining_upstream=0,
+            upstream_succeeded=ok,
+            upstream_failed=bad,
+            upstream_skipped=skipped_count,
+        )
+        for state_id, node, ok, bad, skipped_count in zip(
+            ids, nodes, succeeded_counts, failed_counts, skipped_counts, strict=True
+        )
+    }
+    return Counted(remaining_nodes=remaining, ready=ready, run_row=row[:width])

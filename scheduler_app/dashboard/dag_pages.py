@@ -1,0 +1,96 @@
+"""DAG pages of the dashboard: the tenant's DAGs, one DAG with its runs, one run drawn as a
+graph and a Gantt chart. Reads go through `dags.selectors`; drawing maths is in
+`dag_layout`. Another tenant's DAG or run id is a 404, like every dashboard page."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+
+from dags import selectors as dag_selectors
+from dags.choices import ACTIVE_RUN_STATUSES
+from dags.graph import graph_of_version
+from dags.models import DagRun
+from dags.services.runs import RERUNNABLE
+from scheduler_app.dashboard.dag_layout import TONES, format_duration, gantt, graph_layout
+from scheduler_app.dashboard.tenancy import dashboard_membership
+from scheduler_app.dashboard.views import _found, _page
+
+RECENT_RUNS_PER_DAG = 8
+
+
+def _run_duration(run: DagRun, now) -> str:
+    if run.started_at is None:
+        return ""
+    return format_duration(((run.completed_at or now) - run.started_at).total_seconds())
+
+
+@login_required
+def dag_list(request: HttpRequest) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    dags = list(dag_selectors.dag_list(tenant=tenant)[:200])
+    recent = dag_selectors.dag_recent_runs(
+        tenant=tenant, dag_ids=[dag.id for dag in dags], per_dag=RECENT_RUNS_PER_DAG
+    )
+    return _page(
+        request, "dags", {"rows": [{"dag": dag, "runs": recent.get(dag.id, [])} for dag in dags]}
+    )
+
+
+@login_required
+def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    version = dag_selectors.dag_version_get(dag=dag)
+    now = timezone.now()
+    runs = dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25]
+    return _page(
+        request,
+        "dag",
+        {
+            "dag": dag,
+            "node_ids": [node["id"] for node in version.spec["tasks"]] if version else [],
+            "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],
+        },
+    )
+
+
+@login_required
+def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpResponse:
+    tenant = dashboard_membership(request).tenant
+    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    run = _found(dag_selectors.dag_run_get, tenant=tenant, dag=dag, run_id=run_id)
+    nodes = dag_selectors.dag_run_nodes(run=run)
+    graph = graph_of_version(run.version_id)
+    now = timezone.now()
+    layout = graph_layout(
+        depends_on={node_id: node["depends_on"] for node_id, node in graph.nodes.items()},
+        states={node.node_id: node for node in nodes},
+        now=now,
+    )
+    tones = Counter(box.tone for box in layout.nodes)
+    return _page(
+        request,
+        "dag_run",
+        {
+            "dag": dag,
+            "run": run,
+            "run_duration": _run_duration(run, now),
+            "finished": run.status not in ACTIVE_RUN_STATUSES,
+            "layout": layout,
+            "tone_counts": [(tone, tones.get(tone, 0)) for tone in TONES],
+            "gantt": gantt(
+                run_started_at=run.started_at,
+                run_completed_at=run.completed_at,
+                states=nodes,
+                execution_starts=dag_selectors.dag_run_execution_starts(run=run, nodes=nodes),
+                now=now,
+            ),
+            "errors": [node for node in nodes if node.error_message],
+            "cancellable": run.status in ACTIVE_RUN_STATUSES,
+            "rerunnable": run.status in RERUNNABLE,
+        },
+    )

@@ -1,0 +1,70 @@
+"""The task form pages: edit a task of the tenant, or create one. Tenant admins only, the
+role the REST API asks for the same writes (TaskListView / TaskDetailView: write_role admin);
+another tenant's task is not found. Validation, write and audit: dashboard.task_form."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from scheduler_app import selectors
+from scheduler_app.choices import Role
+from scheduler_app.dashboard.task_form import (
+    TaskForm,
+    initial_for,
+    task_save_from_form,
+    timezone_names,
+)
+from scheduler_app.dashboard.tenancy import dashboard_membership
+from scheduler_app.dashboard.views import page_context
+from scheduler_app.errors import NotFound
+from scheduler_app.models import TaskDefinition, TenantMembership
+
+
+def _admin_membership(request: HttpRequest) -> TenantMembership:
+    membership = dashboard_membership(request)
+    if membership.role != Role.ADMIN:
+        raise PermissionDenied("only the tenant's admins edit tasks")
+    return membership
+
+
+def _form_page(
+    request: HttpRequest, form: TaskForm, task: TaskDefinition | None, status: int = 200
+) -> HttpResponse:
+    context = page_context(request)
+    context.update(form=form, task=task, timezones=timezone_names())
+    return render(request, "dashboard/task_form.html", context, status=status)
+
+
+def _saved(request: HttpRequest, form: TaskForm, membership, task) -> HttpResponse:
+    saved = task_save_from_form(form, tenant=membership.tenant, task=task, user=request.user)
+    if saved is None:
+        return _form_page(request, form, task, status=400)
+    messages.success(request, f"Saved {saved.name}")
+    return redirect("dashboard:task", task_id=saved.id)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_edit(request: HttpRequest, task_id: str) -> HttpResponse:
+    membership = _admin_membership(request)
+    try:
+        task = selectors.task_get(tenant=membership.tenant, task_id=task_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    if request.method == "POST":
+        return _saved(request, TaskForm(request.POST), membership, task)
+    return _form_page(request, TaskForm(initial=initial_for(task)), task)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def task_new(request: HttpRequest) -> HttpResponse:
+    membership = _admin_membership(request)
+    if request.method == "POST":
+        return _saved(request, TaskForm(request.POST), membership, None)
+    return _form_page(request, TaskForm(initial=initial_for(None)), None)

@@ -1,0 +1,195 @@
+"""DAG pages through Django's test client: the list, a DAG with its runs and buttons, a run
+drawn as a graph and a Gantt chart; tenant walls and roles as on every dashboard page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+
+from dags.models import Dag, DagNodeState, DagRun
+from scheduler_app.choices import Role
+from scheduler_app.models import TaskExecution, TenantMembership
+from tests.dashboard.conftest import make_dag, make_dag_run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def dag_run(tenant):
+    dag = make_dag(tenant)
+    return dag, make_dag_run(dag)
+
+
+def _node_tones(html: str) -> dict[str, tuple[str, str]]:
+    """node id -> (data-state, data-tone) as drawn in the graph."""
+    return {
+        node: (state, tone)
+        for node, state, tone in re.findall(
+            r'<g class="dag-node[^"]*" data-node-id="([^"]+)" data-state="([^"]+)" '
+            r'data-tone="([^"]+)"',
+            html,
+        )
+    }
+
+
+@pytest.mark.parametrize("fragment", ["", "?fragment=1"])
+def test_dag_pages_render(signed_in, dag_run, fragment):
+    dag, run = dag_run
+    for url in (
+        "/dashboard/dags",
+        f"/dashboard/dags/{dag.id}",
+        f"/dashboard/dags/{dag.id}/runs/{run.id}",
+    ):
+        response = signed_in.get(url + fragment)
+        assert response.status_code == 200, (url, response.content[:500])
+
+
+def test_nav_links_the_dag_list_which_shows_schedule_state_and_last_runs(signed_in, dag_run):
+    dag, run = dag_run
+    assert 'href="/dashboard/dags"' in signed_in.get("/dashboard/").content.decode()
+    page = signed_in.get("/dashboard/dags").content.decode()
+    assert "etl-pipeline" in page and "0 3 * * *" in page and "active" in page
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in page
+    assert 'data-status="running"' in page
+
+
+def test_dag_page_lists_its_runs_newest_first(signed_in, dag_run):
+    dag, first = dag_run
+    second = make_dag_run(dag, started_seconds_ago=5)
+    page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
+    assert page.index(str(second.id)) < page.index(str(first.id))
+    assert "btn-dag-trigger" in page and "btn-dag-pause" in page
+
+
+def test_run_page_draws_every_node_with_its_state_colour(signed_in, dag_run):
+    dag, run = dag_run
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert _node_tones(page) == {
+        "a": ("success", "success"),
+        "b": ("failed", "failed"),
+        "c": ("upstream_failed", "skipped"),
+        "d": ("success", "success"),
+        "e": ("running", "running"),
+        "f": ("waiting", "waiting"),
+        "g": ("skipped", "skipped"),
+    }
+    assert page.count('class="dag-edge') == 4  # a->b, b->c, d->g, e->f
+    assert 'data-source="b" data-target="c"' in page
+    # Nodes that ran link to their execution; the Gantt has a bar for each of them.
+    b = DagNodeState.objects.get(run=run, node_id="b")
+    assert f'href="/dashboard/executions/{b.execution_id}"' in page
+    assert page.count('class="gantt-bar') == 4  # a, b, d, e
+    assert "ValueError: boom" in page  # the errors table
+    assert "data-live-final" not in page  # still running: the page keeps polling
+
+
+def test_a_finished_run_tells_the_page_to_stop_polling(signed_in, dag_run):
+    dag, run = dag_run
+    DagRun.objects.filter(id=run.id).update(status="failed")
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}?fragment=1").content.decode()
+    assert 'data-live-final="run failed"' in page
+    assert "btn-run-rerun" in page and "btn-run-cancel" not in page
+
+
+def test_a_node_execution_links_back_to_its_run(signed_in, dag_run):
+    dag, run = dag_run
+    b = DagNodeState.objects.get(run=run, node_id="b")
+    page = signed_in.get(f"/dashboard/executions/{b.execution_id}").content.decode()
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in page
+    assert 'id="dag-node-link"' in page
+
+
+def test_another_tenants_dag_and_run_are_not_found(signed_in, tenant_factory):
+    other, _ = tenant_factory("globex")
+    dag = make_dag(other)
+    run = make_dag_run(dag)
+    for url in (
+        f"/dashboard/dags/{dag.id}",
+        f"/dashboard/dags/{dag.id}/runs/{run.id}",
+        f"/dashboard/dags/{dag.id}/runs/{run.id}?fragment=1",
+    ):
+        assert signed_in.get(url).status_code == 404, url
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/pause").status_code == 404
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/trigger").status_code == 404
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/cancel").status_code == 404
+    assert "etl-pipeline" not in signed_in.get("/dashboard/dags").content.decode()
+    # Their execution shows nothing of theirs either.
+    b = DagNodeState.objects.get(run=run, node_id="b")
+    assert signed_in.get(f"/dashboard/executions/{b.execution_id}").status_code == 404
+    dag.refresh_from_db()
+    assert dag.paused is False
+    assert DagRun.objects.filter(dag=dag).count() == 1
+
+
+def test_own_dag_under_another_dags_url_is_not_found(signed_in, dag_run, tenant):
+    _, run = dag_run
+    sibling = make_dag(
+        tenant,
+        raw={
+            "dag": "other",
+            "tasks": [{"id": "x", "handler": {"type": "python", "callable": "noop"}}],
+        },
+    )
+    assert signed_in.get(f"/dashboard/dags/{sibling.id}/runs/{run.id}").status_code == 404
+    assert signed_in.get("/dashboard/dags/not-a-uuid").status_code == 404
+
+
+def test_pause_resume_and_trigger_buttons_call_the_services(signed_in, tenant):
+    dag = make_dag(tenant)
+    signed_in.post(f"/dashboard/dags/{dag.id}/pause")
+    dag.refresh_from_db()
+    assert dag.paused
+    signed_in.post(f"/dashboard/dags/{dag.id}/resume")
+    dag.refresh_from_db()
+    assert not dag.paused and dag.next_fire_at is not None
+    response = signed_in.post(f"/dashboard/dags/{dag.id}/trigger")
+    run = DagRun.objects.get(dag=dag)
+    assert response.status_code == 302
+    assert response["Location"] == f"/dashboard/dags/{dag.id}/runs/{run.id}"
+    assert run.trigger == "manual" and run.status == "running"
+    # The roots were dispatched by the engine, as for an API trigger.
+    assert TaskExecution.objects.filter(tenant=tenant, trigger="dag").count() == 3
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/explode").status_code == 404
+
+
+def test_cancel_button_cancels_the_run(signed_in, dag_run):
+    dag, run = dag_run
+    signed_in.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/cancel")
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+
+
+def test_viewer_sees_pages_but_cannot_press_buttons(tenant_and_user, dag_run):
+    dag, run = dag_run
+    _, user = tenant_and_user
+    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    client = Client()
+    client.login(username=user.username, password="pw-123456")
+    page = client.get(f"/dashboard/dags/{dag.id}").content.decode()
+    assert "btn-dag-trigger" not in page and "btn-dag-pause" not in page
+    assert (
+        "btn-run-cancel"
+        not in client.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    )
+    assert client.post(f"/dashboard/dags/{dag.id}/trigger").status_code == 403
+    assert client.post(f"/dashboard/dags/{dag.id}/pause").status_code == 403
+    assert client.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/cancel").status_code == 403
+    assert DagRun.objects.filter(dag=dag).count() == 1
+    assert Dag.objects.get(id=dag.id).paused is False
+
+
+def test_the_list_shows_the_last_eight_runs_of_each_dag(signed_in, tenant):
+    dag = make_dag(tenant)
+    runs = [make_dag_run(dag, started_seconds_ago=100 - i) for i in range(10)]
+    page = signed_in.get("/dashboard/dags").content.decode()
+    assert page.count("status run-chip") == 8
+    assert str(runs[-1].id) in page and str(runs[1].id) not in page
+
+
+def test_a_mapped_node_shows_its_shard_progress(signed_in, dag_run):
+    dag, run = dag_run
+    DagNodeState.objects.filter(run=run, node_id="e").update(map_total=10, map_finished=4)
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert "shards 4/10" in page and 'class="shard-bar"' in page

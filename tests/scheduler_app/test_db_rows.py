@@ -1,0 +1,54 @@
+"""Instances built from hand-written SQL rows (`scheduler_app.db_rows`) are the ones the ORM
+would load: every field, JSON decoded, foreign keys as ids (real PostgreSQL)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db.models import Model
+from django.utils import timezone
+
+from scheduler_app import db_rows
+from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from tests.factories import make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def _row(model: type[Model], pk) -> tuple:
+    with db_rows.server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT {db_rows.columns(model, 'x')} FROM {model._meta.db_table} x WHERE x.id = %s",
+            [pk],
+        )
+        return cursor.fetchone()
+
+
+def _field_values(instance: Model) -> dict:
+    return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
+
+
+@pytest.mark.parametrize("model", [TaskExecution, TaskDefinition, Tenant])
+def test_an_instance_from_a_row_equals_the_orms(tenant, model):
+    task = make_task(tenant, name="rows", parameters={"region": "eu", "sizes": [1, 2]})
+    execution = TaskExecution.objects.create(
+        tenant=tenant,
+        task=task,
+        status="success",
+        scheduled_at=timezone.now(),
+        parameters={"a": {"b": [1, None]}},
+        result={"rows": 3, "ok": True},
+    )
+    pk = {TaskExecution: execution.id, TaskDefinition: task.id, Tenant: tenant.id}[model]
+    built = db_rows.instance(model, _row(model, pk))
+    loaded = model.objects.get(id=pk)
+    assert _field_values(built) == _field_values(loaded)
+    assert built._state.adding is False and built._state.db == "default"
+    if model is TaskExecution:
+        assert built.result == {"rows": 3, "ok": True}  # decoded, not the JSON text
+        assert built.task_id == task.id
+
+
+def test_a_row_of_the_wrong_width_is_refused(tenant):
+    row = _row(Tenant, tenant.id)
+    with pytest.raises(ValueError, match="Tenant"):
+        db_rows.instance(Tenant, row[:-1])

@@ -1,0 +1,76 @@
+"""Fair dispatch's cap follows the drain rate the workers report (real Redis)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from scheduler_app.dispatch import Doorbell
+from scheduler_app.fairness import (
+    _drained_key,
+    _drained_keys,
+    fair_admit,
+    fair_promote_allowance,
+    fair_release_into,
+)
+from scheduler_app.redis_client import get_redis
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def tier():
+    return f"fair-{uuid.uuid4().hex[:8]}"
+
+
+def _bells(tenant: str, tier: str, count: int) -> list[Doorbell]:
+    return [Doorbell(str(uuid.uuid4()), tenant, tier) for _ in range(count)]
+
+
+def _drained(tier: str, per_second: int) -> None:
+    get_redis().set(_drained_key(tier, int(time.time())), per_second, ex=10)
+
+
+def test_a_cold_fleet_gets_the_floor(settings, tier):
+    settings.FAIR_INFLIGHT_PER_TENANT = 5
+    assert len(fair_admit(_bells("a", tier, 20))) == 5
+
+
+def test_a_fleet_that_drains_fast_takes_a_whole_burst_of_one_tenant(settings, tier):
+    settings.FAIR_INFLIGHT_PER_TENANT = 5
+    settings.FAIR_QUEUE_SECONDS = 1.0
+    _drained(tier, 800)
+    assert len(fair_admit(_bells("a", tier, 700))) == 700
+    # ... but not more than about FAIR_QUEUE_SECONDS of the fleet's work at a time.
+    assert len(fair_admit(_bells("a", tier, 300))) == 100
+
+
+def test_busy_tenants_share_the_queue(settings, tier):
+    settings.FAIR_INFLIGHT_PER_TENANT = 5
+    settings.FAIR_QUEUE_SECONDS = 1.0
+    _drained(tier, 40)
+    assert len(fair_admit(_bells("a", tier, 100))) == 40  # alone: the whole rate
+    assert len(fair_admit(_bells("b", tier, 100))) == 20  # two busy tenants: half each
+
+
+def test_a_released_slot_is_free_again_and_counts_as_drained(settings, tier):
+    settings.FAIR_INFLIGHT_PER_TENANT = 2
+    first = fair_admit(_bells("a", tier, 3))
+    assert len(first) == 2
+    pipe = get_redis().pipeline(transaction=False)
+    for bell in first:
+        fair_release_into(pipe, execution_id=bell.execution_id, tenant_id="a", queue=tier)
+    pipe.execute()
+    drained = get_redis().mget(_drained_keys(tier, time.time()))
+    assert sum(int(value or 0) for value in drained) == 2
+    assert len(fair_admit(_bells("a", tier, 3))) >= 2
+
+
+def test_promote_offers_about_what_one_tenant_may_send(settings, tier):
+    settings.FAIR_INFLIGHT_PER_TENANT = 10
+    settings.FAIR_QUEUE_SECONDS = 0.5
+    assert fair_promote_allowance([tier]) == 10
+    _drained(tier, 600)
+    assert fair_promote_allowance([tier]) == 300

@@ -1,0 +1,372 @@
+"""Run a batch doorbell: many executions of one tenant and tier rung with one message.
+
+One statement claims them all, one Redis pipeline does their start bookkeeping, their
+handlers run one after the other in this process, and the ones that succeed are finished
+together with one statement and one pipeline (a failure, a retry or a DAG node is finished
+on its own at once, through the same path as a single doorbell). That is what a burst of
+short scheduled runs needs: Celery's per-message cost and the per-run round trips are paid
+once per batch.
+
+A batch must not hold runs back behind a slow handler, nor hold them or a finished run's
+result back for long. A watcher thread looks every `SPILL_SECONDS` (0.25 s): when one
+handler has been running for a whole look, or the batch for `SPILL_AFTER_LOOKS` of them
+(1 s), it spills: it records the successes waiting to be flushed, and gives back every run
+the batch has not started (running -> queued, the start bookkeeping undone) and rings
+their doorbells again, one each, for any free worker. From then on the batch only finishes
+the run it is in. A batch of quick handlers that keeps moving is left alone: handing its
+runs to other processes that are just as busy would only add work.
+
+If the process dies, the rows it holds are `running` with a lease like any claimed run:
+the reaper fails and retries them when the lease expires, and a run given back but not yet
+re-rung is re-rung by the beat's stale-queued sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from scheduler_app.choices import Trigger
+from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.fairness import fair_release_into
+from scheduler_app.redis_client import get_redis
+from scheduler_app.redis_coalesce import CoalescedWrites
+from scheduler_app.services.execution_batches import (
+    Succeeded,
+    executions_claim,
+    executions_finish_succeeded,
+    executions_give_back,
+)
+from scheduler_app.services.executions import Claim
+from scheduler_app.services.quotas import (
+    ClaimCount,
+    quota_count_runs_into,
+    quota_decide_counts,
+    quota_defer,
+    quota_replies,
+    quota_running_count,
+    quota_uncount_run_into,
+)
+from scheduler_app.services.retry_budget import (
+    retry_budget_note_execution_into,
+    retry_budget_unnote_execution_into,
+)
+from workers import registry
+from workers.control import stop_requested_into
+from workers.runner import Executed, end_run_into, execute_claimed, finish_claimed
+
+logger = logging.getLogger(__name__)
+
+# A batch still going after this many spill looks spills, however fast it moves.
+SPILL_AFTER_LOOKS = 4
+
+_ONE_BY_ONE = frozenset({Trigger.DAG, Trigger.RETRY})
+
+
+@dataclass
+class _Item:
+    claim: Claim
+    counted: ClaimCount
+    stop_requested: bool
+
+
+def execution_batch_run(
+    *,
+    execution_ids: Sequence[str],
+    worker_id: str,
+    tenant_id: str | None = None,
+    queue: str | None = None,
+) -> str:
+    """Returns a summary for the worker's log, e.g. 'batch of 16: 15 success, 1 failed'."""
+    config = settings.WORKER
+    writes = CoalescedWrites()
+    claims = executions_claim(
+        execution_ids=execution_ids,
+        worker_id=worker_id,
+        lease_seconds=config["LEASE_SECONDS"],
+        metrics_pipe=writes,
+    )
+    for execution_id in execution_ids:
+        # Every doorbell of the batch reached a worker, claimed or not (a duplicate delivery).
+        fair_release_into(writes, execution_id=str(execution_id), tenant_id=tenant_id, queue=queue)
+    items = _start(claims, writes, worker_id=worker_id)
+    outcomes = _Batch(items, worker_id=worker_id, spill_seconds=config["BATCH_SPILL_SECONDS"]).run()
+    counts = Counter(outcomes)
+    if len(items) < len(claims):
+        counts["deferred"] += len(claims) - len(items)
+    if len(claims) < len(execution_ids):
+        counts["duplicate"] += len(execution_ids) - len(claims)
+    summary = ", ".join(f"{n} {what}" for what, n in counts.most_common())
+    return f"batch of {len(execution_ids)}: {summary}"
+
+
+def _start(claims: list[Claim], writes: CoalescedWrites, *, worker_id: str) -> list[_Item]:
+    """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
+    the counters folded (`writes` holds the claims' lag observations and fairness releases
+    already), the hour's run count once per tenant, a cancel check per run. Runs over quota
+    are deferred as for a single doorbell; the rest are returned in batch order."""
+    now = timezone.now()
+    pipe = get_redis().pipeline(transaction=False)
+    by_tenant: dict[object, list[Claim]] = {}
+    for claim in claims:
+        by_tenant.setdefault(claim.execution.tenant_id, []).append(claim)
+        registry.run_started_into(writes, worker_id)
+        retry_budget_note_execution_into(writes, at=now)
+    counted = {
+        tenant: quota_count_runs_into(pipe, tenant_id=tenant, runs=len(group), now=now)
+        for tenant, group in by_tenant.items()
+    }
+    stops = [
+        stop_requested_into(
+            pipe, execution_id=str(claim.execution.id), claim_token=str(claim.claim_token)
+        )
+        for claim in claims
+    ]
+    writes.send_into(pipe)
+    replies = None
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except Exception:
+        logger.exception("could not count the start of a batch")
+    # The batch's runs are all `running` in the database but run one at a time: each is
+    # judged as if the others of its tenant in this batch were not running.
+    running = {
+        tenant: quota_running_count(tenant_id=tenant) - (len(group) - 1)
+        for tenant, group in by_tenant.items()
+    }
+    place = {claim.execution.id: k for group in by_tenant.values() for k, claim in enumerate(group)}
+    items, deferred = [], []
+    for claim, stop_index in zip(claims, stops, strict=True):
+        execution = claim.execution
+        tenant = execution.tenant_id
+        total, seconds = quota_replies(counted[tenant], replies)
+        runs_after = None
+        if total is not None:
+            runs_after = total - len(by_tenant[tenant]) + place[execution.id] + 1
+        deferral = quota_decide_counts(
+            tenant=execution.tenant,
+            running=running[tenant],
+            runs_after=runs_after,
+            seconds=seconds,
+            now=now,
+        )
+        if deferral is not None:
+            logger.info("execution %s deferred: tenant over %s", execution.id, deferral.quota)
+            deferred.append(claim)
+            quota_defer(
+                execution=execution,
+                claim_token=claim.claim_token,
+                deferral=deferral,
+                counted=counted[tenant],
+            )
+            continue
+        stop = replies is not None and not isinstance(replies[stop_index], Exception)
+        items.append(_Item(claim, counted[tenant], stop and bool(replies[stop_index])))
+    if deferred and replies is not None:
+        _unstart(deferred, worker_id=worker_id, at=now, counted=None)
+    return items
+
+
+def _unstart(
+    claims: Sequence[Claim],
+    *,
+    worker_id: str,
+    at: datetime,
+    counted: Sequence[ClaimCount] | None,
+) -> None:
+    """Undo the start bookkeeping of claimed runs that did not run (`counted`: also uncount
+    them in the tenant's hourly runs; a deferral does that itself)."""
+    try:
+        pipe = get_redis().pipeline(transaction=False)
+        for index, claim in enumerate(claims):
+            registry.run_not_started_into(pipe, worker_id)
+            retry_budget_unnote_execution_into(pipe, at=at)
+            if counted is not None:
+                quota_uncount_run_into(
+                    pipe, tenant_id=claim.execution.tenant_id, counted=counted[index]
+                )
+        pipe.execute()
+    except Exception:
+        logger.exception("could not uncount %s unstarted runs", len(claims))
+
+
+@dataclass
+class _Done:
+    item: _Item
+    executed: Executed
+    started_at: datetime
+    completed_at: datetime
+
+
+class _Batch:
+    """The sequential run of a batch's items, with the spill watcher (see the module doc)."""
+
+    def __init__(self, items: list[_Item], *, worker_id: str, spill_seconds: float) -> None:
+        self.items = items
+        self.worker_id = worker_id
+        self.spill_seconds = spill_seconds
+        self.lock = threading.Lock()
+        self.current = -1  # index of the item running now
+        self.spilled = False
+        self.finished = False
+        self.done = threading.Event()
+        self.waiting: list[_Done] = []  # successes not yet recorded
+        self.outcomes: list[str] = []
+
+    def run(self) -> list[str]:
+        watcher = None
+        if len(self.items) > 1:
+            watcher = threading.Thread(target=self._watch, name="batch-spill", daemon=True)
+            watcher.start()
+        try:
+            for index, item in enumerate(self.items):
+                with self.lock:
+                    if self.spilled:
+                        break
+                    self.current = index
+                self._run_item(item)
+        finally:
+            with self.lock:
+                self.finished = True
+                waiting, self.waiting = self.waiting, []
+                unstarted = [] if self.spilled else self.items[self.current + 1 :]
+            if watcher is not None:
+                self.done.set()
+                watcher.join()  # a spill under way ends before the batch reports
+            self._flush(waiting)
+            if unstarted:  # only when a handler raised through: hand the rest back
+                self._give_back(unstarted)
+        return self.outcomes
+
+    def _run_item(self, item: _Item) -> None:
+        claim = item.claim
+        started_at = timezone.now()
+        try:
+            executed = execute_claimed(claim, stop_requested=item.stop_requested)
+        except BaseException:
+            _note_end(self.worker_id)
+            raise
+        done = _Done(item, executed, started_at, timezone.now())
+        with self.lock:
+            if not self.spilled and self._batchable(claim, executed):
+                self.waiting.append(done)
+                return
+        status, accepted = finish_claimed(
+            claim, executed, worker_id=self.worker_id, started_at=started_at
+        )
+        self.outcomes.append(status if accepted else "rejected")
+
+    @staticmethod
+    def _batchable(claim: Claim, executed: Executed) -> bool:
+        """Plain successes only: a DAG node moves its run on in its finish's transaction,
+        and a retry's finish may close a chain of attempts; those go one by one."""
+        return executed.outcome.succeeded and claim.execution.trigger not in _ONE_BY_ONE
+
+    def _flush(self, waiting: list[_Done]) -> None:
+        if not waiting:
+            return
+        writes = CoalescedWrites()
+        accepted = executions_finish_succeeded(
+            [
+                Succeeded(
+                    claim=done.item.claim,
+                    outcome=done.executed.outcome,
+                    started_at=done.started_at,
+                    completed_at=done.completed_at,
+                    log_text=done.executed.sink.buffer.text(),
+                    log_truncated=done.executed.sink.buffer.truncated,
+                )
+                for done in waiting
+            ],
+            metrics_pipe=writes,
+        )
+        accepted_ids = {item.claim.execution.id for item in accepted}
+        for done in waiting:
+            ok = done.item.claim.execution.id in accepted_ids
+            end_run_into(
+                writes,
+                done.item.claim,
+                sink=done.executed.sink,
+                worker_id=self.worker_id,
+                status="success" if ok else "rejected",
+                errored=False,
+            )
+            self.outcomes.append("success" if ok else "rejected")
+        try:
+            pipe = get_redis().pipeline(transaction=False)
+            writes.send_into(pipe)
+            pipe.execute(raise_on_error=False)
+        except Exception:
+            logger.exception("could not record the end of a batch of %s runs", len(waiting))
+
+    def _watch(self) -> None:
+        """The watcher thread: spill when one handler has run a whole look, or the batch
+        SPILL_AFTER_LOOKS of them."""
+        seen, looks = -1, 0
+        while not self.done.wait(self.spill_seconds):
+            looks += 1
+            with self.lock:
+                if self.finished:
+                    return
+                moving = self.current != seen
+                seen = self.current
+                if moving and looks < SPILL_AFTER_LOOKS:
+                    continue
+                self.spilled = True
+                waiting, self.waiting = self.waiting, []
+                unstarted = self.items[self.current + 1 :]
+            self._spill(waiting, unstarted)
+            return
+
+    def _spill(self, waiting: list[_Done], unstarted: list[_Item]) -> None:
+        """Flush the waiting successes, give back what has not started (in the watcher)."""
+        try:
+            self._flush(waiting)
+            self._give_back(unstarted)
+        except Exception:
+            logger.exception("batch spill failed; the runs it held are reaped at lease expiry")
+        finally:
+            connection.close()  # this thread's own database connection
+
+    def _give_back(self, items: Sequence[_Item]) -> None:
+        if not items:
+            return
+        given = executions_give_back([item.claim for item in items])
+        given_ids = {execution.id for execution in given}
+        back = [item for item in items if item.claim.execution.id in given_ids]
+        _unstart(
+            [item.claim for item in back],
+            worker_id=self.worker_id,
+            at=timezone.now(),
+            counted=[item.counted for item in back],
+        )
+        publish(
+            [
+                Doorbell(
+                    execution_id=str(execution.id),
+                    tenant_id=str(execution.tenant_id),
+                    queue=execution.queue,
+                )
+                for execution in given
+            ],
+            sticky=False,
+        )
+        logger.info("batch handed back %s runs it had not started", len(given))
+
+
+def _note_end(worker_id: str) -> None:
+    try:
+        registry.run_ended(worker_id, errored=True)
+    except Exception:
+        logger.exception("could not count the end of a run")
+
+
+__all__ = ["execution_batch_run"]
