@@ -137,13 +137,17 @@ def batch_message(bells: Sequence[Doorbell], *, origin: str, tier: str | None = 
 BURST_MESSAGES = 16
 
 
-def batch_size(count: int, limit: int) -> int:
+def batch_size(count: int, limit: int, processes: int | None = None) -> int:
     """Doorbells per message for `count` of one tenant and tier rung together, at most
-    `limit`: enough messages that every worker process gets a share (BURST_MESSAGES), so a
-    small burst (under twice that) rings one per message and its runs start in parallel,
-    while a big one pays Celery's per-message cost and the per-run round trips once per
-    batch."""
-    return max(1, min(limit, count // BURST_MESSAGES))
+    `limit`: one message per worker process (`processes`, the fleet's live concurrency;
+    BURST_MESSAGES when unknown), so every process claims one share of a burst, ahead of its
+    time when it was rung ahead, and none waits behind a second one. A small burst (under
+    two per process) rings one per message and its runs start in parallel; a big one pays
+    Celery's per-message cost and the per-run round trips once per batch."""
+    processes = processes or BURST_MESSAGES
+    if count < 2 * processes:
+        return 1
+    return min(limit, -(-count // processes))
 
 
 def batches(
@@ -172,7 +176,13 @@ def batches(
     return ordered
 
 
-def publish(doorbells: Iterable[Doorbell], *, sticky: bool = True, batch: int = 1) -> int:
+def publish(
+    doorbells: Iterable[Doorbell],
+    *,
+    sticky: bool = True,
+    batch: int = 1,
+    processes: int | None = None,
+) -> int:
     """Publish doorbells, a batch per Redis round trip. Returns how many were sent.
 
     Fair dispatch first: a tenant's doorbells beyond its in-flight cap in a tier are not
@@ -180,7 +190,7 @@ def publish(doorbells: Iterable[Doorbell], *, sticky: bool = True, batch: int = 
     send a retry to the worker that ran its previous attempt (see `workers.routing`);
     `sticky=False` skips that lookup for first attempts, which never have a previous worker.
     `batch` > 1 rings up to that many doorbells of one tenant and queue with one message,
-    as many as `batch_size` says for the size of the burst.
+    as many as `batch_size` says for the size of the burst and the fleet's `processes`.
     """
     from scheduler_app.fairness import fair_admit
     from workers.routing import route
@@ -196,7 +206,7 @@ def publish(doorbells: Iterable[Doorbell], *, sticky: bool = True, batch: int = 
     except Exception:  # stickiness is an optimisation: never let it stop a publish
         logger.exception("sticky routing failed; publishing to the tier queues")
     if batch > 1:
-        groups = batches(bells, lambda count: batch_size(count, batch), tiers)
+        groups = batches(bells, lambda count: batch_size(count, batch, processes), tiers)
     else:
         groups = [[bell] for bell in bells]
     broker = _broker_client()

@@ -61,6 +61,7 @@ from scheduler_app.services.retry_budget import (
 )
 from workers import registry
 from workers.control import stop_requested_into
+from workers.due import wait_until_due
 from workers.runner import Executed, end_run_into, execute_claimed, finish_claimed
 
 logger = logging.getLogger(__name__)
@@ -222,6 +223,9 @@ class _Batch:
         self.outcomes: list[str] = []
 
     def run(self) -> list[str]:
+        if self.items:
+            # Rung ahead of its time, a burst waits for it here, outside the spill watch.
+            wait_until_due(min(item.claim.execution.scheduled_at for item in self.items))
         watcher = None
         if len(self.items) > 1:
             watcher = threading.Thread(target=self._watch, name="batch-spill", daemon=True)
@@ -248,19 +252,18 @@ class _Batch:
 
     def _run_item(self, item: _Item) -> None:
         claim = item.claim
-        started_at = timezone.now()
         try:
             executed = execute_claimed(claim, stop_requested=item.stop_requested)
         except BaseException:
             _note_end(self.worker_id)
             raise
-        done = _Done(item, executed, started_at, timezone.now())
+        done = _Done(item, executed, executed.started_at, timezone.now())
         with self.lock:
             if not self.spilled and self._batchable(claim, executed):
                 self.waiting.append(done)
                 return
         status, accepted = finish_claimed(
-            claim, executed, worker_id=self.worker_id, started_at=started_at
+            claim, executed, worker_id=self.worker_id, started_at=executed.started_at
         )
         self.outcomes.append(status if accepted else "rejected")
 
@@ -298,6 +301,7 @@ class _Batch:
                 worker_id=self.worker_id,
                 status="success" if ok else "rejected",
                 errored=False,
+                started_at=done.started_at,
             )
             self.outcomes.append("success" if ok else "rejected")
         try:

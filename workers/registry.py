@@ -122,6 +122,16 @@ def worker_records() -> list[WorkerRecord]:
     return [_record_from(raw) for raw in raws if raw]
 
 
+def live_processes(now: float | None = None) -> int:
+    """How many runs the fleet's live, active workers take at once (their concurrency)."""
+    now = time.time() if now is None else now
+    return sum(
+        record.concurrency
+        for record in worker_records()
+        if record.state == STATE_ACTIVE and not record.is_overdue(now)
+    )
+
+
 def worker_mark_dead(record: WorkerRecord) -> bool:
     """active|draining -> dead, once: True for the caller that flipped it."""
     client = get_redis()

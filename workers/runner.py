@@ -39,6 +39,7 @@ from scheduler_app.services.retry_budget import (
 from scheduler_app.services.secrets import referenced_names, secrets_resolve, substitute
 from workers import registry
 from workers.control import stop_requested_into
+from workers.due import wait_until_due
 from workers.handlers import mask_outcome, run_handler
 from workers.handlers.base import HandlerContext, HandlerOutcome
 from workers.live_logs import LiveLogSink
@@ -177,15 +178,17 @@ class Executed:
 
     outcome: HandlerOutcome
     sink: LiveLogSink
+    started_at: datetime  # when the handler started (a run claimed ahead waits for its time)
 
 
 def _run_claimed(claim: Claim, *, worker_id: str, stop_requested: _Started) -> tuple[str, bool]:
     executed = execute_claimed(claim, stop_requested=stop_requested.stop_requested)
-    return finish_claimed(claim, executed, worker_id=worker_id)
+    return finish_claimed(claim, executed, worker_id=worker_id, started_at=executed.started_at)
 
 
 def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
-    """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout)."""
+    """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout),
+    at the run's scheduled time when it was claimed ahead of it (`workers.due`)."""
     from dags.services.hooks import dag_upstream_results
 
     config = settings.WORKER
@@ -218,6 +221,8 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     watcher = run_watcher()
     watcher.watch(watched)
     try:
+        wait_until_due(execution.scheduled_at, cancel_event=cancel_event)
+        started_at = timezone.now()
         try:
             if resolved.error:
                 raise _SecretUnavailable(resolved.error)
@@ -242,7 +247,9 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
             )
     finally:
         watcher.unwatch(watched)
-    return Executed(outcome=mask_outcome(handler_outcome, resolved.masked), sink=sink)
+    return Executed(
+        outcome=mask_outcome(handler_outcome, resolved.masked), sink=sink, started_at=started_at
+    )
 
 
 def finish_claimed(
@@ -250,7 +257,7 @@ def finish_claimed(
 ) -> tuple[str, bool]:
     """Record the outcome (one statement), then the end-of-run Redis writes; returns the
     status and whether the finish was accepted. `started_at`: the handler's real start, when
-    it began later than the claim (a batch's runs)."""
+    it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
     handler_outcome, sink = executed.outcome, executed.sink
     end_pipe = get_redis().pipeline(transaction=False)
     report = execution_finish(
@@ -270,25 +277,35 @@ def finish_claimed(
         worker_id=worker_id,
         status=handler_outcome.status if report.accepted else "rejected",
         errored=handler_outcome.status != "success",
+        started_at=started_at,
     )
     _send(end_pipe, claim)
     return handler_outcome.status, report.accepted
 
 
 def end_run_into(
-    pipe, claim: Claim, *, sink: LiveLogSink, worker_id: str, status: str, errored: bool
+    pipe,
+    claim: Claim,
+    *,
+    sink: LiveLogSink,
+    worker_id: str,
+    status: str,
+    errored: bool,
+    started_at: datetime | None = None,
 ) -> None:
     """Queue the end-of-run Redis writes on `pipe` (which holds the counters the finish
     queued): the rest of the live log and its end marker, the fleet counters, the tenant's
-    compute seconds. Sent by the caller after the finish committed, with `_send`."""
+    compute seconds (from `started_at`, the handler's start, else the claim's). Sent by the
+    caller after the finish committed, with `_send`."""
     execution, now = claim.execution, timezone.now()
     sink.close_into(pipe, status=status)
     registry.run_ended_into(pipe, worker_id, errored=errored)
-    if execution.started_at is not None:
+    started_at = started_at or execution.started_at
+    if started_at is not None:
         compute_seconds_add_into(
             pipe,
             tenant_id=execution.tenant_id,
-            seconds=(now - execution.started_at).total_seconds(),
+            seconds=(now - started_at).total_seconds(),
             now=now,
         )
 

@@ -198,10 +198,15 @@ SCHEDULER = {
     "LOCK_TRY_SECONDS": env_float("SCHEDULER_LOCK_TRY_SECONDS", 0.25),
     "TICK_SECONDS": env_float("SCHEDULER_TICK_SECONDS", 0.5),
     "FIRE_BATCH_SIZE": env_int("SCHEDULER_FIRE_BATCH", 1000),
+    # A fire whose overlap policy is `allow` is recorded and rung this long before it falls
+    # due; the worker that claims it starts the handler at the fire's time. A burst of
+    # fires due in the same second is claimed before that second instead of after it.
+    # 0 records every fire when it falls due. Under 2 s (a claim's clock tolerance).
+    "FIRE_AHEAD_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_SECONDS", 0.5),
     # Fires of one tenant and tier due together ring up to this many per broker message
-    # (workers.batch_runner), and at least 16 messages per burst (dispatch.batch_size);
-    # 1 rings one message per fire.
-    "DOORBELL_BATCH": env_int("SCHEDULER_DOORBELL_BATCH", 64),
+    # (workers.batch_runner), a burst cut into one message per live worker process, or 16
+    # when the fleet is unknown (dispatch.batch_size); 1 rings one message per fire.
+    "DOORBELL_BATCH": env_int("SCHEDULER_DOORBELL_BATCH", 128),
     "CATCHUP_WINDOW_SECONDS": env_int("SCHEDULER_CATCHUP_WINDOW", 300),
     # Queued executions nobody started after this long are published again.
     "REQUEUE_GRACE_SECONDS": env_int("SCHEDULER_REQUEUE_GRACE", 300),

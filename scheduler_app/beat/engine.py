@@ -30,7 +30,7 @@ from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
-from scheduler_app.services.executions import expired_leases_reap
+from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE, expired_leases_reap
 from scheduler_app.services.firing import (
     Fire,
     due_pending_promote,
@@ -83,6 +83,16 @@ class EngineConfig:
     lock_ttl_seconds: float
     # How often a standby tries the lock: a SIGKILLed leader is replaced within TTL + this.
     lock_try_seconds: float = 0.25
+    # Fires (overlap `allow`) are recorded and rung this long before they fall due, so that
+    # a worker has claimed a run by its time and starts the handler then (`workers.due`).
+    fire_ahead_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        limit = CLAIM_CLOCK_TOLERANCE.total_seconds()
+        if not 0 <= self.fire_ahead_seconds < limit:
+            raise ValueError(
+                f"fire_ahead_seconds must be in [0, {limit}): no claim takes a run due later"
+            )
 
     @property
     def late_grace(self) -> timedelta:
@@ -95,7 +105,7 @@ class SchedulerEngine:
     def __init__(self, *, lock: LeaderLock, config: EngineConfig) -> None:
         self.lock = lock
         self.config = config
-        self.heap = ScheduleHeap()
+        self.heap = ScheduleHeap(ahead=timedelta(seconds=config.fire_ahead_seconds))
         self._seen_changes: dict[uuid.UUID, datetime] = {}
         self._change_cursor: datetime | None = None
         self._last_housekeeping = 0.0
@@ -294,6 +304,8 @@ class SchedulerEngine:
             # Never dispatch unless the lock is confirmed; checked before each batch is taken.
             while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
                 now = timezone.now()
+                # Entries that ring by now: fires due by now, and up to `fire_ahead_seconds`
+                # later for the ones that ring ahead (`heap.Entry.ring_ahead`).
                 due = self.heap.pop_due(now, self.config.batch_size)
                 if not due:
                     return
@@ -312,7 +324,8 @@ class SchedulerEngine:
     def _expand(
         self, due: list[Entry], *, now: datetime
     ) -> tuple[list[Fire], list[tuple[uuid.UUID, datetime | None, datetime]]]:
-        """The fires each due entry owes up to now, and where its schedule goes next.
+        """The fires each due entry owes up to now (or up to its ring-ahead past now), and
+        where its schedule goes next.
 
         Nothing older than the catch-up window is owed; inside it the task's catch-up
         policy chooses (`policies.catchup_select`). The unique constraint turns a fire
@@ -320,18 +333,20 @@ class SchedulerEngine:
         """
         window = timedelta(seconds=self.config.catchup_window_seconds)
         late_grace = self.config.late_grace
+        owed_cap = MAX_CATCHUP_FIRES_PER_TASK
         fires: list[Fire] = []
         updates: list[tuple[uuid.UUID, datetime | None, datetime]] = []
         for entry in due:
+            horizon = now + entry.ring_ahead(self.heap.ahead)
             fire_at: datetime | None = entry.next_fire_at
             if fire_at < now - window:
                 fire_at = entry.schedule.next_after(now - window - timedelta(microseconds=1))
             owed: list[datetime] = []
-            while fire_at is not None and fire_at <= now and len(owed) < MAX_CATCHUP_FIRES_PER_TASK:
+            while fire_at is not None and fire_at <= horizon and len(owed) < owed_cap:
                 owed.append(fire_at)
                 fire_at = entry.schedule.next_after(fire_at)
-            if fire_at is not None and fire_at <= now:
-                fire_at = entry.schedule.next_after(now)
+            if fire_at is not None and fire_at <= horizon:
+                fire_at = entry.schedule.next_after(horizon)
             chosen = catchup_select(
                 owed, policy=entry.catchup, now=now, late_grace=late_grace, window=window
             )

@@ -1,7 +1,11 @@
-"""An in-memory min-heap of (next fire time, task) with lazy deletion.
+"""An in-memory min-heap of (ring time, task) with lazy deletion.
 
 Only due entries are touched on a tick: O(log N) per fire, never a scan of all N.
 A changed or removed task bumps its version; stale heap items are skipped when popped.
+
+An entry rings `ahead` before its next fire when nothing at fire time decides the fire's
+fate (overlap `allow`): the beat records it early and the worker that claims it starts the
+handler at the fire's time (see the engine's `_fire_due`). Other entries ring at their fire.
 """
 
 from __future__ import annotations
@@ -9,8 +13,9 @@ from __future__ import annotations
 import heapq
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from scheduler_app.choices import Overlap
 from scheduler_app.schedules import Schedule
 
 
@@ -25,19 +30,28 @@ class Entry:
     schedule: Schedule
     next_fire_at: datetime
     catchup: str = "latest"
-    overlap: str = "allow"
+    overlap: str = Overlap.ALLOW
     version: int = 0
     last_fired_at: datetime | None = None
 
+    def ring_ahead(self, ahead: timedelta) -> timedelta:
+        """How long before its fire this entry rings: an overlap policy other than `allow`
+        looks at the task's other runs, which must be judged at the fire's time."""
+        return ahead if self.overlap == Overlap.ALLOW else _NO_LEAD
 
-# A heap item is a plain tuple (fire_at, sequence, task_id, version): tuples compare in C,
+
+_NO_LEAD = timedelta(0)
+
+
+# A heap item is a plain tuple (ring_at, sequence, task_id, version): tuples compare in C,
 # and the unique sequence decides ties before the task id is ever compared. An ordered
 # dataclass costs a Python-level __lt__ per comparison (20 of them per push at 1M entries).
-_FIRE_AT, _TASK_ID, _VERSION = 0, 2, 3
+_RING_AT, _TASK_ID, _VERSION = 0, 2, 3
 
 
 class ScheduleHeap:
-    def __init__(self) -> None:
+    def __init__(self, *, ahead: timedelta = _NO_LEAD) -> None:
+        self.ahead = ahead
         self._items: list[tuple[datetime, int, uuid.UUID, int]] = []
         self._entries: dict[uuid.UUID, Entry] = {}
         self._sequence = 0
@@ -70,14 +84,16 @@ class ScheduleHeap:
         self._push(entry)
 
     def peek_time(self) -> datetime | None:
+        """When the next entry rings."""
         self._drop_stale_head()
-        return self._items[0][_FIRE_AT] if self._items else None
+        return self._items[0][_RING_AT] if self._items else None
 
     def pop_due(self, now: datetime, limit: int) -> list[Entry]:
+        """Entries that ring by `now` (their fire may be up to `ahead` later)."""
         due: list[Entry] = []
         while self._items and len(due) < limit:
             self._drop_stale_head()
-            if not self._items or self._items[0][_FIRE_AT] > now:
+            if not self._items or self._items[0][_RING_AT] > now:
                 break
             item = heapq.heappop(self._items)
             due.append(self._entries[item[_TASK_ID]])
@@ -85,9 +101,8 @@ class ScheduleHeap:
 
     def _push(self, entry: Entry) -> None:
         self._sequence += 1
-        heapq.heappush(
-            self._items, (entry.next_fire_at, self._sequence, entry.task_id, entry.version)
-        )
+        ring_at = entry.next_fire_at - entry.ring_ahead(self.ahead)
+        heapq.heappush(self._items, (ring_at, self._sequence, entry.task_id, entry.version))
 
     def _drop_stale_head(self) -> None:
         while self._items:

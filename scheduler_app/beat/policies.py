@@ -22,7 +22,8 @@ def catchup_select(
     late_grace: timedelta,
     window: timedelta,
 ) -> list[datetime]:
-    """The fire instants to record out of `owed` (ascending, all <= now)."""
+    """The fire instants to record out of `owed` (ascending; any after `now` are fires
+    rung ahead of their time, on time by definition)."""
     on_time = [moment for moment in owed if moment >= now - late_grace]
     missed = [moment for moment in owed if now - window <= moment < now - late_grace]
     if policy == Catchup.ALL:

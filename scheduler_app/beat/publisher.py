@@ -13,6 +13,8 @@ dies between commit and publish leaves queued rows the next leader re-rings
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -20,11 +22,17 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from scheduler_app.dispatch import Doorbell, publish
+from workers.registry import live_processes
+
+logger = logging.getLogger(__name__)
+
+# How often the beat looks up the fleet's size, which decides how a burst is cut up.
+FLEET_LOOKUP_SECONDS = 5.0
 
 
-def _publish_fires(bells: Sequence[Doorbell]) -> int:
+def _publish_fires(bells: Sequence[Doorbell], processes: int | None) -> int:
     close_old_connections()  # this thread's own connection (fair dispatch may hold rows back)
-    return publish(bells, sticky=False, batch=doorbell_batch())
+    return publish(bells, sticky=False, batch=doorbell_batch(), processes=processes)
 
 
 def doorbell_batch() -> int:
@@ -39,14 +47,31 @@ class FirePublisher:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[int]] = []
         self._sent_inline = 0
+        self._processes: int | None = None
+        self._processes_looked_at = float("-inf")
 
     def submit(self, bells: Sequence[Doorbell]) -> None:
+        processes = self._fleet_processes()
         if connection.vendor != "postgresql":
-            self._sent_inline += publish(bells, sticky=False, batch=doorbell_batch())
+            self._sent_inline += publish(
+                bells, sticky=False, batch=doorbell_batch(), processes=processes
+            )
             return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fire-publish")
-        self._pending.append(self._executor.submit(_publish_fires, list(bells)))
+        self._pending.append(self._executor.submit(_publish_fires, list(bells), processes))
+
+    def _fleet_processes(self) -> int | None:
+        """The fleet's live concurrency, looked up at most every FLEET_LOOKUP_SECONDS; None
+        (cut bursts the default way) when no worker has registered or Redis did not say."""
+        if time.monotonic() - self._processes_looked_at >= FLEET_LOOKUP_SECONDS:
+            self._processes_looked_at = time.monotonic()
+            try:
+                self._processes = live_processes() or None
+            except Exception:
+                logger.exception("could not read the fleet's size; bursts cut the default way")
+                self._processes = None
+        return self._processes
 
     def drain(self) -> int:
         """Wait for every submitted batch; returns how many doorbells went out."""

@@ -53,6 +53,7 @@ class LeaderScheduler(beat.Scheduler):
                 housekeeping_seconds=config["HOUSEKEEPING_SECONDS"],
                 lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
                 lock_try_seconds=config["LOCK_TRY_SECONDS"],
+                fire_ahead_seconds=config["FIRE_AHEAD_SECONDS"],
             ),
         )
         self._engine.load()

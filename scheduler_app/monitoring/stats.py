@@ -149,12 +149,14 @@ def execution_attempts(*, tenant: Tenant, execution: TaskExecution) -> list[Task
 
 
 def execution_timeline(execution: TaskExecution) -> list[dict]:
-    """The state changes this row recorded, in order (the row keeps one timestamp per state)."""
+    """The state changes this row recorded, in time order (the row keeps one timestamp per
+    state; a fire rung ahead of its time is queued before it is scheduled)."""
     steps = [("scheduled", execution.scheduled_at), ("queued", execution.queued_at)]
     steps += [("running", execution.started_at), (execution.status, execution.completed_at)]
     if execution.dead_lettered_at:
         steps.append(("dead-lettered", execution.dead_lettered_at))
-    return [{"state": s, "at": at} for s, at in steps if at is not None]
+    recorded = [{"state": s, "at": at} for s, at in steps if at is not None]
+    return sorted(recorded, key=lambda step: step["at"])
 
 
 def recent_executions(*, tenant: Tenant, limit: int = 20) -> list[TaskExecution]:

@@ -87,7 +87,8 @@ def executions_claim(
                 raise
             logger.warning("batch claim lost a lock race (attempt %s); claiming again", attempt)
     for claim in claims:
-        lag = (claim.execution.started_at - claim.execution.scheduled_at).total_seconds()
+        # A run claimed ahead of its time (the beat rings ahead) starts on time: lag 0.
+        lag = max((claim.execution.started_at - claim.execution.scheduled_at).total_seconds(), 0.0)
         record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
     return claims
 

@@ -106,7 +106,8 @@ def execution_claim(
             return None
         execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
         claim = Claim(execution=execution, task=execution.task, claim_token=token)
-    lag = (now - claim.execution.scheduled_at).total_seconds()
+    # A run claimed ahead of its time (the beat rings ahead) starts on time: lag 0.
+    lag = max((now - claim.execution.scheduled_at).total_seconds(), 0.0)
     if metrics_pipe is not None:
         record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
     else:

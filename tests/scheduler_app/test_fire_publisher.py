@@ -19,7 +19,7 @@ def _bells(count: int, prefix: str) -> list[Doorbell]:
 def test_drain_counts_every_batch_and_reraises_the_first_failure(monkeypatch):
     calls: list[str] = []
 
-    def publish(bells, *, sticky, batch):
+    def publish(bells, *, sticky, batch, processes):
         assert sticky is False  # first attempts never have a previous worker
         assert batch == settings.SCHEDULER["DOORBELL_BATCH"]
         calls.append(bells[0].execution_id)

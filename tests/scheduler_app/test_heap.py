@@ -69,3 +69,16 @@ def test_pop_due_respects_the_batch_limit():
     for _ in range(25):
         heap.upsert(entry(T0))
     assert len(heap.pop_due(T0, limit=10)) == 10
+
+
+def test_entries_that_allow_overlap_ring_ahead_of_their_fire():
+    heap = ScheduleHeap(ahead=timedelta(milliseconds=500))
+    allowing = entry(T0 + timedelta(milliseconds=400))
+    skipping = dataclasses.replace(entry(T0 + timedelta(milliseconds=100)), overlap="skip")
+    heap.upsert(allowing)
+    heap.upsert(skipping)
+    # The allowing entry rings at -100 ms, before the skipping one that rings at its fire.
+    assert heap.peek_time() == T0 - timedelta(milliseconds=100)
+    assert heap.pop_due(T0, 10) == [allowing]
+    assert heap.pop_due(T0 + timedelta(milliseconds=99), 10) == []
+    assert heap.pop_due(T0 + timedelta(milliseconds=100), 10) == [skipping]

@@ -1,0 +1,114 @@
+"""The leader rings fires ahead of their time (tasks that allow overlap) against the real
+PostgreSQL and Redis; how a burst is cut for the fleet."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
+from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.publisher import FirePublisher
+from scheduler_app.dispatch import BURST_MESSAGES, batch_size
+from scheduler_app.models import TaskExecution
+from tests.factories import make_task
+from workers.registry import STATE_DRAINING, WorkerRecord, live_processes, worker_record_save
+
+AHEAD = 1.9  # seconds: the most a claim's clock tolerance (2 s) leaves
+
+
+def _config(ahead: float) -> EngineConfig:
+    return EngineConfig(
+        tick_seconds=0.2,
+        batch_size=500,
+        catchup_window_seconds=300,
+        requeue_grace_seconds=60,
+        housekeeping_seconds=60,
+        lock_ttl_seconds=3,
+        fire_ahead_seconds=ahead,
+    )
+
+
+def test_the_lead_must_stay_inside_the_claims_clock_tolerance():
+    with pytest.raises(ValueError, match="fire_ahead_seconds"):
+        _config(2.0)
+    with pytest.raises(ValueError, match="fire_ahead_seconds"):
+        _config(-0.1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fire_that_allows_overlap_is_recorded_ahead_and_one_that_skips_is_not(
+    tenant, redis_client
+):
+    run_at = (timezone.now() + timedelta(seconds=1.8)).isoformat()
+    allowing = make_task(tenant, name="allow", schedule={"type": "once", "run_at": run_at})
+    skipping = make_task(
+        tenant,
+        name="skip",
+        schedule={"type": "once", "run_at": run_at},
+        policy={"overlap": "skip"},
+    )
+    prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
+    lock = LeaderLock(redis_client, key_prefix=prefix, node_id="ahead", ttl_seconds=3)
+    engine = SchedulerEngine(lock=lock, config=_config(AHEAD))
+    try:
+        engine.load()
+        engine.tick()
+        (early,) = TaskExecution.objects.filter(task=allowing)
+        assert early.status == "queued" and early.created_at < early.scheduled_at
+        assert not TaskExecution.objects.filter(task=skipping).exists()
+        # The skipping task rings at its time, once; the allowing one is not fired again.
+        for _ in range(100):  # its fire is under 2 s away; ticks sleep up to 0.2 s
+            if TaskExecution.objects.filter(task=skipping).exists():
+                break
+            time.sleep(engine.tick())
+        (on_time,) = TaskExecution.objects.filter(task=skipping)
+        assert on_time.created_at >= on_time.scheduled_at
+        assert TaskExecution.objects.filter(task=allowing).count() == 1
+    finally:
+        engine.lock.release()
+
+
+def test_a_burst_is_cut_into_one_message_per_worker_process():
+    assert batch_size(833, 128, processes=8) == 105  # 8 messages
+    assert batch_size(833, 64, processes=8) == 64  # the per-message limit still holds
+    assert batch_size(15, 128, processes=8) == 1  # under two per process: one each
+    assert batch_size(833, 128) == -(-833 // BURST_MESSAGES)  # fleet unknown
+
+
+def _worker(hostname: str, *, concurrency: int, state: str = "active", silent_for: float = 0):
+    now = time.time()
+    return WorkerRecord(
+        hostname=hostname,
+        queues=["normal"],
+        concurrency=concurrency,
+        version="test",
+        pid=1,
+        started_at=now - 100,
+        heartbeat_seconds=1.0,
+        last_heartbeat=now - silent_for,
+        state=state,
+    )
+
+
+@pytest.mark.django_db
+def test_the_fleet_size_counts_live_active_workers_only(redis_client, settings):
+    settings.SCHEDULER = {
+        **settings.SCHEDULER,
+        "REDIS_KEY_PREFIX": f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:",
+    }
+    assert live_processes() == 0
+    assert FirePublisher()._fleet_processes() is None  # no worker yet: the default cut
+    worker_record_save(_worker("a@host", concurrency=4))
+    worker_record_save(_worker("b@host", concurrency=3))
+    worker_record_save(_worker("draining@host", concurrency=8, state=STATE_DRAINING))
+    worker_record_save(_worker("silent@host", concurrency=8, silent_for=3600))
+    assert live_processes() == 7
+    assert FirePublisher()._fleet_processes() == 7
+    keys = redis_client.keys(f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}*")
+    redis_client.delete(*keys)
