@@ -224,7 +224,8 @@ def run(args: list[str]) -> Result:
             f"window {seconds} s; schedule-to-start = started_at - scheduled_at of every fire"
             " due in the window; lost = fires due in the window with no row; not_run = rows"
             " that had not succeeded 10 s after the window; recorded = when the beat's row"
-            " was written (created_at - scheduled_at), the scheduler's share; cpu_ms_per_fire ="
+            " was written (created_at - scheduled_at; negative: rung ahead of its time, see"
+            " SCHEDULER_FIRE_AHEAD_SECONDS); cpu_ms_per_fire ="
             " CPU time (user + system) over the window per fire, of the workers / the beat /"
             " the rest of the machine (PostgreSQL, Redis, the bench's sampling); raw Celery = time"
             " to drain 20,000"
@@ -237,10 +238,18 @@ def run(args: list[str]) -> Result:
     result.add(**raw)
     # Every second's 833 fires are due at once. Sent one message per task, as plain Celery
     # sends them, the burst alone takes this long to drain on this machine.
+    from django.conf import settings
+
+    from scheduler_app.dispatch import batch_size
+
+    per_message = batch_size(
+        SCHEDULES, settings.SCHEDULER["DOORBELL_BATCH"], processes=workers * concurrency
+    )
     result.notes.append(
         f"every second's {SCHEDULES} fires are due at once; one message per task, raw Celery"
         f" drains such a burst of no-op messages in {SCHEDULES / raw['completed_per_s'] * 1000:.0f}"
-        " ms here (ours rings such a burst in 16 messages)"
+        f" ms here (ours rings such a burst {settings.SCHEDULER['FIRE_AHEAD_SECONDS']} s ahead"
+        f" of its time, in {-(-SCHEDULES // per_message)} messages: one per worker process)"
     )
     # The machine is shared: the 1-minute load average tells how far to trust the figures.
     result.notes.append(

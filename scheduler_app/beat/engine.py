@@ -371,7 +371,9 @@ class SchedulerEngine:
     def _shadow_leader(self, *, now: datetime) -> None:
         """A standby moves its heap along behind a live leader, so that a takeover starts
         from where the leader stood instead of replaying its history. It stays two lock
-        TTLs behind: anything newer may still be owed by a leader that just died."""
+        TTLs behind: anything newer may still be owed by a leader that just died. An entry
+        that rings ahead moves to its first fire past the horizon plus its lead (it rings
+        after the horizon): the leader alive at the horizon had rung that far already."""
         if self.lock.current_leader() is None:
             return
         horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
@@ -380,7 +382,8 @@ class SchedulerEngine:
             if not due:
                 return
             for entry in due:
-                self.heap.reschedule(entry, entry.schedule.next_after(horizon))
+                lead = entry.ring_ahead(self.heap.ahead)
+                self.heap.reschedule(entry, entry.schedule.next_after(horizon + lead))
 
     def _republish_after_takeover(self) -> None:
         now = timezone.now()

@@ -112,3 +112,31 @@ def test_the_fleet_size_counts_live_active_workers_only(redis_client, settings):
     assert FirePublisher()._fleet_processes() == 7
     keys = redis_client.keys(f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}*")
     redis_client.delete(*keys)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_standby_shadows_a_leader_that_rings_ahead(tenant, redis_client):
+    """The standby keeps its heap behind the leader; an entry that rings ahead is moved past
+    the horizon by its lead, so the shadowing ends (it once popped the same entry forever)."""
+    task = make_task(tenant, name="every-second", schedule={"type": "interval", "expression": "1s"})
+    prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
+    engines = []
+    for node in ("leader", "standby"):
+        lock = LeaderLock(redis_client, key_prefix=prefix, node_id=node, ttl_seconds=3)
+        engines.append(SchedulerEngine(lock=lock, config=_config(0.5)))
+    leader, standby = engines
+    try:
+        for engine in engines:
+            engine.load()
+        leader.tick()
+        time.sleep(2 * 3 + 1.2)  # past two lock TTLs, so the standby has something to shadow
+        leader.tick()
+        standby.tick()
+        assert leader.lock.is_held() and not standby.lock.is_held()
+        entry = standby.heap.get(task.id)
+        horizon = timezone.now() - timedelta(seconds=2 * 3)
+        assert horizon - timedelta(seconds=2) < entry.next_fire_at
+        assert TaskExecution.objects.filter(task=task).count() == leader.fired_total
+    finally:
+        for engine in engines:
+            engine.lock.release()
