@@ -72,7 +72,8 @@ def test_killing_the_leader_hands_firing_to_the_standby_within_the_lock_ttl(tena
     processes = {"alpha": beats("alpha"), "beta": beats("beta")}
     observer = _lock_view()
     leader_info = wait_until(observer.current_leader, timeout=30, message="a leader")
-    wait_until(lambda: len(_fire_times(task)) >= 3, timeout=30, message="first fires")
+    # Long enough that the standby has been shadowing the leader (its heap two TTLs behind).
+    wait_until(lambda: len(_fire_times(task)) >= 6, timeout=30, message="first fires")
     leader = processes[leader_info.node]
     standby_name = next(name for name in processes if name != leader_info.node)
 
