@@ -19,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduler_app.fairness import fair_release, fair_release_into
+from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import (
     Claim,
@@ -295,12 +296,16 @@ def end_run_into(
 ) -> None:
     """Queue the end-of-run Redis writes on `pipe` (which holds the counters the finish
     queued): the rest of the live log and its end marker, the fleet counters, the tenant's
-    compute seconds (from `started_at`, the handler's start, else the claim's). Sent by the
-    caller after the finish committed, with `_send`."""
+    compute seconds (from `started_at`, the handler's start, else the claim's), and the
+    schedule-to-start of a run claimed ahead of its time (the claim observes the others).
+    Sent by the caller after the finish committed, with `_send`."""
     execution, now = claim.execution, timezone.now()
     sink.close_into(pipe, status=status)
     registry.run_ended_into(pipe, worker_id, errored=errored)
-    started_at = started_at or execution.started_at
+    if started_at is not None and claim.claimed_at < execution.scheduled_at:
+        lag = (started_at - execution.scheduled_at).total_seconds()
+        record_run_started_into(pipe, tier=execution.queue, lag_seconds=lag)
+    started_at = started_at or claim.claimed_at
     if started_at is not None:
         compute_seconds_add_into(
             pipe,

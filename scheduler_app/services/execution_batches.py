@@ -87,9 +87,9 @@ def executions_claim(
                 raise
             logger.warning("batch claim lost a lock race (attempt %s); claiming again", attempt)
     for claim in claims:
-        # A run claimed ahead of its time (the beat rings ahead) starts on time: lag 0.
-        lag = max((claim.execution.started_at - claim.execution.scheduled_at).total_seconds(), 0.0)
-        record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
+        lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
+        if lag >= 0:  # one claimed ahead of its time is observed when it starts (end_run_into)
+            record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
     return claims
 
 
@@ -141,7 +141,10 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
         execution.task = task
         execution.tenant = task.tenant = tenant
         by_id[execution.id] = Claim(
-            execution=execution, task=task, claim_token=execution.claim_token
+            execution=execution,
+            task=task,
+            claim_token=execution.claim_token,
+            claimed_at=execution.started_at,
         )
     return [by_id[i] for i in ids if i in by_id]
 

@@ -55,6 +55,8 @@ class Claim:
     execution: TaskExecution
     task: TaskDefinition
     claim_token: uuid.UUID
+    # When the claim was made: before the run's scheduled time when the beat rang it ahead.
+    claimed_at: datetime
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,12 @@ def execution_claim(
         if claimed != 1:
             return None
         execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
-        claim = Claim(execution=execution, task=execution.task, claim_token=token)
-    # A run claimed ahead of its time (the beat rings ahead) starts on time: lag 0.
-    lag = max((now - claim.execution.scheduled_at).total_seconds(), 0.0)
-    if metrics_pipe is not None:
+        claim = Claim(execution=execution, task=execution.task, claim_token=token, claimed_at=now)
+    lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
+    # One claimed ahead of its time is observed when its handler starts (end_run_into).
+    if lag >= 0 and metrics_pipe is not None:
         record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
-    else:
+    elif lag >= 0:
         record_run_started(tier=claim.execution.queue, lag_seconds=lag)
     return claim
 
@@ -159,7 +161,7 @@ def _claim_postgres(
     task = db_rows.instance(TaskDefinition, row[first:second])
     execution.task = task
     execution.tenant = task.tenant = db_rows.instance(Tenant, row[second:])
-    return Claim(execution=execution, task=task, claim_token=token)
+    return Claim(execution=execution, task=task, claim_token=token, claimed_at=now)
 
 
 def execution_renew_lease(

@@ -16,8 +16,8 @@ from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.publisher import FirePublisher
 from scheduler_app.dispatch import BURST_MESSAGES, batch_size
 from scheduler_app.models import TaskExecution
-from tests.factories import make_task
-from workers.registry import STATE_DRAINING, WorkerRecord, live_processes, worker_record_save
+from tests.factories import make_task, make_worker_record
+from workers.registry import STATE_DRAINING, live_processes, worker_record_save
 
 AHEAD = 1.9  # seconds: the most a claim's clock tolerance (2 s) leaves
 
@@ -81,21 +81,6 @@ def test_a_burst_is_cut_into_one_message_per_worker_process():
     assert batch_size(833, 128) == -(-833 // BURST_MESSAGES)  # fleet unknown
 
 
-def _worker(hostname: str, *, concurrency: int, state: str = "active", silent_for: float = 0):
-    now = time.time()
-    return WorkerRecord(
-        hostname=hostname,
-        queues=["normal"],
-        concurrency=concurrency,
-        version="test",
-        pid=1,
-        started_at=now - 100,
-        heartbeat_seconds=1.0,
-        last_heartbeat=now - silent_for,
-        state=state,
-    )
-
-
 @pytest.mark.django_db
 def test_the_fleet_size_counts_live_active_workers_only(redis_client, settings):
     settings.SCHEDULER = {
@@ -104,10 +89,10 @@ def test_the_fleet_size_counts_live_active_workers_only(redis_client, settings):
     }
     assert live_processes() == 0
     assert FirePublisher()._fleet_processes() is None  # no worker yet: the default cut
-    worker_record_save(_worker("a@host", concurrency=4))
-    worker_record_save(_worker("b@host", concurrency=3))
-    worker_record_save(_worker("draining@host", concurrency=8, state=STATE_DRAINING))
-    worker_record_save(_worker("silent@host", concurrency=8, silent_for=3600))
+    worker_record_save(make_worker_record("a@host", concurrency=4))
+    worker_record_save(make_worker_record("b@host", concurrency=3))
+    worker_record_save(make_worker_record("draining@host", concurrency=8, state=STATE_DRAINING))
+    worker_record_save(make_worker_record("silent@host", concurrency=8, silent_for=3600))
     assert live_processes() == 7
     assert FirePublisher()._fleet_processes() == 7
     keys = redis_client.keys(f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}*")

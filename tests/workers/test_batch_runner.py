@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from project.celery import app
 from scheduler_app.models import ExecutionLog, TaskExecution
-from tests.factories import make_task
+from tests.factories import make_queued_runs, make_task
 from workers.batch_runner import execution_batch_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,34 +30,16 @@ def _broker() -> tuple[redis.Redis, str]:
 
 
 def _queued(task, count: int, **parameters) -> list[TaskExecution]:
-    """Queued runs of `task`, as the beat leaves them, but on a queue of this test's own and
-    with no doorbell: the test plays the worker that received their batch (a live worker of
-    another test in this process must not take them, nor the doorbells a spill rings)."""
-    queue = f"batch-test-{uuid.uuid4().hex[:8]}"
-    now = timezone.now()
-    runs = []
-    for index in range(count):
-        run_id = uuid.uuid4()
-        due = now - timedelta(microseconds=index)  # (task, time, attempt) is unique
-        runs.append(
-            TaskExecution(
-                id=run_id,
-                tenant_id=task.tenant_id,
-                task=task,
-                status="queued",
-                trigger="manual",
-                priority=task.priority,
-                queue=queue,
-                scheduled_at=due,
-                queued_at=due,
-                attempt=1,
-                max_attempts=task.max_attempts,
-                root_execution_id=run_id,
-                parameters=dict(parameters) or None,
-            )
-        )
-    TaskExecution.objects.bulk_create(runs)
-    return runs
+    """Queued runs of `task`, due a second ago, on a queue of this test's own and with no
+    doorbell: the test plays the worker that received their batch (a live worker of another
+    test in this process must not take them, nor the doorbells a spill rings)."""
+    return make_queued_runs(
+        task,
+        count,
+        queue=f"batch-test-{uuid.uuid4().hex[:8]}",
+        due=timezone.now() - timedelta(seconds=1),
+        parameters=dict(parameters) or None,
+    )
 
 
 def _rung(queue: str) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from datetime import timedelta
 
@@ -12,25 +11,11 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
-from tests.factories import make_task
+from tests.factories import make_task, make_worker_record
 from workers.reaper import dead_workers_reap
-from workers.registry import WorkerRecord, worker_record_get, worker_record_save
+from workers.registry import worker_record_get, worker_record_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _record(hostname: str, *, silent_for: float) -> WorkerRecord:
-    now = time.time()
-    return WorkerRecord(
-        hostname=hostname,
-        queues=["normal"],
-        concurrency=4,
-        version="test",
-        pid=1,
-        started_at=now - 100,
-        heartbeat_seconds=1.0,
-        last_heartbeat=now - silent_for,
-    )
 
 
 def _running(task, worker_id: str) -> TaskExecution:
@@ -52,8 +37,8 @@ def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant)
     task = make_task(tenant, name="t", schedule={"type": "manual"})
     dead = f"dead-{uuid.uuid4().hex[:6]}"
     alive = f"alive-{uuid.uuid4().hex[:6]}"
-    worker_record_save(_record(dead, silent_for=2.5))
-    worker_record_save(_record(alive, silent_for=0.5))
+    worker_record_save(make_worker_record(dead, silent_for=2.5))
+    worker_record_save(make_worker_record(alive, silent_for=0.5))
     lost = [_running(task, dead) for _ in range(5)]
     kept = _running(task, alive)
 
@@ -90,7 +75,7 @@ def test_a_dead_workers_kept_dag_node_is_rung_for_the_fleet_once(tenant):
 
     task = make_task(tenant, name="kept", schedule={"type": "manual"})
     dead = f"dead-{uuid.uuid4().hex[:6]}"
-    worker_record_save(_record(dead, silent_for=2.5))
+    worker_record_save(make_worker_record(dead, silent_for=2.5))
     now = timezone.now()
     kept = TaskExecution.objects.create(
         tenant=task.tenant,

@@ -11,8 +11,10 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
+from scheduler_app.monitoring.counters import LAG_BUCKETS, LAG_KEY, read_histograms
+from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
-from tests.factories import make_task
+from tests.factories import make_queued_runs, make_task
 from workers.batch_runner import execution_batch_run
 from workers.due import seconds_until_due, wait_until_due
 from workers.runner import execution_run
@@ -45,28 +47,8 @@ def _queued_ahead(task, count: int, *, ahead: timedelta) -> list[TaskExecution]:
     """Queued runs due `ahead` from now, as a beat that rings ahead leaves them, on a queue of
     this test's own and with no doorbell (no other worker can take them)."""
     queue = f"due-test-{uuid.uuid4().hex[:8]}"
-    now = timezone.now()
-    runs = []
-    for index in range(count):
-        run_id = uuid.uuid4()
-        runs.append(
-            TaskExecution(
-                id=run_id,
-                tenant_id=task.tenant_id,
-                task=task,
-                status="queued",
-                trigger="schedule",
-                priority=task.priority,
-                queue=queue,
-                scheduled_at=now + ahead + timedelta(microseconds=index),
-                queued_at=now,
-                attempt=1,
-                max_attempts=task.max_attempts,
-                root_execution_id=run_id,
-            )
-        )
-    TaskExecution.objects.bulk_create(runs)
-    return runs
+    due = timezone.now() + ahead
+    return make_queued_runs(task, count, queue=queue, due=due, trigger="schedule")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -76,6 +58,7 @@ def test_a_run_claimed_ahead_starts_its_handler_at_its_time(tenant):
     assert execution_run(execution_id=str(run.id), worker_id=WORKER) == "success"
     row = TaskExecution.objects.get(id=run.id)
     assert row.scheduled_at <= row.started_at <= row.completed_at
+    _assert_lag_observed_once_each(row.queue, [row])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,9 +68,26 @@ def test_a_batch_claimed_ahead_waits_for_its_time_without_spilling(tenant):
     summary = execution_batch_run(execution_ids=[str(run.id) for run in runs], worker_id=WORKER)
     # The wait is not a slow handler: nothing is handed back (a spill would re-ring them).
     assert summary == "batch of 4: 4 success"
-    for row in TaskExecution.objects.filter(id__in=[run.id for run in runs]):
+    rows = list(TaskExecution.objects.filter(id__in=[run.id for run in runs]))
+    for row in rows:
         assert row.worker_id == WORKER
         assert row.scheduled_at <= row.started_at <= row.completed_at
+    _assert_lag_observed_once_each(runs[0].queue, rows)
+
+
+def _assert_lag_observed_once_each(queue: str, rows: list[TaskExecution]) -> None:
+    """The schedule-to-start histogram (this test's own queue) counted each run once, at its
+    real start: not at the claim, which came before its time."""
+    lag = read_histograms("lag")[queue]
+    assert lag.count == len(rows)
+    real = sum((row.started_at - row.scheduled_at).total_seconds() for row in rows)
+    assert lag.total == pytest.approx(real, abs=0.001)
+    get_redis().hdel(
+        redis_key(LAG_KEY),
+        *(f"{queue}|{bound}" for bound in [*map(str, LAG_BUCKETS), "+Inf"]),
+        f"{queue}|sum",
+        f"{queue}|count",
+    )
 
 
 @pytest.mark.django_db(transaction=True)
