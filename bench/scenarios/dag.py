@@ -277,8 +277,9 @@ def run(args: list[str]) -> Result:
         result.notes.append(
             f"one prefork worker, concurrency {concurrency}, and the beat leader (fair dispatch "
             "offers held-back doorbells again), same machine, same run; "
-            "latency = downstream start - upstream end (DAG: claim and finish timestamps "
-            "in PostgreSQL; Celery: time.time() in the task); wall = best of 2"
+            "latency = downstream start - upstream end (DAG: the handler's start and the "
+            "finish, as recorded in PostgreSQL; Celery: time.time() in the task); "
+            "wall = best of 2"
         )
         result.notes.append(
             f"fan-out ratio DAG/Celery: nodes {dag_nodes / celery_chord:.2f}x, "
