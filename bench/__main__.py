@@ -12,14 +12,18 @@ set), DESCRIPTION (str) and `run(args: list[str]) -> bench.report.Result`.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import subprocess
 import sys
 import time
 from types import ModuleType
 
-from bench import scenarios
+from bench import scenarios, support
 from bench.report import write_result
+
+# Set for the scenarios a multi-scenario run starts: the run drops the database at its end.
+KEEP_DATABASE = "BENCH_KEEP_DATABASE"
 
 
 def _scenarios() -> dict[str, ModuleType]:
@@ -55,21 +59,33 @@ def main(argv: list[str]) -> int:
         # for itself, and a scenario must not inherit another's settings or connections.
         if argv[0] == "full" and "--full" not in extra:
             extra = [*extra, "--full"]
-        failed = [
-            module.NAME
-            for module in chosen
-            if subprocess.call([sys.executable, "-m", "bench", module.NAME, *extra]) != 0
-        ]
+        # The scenarios share one benchmark database, migrated once; it goes at the end.
+        child_env = {**os.environ, KEEP_DATABASE: "1"}
+        try:
+            failed = [
+                module.NAME
+                for module in chosen
+                if subprocess.call(
+                    [sys.executable, "-m", "bench", module.NAME, *extra], env=child_env
+                )
+                != 0
+            ]
+        finally:
+            support.database_drop()
         if failed:
             print(f"\nfailed: {', '.join(failed)}")
         return 1 if failed else 0
-    for module in chosen:
-        started = time.monotonic()
-        print(f"\n=== {module.NAME}: {getattr(module, 'DESCRIPTION', '')}")
-        result = module.run(extra)
-        paths = write_result(result)
-        print(result.table())
-        print(f"({time.monotonic() - started:.0f}s; wrote {', '.join(str(p) for p in paths)})")
+    try:
+        for module in chosen:
+            started = time.monotonic()
+            print(f"\n=== {module.NAME}: {getattr(module, 'DESCRIPTION', '')}")
+            result = module.run(extra)
+            paths = write_result(result)
+            print(result.table())
+            print(f"({time.monotonic() - started:.0f}s; wrote {', '.join(str(p) for p in paths)})")
+    finally:
+        if not os.environ.get(KEEP_DATABASE):
+            support.database_drop()
     return 0
 
 

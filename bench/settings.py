@@ -3,9 +3,9 @@ django-celery-beat installed so its DatabaseScheduler can run beside ours."""
 
 import os
 
-os.environ["DATABASE_URL"] = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sched_bench"
-)
+from bench.support import DATABASE_URL
+
+os.environ["DATABASE_URL"] = DATABASE_URL
 if "BENCH_REDIS_URL" not in os.environ:
     # Claim a Redis db number the way test runs do (they flush the dbs they claim), and
     # hand it to the beats and workers a scenario starts through the environment.

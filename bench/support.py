@@ -14,6 +14,11 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
+# The benchmark's own database: created and migrated by the first scenario of a run,
+# dropped when the run ends (`database_drop`).
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/sched_bench"
+)
 _ready = False
 
 
@@ -38,13 +43,28 @@ def setup() -> None:
 def _create_database(url: str) -> None:
     import psycopg
 
-    parsed = urlparse(url)
-    name = parsed.path.lstrip("/")
-    admin_url = url.replace(parsed.path, "/postgres")
+    name, admin_url = _database_name_and_admin_url(url)
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def database_drop() -> None:
+    """Drop the benchmark database (a run leaves nothing behind); a missing one is fine."""
+    import psycopg
+
+    name, admin_url = _database_name_and_admin_url(DATABASE_URL)
+    try:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    except psycopg.Error as error:
+        print(f"could not drop the benchmark database {name}: {error}", file=sys.stderr)
+
+
+def _database_name_and_admin_url(url: str) -> tuple[str, str]:
+    parsed = urlparse(url)
+    return parsed.path.lstrip("/"), url.replace(parsed.path, "/postgres")
 
 
 def redis():
