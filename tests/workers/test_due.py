@@ -20,6 +20,9 @@ from workers.due import seconds_until_due, wait_until_due
 from workers.runner import execution_run
 
 WORKER = "due-test@host"
+# How far ahead of their time the runs are claimed: inside the claim's tolerance (2 s), and
+# long enough that a loaded machine still claims them before it.
+LEAD = timedelta(seconds=1.5)
 
 
 def test_seconds_until_due_is_never_negative_nor_past_the_claim_tolerance():
@@ -54,7 +57,7 @@ def _queued_ahead(task, count: int, *, ahead: timedelta) -> list[TaskExecution]:
 @pytest.mark.django_db(transaction=True)
 def test_a_run_claimed_ahead_starts_its_handler_at_its_time(tenant):
     task = make_task(tenant, name="ahead", schedule={"type": "manual"})
-    (run,) = _queued_ahead(task, 1, ahead=timedelta(seconds=0.8))
+    (run,) = _queued_ahead(task, 1, ahead=LEAD)
     assert execution_run(execution_id=str(run.id), worker_id=WORKER) == "success"
     row = TaskExecution.objects.get(id=run.id)
     assert row.scheduled_at <= row.started_at <= row.completed_at
@@ -64,7 +67,7 @@ def test_a_run_claimed_ahead_starts_its_handler_at_its_time(tenant):
 @pytest.mark.django_db(transaction=True)
 def test_a_batch_claimed_ahead_waits_for_its_time_without_spilling(tenant):
     task = make_task(tenant, name="ahead-batch", schedule={"type": "manual"})
-    runs = _queued_ahead(task, 4, ahead=timedelta(seconds=0.8))
+    runs = _queued_ahead(task, 4, ahead=LEAD)
     summary = execution_batch_run(execution_ids=[str(run.id) for run in runs], worker_id=WORKER)
     # The wait is not a slow handler: nothing is handed back (a spill would re-ring them).
     assert summary == "batch of 4: 4 success"
