@@ -302,7 +302,7 @@ def end_run_into(
     execution, now = claim.execution, timezone.now()
     sink.close_into(pipe, status=status)
     registry.run_ended_into(pipe, worker_id, errored=errored)
-    if started_at is not None and claim.claimed_at < execution.scheduled_at:
+    if started_at is not None and claim.ahead_of_time:
         lag = (started_at - execution.scheduled_at).total_seconds()
         record_run_started_into(pipe, tier=execution.queue, lag_seconds=lag)
     started_at = started_at or claim.claimed_at

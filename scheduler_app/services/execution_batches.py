@@ -26,7 +26,6 @@ from django.utils import timezone
 from scheduler_app import db_rows
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
-from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.executions import (
@@ -34,6 +33,7 @@ from scheduler_app.services.executions import (
     LOG_UPSERT,
     Claim,
     Outcome,
+    claim_lag_record,
     execution_claim,
     execution_finish,
 )
@@ -87,9 +87,7 @@ def executions_claim(
                 raise
             logger.warning("batch claim lost a lock race (attempt %s); claiming again", attempt)
     for claim in claims:
-        lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
-        if lag >= 0:  # one claimed ahead of its time is observed when it starts (end_run_into)
-            record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
+        claim_lag_record(claim, metrics_pipe)
     return claims
 
 

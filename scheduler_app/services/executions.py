@@ -58,6 +58,11 @@ class Claim:
     # When the claim was made: before the run's scheduled time when the beat rang it ahead.
     claimed_at: datetime
 
+    @property
+    def ahead_of_time(self) -> bool:
+        """Claimed before the run falls due: its handler waits for its time (`workers.due`)."""
+        return self.claimed_at < self.execution.scheduled_at
+
 
 @dataclass(frozen=True)
 class FinishReport:
@@ -108,13 +113,21 @@ def execution_claim(
             return None
         execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
         claim = Claim(execution=execution, task=execution.task, claim_token=token, claimed_at=now)
-    lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
-    # One claimed ahead of its time is observed when its handler starts (end_run_into).
-    if lag >= 0 and metrics_pipe is not None:
-        record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
-    elif lag >= 0:
-        record_run_started(tier=claim.execution.queue, lag_seconds=lag)
+    claim_lag_record(claim, metrics_pipe)
     return claim
+
+
+def claim_lag_record(claim: Claim, metrics_pipe=None) -> None:
+    """The schedule-to-start histogram's observation of a claim, counted at once or queued
+    on `metrics_pipe`. A run claimed ahead of its time is observed when its handler starts
+    instead (`workers.runner.end_run_into`)."""
+    if claim.ahead_of_time:
+        return
+    lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
+    if metrics_pipe is None:
+        record_run_started(tier=claim.execution.queue, lag_seconds=lag)
+    else:
+        record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
 
 
 @cache
