@@ -1,11 +1,18 @@
 """Cron schedules evaluated on an IANA zone's wall clock, with Vixie cron's DST rule.
 
-* Fixed hour field (anything not starting with `*`, e.g. `30 2 * * *`, `0 9-17 * * *`):
+* Minute and hour fields both fixed (neither starts with `*`: `30 2 * * *`, `0,30 9-17 * * *`):
   the schedule means "at these wall-clock times". A wall time skipped by spring-forward fires
   once at the first valid instant after the gap (matches inside one gap collapse into that
   single fire); a wall time repeated by fall-back fires once, at its first occurrence.
-* Hour field starting with `*` (`0 * * * *`, `*/15 * * * *`): the schedule follows the wall
-  clock: nothing fires in the skipped hour and the repeated hour fires in both occurrences.
+* Minute or hour field starting with `*` (`0 * * * *`, `*/15 1 * * *`, `* 2 * * *`): the
+  schedule follows the wall clock: nothing fires in the skipped hour and the repeated hour
+  fires in both occurrences.
+
+This is Vixie cron's rule exactly: its `cron.c` treats an entry as a "wildcard job" when its
+minute or hour field begins with `*` (`MIN_STAR|HR_STAR`). When the clock jumps forward it
+runs the fixed jobs of the skipped minutes once and the wildcard jobs only at the new time;
+when it jumps back it runs only the wildcard jobs until the clock catches up. A seconds field
+(our 6-field form; Vixie has none) does not change the mode.
 """
 
 from __future__ import annotations
@@ -37,8 +44,8 @@ class CronSchedule:
 
     @property
     def follows_wall_clock(self) -> bool:
-        """True when the hour field starts with `*` (see the module docstring)."""
-        return self.cron.wall_clock_hours
+        """True when the minute or hour field starts with `*` (see the module docstring)."""
+        return self.cron.follows_wall_clock
 
     def next_after(self, moment: datetime) -> datetime | None:
         if moment.tzinfo is not UTC:
@@ -61,7 +68,7 @@ class CronSchedule:
             found = cron.next_match(
                 local.year, local.month, local.day, local.hour, local.minute, local.second + 1
             )
-            if cron.wall_clock_hours:
+            if cron.follows_wall_clock:
                 return self._next_wall_clock(moment, local, found)
             return self._next_fixed(moment, found)
         except OverflowError:  # past datetime.max: never again

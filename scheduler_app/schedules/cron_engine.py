@@ -56,13 +56,13 @@ class CompiledCron:
         "_months",
         "_seconds",
         "_uses_weekday",
+        "follows_wall_clock",
         "spec",
-        "wall_clock_hours",
     )
 
     def __init__(self, spec: CronSpec) -> None:
         self.spec = spec
-        self.wall_clock_hours = spec.wall_clock_hours
+        self.follows_wall_clock = spec.follows_wall_clock
         self._seconds = _table(spec.seconds, 61)
         self._minutes = _table(spec.minutes, 61)
         self._hours = _table(spec.hours, 25)

@@ -83,8 +83,9 @@ class CronSpec:
     months: tuple[int, ...]
     day_of_month: DayOfMonthSpec
     day_of_week: DayOfWeekSpec
-    # Hour field starts with `*`: follow the wall clock across DST (see cron.py).
-    wall_clock_hours: bool
+    # Minute or hour field starts with `*` (Vixie's MIN_STAR|HR_STAR): follow the wall clock
+    # across DST (see cron.py).
+    follows_wall_clock: bool
 
 
 _ITEM = re.compile(r"^(?P<start>[*?]|[A-Z0-9]+)(?:-(?P<end>[A-Z0-9]+))?(?:/(?P<step>.*))?$")
@@ -135,7 +136,7 @@ def parse_cron(expression: str) -> CronSpec:
         months=_field_values(month_text, MONTH.name),
         day_of_month=_parse_day_of_month(dom_text),
         day_of_week=_parse_day_of_week(dow_text),
-        wall_clock_hours=_is_star(hour_text),
+        follows_wall_clock=_is_star(minute_text) or _is_star(hour_text),
     )
 
 

@@ -6,9 +6,10 @@
   Europe/Berlin     spring 2024-03-31 01:00 UTC: 02:00 CET  -> 03:00 CEST
                     fall   2024-10-27 01:00 UTC: 03:00 CEST -> 02:00 CET  (02:xx happens twice)
 
-Fixed hour field (not starting with `*`): a skipped time fires once at the end of the gap, a
-repeated time fires once at its first occurrence. Hour field starting with `*`: follow the
-wall clock (nothing in the skipped hour, both occurrences of the repeated hour).
+Minute and hour fields both fixed (neither starts with `*`): a skipped time fires once at the
+end of the gap, a repeated time fires once at its first occurrence. Minute or hour field
+starting with `*` (Vixie's MIN_STAR|HR_STAR): follow the wall clock (nothing in the skipped
+hour, both occurrences of the repeated hour).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def test_spring_forward_gap_fire_shows_local_time_after_the_gap():
 
 def test_spring_forward_matches_in_one_gap_collapse_into_a_single_fire():
     # 02:00, 02:15, 02:30, 02:45 are all skipped: one fire at 03:00 EDT, then normal days.
-    assert fires("*/15 2 * * *", NEW_YORK, utc(2024, 3, 9, 8), 4) == [
+    assert fires("0,15,30,45 2 * * *", NEW_YORK, utc(2024, 3, 9, 8), 4) == [
         utc(2024, 3, 10, 7, 0),
         utc(2024, 3, 11, 6, 0),
         utc(2024, 3, 11, 6, 15),
@@ -130,17 +131,43 @@ def test_fall_back_fixed_hour_from_inside_the_repeated_hour_waits_for_tomorrow()
     assert schedule.next_after(utc(2024, 11, 3, 6, 10)) == utc(2024, 11, 4, 6, 30)  # 2nd pass
 
 
-def test_fall_back_fixed_hour_minute_wildcard_fires_only_in_first_pass():
-    day = fires_on_local_day("*/30 1 * * *", NEW_YORK, datetime(2024, 11, 3))
+def test_fall_back_fixed_hour_and_fixed_minutes_fire_only_in_first_pass():
+    day = fires_on_local_day("0,30 1 * * *", NEW_YORK, datetime(2024, 11, 3))
     assert day == [utc(2024, 11, 3, 5, 0), utc(2024, 11, 3, 5, 30)]
 
 
 def test_fall_back_fixed_hour_every_second_skips_the_whole_second_pass():
-    schedule = cron("* * 1 * * *", NEW_YORK)
+    schedule = cron("* 0-59 1 * * *", NEW_YORK)
     # 01:59:59 EDT -> next is 01:00:00 EST on the *next* day, not the repeated hour.
     assert schedule.next_after(utc(2024, 11, 3, 5, 59, 59)) == utc(2024, 11, 4, 6)
     assert schedule.next_after(utc(2024, 11, 3, 6, 30)) == utc(2024, 11, 4, 6)
-    assert len(fires_on_local_day("* 1 * * *", NEW_YORK, datetime(2024, 11, 3))) == 60
+    assert len(fires_on_local_day("0-59 1 * * *", NEW_YORK, datetime(2024, 11, 3))) == 60
+
+
+# -- wildcard minute, fixed hour: Vixie's MIN_STAR makes it a wall-clock ("wildcard") job -----
+
+
+def test_minute_wildcard_with_fixed_hour_fires_in_both_passes_of_the_fall_back_hour():
+    # Vixie fires `*/15 1 * * *` 8 times on the fall-back day: 01:xx EDT and 01:xx EST.
+    day = fires_on_local_day("*/15 1 * * *", NEW_YORK, datetime(2024, 11, 3))
+    first_pass = [utc(2024, 11, 3, 5, 15 * index) for index in range(4)]
+    second_pass = [utc(2024, 11, 3, 6, 15 * index) for index in range(4)]
+    assert day == first_pass + second_pass
+
+
+def test_minute_wildcard_with_fixed_hour_does_not_fire_on_the_spring_forward_day():
+    # 02:xx does not exist on 2024-03-10 in New York; Vixie runs no wildcard job for
+    # skipped minutes, so `* 2 * * *` fires none that day (not once at 03:00).
+    assert fires_on_local_day("* 2 * * *", NEW_YORK, datetime(2024, 3, 10)) == []
+    assert fires("*/15 2 * * *", NEW_YORK, utc(2024, 3, 9, 8), 2) == [
+        utc(2024, 3, 11, 6, 0),
+        utc(2024, 3, 11, 6, 15),
+    ]
+
+
+def test_minute_wildcard_with_fixed_hour_is_an_ordinary_day_elsewhere():
+    day = fires_on_local_day("*/15 1 * * *", NEW_YORK, datetime(2024, 11, 4))
+    assert day == [utc(2024, 11, 4, 6, 15 * index) for index in range(4)]
 
 
 # -- wildcard hour: wall clock ---------------------------------------------------------------

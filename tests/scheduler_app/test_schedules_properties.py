@@ -88,7 +88,8 @@ class Expression:
 
     @property
     def follows_wall_clock(self) -> bool:
-        return self.hour.text.startswith(("*", "?"))
+        # Vixie's "wildcard job": MIN_STAR or HR_STAR (the seconds field does not count).
+        return self.minute.text.startswith(("*", "?")) or self.hour.text.startswith(("*", "?"))
 
     @property
     def has_single_value_range(self) -> bool:
