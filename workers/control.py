@@ -23,10 +23,6 @@ def cancel_request(*, execution_id: str) -> None:
     get_redis().set(_cancel_key(execution_id), "1", ex=CANCEL_TTL_SECONDS)
 
 
-def cancel_requested(*, execution_id: str) -> bool:
-    return bool(get_redis().exists(_cancel_key(execution_id)))
-
-
 def _abandon_key(claim_token: str) -> str:
     return redis_key(f"abandon:{claim_token}")
 

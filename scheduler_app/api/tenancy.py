@@ -67,11 +67,6 @@ def _membership_access(request: Request) -> Access:
     )
 
 
-def request_membership(request: Request) -> Access:
-    """Kept for callers written before API keys: the access of the request."""
-    return request_access(request)
-
-
 def request_tenant(request: Request) -> Tenant:
     return request_access(request).tenant
 

@@ -32,9 +32,3 @@ def catchup_select(
         # One run stands for all the missed ones; when a fire is on time, that one does.
         return [missed[-1]]
     return on_time
-
-
-def catchup_start(next_fire_at: datetime, *, now: datetime, window: timedelta) -> datetime:
-    """Where to start enumerating owed fires: nothing older than the window is ever owed,
-    so a scheduler that was down for a day does not walk through the day."""
-    return max(next_fire_at, now - window)
