@@ -15,7 +15,11 @@ from typing import Any, Protocol
 
 from scheduler_sdk.errors import DefinitionError
 
+# Objects the server completes with defaults key by key: compared over the keys given.
 TASK_MERGED_KEYS = ("schedule", "retry_policy", "policy")
+# Objects replaced whole, that the server completes with empty defaults (`environment: {}`):
+# a key the definition leaves out counts as a removal only when the server's value is not empty.
+TASK_REPLACED_KEYS = ("handler", "notifications")
 
 
 class Definition(Protocol):
@@ -23,6 +27,9 @@ class Definition(Protocol):
     name: str
 
     def render(self) -> dict[str, Any]: ...
+
+
+EMPTY: tuple[Any, ...] = ({}, [], None, "")
 
 
 @dataclass(frozen=True)
@@ -98,12 +105,17 @@ def _diff(old: dict[str, Any], new: dict[str, Any]) -> list[DiffLine]:
 
 
 def task_diff(current: dict[str, Any], desired: dict[str, Any]) -> list[DiffLine]:
-    """The server's task against a definition, over the keys the definition names."""
+    """The server's task against a definition, over the keys the definition names (a task
+    is PATCHed: the keys it leaves out keep their values)."""
     seen: dict[str, Any] = {}
     for key, value in desired.items():
         server = current.get(key)
         if key in TASK_MERGED_KEYS and isinstance(value, dict) and isinstance(server, dict):
             seen[key] = {sub: server.get(sub) for sub in value}
+        elif key in TASK_REPLACED_KEYS and isinstance(value, dict) and isinstance(server, dict):
+            seen[key] = {
+                sub: item for sub, item in server.items() if sub in value or item not in EMPTY
+            }
         else:
             seen[key] = server
     return _diff(seen, desired)
