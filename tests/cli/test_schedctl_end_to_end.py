@@ -90,6 +90,9 @@ def test_login_apply_get_trigger_follow_and_reapply(stack, cli_env, tmp_path):
     printed = [line.split(" [stdout] ", 1)[1] for line in out.splitlines() if "[stdout]" in line]
     assert printed == ["hello-one", "hello-two"]
     assert f"run {run_id} ended: success" in followed.stderr
+    # The real worker received it under the task's name (the message's shadow name), which
+    # is also the name its task events carry to Flower.
+    assert "Task cli-hello[" in stack.worker.log()
     runs = json.loads(
         _ok(run_schedctl("get", "runs", "--task", "cli-hello", "-o", "json", env=cli_env))
     )
