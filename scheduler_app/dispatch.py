@@ -22,8 +22,11 @@ Every message carries Celery's `shadow` name: the task's own name, so Flower (an
 worker's log) shows a run as `nightly-report`, not as `workers.run_execution` with an id a
 person cannot place. A batch message is named after the tasks it rings:
 `nightly-report (batch of 40)` when they are one task's runs, else the first few names,
-`a, b, c +2 more (batch of 40)`. Names a doorbell does not carry are read in one query per
-publish; if that fails, messages go without a shadow name (never without the doorbell).
+`a, b, c +2 more (batch of 40)`. A doorbell carries its task's name, or its task's id (the
+name then comes from a per-process cache of task names, refreshed after
+TASK_NAME_CACHE_SECONDS, so a renamed task shows its new name within a minute), or neither
+(then one query per publish reads the names through the executions). If reading fails,
+messages go without a shadow name, never without the doorbell.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -51,6 +55,12 @@ PUBLISH_BATCH_SIZE = 1000
 
 # The longest shadow name put on a message (Flower's columns are narrow anyway).
 SHADOW_MAX_CHARS = 200
+# Task names by task id, per process: the hot paths (fires, DAG nodes) ring by task id and
+# should not pay a query per publish for a name (a lookup through the partitioned executions
+# table costs ~2 ms, what a DAG child's whole start costs).
+TASK_NAME_CACHE_SECONDS = 60.0
+TASK_NAME_CACHE_MAX = 50_000
+_task_names: dict[str, tuple[str, float]] = {}
 
 
 @dataclass(frozen=True)
@@ -58,8 +68,9 @@ class Doorbell:
     execution_id: str
     tenant_id: str
     queue: str
-    # The task's name when the caller has it at hand; `publish` looks up the others.
+    # The task's name when the caller has it at hand, else its id; `publish` finds the name.
     task_name: str | None = None
+    task_id: str | None = None
 
 
 _local = threading.local()
@@ -176,29 +187,59 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
         return None
 
 
-def with_task_names(bells: list[Doorbell]) -> list[Doorbell]:
-    """The doorbells, each with its task's name (one query for those without)."""
-    wanted = {
-        parsed: bell.execution_id
-        for bell in bells
-        if bell.task_name is None and (parsed := _uuid_or_none(bell.execution_id)) is not None
-    }
-    if not wanted:
-        return bells
+def _names_by_task(task_ids: set[str]) -> dict[str, str]:
+    """Names of these tasks: from the cache, the missing ones in one query."""
+    from scheduler_app.models import TaskDefinition
+
+    now = time.monotonic()
+    names: dict[str, str] = {}
+    missing = []
+    for task_id in task_ids:
+        cached = _task_names.get(task_id)
+        if cached is not None and now - cached[1] < TASK_NAME_CACHE_SECONDS:
+            names[task_id] = cached[0]
+        elif (parsed := _uuid_or_none(task_id)) is not None:
+            missing.append(parsed)
+    if missing:
+        if len(_task_names) > TASK_NAME_CACHE_MAX:
+            _task_names.clear()
+        for task_id, name in TaskDefinition.objects.filter(id__in=missing).values_list(
+            "id", "name"
+        ):
+            names[str(task_id)] = name
+            _task_names[str(task_id)] = (name, now)
+    return names
+
+
+def _names_by_execution(execution_ids: set[str]) -> dict[str, str]:
     from scheduler_app.models import TaskExecution
 
+    wanted = [parsed for i in execution_ids if (parsed := _uuid_or_none(i)) is not None]
+    if not wanted:
+        return {}
+    rows = TaskExecution.objects.filter(id__in=wanted).values_list("id", "task__name")
+    return {str(execution_id): name for execution_id, name in rows}
+
+
+def with_task_names(bells: list[Doorbell]) -> list[Doorbell]:
+    """The doorbells, each with its task's name where it can be found."""
+    unnamed = [bell for bell in bells if bell.task_name is None]
+    if not unnamed:
+        return bells
     try:
-        rows = TaskExecution.objects.filter(id__in=list(wanted)).values_list("id", "task__name")
-        names = {str(execution_id): name for execution_id, name in rows}
+        by_task = _names_by_task({b.task_id for b in unnamed if b.task_id})
+        by_execution = _names_by_execution({b.execution_id for b in unnamed if not b.task_id})
     except Exception:  # a name is for people watching Flower: never let it stop a publish
         logger.exception("could not read task names for the doorbells' shadow names")
         return bells
-    return [
-        replace(bell, task_name=names[bell.execution_id])
-        if bell.task_name is None and bell.execution_id in names
-        else bell
-        for bell in bells
-    ]
+
+    def named(bell: Doorbell) -> Doorbell:
+        if bell.task_name is not None:
+            return bell
+        name = by_task.get(bell.task_id or "") or by_execution.get(bell.execution_id)
+        return replace(bell, task_name=name) if name else bell
+
+    return [named(bell) for bell in bells]
 
 
 # A burst is cut into at least this many messages, so every worker process gets a share.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
@@ -100,3 +101,33 @@ def test_batch_shadow_names_at_most_three_tasks():
     bells = [Doorbell(str(i), "t", "q", task_name=f"task-{i % 5}") for i in range(40)]
     assert batch_shadow(bells) == "task-0, task-1, task-2 +2 more (batch of 40)"
     assert batch_shadow([Doorbell("x", "t", "q")]) is None
+
+
+@pytest.mark.django_db
+def test_fired_runs_are_named_from_their_task_id_and_a_rename_shows_after_the_cache(
+    tenant, redis_client, private_broker, settings, monkeypatch
+):
+    from scheduler_app import dispatch
+    from scheduler_app.services.firing import Fire, fires_record
+
+    settings.FAIR_INFLIGHT_PER_TENANT = 0
+    queue = f"shadow-{uuid.uuid4().hex[:6]}"
+    task = make_task(tenant, name="minutely")
+    now = timezone.now()
+
+    def fire(offset: int) -> list[Doorbell]:
+        due = now + timedelta(seconds=offset)
+        fired = Fire(task.id, tenant.id, due, priority=5, queue=queue, max_attempts=1)
+        return fires_record([fired], now=now)
+
+    (bell,) = fire(0)
+    assert bell.task_id == str(task.id) and bell.task_name is None
+    publish([bell], sticky=False)
+    assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
+
+    type(task).objects.filter(id=task.id).update(name="every-minute")
+    publish(fire(1), sticky=False)  # within the cache's lifetime: the name it knew
+    assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
+    monkeypatch.setattr(dispatch, "TASK_NAME_CACHE_SECONDS", 0.0)
+    publish(fire(2), sticky=False)
+    assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "every-minute"
