@@ -168,7 +168,9 @@ def apply(
         if not scripted:
             click.echo(f"{change.action:>9}  {change.kind} {change.name}", err=True)
 
-    plan_execute(client, plan, progress=done if len(plan.pending) > 1 else None)
+    # Progress on a terminal only: a script reads the summary (or -o json) at the end.
+    progress = done if len(plan.pending) > 1 and sys.stderr.isatty() else None
+    plan_execute(client, plan, progress=progress)
     if scripted:
         emit_data({"applied": True, "changes": [c.as_dict() for c in plan.changes]}, output)
     else:

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import click
+import yaml
 
 from schedctl.cli import State, main, pass_state
 from schedctl.output import (
@@ -58,8 +59,8 @@ def parse_parameters(pairs: tuple[str, ...]) -> dict[str, Any]:
     return parameters
 
 
-def _seconds(value: float | None, unit: str) -> str | None:
-    return None if value is None else f"{value:.1f}{unit}"
+def _seconds(value: float | None, unit: str, *, digits: int = 1) -> str | None:
+    return None if value is None else f"{value:.{digits}f}{unit}"
 
 
 # ---- get ---------------------------------------------------------------------------------
@@ -87,10 +88,7 @@ RUN_COLUMNS = [
     ("trigger", key("trigger")),
     ("attempt", lambda r: f"{r.get('attempt')}/{r.get('max_attempts')}"),
     ("scheduled", lambda r: short_time(r.get("scheduled_at"))),
-    (
-        "duration",
-        lambda r: None if r.get("duration_seconds") is None else f"{r['duration_seconds']:.2f}s",
-    ),
+    ("duration", lambda r: _seconds(r.get("duration_seconds"), "s", digits=2)),
 ]
 DAG_RUN_COLUMNS = [
     ("id", key("id")),
@@ -164,12 +162,9 @@ def get(
 def _describe_text(data: dict[str, Any], recent: list[dict[str, Any]], columns: list) -> None:
     from schedctl.output import table
 
-    shown = {k: v for k, v in data.items() if k not in ("recent_runs", "definition")}
-    click.echo(json.dumps(shown, indent=2, default=str))
-    if data.get("definition"):
-        click.echo("definition:")
-        click.echo(json.dumps(data["definition"], indent=2))
-    click.echo("recent runs:")
+    shown = {k: v for k, v in data.items() if k != "recent_runs"}
+    click.echo(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True).rstrip())
+    click.echo("recent_runs:")
     click.echo(table(recent, columns) if recent else "  (none)")
 
 

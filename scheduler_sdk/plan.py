@@ -82,7 +82,7 @@ class Plan:
 
 
 def _flat(value: Any, path: str) -> dict[str, Any]:
-    if isinstance(value, dict) and value:
+    if isinstance(value, dict) and (value or not path):
         flat: dict[str, Any] = {}
         for key, item in value.items():
             flat.update(_flat(item, f"{path}.{key}" if path else str(key)))

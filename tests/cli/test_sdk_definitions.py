@@ -25,7 +25,7 @@ from scheduler_sdk import (
     python,
     shell,
 )
-from scheduler_sdk.plan import dag_diff, dag_normalized, task_diff
+from scheduler_sdk.plan import _diff, dag_diff, dag_normalized, task_diff
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -143,6 +143,14 @@ def test_a_task_diff_covers_the_keys_the_definition_names():
         ("~", "priority", 5, 2),
         ("~", "schedule.expression", "10s", "20s"),
     ]
+    created = _diff({}, same)  # what a create shows
+    assert {(d.op, d.path) for d in created} == {
+        ("+", "name"),
+        ("+", "schedule.type"),
+        ("+", "schedule.expression"),
+        ("+", "handler.type"),
+        ("+", "handler.command"),
+    }
     server["handler"]["environment"] = {"A": "1"}
     assert [(d.op, d.path) for d in task_diff(server, same)] == [("-", "handler.environment.A")]
 
