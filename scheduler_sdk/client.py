@@ -17,7 +17,14 @@ from typing import Any
 import requests
 
 from scheduler_sdk.credentials import Credentials, CredentialStore
-from scheduler_sdk.errors import ApiError, EndpointMissing, NotFound, NotLoggedIn, Unauthorized
+from scheduler_sdk.errors import (
+    ApiError,
+    EndpointMissing,
+    NotFound,
+    NotLoggedIn,
+    SchedulerError,
+    Unauthorized,
+)
 from scheduler_sdk.models import (
     DagInfo,
     DagRun,
@@ -379,14 +386,19 @@ class Client:
             headers = {"Accept": "text/event-stream"}
             if last_event_id:
                 headers["Last-Event-ID"] = last_event_id
+            events = 0
             try:
                 response = self._send(
                     "GET", f"executions/{execution_id}/logs", headers=headers, stream=True
                 )
                 if response.status_code >= 400:
                     raise ApiError.from_response(response)
+                if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                    response.close()
+                    raise SchedulerError("the server did not answer with a live log stream")
                 with response:
                     for kind, data, event_id in _events(response):
+                        events += 1
                         failures = 0
                         if event_id:
                             last_event_id = event_id
@@ -397,9 +409,14 @@ class Client:
                             yield LogLine(text=data, event_id=event_id)
                         # "timeout": the server's follow limit; reconnect below.
             except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError):
+                if failures >= reconnect_attempts:
+                    raise
+            if events == 0:
+                # A dropped connection, or a stream that ended with nothing: back off, and
+                # give up after a few in a row rather than reconnect for ever.
                 failures += 1
                 if failures > reconnect_attempts:
-                    raise
+                    raise SchedulerError(f"the log stream of {execution_id} keeps ending early")
                 time.sleep(min(2.0**failures, 10.0))
 
     # ---- dead letters and the fleet ----------------------------------------------------

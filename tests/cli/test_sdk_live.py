@@ -219,3 +219,43 @@ def test_backfill_speaks_the_contract_or_says_the_server_lacks_it(stack, tmp_pat
     else:  # the endpoint has arrived: the command speaks its contract
         assert result.returncode == 0, result.stderr
         json.loads(result.stdout)
+
+
+def test_a_stored_token_is_never_sent_to_another_server(stack, cli_env):
+    """An attacker who gets a user to run schedctl against their server (`--url`, or
+    SCHEDCTL_URL in a shared shell profile) must not receive the stored token."""
+    import http.server
+    import threading
+
+    seen: list[dict[str, str]] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"count": 0, "next": null, "results": []}')
+
+        def log_message(self, *args):
+            pass
+
+    attacker = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    try:
+        assert (
+            run_schedctl(
+                "login", "--url", stack.url, "--username", stack.username, env=cli_env
+            ).returncode
+            == 0
+        )
+        url = f"http://127.0.0.1:{attacker.server_port}"
+        for result in (
+            run_schedctl("--url", url, "get", "tasks", env=cli_env),
+            run_schedctl("get", "tasks", env={**cli_env, "SCHEDCTL_URL": url}),
+        ):
+            assert result.returncode == 1
+            assert f"not logged in to {url}" in result.stderr
+    finally:
+        attacker.shutdown()
+    assert seen == []
