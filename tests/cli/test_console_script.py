@@ -34,3 +34,26 @@ def test_schedctl_is_installed_next_to_this_python(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Usage: schedctl")
+
+
+def test_the_client_packages_import_only_their_declared_dependencies():
+    """schedctl and scheduler_sdk run on a user's machine with `pip install .`: nothing of the
+    server (Django, Celery, the project's apps), only the dependencies pyproject declares."""
+    import ast
+
+    allowed = set(sys.stdlib_module_names) | {"click", "requests", "yaml"}
+    allowed |= {"schedctl", "scheduler_sdk"}
+    imported: dict[str, set[str]] = {}
+    for package in ("schedctl", "scheduler_sdk"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    imported.setdefault(name.split(".")[0], set()).add(path.name)
+    assert {name: files for name, files in imported.items() if name not in allowed} == {}
+    assert {"click", "requests", "yaml"} <= set(imported)
