@@ -21,6 +21,12 @@ SLOW = {
     "handler": {"type": "shell", "command": ["sh", "-c", "echo started; sleep 60"]},
     "retry_policy": {"max_attempts": 1},
 }
+FAILS = {
+    "name": "fails",
+    "schedule": {"type": "manual"},
+    "handler": {"type": "python", "callable": "fail"},
+    "retry_policy": {"max_attempts": 1},
+}
 PAIR = {
     "dag": "pair",
     "tasks": [
@@ -76,3 +82,31 @@ def test_trigger_wait_runs_describe_pause_resume_cancel_and_dlq(stack, cli_env, 
 
     assert "retried 0 dead letters" in _ok(run_schedctl("dlq", "retry", "--all", env=cli_env))
     assert json.loads(_ok(run_schedctl("get", "dlq", "-o", "json", env=cli_env))) == []
+
+
+def test_a_failed_run_waited_for_then_retried_from_the_dead_letter_queue(stack, cli_env, tmp_path):
+    _ok(run_schedctl("login", "--url", stack.url, "--username", stack.username, env=cli_env))
+    (tmp_path / "fails.yaml").write_text(yaml.safe_dump(FAILS))
+    _ok(run_schedctl("apply", "-f", str(tmp_path / "fails.yaml"), env=cli_env))
+    waited = run_schedctl("trigger", "fails", "--wait", env=cli_env, timeout=180)
+    assert waited.returncode == 1 and "ended: failed" in waited.stderr
+    (dead,) = json.loads(_ok(run_schedctl("get", "dlq", "-o", "json", env=cli_env)))
+    assert dead["task_name"] == "fails" and dead["dead_lettered"] is True
+    table = _ok(run_schedctl("get", "dlq", env=cli_env))
+    assert dead["id"] in table and "failing on purpose" in table
+    retried = _ok(run_schedctl("dlq", "retry", dead["id"], env=cli_env))
+    assert retried.startswith(f"retried {dead['id']}: new run ")
+    assert TaskExecution.objects.filter(retry_of_id=dead["id"]).count() == 1
+
+
+def test_get_workers_is_for_platform_staff(stack, cli_env):
+    from scheduler_app.services.tenants import tenant_create_with_admin
+
+    _ok(run_schedctl("login", "--url", stack.url, "--username", stack.username, env=cli_env))
+    refused = run_schedctl("get", "workers", env=cli_env)
+    assert refused.returncode == 1 and "[permission_denied]" in refused.stderr
+    tenant_create_with_admin(slug="ops", username="operator", password="pw-123456", staff=True)
+    _ok(run_schedctl("login", "--url", stack.url, "--username", "operator", env=cli_env))
+    fleet = json.loads(_ok(run_schedctl("get", "workers", "-o", "json", env=cli_env)))
+    assert any(w["hostname"].startswith("w-cli-") for w in fleet["workers"])
+    assert "w-cli-" in _ok(run_schedctl("get", "workers", env=cli_env))
