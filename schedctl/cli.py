@@ -15,7 +15,7 @@ import requests
 
 from schedctl.output import emit_data, output_option, plan_text
 from scheduler_sdk.client import Client
-from scheduler_sdk.credentials import CredentialStore
+from scheduler_sdk.credentials import Credentials, CredentialStore
 from scheduler_sdk.errors import ApiError, SchedulerError
 from scheduler_sdk.files import load_definitions
 from scheduler_sdk.plan import plan_apply, plan_execute
@@ -97,8 +97,6 @@ def login(state: State, url: str, username: str | None, tenant: str | None) -> N
     if os.environ.get("SCHEDCTL_API_KEY"):
         client = Client(url, api_key=os.environ["SCHEDCTL_API_KEY"], tenant=tenant)
         client.request("GET", "tasks", params={"page_size": 1})
-        from scheduler_sdk.credentials import Credentials
-
         state.store.save(Credentials(url=client.url, tenant=tenant))
         click.echo(f"API key accepted by {client.url}")
         return
