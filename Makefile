@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
 .PHONY: run test lint format bench bench-full migrate clean
 
-$(STAMP): requirements.txt
+# pyproject.toml: the project itself is installed too (editable, its dependencies pinned in
+# requirements.txt), which puts the `schedctl` console script in $(VENV)/bin.
+$(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

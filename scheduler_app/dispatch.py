@@ -17,15 +17,27 @@ tier (fewer for a smaller burst, see `batch_size`) travel as one
 finishes with one (see `workers.batch_runner`). Celery's per-message cost and the per-run
 round trips are then paid once per batch; that is what lets two cores keep up with 833
 fires/s.
+
+Every message carries Celery's `shadow` name: the task's own name, so Flower (and the
+worker's log) shows a run as `nightly-report`, not as `workers.run_execution` with an id a
+person cannot place. A batch message is named after the tasks it rings:
+`nightly-report (batch of 40)` when they are one task's runs, else the first few names,
+`a, b, c +2 more (batch of 40)`. A doorbell carries its task's name, or its task's id (the
+name then comes from a per-process cache of task names, refreshed after
+TASK_NAME_CACHE_SECONDS, so a renamed task shows its new name within a minute), or neither
+(then one query per publish reads the names through the executions). If reading fails,
+messages go without a shadow name, never without the doorbell.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -41,11 +53,24 @@ RUN_BATCH_TASK = "workers.run_execution_batch"
 PUBLISH_BATCH_SIZE = 1000
 
 
+# The longest shadow name put on a message (Flower's columns are narrow anyway).
+SHADOW_MAX_CHARS = 200
+# Task names by task id, per process: the hot paths (fires, DAG nodes) ring by task id and
+# should not pay a query per publish for a name (a lookup through the executions table took
+# ~2 ms on a loaded machine, about what a DAG child's whole start costs; a cached name, µs).
+TASK_NAME_CACHE_SECONDS = 60.0
+TASK_NAME_CACHE_MAX = 50_000
+_task_names: dict[str, tuple[str, float]] = {}
+
+
 @dataclass(frozen=True)
 class Doorbell:
     execution_id: str
     tenant_id: str
     queue: str
+    # The task's name when the caller has it at hand, else its id; `publish` finds the name.
+    task_name: str | None = None
+    task_id: str | None = None
 
 
 _local = threading.local()
@@ -76,7 +101,7 @@ _BODY = '[%s, {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": 
 _MESSAGE = (
     '{"body": "%(body)s", "content-encoding": "utf-8", "content-type": "application/json", '
     '"headers": {"lang": "py", "task": "%(task)s", "id": "%(task_id)s", '
-    '"shadow": null, "eta": null, "expires": null, "group": null, "group_index": null, '
+    '"shadow": %(shadow)s, "eta": null, "expires": null, "group": null, "group_index": null, '
     '"retries": 0, "timelimit": [null, null], "root_id": "%(task_id)s", "parent_id": null, '
     '"argsrepr": "%(argsrepr)s", "kwargsrepr": "{}", "origin": "%(origin)s", '
     '"ignore_result": null, "replaced_task_nesting": 0, "stamped_headers": null, "stamps": {}, '
@@ -88,12 +113,21 @@ _MESSAGE = (
 
 
 def _message(
-    *, task: str, args: str, argsrepr: str, bell: Doorbell, origin: str, tier: str | None
+    *,
+    task: str,
+    args: str,
+    argsrepr: str,
+    bell: Doorbell,
+    origin: str,
+    tier: str | None,
+    shadow: str | None,
 ) -> str:
     message_id = uuid.uuid4()
     return _MESSAGE % {
         "body": base64.b64encode((_BODY % args).encode()).decode(),
         "task": task,
+        # A task name is any text: json.dumps quotes and escapes it (ASCII only).
+        "shadow": json.dumps(shadow[:SHADOW_MAX_CHARS]) if shadow else "null",
         "task_id": message_id,
         "argsrepr": argsrepr,
         "origin": origin,
@@ -105,10 +139,11 @@ def _message(
 
 
 def doorbell_message(bell: Doorbell, *, origin: str, tier: str | None = None) -> str:
-    """The JSON kombu's Redis transport stores for `send_task(RUN_EXECUTION_TASK, [id])`
-    with the headers `tenant_id` and `tier` (the tier the doorbell was admitted under,
-    which differs from the queue when sticky routing sends it to a worker's own queue).
-    The task id doubles as the delivery tag: both only need to be unique per message."""
+    """The JSON kombu's Redis transport stores for `send_task(RUN_EXECUTION_TASK, [id],
+    shadow=<task name>)` with the headers `tenant_id` and `tier` (the tier the doorbell was
+    admitted under, which differs from the queue when sticky routing sends it to a worker's
+    own queue). The task id doubles as the delivery tag: both only need to be unique per
+    message."""
     return _message(
         task=RUN_EXECUTION_TASK,
         args=f'["{bell.execution_id}"]',
@@ -116,12 +151,23 @@ def doorbell_message(bell: Doorbell, *, origin: str, tier: str | None = None) ->
         bell=bell,
         origin=origin,
         tier=tier,
+        shadow=bell.task_name,
     )
 
 
+def batch_shadow(bells: Sequence[Doorbell]) -> str | None:
+    """A batch's name in Flower: `name (batch of N)` for one task's runs, else the first
+    three names and how many more; None when no name is known."""
+    names = list(dict.fromkeys(bell.task_name for bell in bells if bell.task_name))
+    if not names:
+        return None
+    shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
+    return f"{shown} (batch of {len(bells)})"
+
+
 def batch_message(bells: Sequence[Doorbell], *, origin: str, tier: str | None = None) -> str:
-    """`send_task(RUN_BATCH_TASK, [[id, ...]])` for doorbells of one tenant and queue (the
-    first one's tenant and queue head the message)."""
+    """`send_task(RUN_BATCH_TASK, [[id, ...]], shadow=batch_shadow(bells))` for doorbells of
+    one tenant and queue (the first one's tenant and queue head the message)."""
     ids = [bell.execution_id for bell in bells]
     return _message(
         task=RUN_BATCH_TASK,
@@ -130,7 +176,80 @@ def batch_message(bells: Sequence[Doorbell], *, origin: str, tier: str | None = 
         bell=bells[0],
         origin=origin,
         tier=tier,
+        shadow=batch_shadow(bells),
     )
+
+
+def _uuid_or_none(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def _names_by_task(task_ids: set[str]) -> dict[str, str]:
+    """Names of these tasks: from the cache, the missing ones in one query."""
+    from scheduler_app.models import TaskDefinition
+
+    now = time.monotonic()
+    names: dict[str, str] = {}
+    missing = []
+    for task_id in task_ids:
+        cached = _task_names.get(task_id)
+        if cached is not None and now - cached[1] < TASK_NAME_CACHE_SECONDS:
+            names[task_id] = cached[0]
+        elif (parsed := _uuid_or_none(task_id)) is not None:
+            missing.append(parsed)
+    if missing:
+        if len(_task_names) > TASK_NAME_CACHE_MAX:
+            _task_names.clear()
+        for task_id, name in TaskDefinition.objects.filter(id__in=missing).values_list(
+            "id", "name"
+        ):
+            names[str(task_id)] = name
+            _task_names[str(task_id)] = (name, now)
+    return names
+
+
+def _names_by_execution(execution_ids: set[str]) -> dict[str, str]:
+    from scheduler_app.models import TaskExecution
+
+    wanted = [parsed for i in execution_ids if (parsed := _uuid_or_none(i)) is not None]
+    if not wanted:
+        return {}
+    rows = TaskExecution.objects.filter(id__in=wanted).values_list("id", "task__name")
+    return {str(execution_id): name for execution_id, name in rows}
+
+
+def with_task_names(bells: list[Doorbell]) -> list[Doorbell]:
+    """The doorbells, each with its task's name where it can be found."""
+    unnamed = [bell for bell in bells if bell.task_name is None]
+    if not unnamed:
+        return bells
+    try:
+        by_task = _names_by_task({b.task_id for b in unnamed if b.task_id})
+        by_execution = _names_by_execution({b.execution_id for b in unnamed if not b.task_id})
+    except Exception:  # a name is for people watching Flower: never let it stop a publish
+        logger.exception("could not read task names for the doorbells' shadow names")
+        return bells
+
+    def named(bell: Doorbell) -> Doorbell:
+        if bell.task_name is not None:
+            return bell
+        name = by_task.get(bell.task_id or "") or by_execution.get(bell.execution_id)
+        if not name:
+            return bell
+        # Not dataclasses.replace: this runs per doorbell of a fire storm, and replace()
+        # inspects the fields each time (several times slower).
+        return Doorbell(
+            execution_id=bell.execution_id,
+            tenant_id=bell.tenant_id,
+            queue=bell.queue,
+            task_name=name,
+            task_id=bell.task_id,
+        )
+
+    return [named(bell) for bell in bells]
 
 
 # A burst is cut into at least this many messages, so every worker process gets a share.
@@ -198,6 +317,7 @@ def publish(
     bells = fair_admit(list(doorbells))
     if not bells:
         return 0
+    bells = with_task_names(bells)
     # The tier each doorbell was admitted under, kept in the message even when sticky routing
     # sends it to a worker's own queue, so the worker releases the right fairness slot.
     tiers = {bell.execution_id: bell.queue for bell in bells}
@@ -244,6 +364,7 @@ def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> 
                 RUN_EXECUTION_TASK if single else RUN_BATCH_TASK,
                 args=[head.execution_id] if single else [[b.execution_id for b in group]],
                 kwargs={},
+                shadow=head.task_name if single else batch_shadow(group),
                 queue=head.queue,
                 routing_key=head.queue,
                 producer=producer,

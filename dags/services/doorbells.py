@@ -144,7 +144,7 @@ def node_executions_ring(
         _link_remember(run=run, node_id=node_id, execution_id=execution.id)
         continuation_accept(str(execution.id))
     bells = [
-        Doorbell(str(e.id), str(run.tenant_id), e.queue)
+        Doorbell(str(e.id), str(run.tenant_id), e.queue, task_id=str(e.task_id))
         for _, e in executions
         if kept is None or e is not kept[1]
     ]

@@ -33,7 +33,7 @@ def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
             max_attempts=task.max_attempts,
             priority=task.priority,
         )
-        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue)
+        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
         transaction.on_commit(lambda: publish([bell]))
     return retry
 

@@ -166,7 +166,7 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
         f"INSERT INTO {table} ({columns}) VALUES "
         + ", ".join([placeholders] * len(fires))
         + " ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING"
-        + " RETURNING id, tenant_id, queue, status"
+        + " RETURNING id, tenant_id, queue, status, task_id"
     )
     with transaction.atomic(), connection.cursor() as cursor:
         if cancel_waiting:
@@ -174,7 +174,7 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
         cursor.execute(sql, params)
         inserted = cursor.fetchall()
     queued = ExecutionStatus.QUEUED.value
-    return [_doorbell(row[:3]) for row in inserted if row[3] == queued]
+    return [_doorbell(*row[:3], row[4]) for row in inserted if row[3] == queued]
 
 
 # On PostgreSQL a batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
@@ -191,7 +191,7 @@ FROM unnest(%b::uuid[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], %b::text[
     AS u(id, tenant_id, task_id, status, priority, queue, scheduled_at, max_attempts,
          error_message)
 ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING
-RETURNING id, tenant_id, queue, status
+RETURNING id, tenant_id, queue, status, task_id
 """
 
 
@@ -229,15 +229,16 @@ def _fires_record_postgres(
             cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
             inserted = cursor.fetchall()
     queued = ExecutionStatus.QUEUED.value
-    return [_doorbell(row[:3]) for row in inserted if row[3] == queued]
+    return [_doorbell(*row[:3], row[4]) for row in inserted if row[3] == queued]
 
 
-def _doorbell(row: Sequence[object]) -> Doorbell:
-    execution_id, tenant_id, queue = row
+def _doorbell(execution_id: object, tenant_id: object, queue: object, task_id: object) -> Doorbell:
     # psycopg returns UUIDs; SQLite returns their hex text, normalised to the dashed form.
     if not isinstance(execution_id, uuid.UUID):
         execution_id, tenant_id = uuid.UUID(str(execution_id)), uuid.UUID(str(tenant_id))
-    return Doorbell(str(execution_id), str(tenant_id), str(queue))
+        task_id = uuid.UUID(str(task_id))
+    # The task id lets publish name the message after the task from its cache (Flower).
+    return Doorbell(str(execution_id), str(tenant_id), str(queue), task_id=str(task_id))
 
 
 def _mark_queued(
@@ -251,19 +252,20 @@ def _mark_queued(
             f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
             f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
             f"ORDER BY scheduled_at LIMIT %s FOR UPDATE SKIP LOCKED) "
-            f"AND {where_sql} RETURNING id, tenant_id, queue"
+            f"AND {where_sql} RETURNING id, tenant_id, queue, task_id"
         )
         params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
     else:
         sql = (
             f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
             f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
-            f"ORDER BY scheduled_at LIMIT %s) AND {where_sql} RETURNING id, tenant_id, queue"
+            f"ORDER BY scheduled_at LIMIT %s) AND {where_sql} "
+            "RETURNING id, tenant_id, queue, task_id"
         )
         params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [_doorbell(row) for row in cursor.fetchall()]
+        return [_doorbell(*row) for row in cursor.fetchall()]
 
 
 def due_pending_promote(

@@ -43,6 +43,6 @@ def execution_retry(*, execution: TaskExecution) -> TaskExecution:
             max_attempts=task.max_attempts,
             priority=task.priority,
         )
-        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue)
+        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
         transaction.on_commit(lambda: publish([bell]))
     return retry

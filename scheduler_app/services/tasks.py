@@ -163,6 +163,6 @@ def task_trigger(
     execution.parameters = dict(parameters) if parameters else None
     with transaction.atomic():
         execution.save(force_insert=True)
-        bell = Doorbell(str(execution.id), str(task.tenant_id), queue)
+        bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
         transaction.on_commit(lambda: publish([bell]))
     return execution

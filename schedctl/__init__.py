@@ -1,0 +1,1 @@
+"""schedctl: the scheduler's command-line client (see `schedctl --help`)."""

@@ -1,0 +1,369 @@
+"""schedctl's commands on what exists: get, describe, trigger, pause/resume, logs, cancel,
+dead letters and backfill."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+import yaml
+
+from schedctl.cli import State, main, pass_state
+from schedctl.output import (
+    Waiting,
+    emit,
+    emit_data,
+    key,
+    output_option,
+    schedule_text,
+    short_time,
+)
+from scheduler_sdk.client import Client
+from scheduler_sdk.errors import SchedulerError
+from scheduler_sdk.models import TERMINAL_STATUSES, DagInfo, LogEnd, TaskInfo
+
+kind_option = click.option(
+    "--kind",
+    type=click.Choice(["task", "dag"]),
+    help="When a task and a DAG share the name (default: whichever exists).",
+)
+
+
+def resolve(client: Client, name: str, kind: str | None) -> tuple[str, TaskInfo | DagInfo]:
+    """A task or a DAG by name (or id)."""
+    task = client.task_by_name(name) if kind in (None, "task") else None
+    dag = client.dag_by_name(name) if kind in (None, "dag") else None
+    if task is not None and dag is not None:
+        raise click.UsageError(f"both a task and a DAG are named {name!r}: add --kind task|dag")
+    if task is not None:
+        return "task", task
+    if dag is not None:
+        return "dag", dag
+    raise SchedulerError(f"no {kind or 'task or DAG'} named {name!r} in this tenant")
+
+
+def parse_parameters(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """`-p k=v`: v is read as JSON when it parses (`n=3` is a number), else as text."""
+    parameters: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="-p")
+        try:
+            parameters[name] = json.loads(value)
+        except ValueError:
+            parameters[name] = value
+    return parameters
+
+
+def _seconds(value: float | None, unit: str, *, digits: int = 1) -> str | None:
+    return None if value is None else f"{value:.{digits}f}{unit}"
+
+
+# ---- get ---------------------------------------------------------------------------------
+
+TASK_COLUMNS = [
+    ("name", key("name")),
+    ("schedule", lambda r: schedule_text(r.get("schedule"))),
+    ("handler", lambda r: (r.get("handler") or {}).get("type")),
+    ("paused", key("paused")),
+    ("next fire", lambda r: short_time(r.get("next_fire_at"))),
+    ("last fired", lambda r: short_time(r.get("last_fired_at"))),
+]
+DAG_COLUMNS = [
+    ("name", key("name")),
+    ("version", key("version")),
+    ("schedule", lambda r: schedule_text(r.get("schedule"))),
+    ("paused", key("paused")),
+    ("source", key("source")),
+    ("next fire", lambda r: short_time(r.get("next_fire_at"))),
+]
+RUN_COLUMNS = [
+    ("id", key("id")),
+    ("task", key("task_name")),
+    ("status", key("status")),
+    ("trigger", key("trigger")),
+    ("attempt", lambda r: f"{r.get('attempt')}/{r.get('max_attempts')}"),
+    ("scheduled", lambda r: short_time(r.get("scheduled_at"))),
+    ("duration", lambda r: _seconds(r.get("duration_seconds"), "s", digits=2)),
+]
+DAG_RUN_COLUMNS = [
+    ("id", key("id")),
+    ("version", key("version")),
+    ("status", key("status")),
+    ("trigger", key("trigger")),
+    ("started", lambda r: short_time(r.get("started_at"))),
+    ("completed", lambda r: short_time(r.get("completed_at"))),
+]
+DLQ_COLUMNS = [
+    ("id", key("id")),
+    ("task", key("task_name")),
+    ("status", key("status")),
+    ("attempt", key("attempt")),
+    ("dead-lettered", lambda r: short_time(r.get("dead_lettered_at"))),
+    ("error", lambda r: (r.get("error_message") or "")[:60]),
+]
+WORKER_COLUMNS = [
+    ("worker", key("hostname")),
+    ("state", key("state")),
+    ("queues", key("queues")),
+    ("runs", lambda r: f"{r.get('active_runs')}/{r.get('concurrency')}"),
+    ("done/min", key("completed_last_minute")),
+    ("heartbeat", lambda r: _seconds(r.get("seconds_since_heartbeat"), "s ago")),
+]
+
+
+@main.command()
+@click.argument("resource", type=click.Choice(["tasks", "dags", "runs", "workers", "dlq"]))
+@click.option("--task", "task_name", help="runs: of this task.")
+@click.option("--dag", "dag_name", help="runs: of this DAG.")
+@click.option("--status", help="runs: only these statuses (comma list).")
+@click.option("--limit", type=click.IntRange(1, 500), default=20, show_default=True)
+@output_option
+@pass_state
+def get(
+    state: State,
+    resource: str,
+    task_name: str | None,
+    dag_name: str | None,
+    status: str | None,
+    limit: int,
+    output: str,
+) -> None:
+    """List tasks, DAGs, runs (newest first), workers (platform staff) or dead letters."""
+    client = state.client
+    if resource == "tasks":
+        emit([t.raw for t in client.tasks()], TASK_COLUMNS, output)
+    elif resource == "dags":
+        emit([d.raw for d in client.dags()], DAG_COLUMNS, output)
+    elif resource == "runs" and dag_name:
+        _, dag = resolve(client, dag_name, "dag")
+        emit([r.raw for r in client.dag_runs(dag.id, limit=limit)], DAG_RUN_COLUMNS, output)
+    elif resource == "runs":
+        task_id = resolve(client, task_name, "task")[1].id if task_name else None
+        runs = client.executions(status=status, task_id=task_id, limit=limit)
+        emit([r.raw for r in runs], RUN_COLUMNS, output)
+    elif resource == "workers":
+        fleet = client.workers()
+        if output != "table":
+            emit_data(fleet, output)
+        else:
+            emit(fleet.get("workers") or [], WORKER_COLUMNS, output)
+    else:
+        emit([e.raw for e in client.dead_letters()], DLQ_COLUMNS, output)
+
+
+# ---- describe ----------------------------------------------------------------------------
+
+
+def _describe_text(data: dict[str, Any], recent: list[dict[str, Any]], columns: list) -> None:
+    from schedctl.output import table
+
+    shown = {k: v for k, v in data.items() if k != "recent_runs"}
+    click.echo(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True).rstrip())
+    click.echo("recent_runs:")
+    click.echo(table(recent, columns) if recent else "  (none)")
+
+
+@main.command()
+@click.argument("kind", type=click.Choice(["task", "dag"]))
+@click.argument("name")
+@output_option
+@pass_state
+def describe(state: State, kind: str, name: str, output: str) -> None:
+    """A task (with its next fire times and recent runs) or a DAG (definition, recent runs)."""
+    client = state.client
+    _, found = resolve(client, name, kind)
+    data = dict(found.raw)
+    if kind == "task":
+        preview = client.task_schedule_preview(found.id, count=5)
+        data["upcoming"] = [fire["local"] for fire in preview.get("fire_times", [])]
+        recent = [r.raw for r in client.task_executions(found.id, limit=5)]
+        columns = RUN_COLUMNS
+    else:
+        recent = [r.raw for r in client.dag_runs(found.id, limit=5)]
+        columns = DAG_RUN_COLUMNS
+    data["recent_runs"] = recent
+    if output != "table":
+        emit_data(data, output)
+    else:
+        _describe_text(data, recent, columns)
+
+
+# ---- trigger, pause, resume --------------------------------------------------------------
+
+
+def _wait_for(client: Client, kind: str, object_id: str, run_id: str) -> str:
+    status = "queued"
+
+    def message() -> str:
+        return f"waiting for run {run_id} ({status})"
+
+    with Waiting(message):
+        while status not in TERMINAL_STATUSES:
+            time.sleep(1.0)
+            run = client.execution(run_id) if kind == "task" else client.dag_run(object_id, run_id)
+            status = run.status
+    return status
+
+
+@main.command()
+@click.argument("name")
+@click.option("-p", "--param", "params", multiple=True, help="key=value (repeatable; JSON values).")
+@click.option("--wait", is_flag=True, help="Wait for the run to end; exit 1 unless it succeeded.")
+@kind_option
+@output_option
+@pass_state
+def trigger(
+    state: State, name: str, params: tuple[str, ...], wait: bool, kind: str | None, output: str
+) -> None:
+    """Run a task or a DAG now; prints the new run's id."""
+    client = state.client
+    parameters = parse_parameters(params)
+    kind, found = resolve(client, name, kind)
+    if kind == "task":
+        triggered = client.task_trigger(found.id, parameters)
+        run_id, data = triggered.execution_id, triggered.raw
+    else:
+        run = client.dag_trigger(found.id, parameters)
+        run_id, data = run.id, run.raw
+    if output != "table":
+        emit_data(data, output)
+    else:
+        click.echo(f"triggered {kind} {name}: run {run_id}")
+    if wait:
+        status = _wait_for(client, kind, found.id, run_id)
+        click.echo(f"run {run_id} ended: {status}", err=True)
+        sys.exit(0 if status == "success" else 1)
+
+
+def _pause_or_resume(state: State, name: str, kind: str | None, *, pause: bool) -> None:
+    client = state.client
+    kind, found = resolve(client, name, kind)
+    if kind == "task":
+        done = client.task_pause(found.id) if pause else client.task_resume(found.id)
+    else:
+        done = client.dag_pause(found.id) if pause else client.dag_resume(found.id)
+    when = f", next fire {short_time(done.next_fire_at)}" if done.next_fire_at else ""
+    click.echo(f"{kind} {name} {'paused' if pause else 'resumed'}{when}")
+
+
+@main.command()
+@click.argument("name")
+@kind_option
+@pass_state
+def pause(state: State, name: str, kind: str | None) -> None:
+    """Stop firing a task's or a DAG's schedule (the definition stays)."""
+    _pause_or_resume(state, name, kind, pause=True)
+
+
+@main.command()
+@click.argument("name")
+@kind_option
+@pass_state
+def resume(state: State, name: str, kind: str | None) -> None:
+    """Fire again, from now on (no burst of the fires missed while paused)."""
+    _pause_or_resume(state, name, kind, pause=False)
+
+
+# ---- logs and cancel ---------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("-f", "--follow", is_flag=True, help="Follow the output live until the run ends.")
+@pass_state
+def logs(state: State, run_id: str, follow: bool) -> None:
+    """A run's output. With -f, follows it live and exits when the run ends: 0 if it
+    succeeded, 1 if not (so a script can wait on a run)."""
+    client = state.client
+    if not follow:
+        click.echo(client.logs(run_id), nl=False)
+        return
+    status = "queued"
+    waiting = Waiting(lambda: f"waiting for output of run {run_id}")
+    with waiting:
+        for event in client.follow_logs(run_id):
+            waiting.stop()
+            if isinstance(event, LogEnd):
+                status = event.status
+                break
+            click.echo(event.text)
+    click.echo(f"run {run_id} ended: {status}", err=True)
+    sys.exit(0 if status == "success" else 1)
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--dag", "dag_name", help="The run is a run of this DAG (else: a task's run).")
+@pass_state
+def cancel(state: State, run_id: str, dag_name: str | None) -> None:
+    """Cancel a run: a waiting one never starts, a running one is killed."""
+    client = state.client
+    if dag_name:
+        _, dag = resolve(client, dag_name, "dag")
+        run = client.dag_run_cancel(dag.id, run_id)
+        click.echo(f"DAG run {run_id}: {run.status}")
+        return
+    answer = client.execution_cancel(run_id)
+    click.echo(f"run {run_id}: {answer.get('status')}")
+
+
+# ---- dead letters ------------------------------------------------------------------------
+
+
+@main.group()
+def dlq() -> None:
+    """The dead-letter queue (list it with `schedctl get dlq`)."""
+
+
+@dlq.command("retry")
+@click.argument("execution_id", required=False)
+@click.option("--all", "retry_all", is_flag=True, help="Retry every dead letter of the tenant.")
+@pass_state
+def dlq_retry(state: State, execution_id: str | None, retry_all: bool) -> None:
+    """Retry one dead-lettered run (ID), or all of them (--all)."""
+    if bool(execution_id) == retry_all:
+        raise click.UsageError("give one ID or --all")
+    client = state.client
+    if retry_all:
+        answer = client.dead_letters_retry_all()
+        click.echo(f"retried {answer.get('retried')} dead letters")
+    else:
+        answer = client.dead_letter_retry(execution_id or "")
+        click.echo(f"retried {execution_id}: new run {answer.get('execution_id')}")
+
+
+# ---- backfill ----------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("name")
+@click.option("--from", "start", required=True, help="ISO-8601 start of the window.")
+@click.option("--to", "end", required=True, help="ISO-8601 end of the window.")
+@click.option("--max-parallel", type=click.IntRange(1), help="Runs at a time (server default).")
+@kind_option
+@output_option
+@pass_state
+def backfill(
+    state: State,
+    name: str,
+    start: str,
+    end: str,
+    max_parallel: int | None,
+    kind: str | None,
+    output: str,
+) -> None:
+    """Run a task or DAG for every fire its schedule had between --from and --to."""
+    client = state.client
+    kind, found = resolve(client, name, kind)
+    answer = client.backfill(
+        kind=kind, object_id=found.id, start=start, end=end, max_parallel=max_parallel
+    )
+    if output != "table":
+        emit_data(answer, output)
+    else:
+        click.echo(json.dumps(answer, indent=2, default=str))
