@@ -18,6 +18,7 @@ bwrap is started with ``--info-fd`` (it writes the sandbox's pid there) and ``--
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import selectors
@@ -29,6 +30,7 @@ from .sandbox import tool_path
 
 SETUP_TIMEOUT_SECONDS = 10.0
 TAP_NAME = "tap0"
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
 
 
 class EgressSetupError(RuntimeError):
@@ -60,6 +62,13 @@ class EgressNetwork:
                 os.close(fd)
         self._info_write = self._block_read = -1
         sandbox_pid = self._read_sandbox_pid()
+        # bwrap nests a second user namespace inside the one that owns the sandbox's network
+        # namespace; slirp4netns must join the owner, which the kernel names (NS_GET_USERNS).
+        net_fd = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            owner_fd = fcntl.ioctl(net_fd, NS_GET_USERNS)
+        finally:
+            os.close(net_fd)
         ready_read, ready_write = os.pipe()
         try:
             self._slirp = subprocess.Popen(
@@ -69,7 +78,7 @@ class EgressNetwork:
                     "--mtu=65520",
                     "--disable-host-loopback",
                     f"--ready-fd={ready_write}",
-                    f"--userns-path=/proc/{sandbox_pid}/ns/user",
+                    f"--userns-path=/proc/self/fd/{owner_fd}",
                     str(sandbox_pid),
                     TAP_NAME,
                 ],
@@ -77,7 +86,7 @@ class EgressNetwork:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 env={"PATH": "/usr/bin:/bin"},
-                pass_fds=(ready_write,),
+                pass_fds=(ready_write, owner_fd),
                 start_new_session=True,
             )
             os.close(ready_write)
@@ -86,6 +95,7 @@ class EgressNetwork:
                 raise EgressSetupError(f"slirp4netns did not come up: {self._slirp_error()}")
         finally:
             os.close(ready_read)
+            os.close(owner_fd)
             if ready_write >= 0:
                 os.close(ready_write)
         os.write(self._block_write, b"1")
