@@ -267,7 +267,9 @@ class _LineSplitter:
                 self._body += piece
 
     def _end_line(self) -> None:
-        text = self._head.decode("utf-8", "replace")
+        # NUL cannot be stored in a PostgreSQL text column (a task printing /proc/*/environ
+        # would otherwise make its own run unrecordable); it is shown as U+FFFD.
+        text = self._head.decode("utf-8", "replace").replace("\x00", "\ufffd")
         if text.endswith("\r") and self._size <= self._head_cap:
             text = text[:-1]
         text = self._masker.text(text)

@@ -87,6 +87,10 @@ def sandboxed_argv(
     else:
         argv += filesystem_options(scratch_bytes=scratch_bytes)
     argv += files.bwrap_options()
+    # Last, once every file is in place: the sandbox's root (bwrap's tmpfs holding /etc and
+    # the mount points) becomes read-only; /task and /tmp are mounts of their own and stay
+    # writable.
+    argv += ["--remount-ro", "/"]
     if network == NETWORK_EGRESS and egress is not None:
         argv += egress.bwrap_options()
     argv.append("--")
