@@ -136,7 +136,10 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         schedule={"type": "manual"},
         handler={"type": "shell", "command": ["sh", "-c", script, "sh", "60"]},
     )
-    draining = fleet_worker("drain", concurrency=2, WORKER_SHUTDOWN_DEADLINE_SECONDS="3")
+    # The marker files live on this host: unsandboxed workers (see LEDGER_WORKER).
+    draining = fleet_worker(
+        "drain", concurrency=2, WORKER_SHUTDOWN_DEADLINE_SECONDS="3", **LEDGER_WORKER
+    )
     drain_name = hostname_of(draining)
     other = None
     try:
@@ -154,7 +157,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         )
         terminate_main(draining)
         signalled = time.monotonic()
-        other = fleet_worker("other", concurrency=2)
+        other = fleet_worker("other", concurrency=2, **LEDGER_WORKER)
         wait_until(
             lambda: TaskExecution.objects.filter(id=quick_run.id, status="success").exists(),
             timeout=20,

@@ -255,3 +255,11 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
     execution.refresh_from_db()
     assert (execution.status, execution.error_class) == ("failed", "invalid_config")
     assert "platform's own tasks" in execution.error_message
+
+
+def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker):
+    from django.test import Client
+
+    sandboxes = Client().get("/readyz").json()["shell_sandbox"]
+    ours = [state for name, state in sandboxes.items() if name.startswith("w-main-")]
+    assert ours and ours[0].startswith("on (bubblewrap at ")
