@@ -101,26 +101,30 @@ class EgressNetwork:
         os.write(self._block_write, b"1")
 
     def _read_sandbox_pid(self) -> int:
-        raw = self._read_within(self._info_read, 1 << 16, until_eof=True)
-        try:
-            return int(json.loads(raw)["child-pid"])
-        except (ValueError, KeyError, TypeError) as error:
-            raise EgressSetupError("bwrap did not report its sandbox") from error
-
-    def _read_within(self, fd: int, size: int, *, until_eof: bool = False) -> bytes:
+        # bwrap writes one JSON object and may keep the descriptor open: parse as it comes.
         deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
-        data = b""
+        raw = b""
         with selectors.DefaultSelector() as selector:
-            selector.register(fd, selectors.EVENT_READ)
+            selector.register(self._info_read, selectors.EVENT_READ)
             while time.monotonic() < deadline:
                 if not selector.select(max(0.0, deadline - time.monotonic())):
                     continue
-                chunk = os.read(fd, size)
-                if not chunk:
-                    return data
-                data += chunk
-                if not until_eof or len(data) >= size:
-                    return data
+                chunk = os.read(self._info_read, 1 << 16)
+                raw += chunk
+                try:
+                    return int(json.loads(raw)["child-pid"])
+                except (ValueError, KeyError, TypeError) as error:
+                    if not chunk:
+                        raise EgressSetupError("bwrap did not report its sandbox") from error
+        raise EgressSetupError("timed out waiting for the sandbox to start")
+
+    def _read_within(self, fd: int, size: int) -> bytes:
+        deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if selector.select(max(0.0, deadline - time.monotonic())):
+                    return os.read(fd, size)
         raise EgressSetupError("timed out setting up the sandbox's network")
 
     def _slirp_error(self) -> str:

@@ -25,19 +25,19 @@ Pure Python, no Django: the worker passes the mode in.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import platform
 import shutil
 import struct
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 
 # Where the task's work directory is, inside the sandbox (a fresh tmpfs every run).
 SANDBOX_WORKDIR = "/task"
-SANDBOX_UID = 1000
-SANDBOX_GID = 1000
 SANDBOX_USER = "task"
 SANDBOX_HOSTNAME = "task"
 # Each private tmpfs (/tmp and the work directory) holds at most this much by default; tmpfs
@@ -52,24 +52,30 @@ MODE_ON = "on"
 MODE_OFF = "off"
 DEFAULT_BWRAP = "bwrap"
 
-# Read-only pieces of the host's /etc a command needs to run (dynamic linker cache, name
-# service switch, alternatives symlinks for awk & co, CA certificates, the time zone). The
-# rest of /etc (hostname, hosts, resolv.conf, machine-id, anything an operator put there)
-# stays out; passwd, group and hosts are generated.
-ETC_READ_ONLY = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/nsswitch.conf",
-    "/etc/alternatives",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/pki",
-    "/etc/localtime",
-    "/etc/timezone",
-    "/etc/os-release",
-    "/etc/mime.types",
+# What a command needs from the host's /etc (dynamic linker cache, name service switch,
+# alternatives symlinks for awk & co, CA certificates, the time zone), copied once per worker
+# process into a directory the sandboxes get read-only as their /etc: one bind mount per run
+# instead of one per file. Symlinks stay symlinks (they point into /usr). Nothing else of
+# /etc (hostname, resolv.conf, machine-id, ssl/private, anything an operator put there);
+# passwd, group and hosts are generated.
+ETC_COPIED = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "nsswitch.conf",
+    "alternatives",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/ca-trust/extracted",
+    "localtime",
+    "timezone",
+    "os-release",
+    "mime.types",
 )
+ETC_DIR_PREFIX = "task-run-etc-"
 # Top-level directories that merged-/usr systems turn into symlinks into /usr.
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -124,10 +130,10 @@ def probe_bubblewrap(
     from .spawn import sandboxed_argv  # spawn imports this module: break the cycle here
 
     with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
-        argv = sandboxed_argv(["true"], limits=[], files=files, network=NETWORK_NONE, run_as=run_as)
+        argv = sandboxed_argv(["true"], limits=[], files=files, network=NETWORK_NONE, bwrap=bwrap)
         try:
             probe = subprocess.run(
-                argv,
+                [*drop_privileges_argv(run_as), *argv],
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=10,
@@ -147,6 +153,17 @@ def probe_bubblewrap(
             "probably disabled for this process",
         )
     return SandboxStatus(MODE_ON, True, f"bubblewrap at {bwrap}")
+
+
+def drop_privileges_argv(run_as: tuple[int, int] | None) -> list[str]:
+    """``setpriv`` to start the chain as ``run_as`` (uid, gid): only a root worker has one.
+    An exec of setpriv is cheaper than Popen's own ``user=``, which rules out vfork and
+    forks the whole worker."""
+    if run_as is None:
+        return []
+    uid, gid = run_as
+    setpriv = tool_path("setpriv") or "setpriv"
+    return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
 
 def sandbox_status(
@@ -170,6 +187,48 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
+@lru_cache(maxsize=4)
+def sandbox_etc(identity: tuple[int, int]) -> str:
+    """The sandboxes' /etc for this process, built on first use, removed at exit.
+
+    ``identity``: the (uid, gid) the sandbox runs as, named `task` in its passwd. bwrap maps
+    it to itself (no ``--uid``): another uid inside would make bwrap nest a second user
+    namespace on every run, which costs time and buys nothing here."""
+    # A root worker's sandboxes run as another user, who must be able to reach the
+    # directory: the system's /tmp, not a TMPDIR that may sit under a private directory.
+    root = tempfile.mkdtemp(prefix=ETC_DIR_PREFIX, dir="/tmp" if os.geteuid() == 0 else None)  # noqa: S108
+    atexit.register(shutil.rmtree, root, True)
+    for name in ETC_COPIED:
+        source = os.path.join("/etc", name)
+        target = os.path.join(root, name)
+        if not os.path.lexists(source):
+            continue
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target)
+            elif os.path.isdir(source):
+                shutil.copytree(source, target, symlinks=True)
+            else:
+                shutil.copy2(source, target)
+        except OSError:
+            continue  # unreadable to this user: the sandbox goes without it
+    generated = {
+        "passwd": _passwd(*identity),
+        "group": _group(identity[1]),
+        "hosts": b"127.0.0.1 localhost\n::1 localhost\n",
+        # Used with egress only: slirp4netns answers DNS there, forwarding to the host's.
+        "resolv.conf": b"nameserver 10.0.2.3\n",
+    }
+    for name, data in generated.items():
+        with open(os.path.join(root, name), "wb") as fh:
+            fh.write(data)
+    # Readable by the sandbox's user (a root worker starts sandboxes as another user).
+    for directory, _dirs, _files in os.walk(root):
+        os.chmod(directory, 0o755)  # noqa: S103 (nothing secret in it; the tasks read it)
+    return root
+
+
 class SandboxFiles:
     """The per-run files bwrap copies into the sandbox, as memfds (nothing on disk).
 
@@ -179,12 +238,6 @@ class SandboxFiles:
     def __init__(self, *, network: str, upstream: bytes | None) -> None:
         self._entries: list[tuple[str, str, int]] = []  # (bwrap option, destination, fd)
         try:
-            self._add("--ro-bind-data", "/etc/passwd", _passwd())
-            self._add("--ro-bind-data", "/etc/group", _group())
-            self._add("--ro-bind-data", "/etc/hosts", b"127.0.0.1 localhost\n::1 localhost\n")
-            if network == NETWORK_EGRESS:
-                # slirp4netns answers DNS on this address and forwards to the host's resolver.
-                self._add("--ro-bind-data", "/etc/resolv.conf", b"nameserver 10.0.2.3\n")
             if upstream is not None:
                 self._add("--file", f"{SANDBOX_WORKDIR}/upstream_results.json", upstream)
             self.seccomp_fd: int | None = None
@@ -226,19 +279,23 @@ class SandboxFiles:
         self.close()
 
 
-def _passwd() -> bytes:
-    return (
-        f"root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-        f"{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_GID}:task:{SANDBOX_WORKDIR}:/bin/sh\n"
-        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-    ).encode()
+def _passwd(uid: int, gid: int) -> bytes:
+    lines = [f"{SANDBOX_USER}:x:{uid}:{gid}:task:{SANDBOX_WORKDIR}:/bin/sh"]
+    if uid != 65534:
+        lines.append("nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin")
+    return ("\n".join(lines) + "\n").encode()
 
 
-def _group() -> bytes:
-    return f"root:x:0:\n{SANDBOX_USER}:x:{SANDBOX_GID}:\nnogroup:x:65534:\n".encode()
+def _group(gid: int) -> bytes:
+    lines = [f"{SANDBOX_USER}:x:{gid}:"]
+    if gid != 65534:
+        lines.append("nogroup:x:65534:")
+    return ("\n".join(lines) + "\n").encode()
 
 
-def filesystem_options(*, scratch_bytes: int = DEFAULT_SCRATCH_BYTES) -> list[str]:
+def filesystem_options(
+    *, identity: tuple[int, int], scratch_bytes: int = DEFAULT_SCRATCH_BYTES
+) -> list[str]:
     """bwrap options for the read-only system view and the private scratch space."""
     options = ["--ro-bind", "/usr", "/usr"]
     for path in SYSTEM_DIRS:
@@ -246,9 +303,7 @@ def filesystem_options(*, scratch_bytes: int = DEFAULT_SCRATCH_BYTES) -> list[st
             options += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             options += ["--ro-bind", path, path]
-    options += ["--dir", "/etc"]
-    for path in ETC_READ_ONLY:
-        options += ["--ro-bind-try", path, path]
+    options += ["--ro-bind", sandbox_etc(identity), "/etc"]
     options += [
         "--proc",
         "/proc",
@@ -276,10 +331,6 @@ def namespace_options() -> list[str]:
         "--unshare-uts",
         "--unshare-cgroup",
         "--unshare-net",
-        "--uid",
-        str(SANDBOX_UID),
-        "--gid",
-        str(SANDBOX_GID),
         "--hostname",
         SANDBOX_HOSTNAME,
         "--cap-drop",
