@@ -540,3 +540,69 @@ def test_dispatcher_runs_shell_and_rejects_bad_config() -> None:
     assert bad.error_class == "invalid_config"
     assert bad.transient is False
     assert "handler.command" in bad.error_message
+
+
+def test_without_bubblewrap_shell_runs_fail_permanently_and_nothing_runs(tmp_path: Any) -> None:
+    marker = tmp_path / "ran-unsandboxed"
+    ctx, _ = make_ctx()
+    outcome = run_shell(
+        shell("touch", str(marker)), ctx, sandbox=ShellSandbox(bwrap="/nonexistent/bwrap")
+    )
+    assert (outcome.status, outcome.error_class, outcome.transient) == (
+        "failed",
+        "sandbox_unavailable",
+        False,
+    )
+    assert "WORKER_SHELL_SANDBOX=off" in outcome.error_message
+    assert not marker.exists()  # no silent fallback to an unsandboxed run
+
+
+def test_egress_is_refused_unless_the_tenant_is_allowed_it() -> None:
+    ctx, sink = make_ctx()
+    outcome = run_shell(shell("echo", "ran", network="egress"), ctx)
+    assert (outcome.status, outcome.error_class, outcome.transient) == (
+        "failed",
+        "egress_not_allowed",
+        False,
+    )
+    assert sink.stream("stdout") == []
+
+
+def test_without_network_no_socket_but_unix_can_be_created() -> None:
+    probe = (
+        "import errno, socket\n"
+        "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_DGRAM)\n"
+        "        print('created', family)\n"
+        "    except OSError as error:\n"
+        "        print('refused', errno.errorcode[error.errno])\n"
+        "a, b = socket.socketpair(); a.send(b'x'); print('unix', b.recv(1).decode())\n"
+    )
+    ctx, sink = make_ctx()
+    outcome = run_shell(shell("python3", "-c", probe), ctx)
+    assert outcome.status == "success", outcome.error_message
+    assert sink.stream("stdout") == ["refused EAFNOSUPPORT"] * 4 + ["unix x"]
+
+
+def test_egress_gives_the_sandbox_a_network_without_the_hosts_loopback() -> None:
+    probe = (
+        "import socket\n"
+        "for host, port in (('10.0.2.2', 6379), ('10.0.2.2', 5432)):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3); print('CONNECTED')\n"
+        "    except OSError as error:\n"
+        "        print('failed', error.errno)\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.0.2.3', 53))\n"
+        "print('address', s.getsockname()[0])\n"
+    )
+    ctx, sink = make_ctx()
+    outcome = run_shell(
+        shell("python3", "-c", probe, network="egress"),
+        ctx,
+        sandbox=ShellSandbox(egress_allowed=True),
+    )
+    assert outcome.status == "success", outcome.error_message
+    out = sink.stream("stdout")
+    assert out[-1] == "address 10.0.2.100"
+    assert out[:2] == ["failed 101", "failed 101"]  # ENETUNREACH: host loopback disabled
