@@ -33,6 +33,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -111,16 +112,31 @@ def tool_path(name: str) -> str | None:
     return shutil.which(name, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
 
 
-@lru_cache(maxsize=8)
+# A failed probe is tried again after this long (a start-up failure may be transient, e.g.
+# EAGAIN under load); a working sandbox is remembered for the life of the process.
+PROBE_RETRY_SECONDS = 30.0
+_probed: dict[tuple[tuple[int, int] | None, str], tuple[SandboxStatus, float]] = {}
+
+
 def probe_bubblewrap(
     run_as: tuple[int, int] | None = None, bwrap_name: str = DEFAULT_BWRAP
 ) -> SandboxStatus:
-    """Start one sandbox with this very profile (``true`` inside); cached per process.
+    """Start one sandbox with this very profile (``true`` inside), once per process.
 
     Being installed is not enough: user namespaces may be disabled by sysctl, by a container
     runtime's seccomp or AppArmor profile, or by a pod's security context, and bwrap then
     fails at start-up. Only running it tells.
     """
+    key = (run_as, bwrap_name)
+    known = _probed.get(key)
+    if known is not None and (known[0].available or time.monotonic() < known[1]):
+        return known[0]
+    status = _probe(run_as, bwrap_name)
+    _probed[key] = (status, time.monotonic() + PROBE_RETRY_SECONDS)
+    return status
+
+
+def _probe(run_as: tuple[int, int] | None, bwrap_name: str) -> SandboxStatus:
     bwrap = tool_path(bwrap_name)
     if bwrap is None:
         return SandboxStatus(MODE_ON, False, f"bubblewrap ({bwrap_name}) is not installed")
@@ -130,10 +146,12 @@ def probe_bubblewrap(
     from .spawn import sandboxed_argv  # spawn imports this module: break the cycle here
 
     with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
-        argv = sandboxed_argv(["true"], limits=[], files=files, network=NETWORK_NONE, bwrap=bwrap)
+        argv = sandboxed_argv(
+            ["true"], limits=[], files=files, network=NETWORK_NONE, run_as=run_as, bwrap=bwrap
+        )
         try:
             probe = subprocess.run(
-                [*drop_privileges_argv(run_as), *argv],
+                argv,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=10,
