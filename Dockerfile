@@ -7,6 +7,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_SETTINGS_MODULE=project.settings.production \
     SCHEDULER_VAR_DIR=/app/var
 WORKDIR /app
+# bubblewrap sandboxes shell tasks; slirp4netns gives the ones allowed egress a user-mode
+# network (prlimit and setpriv come with util-linux, already in the base image).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap slirp4netns \
+    && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY . .

@@ -49,6 +49,7 @@ class TenantAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Sandbox", {"fields": ["shell_egress_allowed"]}),
     ]
 
 

@@ -10,6 +10,11 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
 - scheduler.E005  SECRETS_KEY (encryption key for task secrets) missing, with production
                   settings.
 - scheduler.E006  pickle in the accepted content types: a broker message could run code.
+- scheduler.E130  WORKER_SHELL_SANDBOX is neither "on" nor "off".
+- scheduler.W131  the shell sandbox is on but bubblewrap cannot run on this host (missing, or
+                  user namespaces disabled): a worker here fails every shell run with
+                  error_class sandbox_unavailable.
+- scheduler.W132  WORKER_SHELL_SANDBOX=off: shell tasks run unsandboxed, as the worker's user.
 """
 
 from __future__ import annotations
@@ -146,3 +151,46 @@ def check_serializers(app_configs=None, **kwargs) -> list:
             id="scheduler.E006",
         )
     ]
+
+
+@register(Tags.security, deploy=False)
+def check_shell_sandbox(app_configs=None, **kwargs) -> list:
+    """Say which of on / off / unavailable a worker started here would run shell tasks with.
+
+    A warning, not an error: the web and beat processes share these settings but run no shell
+    task, and a host without bubblewrap is still a working scheduler for http/python tasks.
+    """
+    from workers.handlers.sandbox import MODE_OFF, MODE_ON
+    from workers.shell_sandbox import worker_sandbox_status
+
+    mode = settings.WORKER.get("SHELL_SANDBOX", MODE_ON)
+    if mode not in (MODE_ON, MODE_OFF):
+        return [
+            Error(
+                f"WORKER_SHELL_SANDBOX={mode!r} is not a known mode",
+                hint='Use "on" (the default) or "off".',
+                id="scheduler.E130",
+            )
+        ]
+    status = worker_sandbox_status()
+    if mode == MODE_OFF:
+        return [
+            Warning(
+                "WORKER_SHELL_SANDBOX=off: shell tasks run unsandboxed, as the worker's user, "
+                "with the worker's view of files and network",
+                hint="Only for a single-user machine. Install bubblewrap and remove the "
+                "setting to sandbox them.",
+                id="scheduler.W132",
+            )
+        ]
+    if not status.available:
+        return [
+            Warning(
+                f"shell sandbox unavailable: {status.detail}",
+                hint="Workers on this host fail shell runs (error_class sandbox_unavailable). "
+                "Install bubblewrap and allow unprivileged user namespaces (see the README, "
+                "'Shell sandbox').",
+                id="scheduler.W131",
+            )
+        ]
+    return []

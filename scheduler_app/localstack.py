@@ -107,6 +107,25 @@ def _stop_all(children: list[Child]) -> None:
             child.process.wait()
 
 
+def shell_sandbox_choice(env: dict[str, str], stdout) -> None:
+    """Keep the worker's shell sandbox on where bubblewrap works; on a machine where it
+    cannot run, turn it off for this single-user stack, saying so. An operator's explicit
+    WORKER_SHELL_SANDBOX is left alone."""
+    if env.get("WORKER_SHELL_SANDBOX"):
+        return
+    from workers.shell_sandbox import worker_sandbox_status
+
+    status = worker_sandbox_status()
+    if status.available:
+        return
+    env["WORKER_SHELL_SANDBOX"] = "off"
+    stdout.write(
+        f"WARNING: shell sandbox unavailable ({status.detail}); this local stack runs shell "
+        "tasks UNSANDBOXED as your user (WORKER_SHELL_SANDBOX=off). Install bubblewrap to "
+        "sandbox them.\n"
+    )
+
+
 def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
     var_dir = Path(settings.VAR_DIR)
     log_dir = var_dir / "logs"
@@ -115,6 +134,7 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     env["PYTHONUNBUFFERED"] = "1"
+    shell_sandbox_choice(env, stdout)
     python = sys.executable
     try:
         if not os.environ.get("REDIS_URL"):

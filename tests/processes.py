@@ -212,3 +212,31 @@ def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> 
     ]
     env = service_env(SCHEDULER_NODE_ID=node_id, **(env_overrides or {}))
     return _start(f"beat-{node_id}", argv, env)
+
+
+def unique_sleep_seconds() -> str:
+    """A `sleep` argument no other process on the machine has: tests find the processes a
+    sandboxed task started by it (pids inside a sandbox mean nothing outside)."""
+    import random
+
+    return f"{random.randint(500, 900)}.{random.randint(10**6, 10**7)}"
+
+
+def host_pids_running(marker: str) -> list[int]:
+    """Live (non-zombie) `sleep <marker>` processes on this host, wherever they run."""
+    found = []
+    wanted = f"sleep\0{marker}\0".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        is_sleep = cmdline.split(b"\0")[0].endswith(b"sleep")
+        if is_sleep and cmdline.endswith(wanted) and state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found

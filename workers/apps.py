@@ -15,3 +15,5 @@ class WorkersConfig(AppConfig):
             import_module(module)
         # Celery worker signal receivers (heartbeats, sticky queue, drain); inert elsewhere.
         import_module("workers.lifecycle")
+        # Every worker process makes itself undumpable (its environment holds the keys).
+        import_module("workers.hardening")

@@ -58,6 +58,14 @@ class Fleet:
     # -- registration and heartbeats ----------------------------------------------------
     def start(self) -> None:
         from scheduler_app.services.fleet import worker_executions_fail_lost
+        from workers.shell_sandbox import worker_sandbox_status
+
+        sandbox = worker_sandbox_status()
+        self.record.shell_sandbox = sandbox.describe()
+        if not sandbox.runs_shell_tasks:
+            logger.error("shell sandbox %s: shell tasks will fail", sandbox.describe())
+        elif sandbox.mode != "on":
+            logger.warning("shell sandbox %s", sandbox.describe())
 
         registry.counters_reset(self.record.hostname)
         # Same hostname as a worker that died: whatever it held is lost, not ours.

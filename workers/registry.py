@@ -52,6 +52,8 @@ class WorkerRecord:
     error_count: int = 0  # since the worker started
     completed_last_hour: int = 0
     errors_last_hour: int = 0
+    # How this worker runs shell tasks: "on (...)", "off (...)" or "unavailable: why".
+    shell_sandbox: str = ""
     extra: dict = field(default_factory=dict)
 
     def silent_for(self, now: float) -> float:

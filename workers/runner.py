@@ -45,6 +45,7 @@ from workers.handlers import mask_outcome, run_handler
 from workers.handlers.base import HandlerContext, HandlerOutcome
 from workers.live_logs import LiveLogSink
 from workers.run_watch import WatchedRun, run_watcher
+from workers.shell_sandbox import shell_sandbox_for
 
 logger = logging.getLogger(__name__)
 
@@ -234,6 +235,10 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
                 container_runtime=config["CONTAINER_RUNTIME"],
                 kill_grace_seconds=config["KILL_GRACE_SECONDS"],
                 shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
+                shell_sandbox=shell_sandbox_for(
+                    egress_allowed=execution.tenant.shell_egress_allowed
+                ),
+                celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
             )
         except _SecretUnavailable as error:
             handler_outcome = HandlerOutcome(

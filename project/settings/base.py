@@ -11,6 +11,7 @@ from project.settings.env import (
     env_float,
     env_int,
     env_list,
+    env_secret,
     env_str,
 )
 
@@ -18,7 +19,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("SCHEDULER_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = env_str("SECRET_KEY", "insecure-local-development-key-change-me-in-production")
+SECRET_KEY = env_secret("SECRET_KEY", "insecure-local-development-key-change-me-in-production")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
@@ -69,7 +70,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": database_from_url(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'scheduler.sqlite3'}"), base_dir=BASE_DIR
+        env_secret("DATABASE_URL", f"sqlite:///{VAR_DIR / 'scheduler.sqlite3'}"), base_dir=BASE_DIR
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -134,7 +135,7 @@ SPECTACULAR_SETTINGS = {
 # --- API access, quotas, fairness and secrets ---------------------------------
 # Fernet keys, comma separated: the first encrypts, all decrypt (rotation: put the new key
 # first, run `manage.py rotate_secrets`, then drop the old one). Default derived from SECRET_KEY.
-SECRETS_KEY = env_str("SECRETS_KEY", "")
+SECRETS_KEY = env_secret("SECRETS_KEY", "")
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
@@ -224,7 +225,19 @@ WORKER = {
     # long, or the batch four times this long (they are rung again, one each), so a slow
     # handler never holds the others back.
     "BATCH_SPILL_SECONDS": env_float("WORKER_BATCH_SPILL_SECONDS", 0.25),
+    # Shell tasks run in a bubblewrap sandbox ("on"). "off" runs them as plain processes of
+    # the worker's user, able to read what the worker can: only for a single-user machine.
+    # Where bubblewrap cannot run, "on" refuses shell runs (error_class sandbox_unavailable).
+    "SHELL_SANDBOX": env_str("WORKER_SHELL_SANDBOX", "on").strip().lower(),
+    # The bubblewrap executable: a name looked up in the system directories, or a path.
+    "SHELL_BWRAP": env_str("WORKER_SHELL_BWRAP", "bwrap"),
+    # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
+    "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
 }
+# `celery` handlers may send only these task names and queues, as "task" or "task@queue"
+# (empty: the celery handler can send nothing). The platform's own task names and tier
+# queues are refused even when listed: a tenant must not ring the platform's own workers.
+CELERY_HANDLER_TASKS = env_list("CELERY_HANDLER_TASKS", [])
 
 # --- Observability: /metrics, /readyz, dashboard, alerts and notifications -----
 MONITORING = {

@@ -13,6 +13,19 @@ def env_str(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+def env_secret(name: str, default: str = "") -> str:
+    """A secret from ``NAME_FILE`` (a file holding the value, as Docker and Kubernetes secrets
+    are mounted) or else from ``NAME``. A file keeps the value out of the process environment,
+    which anything able to read ``/proc/<pid>/environ`` of the worker would see; setting both
+    is refused, so nobody wonders which one won."""
+    path = os.environ.get(f"{name}_FILE")
+    if path in (None, ""):
+        return os.environ.get(name, default)
+    if os.environ.get(name) not in (None, ""):
+        raise ValueError(f"set {name} or {name}_FILE, not both")
+    return Path(path).read_text(encoding="utf-8").strip()
+
+
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     return int(raw) if raw not in (None, "") else default

@@ -8,14 +8,14 @@ scheduler's own checks (scheduler_app/checks.py) refuse a missing SECRET_KEY or 
 from __future__ import annotations
 
 from project.settings.base import *  # noqa: F403
-from project.settings.env import env_bool, env_int, env_list, env_str
+from project.settings.env import env_bool, env_int, env_list, env_secret
 
 SCHEDULER_PRODUCTION = True
 DEBUG = False
 # A missing key becomes a marker that check scheduler.E004 names, instead of Django's bare
 # ImproperlyConfigured traceback.
-SECRET_KEY = env_str("SECRET_KEY", "") or "missing"
-SECRETS_KEY = env_str("SECRETS_KEY", "")
+SECRET_KEY = env_secret("SECRET_KEY", "") or "missing"
+SECRETS_KEY = env_secret("SECRETS_KEY", "")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
 
 # Behind a TLS-terminating proxy (the usual deployment): trust its X-Forwarded-Proto.

@@ -21,6 +21,9 @@ class Tenant(models.Model):
     max_concurrent_runs = models.PositiveIntegerField(default=100)
     max_runs_per_hour = models.PositiveIntegerField(default=10_000)
     max_compute_minutes_per_month = models.PositiveIntegerField(default=50_000)
+    # Shell tasks of this tenant may ask for `"network": "egress"` (outbound internet through
+    # a user-mode network; see the README). Off by default: the platform operator decides.
+    shell_egress_allowed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["slug"]

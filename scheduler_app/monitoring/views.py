@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from scheduler_app.monitoring.metrics import SchedulerCollector
 from scheduler_app.monitoring.system import readiness
+from scheduler_app.monitoring.workers import shell_sandbox_by_worker
 
 
 def _authorized(request: HttpRequest) -> bool:
@@ -45,6 +46,12 @@ def readyz_view(request: HttpRequest) -> JsonResponse:
         checks["leader"] = f"ignored ({checks['leader']})"
     failing = [name for name, state in checks.items() if state != "ok" and "ignored" not in state]
     return JsonResponse(
-        {"status": "ok" if not failing else "unavailable", "checks": checks},
+        {
+            "status": "ok" if not failing else "unavailable",
+            "checks": checks,
+            # Informational, not a readiness condition of this process: which workers run
+            # shell tasks sandboxed, unsandboxed, or cannot run them at all.
+            "shell_sandbox": shell_sandbox_by_worker(),
+        },
         status=200 if not failing else 503,
     )

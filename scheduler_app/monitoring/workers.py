@@ -73,3 +73,20 @@ def worker_list(*, now: float | None = None) -> list[WorkerInfo]:
         )
         for record in sorted(worker_records(), key=lambda r: r.hostname)
     ]
+
+
+def shell_sandbox_by_worker(*, now: float | None = None) -> dict[str, str]:
+    """How each live worker runs shell tasks ("on (...)", "off (...)", "unavailable: why"),
+    as it reported at start; {} when Redis is unreachable (readiness says so already)."""
+    import redis
+
+    now = time.time() if now is None else now
+    try:
+        records = worker_records()
+    except redis.RedisError:
+        return {}
+    return {
+        record.hostname: record.shell_sandbox
+        for record in records
+        if _state(record, now) in ALIVE_STATES and record.shell_sandbox
+    }

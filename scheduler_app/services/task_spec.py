@@ -81,6 +81,7 @@ def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
             dict(handler),
             python_registry_names=registered_names(),
             container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
+            celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
         )
     except HandlerConfigError as error:
         raise ValidationFailed(error.message, field=error.field) from error

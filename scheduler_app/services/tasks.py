@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
 from scheduler_app.dispatch import Doorbell, publish
-from scheduler_app.errors import Conflict, NotFound
+from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import first_fire_after
@@ -48,9 +48,22 @@ def _check_policies(task: TaskDefinition) -> None:
     )
 
 
+def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
+    """`"network": "egress"` only for a tenant the operator allowed it (the worker checks it
+    again at run time, so a tenant whose right is withdrawn runs nothing with egress)."""
+    config = fields.get("handler_config") or {}
+    if config.get("network") == "egress" and not tenant.shell_egress_allowed:
+        raise ValidationFailed(
+            'network "egress" is not allowed for this tenant; the platform operator can '
+            "allow it (tenant setting shell_egress_allowed)",
+            field="handler.network",
+        )
+
+
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=now)
+    _check_network_allowed(tenant, fields)
     task = TaskDefinition(
         id=uuid.uuid4(),
         tenant=tenant,
@@ -71,6 +84,7 @@ def task_update(
     """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
+    _check_network_allowed(task.tenant, fields)
     if not partial:
         defaults = TaskDefinition()
         for name in (

@@ -90,3 +90,14 @@ def test_check_deploy_names_missing_keys():
     result = _check_deploy({"ALLOWED_HOSTS": "x.example.com", "DATABASE_URL": "sqlite:///:memory:"})
     assert result.returncode != 0
     assert "scheduler.E004" in result.stderr and "scheduler.E005" in result.stderr
+
+
+def test_the_shell_sandbox_check_says_which(settings):
+    assert checks.check_shell_sandbox() == []  # bubblewrap works here: nothing to say
+    settings.WORKER = {**settings.WORKER, "SHELL_BWRAP": "/nonexistent/bwrap"}
+    (unavailable,) = checks.check_shell_sandbox()
+    assert unavailable.id == "scheduler.W131" and "not installed" in unavailable.msg
+    settings.WORKER = {**settings.WORKER, "SHELL_SANDBOX": "off"}
+    assert _ids(checks.check_shell_sandbox()) == {"scheduler.W132"}
+    settings.WORKER = {**settings.WORKER, "SHELL_SANDBOX": "of"}
+    assert _ids(checks.check_shell_sandbox()) == {"scheduler.E130"}

@@ -173,6 +173,9 @@ def test_every_variable_the_compose_file_and_settings_read_is_documented():
         used |= set(
             re.findall(r"env_(?:str|int|float|bool|list)\(\s*\"([A-Z0-9_]+)\"", path.read_text())
         )
+        # A secret is also read from NAME_FILE.
+        for name in re.findall(r"env_secret\(\s*\"([A-Z0-9_]+)\"", path.read_text()):
+            used |= {name, f"{name}_FILE"}
     assert used - documented == set()
 
 
@@ -256,3 +259,22 @@ def test_the_env_file_never_goes_into_the_image():
         if line.strip() and not line.startswith("#")
     }
     assert {".env", ".venv", ".git"} <= ignored
+
+
+def test_workers_get_what_bubblewrap_needs_and_nothing_more():
+    workers = [name for name in SERVICES if name.startswith("worker-")]
+    assert workers
+    for name in workers:
+        service = SERVICES[name]
+        assert set(service["security_opt"]) == {
+            "seccomp=unconfined",
+            "apparmor=unconfined",
+            "systempaths=unconfined",
+            "no-new-privileges:true",
+        }
+        assert service["cap_drop"] == ["ALL"]
+        assert "cap_add" not in service and not service.get("privileged")
+        assert "user" not in service  # the image's non-root user
+    assert "security_opt" not in SERVICES["web"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "bubblewrap" in dockerfile and "slirp4netns" in dockerfile

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.conf import settings
 
 from tests.processes import broker_key_prefix, start_beat, start_worker
 
@@ -32,7 +33,13 @@ def shared_worker(django_db_setup, django_db_blocker):
     worker = start_worker(
         name="w-main",
         concurrency=4,
-        env_overrides={**FAST_WORKER, "BROKER_KEY_PREFIX": prefix},
+        # The worker holds the platform's keys in its environment, as in production (the same
+        # values as this process): the hostile-tenant tests check that no task can read them.
+        env_overrides={
+            **FAST_WORKER,
+            "BROKER_KEY_PREFIX": prefix,
+            "SECRET_KEY": settings.SECRET_KEY,
+        },
     )
     yield worker, prefix
     worker.stop()

@@ -9,7 +9,7 @@ import pytest
 from dags.models import DagNodeState, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import TaskDefinition, TaskExecution
 from tests.integration.conftest import dump_logs
 from tests.processes import wait_until
 
@@ -250,16 +250,17 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     assert DagNodeState.objects.get(run=run, node_id="slow").execution_id != slow_exec
 
 
-def test_re_run_from_the_failed_nodes(tenant, live_worker, tmp_path):
+def test_re_run_from_the_failed_nodes(tenant, live_worker):
     from dags.services.runs import dag_run_rerun
 
-    flag = tmp_path / "ready"
+    # The gate opens once its task's parameters say so (the test flips them before re-run).
     gate = {
         "type": "shell",
         "command": [
             "python3",
             "-c",
-            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
+            "import json, os, sys; "
+            "sys.exit(0 if json.loads(os.environ['TASK_PARAMETERS']).get('open') else 3)",
         ],
     }
     tasks = [
@@ -272,7 +273,8 @@ def test_re_run_from_the_failed_nodes(tenant, live_worker, tmp_path):
     assert run.status == "partially_completed"
     assert nodes["gate"].status == "failed" and nodes["after"].status == "upstream_failed"
     first_exec = nodes["first"].execution_id
-    flag.write_text("go")
+    gate_task_id = TaskExecution.objects.get(id=nodes["gate"].execution_id).task_id
+    TaskDefinition.objects.filter(id=gate_task_id).update(parameters={"open": True})
     dag_run_rerun(run=run)
     wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
     nodes = {s.node_id: s for s in DagNodeState.objects.filter(run=run)}

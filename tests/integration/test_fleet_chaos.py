@@ -29,6 +29,11 @@ pytestmark = [
 ]
 
 
+# The ledger is a file of this host, which a sandboxed shell task cannot write (by design):
+# these workers run shell tasks unsandboxed. Delivery is the point here, not the sandbox.
+LEDGER_WORKER = {"WORKER_SHELL_SANDBOX": "off"}
+
+
 def _ledger_task(tenant, ledger, *, name: str, seconds: float):
     script = f'echo "$TASK_EXECUTION_ID $TASK_ATTEMPT" >> {ledger}; sleep {seconds}'
     return make_task(
@@ -52,8 +57,8 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
     ledger = tmp_path / "ledger.txt"
     task = _ledger_task(tenant, ledger, name="ledgered", seconds=0.2)
     beat = start_beat(node_id="chaos", env_overrides={**FLEET_BEAT, "SCHEDULER_REQUEUE_GRACE": "8"})
-    victim = fleet_worker("victim", concurrency=4)
-    survivor = fleet_worker("survivor", concurrency=4)
+    victim = fleet_worker("victim", concurrency=4, **LEDGER_WORKER)
+    survivor = fleet_worker("survivor", concurrency=4, **LEDGER_WORKER)
     victim_name = hostname_of(victim)
     try:
         for _ in range(200):
@@ -131,7 +136,10 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         schedule={"type": "manual"},
         handler={"type": "shell", "command": ["sh", "-c", script, "sh", "60"]},
     )
-    draining = fleet_worker("drain", concurrency=2, WORKER_SHUTDOWN_DEADLINE_SECONDS="3")
+    # The marker files live on this host: unsandboxed workers (see LEDGER_WORKER).
+    draining = fleet_worker(
+        "drain", concurrency=2, WORKER_SHUTDOWN_DEADLINE_SECONDS="3", **LEDGER_WORKER
+    )
     drain_name = hostname_of(draining)
     other = None
     try:
@@ -149,7 +157,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         )
         terminate_main(draining)
         signalled = time.monotonic()
-        other = fleet_worker("other", concurrency=2)
+        other = fleet_worker("other", concurrency=2, **LEDGER_WORKER)
         wait_until(
             lambda: TaskExecution.objects.filter(id=quick_run.id, status="success").exists(),
             timeout=20,
@@ -191,7 +199,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
     ledger = tmp_path / "ledger.txt"
     task = _ledger_task(tenant, ledger, name="rolling", seconds=0.3)
     beat = start_beat(node_id="roll", env_overrides={**FLEET_BEAT, "SCHEDULER_REQUEUE_GRACE": "8"})
-    env = {"WORKER_SHUTDOWN_DEADLINE_SECONDS": "2"}
+    env = {"WORKER_SHUTDOWN_DEADLINE_SECONDS": "2", **LEDGER_WORKER}
     workers = [fleet_worker(f"roll-a{i}", concurrency=3, **env) for i in range(2)]
     started = list(workers)
     try:

@@ -24,6 +24,17 @@ def beat_db(tmp_path) -> str:
     return f"sqlite:///{path}"
 
 
+@pytest.fixture(autouse=True)
+def listed_tasks(settings):
+    """The operator lists the old project's tasks (the celery handler sends nothing else)."""
+    settings.CELERY_HANDLER_TASKS = [
+        "reports.tasks.nightly@reports",
+        "cache.tasks.refresh",
+        "marketing.tasks.launch@default",
+        "misc.tasks.six",
+    ]
+
+
 def _run(tenant, beat_db, *extra) -> str:
     out = StringIO()
     call_command(
@@ -38,6 +49,13 @@ def test_dry_run_shows_the_plan_and_writes_nothing(tenant, beat_db):
     assert "not converted: open-shutters: solar schedules" in output
     assert "4 to create (dry run), 3 not converted" in output
     assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+
+
+def test_a_task_not_in_celery_handler_tasks_is_reported_not_imported(tenant, beat_db, settings):
+    settings.CELERY_HANDLER_TASKS = ["cache.tasks.refresh"]
+    output = _run(tenant, beat_db, "--dry-run")
+    assert "would create: refresh-cache" in output
+    assert "not converted: nightly-report" in output and "CELERY_HANDLER_TASKS" in output
 
 
 def test_every_kind_is_converted_or_reported(tenant, beat_db):

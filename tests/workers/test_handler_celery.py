@@ -16,9 +16,13 @@ from workers.handlers import (
 )
 from workers.handlers.base import BufferedLogSink
 
+ALLOWED = ("proj.tasks.report", "a.b", "reports.nightly@legacy")
 
-def _validate(config):
-    return validate_handler_config(config, python_registry_names=(), container_runtime=None)
+
+def _validate(config, allowed=ALLOWED):
+    return validate_handler_config(
+        config, python_registry_names=(), container_runtime=None, celery_allowed_tasks=allowed
+    )
 
 
 def test_valid_config_is_normalised_with_the_default_queue():
@@ -48,6 +52,61 @@ def test_invalid_configs_name_the_field(config, field):
     assert error.value.field == field
 
 
+def test_nothing_may_be_sent_while_celery_handler_tasks_is_empty():
+    with pytest.raises(HandlerConfigError) as error:
+        _validate({"type": "celery", "task": "proj.tasks.report"}, allowed=())
+    assert error.value.field == "handler.task"
+    assert "CELERY_HANDLER_TASKS" in error.value.message
+
+
+def test_a_listed_task_goes_only_to_its_listed_queue():
+    assert _validate({"type": "celery", "task": "reports.nightly", "queue": "legacy"})["queue"]
+    for queue in ("celery", "other"):
+        with pytest.raises(HandlerConfigError) as error:
+            _validate({"type": "celery", "task": "reports.nightly", "queue": queue})
+        assert error.value.field == "handler.task"
+
+
+@pytest.mark.parametrize(
+    "task",
+    ["workers.tasks.run_execution", "scheduler_app.tasks.fire", "dags.tasks.x", "celery.ping"],
+)
+def test_the_platforms_own_tasks_are_refused_even_when_listed(task):
+    with pytest.raises(HandlerConfigError) as error:
+        _validate({"type": "celery", "task": task}, allowed=(task,))
+    assert error.value.field == "handler.task"
+
+
+@pytest.mark.parametrize("queue", ["critical", "normal", "bulk", "worker.celery@host-1"])
+def test_the_platforms_queues_are_refused_even_when_listed(queue):
+    with pytest.raises(HandlerConfigError) as error:
+        _validate({"type": "celery", "task": "a.b", "queue": queue}, allowed=(f"a.b@{queue}",))
+    assert error.value.field == "handler.queue"
+
+
+def test_the_refused_queues_are_the_platforms_tiers():
+    from scheduler_app.choices import TIERS
+    from workers.handlers.validation import PLATFORM_QUEUES
+
+    assert set(PLATFORM_QUEUES) == set(TIERS)
+
+
+def test_the_worker_refuses_an_unlisted_task_at_run_time_and_sends_nothing():
+    sent = []
+    outcome = run_handler(
+        {"type": "celery", "task": "workers.tasks.run_execution", "args": ["x"]},
+        _context(),
+        celery_send_task=lambda *a, **k: sent.append(a),
+        celery_allowed_tasks=("workers.tasks.run_execution",),
+    )
+    assert (outcome.status, outcome.error_class, outcome.transient) == (
+        "failed",
+        "invalid_config",
+        False,
+    )
+    assert sent == []
+
+
 def _context() -> HandlerContext:
     return HandlerContext(
         execution_id=str(uuid.uuid4()),
@@ -63,6 +122,7 @@ def test_sends_the_named_task_with_its_arguments_to_the_queue(redis_client):
     from project.celery import app
 
     queue = f"legacy-{uuid.uuid4().hex[:8]}"
+    allowed = (f"reports.nightly@{queue}",)
     config = {
         "type": "celery",
         "task": "reports.nightly",
@@ -70,7 +130,9 @@ def test_sends_the_named_task_with_its_arguments_to_the_queue(redis_client):
         "kwargs": {"r": "eu"},
         "queue": queue,
     }
-    outcome = run_handler(config, _context(), celery_send_task=app.send_task)
+    outcome = run_handler(
+        config, _context(), celery_send_task=app.send_task, celery_allowed_tasks=allowed
+    )
     assert outcome.status == "success", outcome.error_message
     raw = redis_client.lpop(queue)
     assert raw is not None and redis_client.llen(queue) == 0
@@ -83,7 +145,12 @@ def test_a_broker_error_is_a_transient_failure():
     def refuse(*args, **kwargs):
         raise ConnectionError("broker down")
 
-    outcome = run_handler({"type": "celery", "task": "a.b"}, _context(), celery_send_task=refuse)
+    outcome = run_handler(
+        {"type": "celery", "task": "a.b"},
+        _context(),
+        celery_send_task=refuse,
+        celery_allowed_tasks=ALLOWED,
+    )
     assert (outcome.status, outcome.error_class, outcome.transient) == (
         "failed",
         "celery_send",

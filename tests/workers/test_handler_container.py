@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 import threading
+from typing import Any
 
 import pytest
 
@@ -12,6 +15,7 @@ from workers.handlers.container import (
     NO_RUNTIME_MESSAGE,
     ContainerRuntimeError,
     build_container_argv,
+    container_resource_flags,
     run_container,
 )
 
@@ -30,22 +34,36 @@ def make_ctx() -> HandlerContext:
 CONFIG = {"type": "container", "image": "alpine:3.20", "command": ["echo", "hi"]}
 
 
+LOCKDOWN = [
+    "--network",
+    "none",
+    "--read-only",
+    "--tmpfs",
+    "/tmp",
+    "--cap-drop",
+    "ALL",
+    "--security-opt",
+    "no-new-privileges",
+    "--user",
+    "65534:65534",
+]
+
+
 def test_argv_puts_options_before_the_image_and_the_command_after_it() -> None:
     config = {**CONFIG, "environment": {"API_URL": "https://x", "MODE": "fast"}}
-    argv = build_container_argv(config, "podman")
+    env = {"API_URL": "https://x", "MODE": "fast", "TASK_ATTEMPT": "1"}
+    argv = build_container_argv(config, "podman", task_env=env)
     assert argv[:3] == ["podman", "run", "--rm"]
+    assert argv[3 : 3 + len(LOCKDOWN)] == LOCKDOWN
     assert argv[-3:] == ["alpine:3.20", "echo", "hi"]
-    options = argv[3:-3]
+    options = argv[3 + len(LOCKDOWN) : -3]
     pairs = list(zip(options[::2], options[1::2], strict=True))
     assert pairs == [
-        ("-e", "API_URL"),
-        ("-e", "MODE"),
-        ("-e", "TASK_PARAMETERS"),
-        ("-e", "TASK_EXECUTION_ID"),
-        ("-e", "TASK_ATTEMPT"),
+        ("-e", "API_URL=https://x"),
+        ("-e", "MODE=fast"),
+        ("-e", "TASK_ATTEMPT=1"),
+        ("--pids-limit", "4096"),
     ]
-    # Values travel through the runtime's environment, never through argv.
-    assert "https://x" not in argv
 
 
 def test_argv_without_command_ends_with_the_image() -> None:
@@ -66,7 +84,7 @@ def test_argv_interactive_and_resource_options() -> None:
         },
     }
     argv = build_container_argv(config, "docker", interactive=True)
-    assert argv[3] == "-i"
+    assert argv[3 + len(LOCKDOWN)] == "-i"
     joined = " ".join(argv)
     assert "--memory 268435456" in joined
     assert "--pids-limit 64" in joined
@@ -101,3 +119,66 @@ def test_dispatcher_reports_missing_runtime_as_invalid_config() -> None:
     assert outcome.transient is False
     assert NO_RUNTIME_MESSAGE in outcome.error_message
     assert outcome.error_message.startswith("handler.type")
+
+
+def test_resources_become_cpus_and_memory_flags() -> None:
+    flags = container_resource_flags({"cpu": 0.5, "memory_bytes": 256 * 1024**2})
+    assert flags[:4] == ["--cpus", "0.5", "--memory", str(256 * 1024**2)]
+
+
+def test_egress_gets_a_network_only_when_the_tenant_is_allowed() -> None:
+    config = {**CONFIG, "network": "egress"}
+    assert "bridge" in build_container_argv(config, "docker", egress_allowed=True)
+    assert build_container_argv(config, "docker", egress_allowed=False)[3:5] == [
+        "--network",
+        "none",
+    ]
+    refused = run_container(config, make_ctx(), container_runtime="docker")
+    assert (refused.status, refused.error_class) == ("failed", "egress_not_allowed")
+
+
+FAKE_RUNTIME = """#!{python}
+import json, os, sys
+with open({record!r}, "w") as fh:
+    json.dump({{"argv": sys.argv, "env": dict(os.environ)}}, fh)
+print(json.dumps({{"fake": "ran"}}))
+"""
+
+
+def test_the_tenants_environment_reaches_the_container_never_the_runtime_cli(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real executable named docker records what it was started with."""
+    record = tmp_path / "record.json"
+    runtime = tmp_path / "docker"
+    runtime.write_text(FAKE_RUNTIME.format(python=sys.executable, record=str(record)))
+    runtime.chmod(0o755)
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/operator-docker.sock")
+    monkeypatch.setenv("SECRET_KEY", "worker-secret-key-value")
+    config = {
+        **CONFIG,
+        "environment": {"DOCKER_HOST": "tcp://attacker.example:2375", "API_TOKEN": "t0ken"},
+        "resource_requirements": {"memory_bytes": 128 * 1024**2},
+    }
+    ctx = make_ctx()
+    outcome = run_handler(config, ctx, container_runtime=str(runtime))
+    assert outcome.status == "success", outcome.error_message
+    assert outcome.result == {"fake": "ran"}
+    seen = json.loads(record.read_text())
+    # The CLI talks to the operator's daemon, whatever the task says.
+    assert seen["env"]["DOCKER_HOST"] == "unix:///run/operator-docker.sock"
+    assert "API_TOKEN" not in seen["env"]
+    assert "SECRET_KEY" not in seen["env"]
+    assert "TASK_PARAMETERS" not in seen["env"]
+    argv = seen["argv"]
+    assert argv[1:3] == ["run", "--rm"]
+    assert argv[3 : 3 + len(LOCKDOWN)] == LOCKDOWN
+    assert argv[argv.index("DOCKER_HOST=tcp://attacker.example:2375") - 1 :][:2] == [
+        "-e",
+        "DOCKER_HOST=tcp://attacker.example:2375",
+    ]
+    assert "API_TOKEN=t0ken" in argv
+    assert "--memory" in argv and argv[argv.index("--memory") + 1] == str(128 * 1024**2)
+    assert argv[-3:] == ["alpine:3.20", "echo", "hi"]
+    # The logged command line names the variables but not their values.
+    assert "t0ken" not in ctx.log.text()

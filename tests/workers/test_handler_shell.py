@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.processes import host_pids_running, unique_sleep_seconds
 from workers.handlers import run_handler
 from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.shell import (
@@ -20,10 +21,13 @@ from workers.handlers.shell import (
     MAX_LOG_LINE_BYTES,
     SAFE_PATH,
     WORKDIR_PREFIX,
+    ShellSandbox,
     live_group_members,
     remove_stale_workdirs,
     run_shell,
 )
+
+UNSANDBOXED = ShellSandbox(mode="off")
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +63,14 @@ def make_ctx(**overrides: Any) -> tuple[HandlerContext, Any]:
 
 def shell(*argv: str, **extra: Any) -> dict[str, Any]:
     return {"type": "shell", "command": list(argv), **extra}
+
+
+def assert_processes_gone(marker: str) -> None:
+    # SIGKILL delivery and the pid namespace's teardown are asynchronous: poll, with a deadline.
+    deadline = time.monotonic() + 10
+    while host_pids_running(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_pids_running(marker) == []
 
 
 def assert_group_gone(pgid: int) -> None:
@@ -111,9 +123,18 @@ def test_non_zero_exit_is_a_transient_failure_with_last_stderr_line() -> None:
     assert sink.stream("stderr") == ["first", "disk on fire"]
 
 
-def test_killed_by_signal_reports_negative_exit_code() -> None:
+def test_killed_by_signal_reports_the_shell_style_exit_code_and_names_the_signal() -> None:
+    # Inside the sandbox bwrap reports a command killed by signal n as 128 + n.
     ctx, _ = make_ctx()
     outcome = run_shell(shell("sh", "-c", "kill -9 $$"), ctx)
+    assert outcome.status == "failed"
+    assert outcome.exit_code == 128 + 9
+    assert "SIGKILL" in outcome.error_message
+
+
+def test_unsandboxed_killed_by_signal_reports_negative_exit_code() -> None:
+    ctx, _ = make_ctx()
+    outcome = run_shell(shell("sh", "-c", "kill -9 $$"), ctx, sandbox=UNSANDBOXED)
     assert outcome.status == "failed"
     assert outcome.exit_code == -9
     assert "SIGKILL" in outcome.error_message
@@ -174,52 +195,73 @@ def test_large_upstream_results_do_not_deadlock_a_command_that_ignores_stdin() -
     assert outcome.status == "success"
 
 
-def test_timeout_kills_the_whole_process_group_including_grandchildren() -> None:
+def test_timeout_kills_the_whole_sandbox_including_grandchildren() -> None:
     ctx, sink = make_ctx(timeout_seconds=1)
-    # The grandchild ignores SIGTERM, so only the SIGKILL after the grace period ends it.
-    script = "echo $$; (trap '' TERM; sleep 100) & sleep 100 & wait"
+    marker = unique_sleep_seconds()
+    # The grandchild ignores SIGTERM; the sandbox's end takes it along all the same.
+    script = f"(trap '' TERM; sleep {marker}) & sleep {marker} & wait"
     started = time.monotonic()
     outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=0.5)
     elapsed = time.monotonic() - started
     assert outcome.status == "timed_out"
     assert outcome.error_class == "timeout"
     assert outcome.transient is True
-    assert outcome.exit_code is not None and outcome.exit_code < 0
+    assert outcome.exit_code is not None and outcome.exit_code != 0
     assert elapsed < 6
-    pgid = int(sink.stream("stdout")[0])
-    assert_group_gone(pgid)
+    assert_processes_gone(marker)
     system = " ".join(sink.stream("system"))
     assert "SIGTERM" in system
 
 
+def test_timeout_sends_sigterm_to_the_task_first() -> None:
+    ctx, sink = make_ctx(timeout_seconds=1)
+    script = "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.1; done"
+    outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=5)
+    assert outcome.status == "timed_out"
+    assert sink.stream("stdout") == ["got-term"]
+    assert outcome.exit_code == 7
+
+
+def test_unsandboxed_timeout_kills_the_whole_process_group_including_grandchildren() -> None:
+    ctx, sink = make_ctx(timeout_seconds=1)
+    script = "echo $$; (trap '' TERM; sleep 100) & sleep 100 & wait"
+    outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=0.5, sandbox=UNSANDBOXED)
+    assert outcome.status == "timed_out"
+    assert outcome.exit_code is not None and outcome.exit_code < 0
+    assert_group_gone(int(sink.stream("stdout")[0]))
+
+
 def test_timeout_escalates_to_sigkill_for_a_leader_ignoring_sigterm() -> None:
     ctx, sink = make_ctx(timeout_seconds=0.5)
-    script = "trap '' TERM; echo $$; while :; do sleep 0.1; done"
+    marker = unique_sleep_seconds()
+    script = f"trap '' TERM; sleep {marker} & while :; do sleep 0.1; done"
     started = time.monotonic()
     outcome = run_shell(shell("sh", "-c", script), ctx, kill_grace_seconds=0.5)
     assert outcome.status == "timed_out"
-    assert outcome.exit_code == -9
+    assert outcome.exit_code == -9  # the sandbox itself (bwrap) was killed
     assert time.monotonic() - started < 5
     assert "SIGKILL" in " ".join(sink.stream("system"))
-    assert_group_gone(int(sink.stream("stdout")[0]))
+    assert_processes_gone(marker)
 
 
 def test_background_children_left_behind_are_killed_and_do_not_hang_the_worker() -> None:
-    ctx, sink = make_ctx(timeout_seconds=30)
+    ctx, _ = make_ctx(timeout_seconds=30)
+    marker = unique_sleep_seconds()
     started = time.monotonic()
-    outcome = run_shell(shell("sh", "-c", "echo $$; sleep 100 & echo started"), ctx)
+    outcome = run_shell(shell("sh", "-c", f"sleep {marker} & echo started"), ctx)
     assert outcome.status == "success"
     assert time.monotonic() - started < 5
-    assert_group_gone(int(sink.stream("stdout")[0]))
+    assert_processes_gone(marker)
 
 
 def test_cancel_event_kills_the_group_quickly() -> None:
-    ctx, sink = make_ctx(timeout_seconds=60)
+    ctx, _ = make_ctx(timeout_seconds=60)
     timer = threading.Timer(0.5, ctx.cancel_event.set)
     timer.start()
+    marker = unique_sleep_seconds()
     started = time.monotonic()
     try:
-        outcome = run_shell(shell("sh", "-c", "echo $$; sleep 100 & sleep 100"), ctx)
+        outcome = run_shell(shell("sh", "-c", f"sleep {marker} & sleep {marker}"), ctx)
     finally:
         timer.cancel()
     elapsed = time.monotonic() - started
@@ -227,7 +269,7 @@ def test_cancel_event_kills_the_group_quickly() -> None:
     assert outcome.error_class == "cancelled"
     assert outcome.transient is False
     assert elapsed < 0.5 + 2
-    assert_group_gone(int(sink.stream("stdout")[0]))
+    assert_processes_gone(marker)
 
 
 def test_cancel_before_start_runs_nothing(tmp_path: Any) -> None:
@@ -316,7 +358,7 @@ def test_memory_limit_contains_a_memory_hog() -> None:
     ctx, sink = make_ctx()
     hog = "x = bytearray(1024 * 1024 * 1024); print('allocated')"
     outcome = run_shell(
-        shell(sys.executable, "-c", hog, resource_requirements={"memory_bytes": 300 * 1024**2}),
+        shell("python3", "-c", hog, resource_requirements={"memory_bytes": 300 * 1024**2}),
         ctx,
     )
     assert outcome.status == "failed"
@@ -337,14 +379,14 @@ def test_default_and_explicit_limits_are_applied_in_the_child() -> None:
     assert sink.stream("stdout") == ["64"]
 
 
-def test_child_has_parent_death_signal_set() -> None:
+def test_unsandboxed_child_has_parent_death_signal_set() -> None:
     ctx, _ = make_ctx()
     probe = (
         "import ctypes, json; v = ctypes.c_int(); "
         "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); "
         "print(json.dumps({'pdeathsig': v.value}))"
     )
-    outcome = run_shell(shell(sys.executable, "-c", probe), ctx)
+    outcome = run_shell(shell(sys.executable, "-c", probe), ctx, sandbox=UNSANDBOXED)
     assert outcome.status == "success"
     assert outcome.result == {"pdeathsig": 9}
 
@@ -352,7 +394,7 @@ def test_child_has_parent_death_signal_set() -> None:
 WORKER_SCRIPT = """
 import sys, threading
 from workers.handlers.base import HandlerContext
-from workers.handlers.shell import run_shell
+from workers.handlers.shell import ShellSandbox, run_shell
 
 class PrintSink:
     def write(self, stream, line):
@@ -362,23 +404,19 @@ ctx = HandlerContext(
     execution_id="e", attempt=1, timeout_seconds=60, parameters={},
     log=PrintSink(), cancel_event=threading.Event(),
 )
-run_shell({"command": ["sh", "-c", "echo $$; exec sleep 100"]}, ctx)
+mode, marker = sys.argv[1], sys.argv[2]
+run_shell(
+    {"command": ["sh", "-c", f"sleep {marker} & echo started; exec sleep {marker}"]},
+    ctx,
+    sandbox=ShellSandbox(mode=mode),
+)
 """
 
 
-def _is_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in (b"Z", b"X")
-
-
-def test_command_dies_with_the_worker(tmp_path: Any) -> None:
+def _start_worker_and_kill_it(tmp_path: Any, mode: str, marker: str) -> None:
     repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     worker = subprocess.Popen(
-        [sys.executable, "-c", WORKER_SCRIPT],
+        [sys.executable, "-c", WORKER_SCRIPT, mode, marker],
         stdout=subprocess.PIPE,
         text=True,
         # The killed worker cannot remove its working directory; keep it in tmp_path.
@@ -386,22 +424,54 @@ def test_command_dies_with_the_worker(tmp_path: Any) -> None:
     )
     try:
         assert worker.stdout is not None
-        child_pid = None
         for line in worker.stdout:
-            stream, _, text = line.rstrip("\n").partition(" ")
-            if stream == "stdout":
-                child_pid = int(text)
+            if line.startswith("stdout started"):
                 break
-        assert child_pid is not None and _is_alive(child_pid)
+        deadline = time.monotonic() + 10
+        while len(host_pids_running(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(host_pids_running(marker)) == 2
         worker.kill()  # SIGKILL: the worker gets no chance to clean up
         worker.wait()
-        deadline = time.monotonic() + 5
-        while _is_alive(child_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _is_alive(child_pid)
+        assert_processes_gone(marker)
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_the_sandbox_dies_with_the_worker(tmp_path: Any) -> None:
+    _start_worker_and_kill_it(tmp_path, "on", unique_sleep_seconds())
+    # Nothing of a sandboxed run is on the worker's disk.
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(WORKDIR_PREFIX)]
+
+
+def test_unsandboxed_command_dies_with_the_worker(tmp_path: Any) -> None:
+    marker = unique_sleep_seconds()
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT, "off", marker],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo_root, "TMPDIR": str(tmp_path)},
+    )
+    try:
+        assert worker.stdout is not None
+        for line in worker.stdout:
+            if line.startswith("stdout started"):
+                break
+        worker.kill()
+        worker.wait()
+        # Only the direct child has the parent-death signal: the background sleep, a
+        # grandchild, outlives the worker unsandboxed (one reason the sandbox exists).
+        deadline = time.monotonic() + 5
+        while len(host_pids_running(marker)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(host_pids_running(marker)) == 1
+    finally:
+        worker.kill()
+        worker.wait()
+        for pid in host_pids_running(marker):
+            os.kill(pid, 9)
 
     # The sweep a worker runs at start-up removes what the killed one left behind.
     (leftover,) = [p for p in tmp_path.iterdir() if p.name.startswith(WORKDIR_PREFIX)]
@@ -411,25 +481,35 @@ def test_command_dies_with_the_worker(tmp_path: Any) -> None:
     assert not leftover.exists()
 
 
-def test_runs_in_a_fresh_working_directory_that_is_removed() -> None:
+def test_runs_in_a_private_work_directory_with_nothing_left_on_the_host() -> None:
     ctx, sink = make_ctx()
     script = (
         "pwd; touch file; mkdir -p locked/inner; touch locked/inner/f; chmod 0 locked/inner locked"
     )
     outcome = run_shell(shell("sh", "-c", script), ctx)
     assert outcome.status == "success"
+    assert sink.stream("stdout") == ["/task"]
+
+
+def test_each_run_starts_with_an_empty_work_directory_and_tmp() -> None:
+    ctx1, _ = make_ctx()
+    ctx2, sink2 = make_ctx()
+    run_shell(shell("sh", "-c", "touch left-behind /tmp/left-behind"), ctx1)
+    run_shell(shell("sh", "-c", "ls -A . /tmp"), ctx2)
+    assert "left-behind" not in " ".join(sink2.stream("stdout"))
+
+
+def test_unsandboxed_runs_in_a_fresh_working_directory_that_is_removed() -> None:
+    ctx, sink = make_ctx()
+    script = (
+        "pwd; touch file; mkdir -p locked/inner; touch locked/inner/f; chmod 0 locked/inner locked"
+    )
+    outcome = run_shell(shell("sh", "-c", script), ctx, sandbox=UNSANDBOXED)
+    assert outcome.status == "success"
     (workdir,) = sink.stream("stdout")
     assert os.path.isabs(workdir)
     assert workdir != os.getcwd()
     assert not os.path.exists(workdir)
-
-
-def test_each_run_gets_a_different_directory() -> None:
-    ctx1, sink1 = make_ctx()
-    ctx2, sink2 = make_ctx()
-    run_shell(shell("pwd"), ctx1)
-    run_shell(shell("pwd"), ctx2)
-    assert sink1.stream("stdout") != sink2.stream("stdout")
 
 
 def test_command_not_found_is_permanent() -> None:
@@ -460,3 +540,69 @@ def test_dispatcher_runs_shell_and_rejects_bad_config() -> None:
     assert bad.error_class == "invalid_config"
     assert bad.transient is False
     assert "handler.command" in bad.error_message
+
+
+def test_without_bubblewrap_shell_runs_fail_permanently_and_nothing_runs(tmp_path: Any) -> None:
+    marker = tmp_path / "ran-unsandboxed"
+    ctx, _ = make_ctx()
+    outcome = run_shell(
+        shell("touch", str(marker)), ctx, sandbox=ShellSandbox(bwrap="/nonexistent/bwrap")
+    )
+    assert (outcome.status, outcome.error_class, outcome.transient) == (
+        "failed",
+        "sandbox_unavailable",
+        False,
+    )
+    assert "WORKER_SHELL_SANDBOX=off" in outcome.error_message
+    assert not marker.exists()  # no silent fallback to an unsandboxed run
+
+
+def test_egress_is_refused_unless_the_tenant_is_allowed_it() -> None:
+    ctx, sink = make_ctx()
+    outcome = run_shell(shell("echo", "ran", network="egress"), ctx)
+    assert (outcome.status, outcome.error_class, outcome.transient) == (
+        "failed",
+        "egress_not_allowed",
+        False,
+    )
+    assert sink.stream("stdout") == []
+
+
+def test_without_network_no_socket_but_unix_can_be_created() -> None:
+    probe = (
+        "import errno, socket\n"
+        "for family in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK, socket.AF_PACKET):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_DGRAM)\n"
+        "        print('created', family)\n"
+        "    except OSError as error:\n"
+        "        print('refused', errno.errorcode[error.errno])\n"
+        "a, b = socket.socketpair(); a.send(b'x'); print('unix', b.recv(1).decode())\n"
+    )
+    ctx, sink = make_ctx()
+    outcome = run_shell(shell("python3", "-c", probe), ctx)
+    assert outcome.status == "success", outcome.error_message
+    assert sink.stream("stdout") == ["refused EAFNOSUPPORT"] * 4 + ["unix x"]
+
+
+def test_egress_gives_the_sandbox_a_network_without_the_hosts_loopback() -> None:
+    probe = (
+        "import socket\n"
+        "for host, port in (('10.0.2.2', 6379), ('10.0.2.2', 5432)):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=3); print('CONNECTED')\n"
+        "    except OSError as error:\n"
+        "        print('failed', error.errno)\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.0.2.3', 53))\n"
+        "print('address', s.getsockname()[0])\n"
+    )
+    ctx, sink = make_ctx()
+    outcome = run_shell(
+        shell("python3", "-c", probe, network="egress"),
+        ctx,
+        sandbox=ShellSandbox(egress_allowed=True),
+    )
+    assert outcome.status == "success", outcome.error_message
+    out = sink.stream("stdout")
+    assert out[-1] == "address 10.0.2.100"
+    assert out[:2] == ["failed 101", "failed 101"]  # ENETUNREACH: host loopback disabled

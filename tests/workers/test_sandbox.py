@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.processes import host_pids_running, unique_sleep_seconds
 from workers.handlers import BufferedLogSink, HandlerContext
 from workers.handlers.shell import live_group_members, run_shell
 
@@ -92,18 +93,35 @@ def test_a_memory_hog_fails_inside_its_limit():
 
 
 @needs_root
-def test_run_as_user_drops_root_and_gets_its_own_working_directory():
-    ctx = _context(timeout=10)
-    outcome = run_shell(
-        {"command": ["sh", "-c", 'id -u; pwd; touch ok && echo "{\\"ok\\": true}"']},
-        ctx,
-        run_as=_nobody(),
+def test_a_root_worker_runs_the_sandbox_as_the_run_as_user_not_root():
+    ctx = _context(timeout=30)
+    marker = unique_sleep_seconds()
+    outcomes = []
+    thread = threading.Thread(
+        target=lambda: outcomes.append(
+            run_shell(
+                {"command": ["sh", "-c", f"id -un; pwd; exec sleep {marker}"]},
+                ctx,
+                run_as=_nobody(),
+            )
+        )
     )
-    assert outcome.status == "success", outcome.error_message
-    out = ctx.log.stream_text("stdout").splitlines()
-    assert out[0] == str(pwd.getpwnam("nobody").pw_uid)
-    assert not os.path.exists(out[1])  # removed afterwards
-    assert outcome.result == {"ok": True}
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (pids := host_pids_running(marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids, "the task did not start"
+        with open(f"/proc/{pids[0]}/status") as fh:
+            status = dict(line.split(":", 1) for line in fh if ":" in line)
+        # Outside the sandbox the task is `nobody`; inside it is the sandbox's own user.
+        assert int(status["Uid"].split()[0]) == pwd.getpwnam("nobody").pw_uid
+        assert status["CapEff"].strip() == "0000000000000000"
+    finally:
+        ctx.cancel_event.set()
+        thread.join(timeout=20)
+    assert ctx.log.stream_text("stdout").splitlines() == ["task", "/task"]
+    assert outcomes[0].status == "cancelled"
 
 
 def test_an_unknown_run_as_user_is_a_permanent_config_failure():

@@ -31,7 +31,7 @@ from .container import ContainerRuntimeError, run_container
 from .http import run_http
 from .python import run_python
 from .registry import get_handler, handler, registered_names
-from .shell import run_shell
+from .shell import ShellSandbox, run_shell
 from .validation import validate_handler_config
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "HandlerOutcome",
     "LogSink",
     "PermanentError",
+    "ShellSandbox",
     "get_handler",
     "handler",
     "registered_names",
@@ -69,8 +70,13 @@ def run_handler(
     kill_grace_seconds: float = 5.0,
     celery_send_task: SendTask | None = None,
     shell_run_as: str | None = None,
+    shell_sandbox: ShellSandbox | None = None,
+    celery_allowed_tasks: Collection[str] = (),
 ) -> HandlerOutcome:
     """Validate ``config`` and run the handler its ``type`` names; never raises for task errors.
+
+    ``shell_sandbox`` defaults to the sandbox on, without egress: a caller that forgets it
+    gets the safe behaviour. ``celery_allowed_tasks`` is the operator's CELERY_HANDLER_TASKS.
 
     An invalid config fails permanently ("invalid_config"). An unexpected exception inside the
     handler machinery fails transiently with error_class "internal:<ExcName>" so the worker
@@ -81,6 +87,7 @@ def run_handler(
             config,
             python_registry_names=registered_names(),
             container_runtime=container_runtime,
+            celery_allowed_tasks=celery_allowed_tasks,
         )
     except HandlerConfigError as exc:
         outcome = HandlerOutcome(
@@ -95,7 +102,11 @@ def run_handler(
     try:
         if handler_type == "shell":
             outcome = run_shell(
-                normalized, ctx, kill_grace_seconds=kill_grace_seconds, run_as=shell_run_as
+                normalized,
+                ctx,
+                kill_grace_seconds=kill_grace_seconds,
+                run_as=shell_run_as,
+                sandbox=shell_sandbox,
             )
         elif handler_type == "http":
             outcome = run_http(normalized, ctx, allowed_hosts=allowed_hosts)
@@ -109,6 +120,7 @@ def run_handler(
                 ctx,
                 container_runtime=container_runtime,
                 kill_grace_seconds=kill_grace_seconds,
+                egress_allowed=shell_sandbox is not None and shell_sandbox.egress_allowed,
             )
     except ContainerRuntimeError as exc:
         outcome = HandlerOutcome(

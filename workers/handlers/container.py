@@ -1,29 +1,55 @@
-"""Container handler: ``<runtime> run --rm [options] IMAGE [COMMAND...]`` via the shell handler.
+"""Container handler: ``<runtime> run --rm [options] IMAGE [COMMAND...]``, locked down.
 
-* Environment variables are passed as ``-e NAME`` (no value): the runtime CLI copies the value
-  from its own environment, which run_shell builds, so values never show up in ``ps``.
-* ``resource_requirements`` become runtime options (``--memory``, ``--pids-limit``,
-  ``--ulimit``) because rlimits on the CLI process would not constrain the container.
-* Upstream results are sent on stdin (``-i`` is added when there are any); the
-  ``TASK_UPSTREAM_RESULTS_FILE`` path exists only on the host and is not passed in.
+* Every container runs with ``--network none`` (``--network`` default bridge only when the
+  task asks for ``"network": "egress"`` and its tenant is allowed it), ``--read-only`` root
+  filesystem with a ``/tmp`` tmpfs, ``--cap-drop ALL``, ``--security-opt
+  no-new-privileges``, a non-root ``--user`` and ``--pids-limit``; ``--cpus`` and
+  ``--memory`` come from the task's resources (``container_resource_flags``).
+* The tenant's environment reaches the container only: each variable is an ``-e NAME=VALUE``
+  argument. The runtime CLI itself runs with the operator's environment (PATH, HOME and the
+  runtime's own variables such as DOCKER_HOST taken from the worker), never the task's, so a
+  task's ``DOCKER_HOST`` cannot point the CLI at another daemon. The values are masked in the
+  logged command line.
+* The CLI runs outside the shell sandbox (it must reach the runtime's socket) as a plain
+  supervised process with the same pipes, timeout and cancellation.
+* Upstream results are sent on stdin (``-i`` is added when there are any).
 * Limitation: killing the runtime CLI on timeout/cancel does not necessarily stop a container
   that the daemon (docker) keeps running; podman without a daemon behaves better.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .base import HandlerContext, HandlerOutcome
-from .shell import run_shell
+from .base import HandlerContext, HandlerOutcome, mask_outcome
+from .shell import _spawn_failure, build_environment, resolve_limits, run_process
 from .validation import SUPPORTED_CONTAINER_RUNTIMES
 
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"
 )
 TASK_ENV_NAMES = ("TASK_PARAMETERS", "TASK_EXECUTION_ID", "TASK_ATTEMPT")
+# The user a container runs as unless its image's own non-root user is wanted (nobody).
+CONTAINER_USER = "65534:65534"
+DEFAULT_PIDS_LIMIT = 4096
+# The runtime CLI's own environment: taken from the worker's (the operator's) environment,
+# never from the task. Everything else in the worker's environment (its keys!) stays out.
+RUNTIME_ENV_NAMES = (
+    "PATH",
+    "HOME",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CONTEXT",
+    "CONTAINER_HOST",
+    "CONTAINERS_CONF",
+)
 
 
 class ContainerRuntimeError(RuntimeError):
@@ -41,13 +67,22 @@ def check_runtime(container_runtime: str | None) -> str:
     return container_runtime
 
 
-def _limit_options(requirements: Mapping[str, int] | None) -> list[str]:
+def container_resource_flags(requirements: Mapping[str, Any] | None) -> list[str]:
+    """The task's resources as runtime options: the one place that knows their spelling.
+
+    ``cpu`` (CPUs, may be fractional) becomes ``--cpus``; ``memory_bytes`` (or ``memory``,
+    bytes) ``--memory``; ``processes`` ``--pids-limit``; the rlimit-like keys ``--ulimit``
+    (rlimits on the CLI process would not constrain the container).
+    """
     requirements = requirements or {}
     options: list[str] = []
-    if "memory_bytes" in requirements:
-        options += ["--memory", str(int(requirements["memory_bytes"]))]
-    if "processes" in requirements:
-        options += ["--pids-limit", str(int(requirements["processes"]))]
+    cpu = requirements.get("cpu")
+    if cpu is not None:
+        options += ["--cpus", f"{float(cpu):g}"]
+    memory = requirements.get("memory_bytes", requirements.get("memory"))
+    if memory is not None:
+        options += ["--memory", str(int(memory))]
+    options += ["--pids-limit", str(int(requirements.get("processes", DEFAULT_PIDS_LIMIT)))]
     ulimits = {"cpu_seconds": "cpu", "open_files": "nofile", "file_size_bytes": "fsize"}
     for key, name in ulimits.items():
         if key in requirements:
@@ -57,23 +92,62 @@ def _limit_options(requirements: Mapping[str, int] | None) -> list[str]:
 
 
 def build_container_argv(
-    config: Mapping[str, Any], container_runtime: str, *, interactive: bool = False
+    config: Mapping[str, Any],
+    container_runtime: str,
+    *,
+    interactive: bool = False,
+    task_env: Mapping[str, str] | None = None,
+    egress_allowed: bool = False,
 ) -> list[str]:
     """The runtime argv for ``config`` (image and command must already be validated)."""
     runtime = check_runtime(container_runtime)
     image = config["image"]
     if not isinstance(image, str) or not image or image.startswith("-"):
         raise ValueError(f"invalid image reference {image!r}")
-    argv = [runtime, "run", "--rm"]
+    egress = config.get("network") == "egress" and egress_allowed
+    argv = [
+        runtime,
+        "run",
+        "--rm",
+        "--network",
+        "bridge" if egress else "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp",  # noqa: S108 (inside the container)
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--user",
+        CONTAINER_USER,
+    ]
     if interactive:
         argv.append("-i")
+    env = dict(task_env or {})
     for name in [*(config.get("environment") or {}), *TASK_ENV_NAMES]:
-        argv += ["-e", name]
-    argv += _limit_options(config.get("resource_requirements"))
+        if name in env:
+            argv += ["-e", f"{name}={env[name]}"]
+    argv += container_resource_flags(config.get("resource_requirements"))
     # Everything after the image belongs to the container's command, never to the runtime.
     argv.append(image)
     argv += list(config.get("command") or [])
     return argv
+
+
+def runtime_environment(worker_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    source = os.environ if worker_env is None else worker_env
+    env = {name: source[name] for name in RUNTIME_ENV_NAMES if name in source}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+def _shown(argv: list[str]) -> str:
+    # -e NAME=VALUE: show the name only (values may be secrets the masker does not know).
+    shown = [
+        f"{arg.split('=', 1)[0]}=****" if index and argv[index - 1] == "-e" else arg
+        for index, arg in enumerate(argv)
+    ]
+    return shlex.join(shown)
 
 
 def run_container(
@@ -82,16 +156,36 @@ def run_container(
     *,
     container_runtime: str | None,
     kill_grace_seconds: float = 5.0,
+    egress_allowed: bool = False,
 ) -> HandlerOutcome:
     """Run the configured image; raises ``ContainerRuntimeError`` without a runtime."""
     runtime = check_runtime(container_runtime)
-    argv = build_container_argv(config, runtime, interactive=ctx.upstream_results is not None)
-    shell_config = {
-        "type": "shell",
-        "command": argv,
-        "environment": dict(config.get("environment") or {}),
-    }
-    return run_shell(shell_config, ctx, kill_grace_seconds=kill_grace_seconds)
+    if config.get("network") == "egress" and not egress_allowed:
+        return _spawn_failure(
+            "egress_not_allowed",
+            'handler.network: "egress" is not allowed for this tenant (ask the operator)',
+        )
+    task_env = build_environment(config.get("environment"), ctx)
+    stdin_data = None
+    if ctx.upstream_results is not None:
+        stdin_data = (json.dumps(ctx.upstream_results, default=str) + "\n").encode("utf-8")
+    argv = build_container_argv(
+        config,
+        runtime,
+        interactive=stdin_data is not None,
+        task_env=task_env,
+        egress_allowed=egress_allowed,
+    )
+    outcome = run_process(
+        argv,
+        env=runtime_environment(),
+        ctx=ctx,
+        limits=resolve_limits(None),
+        kill_grace_seconds=kill_grace_seconds,
+        stdin_data=stdin_data,
+        shown_command=_shown(argv),
+    )
+    return mask_outcome(outcome, ctx.secrets_to_mask)
 
 
 __all__ = [
@@ -99,5 +193,7 @@ __all__ = [
     "ContainerRuntimeError",
     "build_container_argv",
     "check_runtime",
+    "container_resource_flags",
     "run_container",
+    "runtime_environment",
 ]

@@ -1,4 +1,4 @@
-"""Shell handler: run one argv in a throw-away directory, its own session and rlimits.
+"""Shell handler: run one argv in a bubblewrap sandbox (or, if the operator says so, without).
 
 Design notes:
 
@@ -6,19 +6,20 @@ Design notes:
   has to say ``["sh", "-c", ...]`` itself, so the choice is visible in its config.
 * The child gets a clean environment: the configured variables, a minimal ``PATH`` and the
   ``TASK_*`` variables. Nothing leaks from the worker's own environment (credentials!).
-* ``start_new_session=True`` makes the child the leader of a new session and process group,
-  so timeouts and cancellation can signal the whole tree with one ``killpg``. Processes that
-  call ``setsid()`` themselves leave that group and cannot be reached this way; their pipes are
-  abandoned after a short drain so they cannot hang the worker.
-* ``PR_SET_PDEATHSIG=SIGKILL`` is set in the child between fork and exec, so the direct child
-  dies if the worker dies. Linux ties it to the *thread* that forked, which is fine because
-  ``run_shell`` never returns while the child is alive.
-* The pre-exec hook runs between fork and exec of a possibly multi-threaded worker, so it only
-  uses values computed beforehand and makes plain system calls (no imports, no logging).
-* stdout and stderr are read with one ``selectors`` loop on non-blocking pipes: no reader
-  threads that could be left blocked, no deadlock on large output, and the same loop polls the
-  cancel event and the deadline. Lines go straight to the log sink; only a bounded head of each
-  line and the last stdout line (for the JSON result) are ever held in memory.
+* Sandboxed (the default, ``sandbox.py`` has the profile): the command sees its own
+  namespaces, a read-only system, an empty private ``/task`` work directory and ``/tmp`` in
+  memory, and no network. It is started by a chain of small programs without a pre-exec hook
+  (``spawn.py``), so starting it costs what bwrap costs. Timeout and cancel end the whole
+  sandbox at once (its pid namespace dies with bwrap); nothing is left to remove afterwards.
+* Unsandboxed (``WORKER_SHELL_SANDBOX=off``, and the container runtime's CLI): the old path,
+  a fresh directory under the temp dir, ``start_new_session=True`` so one ``killpg`` reaches
+  the tree, and a pre-exec hook for the rlimits and ``PR_SET_PDEATHSIG``. The hook runs
+  between fork and exec of a possibly multi-threaded worker, so it only uses values computed
+  beforehand and makes plain system calls (no imports, no logging).
+* stdout and stderr are read with one ``selectors`` loop on non-blocking pipes, which also
+  watches a pidfd of the child: no reader threads, no deadlock on large output, no sleep
+  polls to notice the exit. Lines go straight to the log sink (``_LineSplitter.emit_line``);
+  only a bounded head of each line and the last stdout line (for the JSON result) are held.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .base import (
@@ -54,6 +56,20 @@ from .base import (
     mask_outcome,
     masking_sink,
 )
+from .egress import EgressNetwork, EgressSetupError
+from .sandbox import (
+    DEFAULT_BWRAP,
+    DEFAULT_SCRATCH_BYTES,
+    MODE_OFF,
+    MODE_ON,
+    NETWORK_EGRESS,
+    NETWORK_MODES,
+    NETWORK_NONE,
+    SANDBOX_WORKDIR,
+    SandboxFiles,
+    probe_bubblewrap,
+)
+from .spawn import Launched, launch, sandboxed_argv
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
@@ -93,6 +109,12 @@ DEFAULT_LIMITS: dict[str, int] = {
     # shell tasks as another user with WORKER_SHELL_RUN_AS_USER to get it enforced).
     "processes": 4096,
 }
+
+# A root worker runs sandboxed tasks as this user unless WORKER_SHELL_RUN_AS_USER names one.
+ROOT_WORKER_RUN_AS = "nobody"
+# Selector tags besides the output splitters.
+_STDIN = "stdin"
+_EXITED = "exited"
 
 _PR_SET_PDEATHSIG = 1
 _SIGKILL = int(signal.SIGKILL)
@@ -245,22 +267,40 @@ class _LineSplitter:
                 self._body += piece
 
     def _end_line(self) -> None:
-        text = self._head.decode("utf-8", "replace")
+        # NUL cannot be stored in a PostgreSQL text column (a task printing /proc/*/environ
+        # would otherwise make its own run unrecordable); it is shown as U+FFFD.
+        text = self._head.decode("utf-8", "replace").replace("\x00", "\ufffd")
         if text.endswith("\r") and self._size <= self._head_cap:
             text = text[:-1]
         text = self._masker.text(text)
         if self._size > MAX_LOG_LINE_BYTES:
             text = f"{text[:MAX_LOG_LINE_BYTES]} [line truncated: {self._size} bytes]"
-        self._sink.write(self.stream, text)
-        if text.strip():
-            self.last_text = clip(text, MAX_STDERR_TAIL_CHARS)
-            if self._keep_last_line:
-                self.last_line = None if self._body_overflow else bytes(self._body)
+        self.emit_line(text)
         self._head = bytearray()
         self._size = 0
         self._pending = False
         self._body = bytearray()
         self._body_overflow = False
+
+    def emit_line(self, text: str) -> None:
+        """Every complete line of the command's stdout or stderr passes here exactly once,
+        already masked and cut to size: the one place to interpret a line (the log, the
+        last line kept for the JSON result)."""
+        self._sink.write(self.stream, text)
+        if text.strip():
+            self.last_text = clip(text, MAX_STDERR_TAIL_CHARS)
+            if self._keep_last_line:
+                self.last_line = None if self._body_overflow else bytes(self._body)
+
+
+@dataclass(frozen=True)
+class ShellSandbox:
+    """How the worker runs shell tasks: the operator's mode and the tenant's egress right."""
+
+    mode: str = MODE_ON
+    egress_allowed: bool = False
+    scratch_bytes: int = DEFAULT_SCRATCH_BYTES
+    bwrap: str = DEFAULT_BWRAP  # a name looked up in the system directories, or a path
 
 
 def run_shell(
@@ -269,8 +309,10 @@ def run_shell(
     *,
     kill_grace_seconds: float = 5.0,
     run_as: str | None = None,
+    sandbox: ShellSandbox | None = None,
 ) -> HandlerOutcome:
     """Run ``config["command"]`` (an argv list) once and report how it ended."""
+    sandbox = sandbox or ShellSandbox()
     if ctx.cancel_event.is_set():
         return HandlerOutcome(
             status=STATUS_CANCELLED,
@@ -280,78 +322,197 @@ def run_shell(
         )
     command = config.get("command")
     if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-        return HandlerOutcome(
-            status=STATUS_FAILED,
-            error_class="invalid_config",
-            error_message="handler.command must be a non-empty list of strings",
-            transient=False,
+        return _spawn_failure(
+            "invalid_config", "handler.command must be a non-empty list of strings"
+        )
+    network = config.get("network", NETWORK_NONE)
+    if network not in NETWORK_MODES:
+        return _spawn_failure("invalid_config", f"handler.network must be one of {NETWORK_MODES}")
+    if network == NETWORK_EGRESS and not sandbox.egress_allowed:
+        return _spawn_failure(
+            "egress_not_allowed",
+            'handler.network: "egress" is not allowed for this tenant (ask the operator)',
         )
     try:
         limits = resolve_limits(config.get("resource_requirements"))
     except (ValueError, TypeError) as exc:
-        return HandlerOutcome(
-            status=STATUS_FAILED,
-            error_class="invalid_config",
-            error_message=f"handler.resource_requirements: {exc}",
-            transient=False,
-        )
+        return _spawn_failure("invalid_config", f"handler.resource_requirements: {exc}")
+    if run_as is None and sandbox.mode == MODE_ON and os.geteuid() == 0:
+        run_as = ROOT_WORKER_RUN_AS  # tenant code never starts from uid 0
     try:
         identity = resolve_identity(run_as)
     except KeyError:
-        return HandlerOutcome(
-            status=STATUS_FAILED,
-            error_class="invalid_config",
-            error_message=f"run-as user {run_as!r} does not exist on this worker",
-            transient=False,
+        return _spawn_failure(
+            "invalid_config", f"run-as user {run_as!r} does not exist on this worker"
         )
-    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
-    if identity is not None:
-        os.chown(workdir, *identity)
-    try:
-        outcome = _run_in_directory(
-            workdir, list(command), config, ctx, limits, max(0.0, kill_grace_seconds), identity
+    kill_grace_seconds = max(0.0, kill_grace_seconds)
+    if sandbox.mode == MODE_OFF:
+        outcome = _run_unsandboxed(list(command), config, ctx, limits, kill_grace_seconds, identity)
+    else:
+        status = probe_bubblewrap(identity, sandbox.bwrap)
+        if not status.available:
+            return _spawn_failure(
+                "sandbox_unavailable",
+                f"shell tasks need the sandbox and this worker cannot provide it: "
+                f"{status.detail} (the operator may set WORKER_SHELL_SANDBOX=off on a "
+                "single-user machine)",
+            )
+        outcome = _run_sandboxed(
+            list(command), network, ctx, sandbox, limits, kill_grace_seconds, identity, config
         )
-    finally:
-        remove_tree(workdir)
     return mask_outcome(outcome, ctx.secrets_to_mask)
 
 
-def _run_in_directory(
-    workdir: str,
+def _upstream_payload(ctx: HandlerContext) -> bytes | None:
+    if ctx.upstream_results is None:
+        return None
+    return (json.dumps(ctx.upstream_results, default=str) + "\n").encode("utf-8")
+
+
+def _run_sandboxed(
+    command: list[str],
+    network: str,
+    ctx: HandlerContext,
+    sandbox: ShellSandbox,
+    limits: Sequence[tuple[int, int, int]],
+    kill_grace_seconds: float,
+    identity: tuple[int, int] | None,
+    config: Mapping[str, Any],
+) -> HandlerOutcome:
+    log = masking_sink(ctx)
+    stdin_data = _upstream_payload(ctx)
+    upstream_path = (
+        f"{SANDBOX_WORKDIR}/{UPSTREAM_RESULTS_FILE_NAME}" if stdin_data is not None else None
+    )
+    env = build_environment(config.get("environment"), ctx, upstream_path)
+    log.write("system", f"running {shlex.join(command)} (sandboxed, network {network})")
+    egress: EgressNetwork | None = None
+    try:
+        with SandboxFiles(network=network, upstream=stdin_data) as files:
+            if network == NETWORK_EGRESS:
+                egress = EgressNetwork()
+            argv = sandboxed_argv(
+                command,
+                limits=limits,
+                files=files,
+                network=network,
+                run_as=identity,
+                scratch_bytes=sandbox.scratch_bytes,
+                egress=egress,
+                bwrap=sandbox.bwrap,
+            )
+            extra_fds = egress.fds_for_bwrap() if egress is not None else ()
+            launched = launch(
+                argv,
+                env=env,
+                stdin_piped=stdin_data is not None,
+                pass_fds=(*files.fds(), *extra_fds),
+                sandboxed=True,
+            )
+        launched.egress = egress
+        egress = None
+    except (OSError, EgressSetupError) as exc:
+        if egress is not None:
+            egress.close()
+        outcome = _spawn_failure("spawn_failed", f"could not start the sandbox: {exc}")
+        outcome.transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRNOS
+        return outcome
+    if launched.egress is not None:
+        try:
+            launched.egress.attach()
+        except (OSError, EgressSetupError) as exc:
+            launched.kill()
+            launched.proc.wait()
+            launched.close()
+            return HandlerOutcome(
+                status=STATUS_FAILED,
+                error_class="egress_failed",
+                error_message=f"could not give the sandbox its network: {exc}",
+                transient=True,
+            )
+    outcome = _Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    return _classify_sandbox_exec_failure(outcome, command, env)
+
+
+def _classify_sandbox_exec_failure(
+    outcome: HandlerOutcome, command: list[str], env: Mapping[str, str]
+) -> HandlerOutcome:
+    # bwrap reports a failed execvp on stderr and exits 1; tell it apart from the command's
+    # own exit code 1 so a typo stays a permanent error, as without the sandbox.
+    message = outcome.error_message
+    if outcome.exit_code != 1 or "bwrap: execvp" not in message:
+        return outcome
+    if "No such file or directory" in message:
+        return _spawn_failure(
+            "command_not_found", f"command not found: {command[0]!r} (PATH={env['PATH']})"
+        )
+    if "Permission denied" in message:
+        return _spawn_failure("command_not_executable", f"cannot execute {command[0]!r}")
+    return outcome
+
+
+def _run_unsandboxed(
     command: list[str],
     config: Mapping[str, Any],
     ctx: HandlerContext,
     limits: Sequence[tuple[int, int, int]],
     kill_grace_seconds: float,
-    identity: tuple[int, int] | None = None,
+    identity: tuple[int, int] | None,
 ) -> HandlerOutcome:
-    log = masking_sink(ctx)
-    stdin_data: bytes | None = None
-    upstream_path: str | None = None
-    if ctx.upstream_results is not None:
-        stdin_data = (json.dumps(ctx.upstream_results, default=str) + "\n").encode("utf-8")
-        upstream_path = os.path.join(workdir, UPSTREAM_RESULTS_FILE_NAME)
-        with open(upstream_path, "wb") as fh:
-            fh.write(stdin_data)
-    env = build_environment(config.get("environment"), ctx, upstream_path)
-
-    log.write("system", f"running {shlex.join(command)}")
+    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+    if identity is not None:
+        os.chown(workdir, *identity)
     try:
-        proc = subprocess.Popen(
+        stdin_data = _upstream_payload(ctx)
+        upstream_path: str | None = None
+        if stdin_data is not None:
+            upstream_path = os.path.join(workdir, UPSTREAM_RESULTS_FILE_NAME)
+            with open(upstream_path, "wb") as fh:
+                fh.write(stdin_data)
+        env = build_environment(config.get("environment"), ctx, upstream_path)
+        return run_process(
             command,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=workdir,
             env=env,
-            close_fds=True,
-            start_new_session=True,
+            ctx=ctx,
+            limits=limits,
+            kill_grace_seconds=kill_grace_seconds,
+            identity=identity,
+            stdin_data=stdin_data,
+            cwd=workdir,
+        )
+    finally:
+        remove_tree(workdir)
+
+
+def run_process(
+    command: list[str],
+    *,
+    env: Mapping[str, str],
+    ctx: HandlerContext,
+    limits: Sequence[tuple[int, int, int]],
+    kill_grace_seconds: float,
+    identity: tuple[int, int] | None = None,
+    stdin_data: bytes | None = None,
+    cwd: str | None = None,
+    shown_command: str | None = None,
+) -> HandlerOutcome:
+    """Run an argv outside any sandbox in its own session, with rlimits; supervised the same
+    way. For WORKER_SHELL_SANDBOX=off and for a container runtime's CLI (which the sandbox
+    would cut off from its daemon). Not masked: callers mask their outcome."""
+    log = masking_sink(ctx)
+    log.write("system", f"running {shown_command or shlex.join(command)}")
+    try:
+        launched = launch(
+            command,
+            env=env,
+            stdin_piped=stdin_data is not None,
+            sandboxed=False,
+            cwd=cwd,
             preexec_fn=_make_preexec(limits, os.getpid(), identity),
-            bufsize=0,
         )
     except FileNotFoundError:
         return _spawn_failure(
-            "command_not_found", f"command not found: {command[0]!r} (PATH={env['PATH']})"
+            "command_not_found", f"command not found: {command[0]!r} (PATH={env.get('PATH')})"
         )
     except PermissionError as exc:
         return _spawn_failure("command_not_executable", f"cannot execute {command[0]!r}: {exc}")
@@ -361,8 +522,7 @@ def _run_in_directory(
         return outcome
     except subprocess.SubprocessError as exc:
         return _spawn_failure("spawn_failed", f"could not prepare the child process: {exc}")
-
-    return _Supervisor(proc, ctx, log, stdin_data, kill_grace_seconds).run()
+    return _Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
 
 
 def _spawn_failure(error_class: str, message: str) -> HandlerOutcome:
@@ -372,18 +532,18 @@ def _spawn_failure(error_class: str, message: str) -> HandlerOutcome:
 
 
 class _Supervisor:
-    """Pumps the child's pipes and enforces cancellation and the deadline."""
+    """Pumps the child's pipes, notices its exit on a pidfd, enforces cancel and deadline."""
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        launched: Launched,
         ctx: HandlerContext,
         log: LogSink,
         stdin_data: bytes | None,
         kill_grace_seconds: float,
     ) -> None:
-        self.proc = proc
-        self.pgid = proc.pid  # session leader => its pid is the process group id
+        self.launched = launched
+        self.proc = launched.proc
         self.ctx = ctx
         self.log = log
         self.kill_grace_seconds = kill_grace_seconds
@@ -394,6 +554,7 @@ class _Supervisor:
         self.selector = selectors.DefaultSelector()
         self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None
         self._reaped = False
+        self._exited = False
 
     def run(self) -> HandlerOutcome:
         try:
@@ -410,7 +571,10 @@ class _Supervisor:
             self.selector.register(pipe.fileno(), selectors.EVENT_READ, splitter)
         if proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)
-            self.selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE, None)
+            self.selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE, _STDIN)
+        if self.launched.pidfd is not None:
+            # Readable once the child has exited: the select below wakes at once.
+            self.selector.register(self.launched.pidfd, selectors.EVENT_READ, _EXITED)
 
         started = time.monotonic()
         timeout = float(self.ctx.timeout_seconds)
@@ -425,27 +589,30 @@ class _Supervisor:
             now = time.monotonic()
             if final_status is None and self.ctx.cancel_event.is_set():
                 final_status = STATUS_CANCELLED
-                self.log.write("system", "cancel requested: killing the process group")
-                self._signal_group(signal.SIGKILL)
+                self.log.write("system", "cancel requested: killing the sandbox")
+                self.launched.kill()
             elif final_status is None and now >= deadline:
                 final_status = STATUS_TIMED_OUT
                 self.log.write(
-                    "system",
-                    f"timed out after {timeout:g}s: sending SIGTERM to the process group",
+                    "system", f"timed out after {timeout:g}s: sending SIGTERM to the task"
                 )
-                self._signal_group(signal.SIGTERM)
+                self.launched.terminate()
                 kill_at = now + self.kill_grace_seconds
             elif kill_at is not None and (now >= kill_at or self.ctx.cancel_event.is_set()):
                 self.log.write("system", "still running after SIGTERM: sending SIGKILL")
-                self._signal_group(signal.SIGKILL)
+                self.launched.kill()
                 kill_at = None
 
-        # The leader is a zombie, so its pid (== pgid) cannot be reused yet: kill whatever it
-        # left behind in its group before reaping it.
-        self._signal_group(signal.SIGKILL)
+        if not self.launched.sandboxed:
+            # The leader is a zombie, so its pid (== pgid) cannot be reused yet: kill whatever
+            # it left behind in its group before reaping it.
+            self.launched.kill()
         returncode = proc.wait()
         self._reaped = True
-        _wait_for_group_exit(self.pgid, GROUP_EXIT_WAIT_SECONDS)
+        if not self.launched.sandboxed:
+            _wait_for_group_exit(proc.pid, GROUP_EXIT_WAIT_SECONDS)
+        # Sandboxed: bwrap has exited, so has its init, and the kernel ends every process in
+        # the pid namespace with it; their pipe ends close as they go.
         self._drain()
         elapsed = time.monotonic() - started
 
@@ -462,10 +629,10 @@ class _Supervisor:
                 status=STATUS_TIMED_OUT,
                 exit_code=returncode,
                 error_class="timeout",
-                error_message=f"timed out after {timeout:g}s ({_describe_exit(returncode)})",
+                error_message=f"timed out after {timeout:g}s ({self._describe(returncode)})",
                 transient=True,
             )
-        self.log.write("system", f"{_describe_exit(returncode)} after {elapsed:.1f}s")
+        self.log.write("system", f"{self._describe(returncode)} after {elapsed:.1f}s")
         result = self._parse_result()
         if returncode == 0:
             return HandlerOutcome(
@@ -473,7 +640,7 @@ class _Supervisor:
                 exit_code=0,
                 result=result if result is not None else {"exit_code": 0},
             )
-        message = _describe_exit(returncode)
+        message = self._describe(returncode)
         if self.stderr.last_text:
             message = f"{message}: {self.stderr.last_text}"
         return HandlerOutcome(
@@ -485,12 +652,16 @@ class _Supervisor:
             transient=True,
         )
 
+    def _describe(self, returncode: int) -> str:
+        return _describe_exit(returncode, sandboxed=self.launched.sandboxed)
+
     def _pump(self, timeout: float) -> None:
-        if not self.selector.get_map():
-            time.sleep(timeout)
-            return
         for key, _events in self.selector.select(timeout):
-            if key.data is None:
+            if key.data is _EXITED:
+                self._exited = True
+                self.selector.unregister(key.fd)
+                continue
+            if key.data is _STDIN:
                 self._write_stdin(key.fd)
                 continue
             try:
@@ -524,6 +695,8 @@ class _Supervisor:
                 self.proc.stdin.close()
 
     def _leader_exited(self) -> bool:
+        if self.launched.pidfd is not None and not self._exited:
+            return False
         try:
             # WNOWAIT leaves the leader a zombie so its pgid stays ours until we reap it.
             info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -531,25 +704,22 @@ class _Supervisor:
             return True  # someone else reaped it; Popen.wait() copes with that
         return info is not None
 
-    def _signal_group(self, sig: signal.Signals) -> None:
-        if self._reaped:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pgid, sig)
-
     def _drain(self) -> None:
         deadline = time.monotonic() + DRAIN_SECONDS
-        while self.selector.get_map() and time.monotonic() < deadline:
+        while self._open_pipes() and time.monotonic() < deadline:
             self._pump(POLL_INTERVAL_SECONDS)
         for key in list(self.selector.get_map().values()):
-            if key.data is not None:
+            if isinstance(key.data, _LineSplitter):
                 key.data.finish()
-        if self.selector.get_map():
+        if self._open_pipes():
             self.log.write(
                 "system",
                 "output pipes still open after the process group ended (a process escaped "
                 "it with setsid?); stopped reading",
             )
+
+    def _open_pipes(self) -> bool:
+        return any(key.data is not _EXITED for key in self.selector.get_map().values())
 
     def _parse_result(self) -> dict[str, Any] | None:
         line = self.stdout.last_line
@@ -563,12 +733,13 @@ class _Supervisor:
 
     def _cleanup(self) -> None:
         if not self._reaped:
-            self._signal_group(signal.SIGKILL)
+            self.launched.kill()
             with contextlib.suppress(OSError):
                 self.proc.kill()
             self.proc.wait()
             self._reaped = True
         self.selector.close()
+        self.launched.close()
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 with contextlib.suppress(OSError):
@@ -620,14 +791,23 @@ def live_group_members(pgid: int) -> list[int]:
     return members
 
 
-def _describe_exit(returncode: int) -> str:
+def _describe_exit(returncode: int, *, sandboxed: bool = False) -> str:
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return f"killed by {name} (exit code {returncode})"
+        return f"killed by {_signal_name(-returncode)} (exit code {returncode})"
+    if sandboxed and 128 < returncode <= 128 + 64:
+        # bwrap reports a command killed by signal n as 128 + n, as shells do.
+        return (
+            f"exited with code {returncode} (killed by {_signal_name(returncode - 128)}, "
+            "or exited with that code)"
+        )
     return f"exited with code {returncode}"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def remove_tree(path: str) -> None:

@@ -41,17 +41,25 @@ _HOP_BY_HOP_HEADERS = frozenset(
 
 _COMMON_KEYS = frozenset({"type"})
 _ALLOWED_KEYS: dict[str, frozenset[str]] = {
-    "shell": _COMMON_KEYS | {"command", "environment", "resource_requirements"},
+    "shell": _COMMON_KEYS | {"command", "environment", "resource_requirements", "network"},
     "http": _COMMON_KEYS
     | {"url", "method", "headers", "body", "timeout_seconds", "expected_status"},
     "python": _COMMON_KEYS | {"callable"},
-    "container": _COMMON_KEYS | {"image", "command", "environment", "resource_requirements"},
+    "container": _COMMON_KEYS
+    | {"image", "command", "environment", "resource_requirements", "network"},
     "celery": _COMMON_KEYS | {"task", "args", "kwargs", "queue"},
 }
 # A Celery task name: dotted Python-ish identifiers ("proj.tasks.send_report").
 _CELERY_TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*([.:\-][A-Za-z0-9_]+)*$")
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@\-]{1,200}$")
 DEFAULT_CELERY_QUEUE = "celery"
+# What a `celery` handler may never send, whatever CELERY_HANDLER_TASKS lists: the platform's
+# own tasks (a tenant would ring its workers, e.g. claim or finish runs by id) and the queues
+# its workers consume (the tier queues, each worker's sticky "worker.<host>" queue).
+PLATFORM_TASK_PREFIXES = ("scheduler_app.", "workers.", "dags.", "project.", "celery.", "bench.")
+PLATFORM_QUEUES = ("critical", "normal", "bulk")
+PLATFORM_QUEUE_PREFIXES = ("worker.",)
+NETWORK_MODES = ("none", "egress")
 
 
 def allowed_handler_types(container_runtime: str | None) -> tuple[str, ...]:
@@ -65,6 +73,7 @@ def validate_handler_config(
     *,
     python_registry_names: Collection[str],
     container_runtime: str | None,
+    celery_allowed_tasks: Collection[str] = (),
 ) -> dict[str, Any]:
     """Return a normalised copy of ``config`` or raise ``HandlerConfigError``."""
     if not isinstance(config, Mapping):
@@ -102,14 +111,34 @@ def validate_handler_config(
     if handler_type == "python":
         return _validate_python(config, python_registry_names)
     if handler_type == "celery":
-        return _validate_celery(config)
+        return _validate_celery(config, celery_allowed_tasks)
     return _validate_container(config)
 
 
-def _validate_celery(config: Mapping[str, Any]) -> dict[str, Any]:
+def celery_platform_task(name: str) -> bool:
+    return name.startswith(PLATFORM_TASK_PREFIXES)
+
+
+def celery_platform_queue(name: str) -> bool:
+    return name in PLATFORM_QUEUES or name.startswith(PLATFORM_QUEUE_PREFIXES)
+
+
+def celery_allowed(task: str, queue: str, allowed: Collection[str]) -> bool:
+    """``allowed`` holds ``task`` (on the default queue) or ``task@queue`` entries."""
+    if celery_platform_task(task) or celery_platform_queue(queue):
+        return False
+    entry = task if queue == DEFAULT_CELERY_QUEUE else f"{task}@{queue}"
+    return entry in allowed or f"{task}@{queue}" in allowed
+
+
+def _validate_celery(config: Mapping[str, Any], allowed: Collection[str]) -> dict[str, Any]:
     task = config.get("task")
     if not isinstance(task, str) or not _CELERY_TASK_NAME.match(task) or len(task) > 255:
         raise HandlerConfigError("handler.task", "is required: the Celery task name to send")
+    if celery_platform_task(task):
+        raise HandlerConfigError(
+            "handler.task", f"{task!r} is one of the platform's own tasks and cannot be sent"
+        )
     args = config.get("args", [])
     if not isinstance(args, list):
         raise HandlerConfigError("handler.args", "must be a list")
@@ -119,6 +148,17 @@ def _validate_celery(config: Mapping[str, Any]) -> dict[str, Any]:
     queue = config.get("queue", DEFAULT_CELERY_QUEUE)
     if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
         raise HandlerConfigError("handler.queue", "must be a queue name")
+    if celery_platform_queue(queue):
+        raise HandlerConfigError(
+            "handler.queue", f"{queue!r} is a queue of the platform's own workers"
+        )
+    if not celery_allowed(task, queue, allowed):
+        shown = task if queue == DEFAULT_CELERY_QUEUE else f"{task}@{queue}"
+        raise HandlerConfigError(
+            "handler.task",
+            f"{shown!r} is not in this installation's CELERY_HANDLER_TASKS "
+            f"({', '.join(sorted(allowed)) or 'empty: no celery task may be sent'})",
+        )
     try:
         json.dumps([args, kwargs], allow_nan=False)
     except (TypeError, ValueError) as error:
@@ -135,7 +175,18 @@ def _validate_shell(config: Mapping[str, Any]) -> dict[str, Any]:
     limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
     if limits:
         normalized["resource_requirements"] = limits
+    _network(config, normalized)
     return normalized
+
+
+def _network(config: Mapping[str, Any], normalized: dict[str, Any]) -> None:
+    """``network``: "none" (the default, left out) or "egress" (the tenant must be allowed
+    it; the API and the worker check that, not this pure function)."""
+    network = config.get("network", "none")
+    if network not in NETWORK_MODES:
+        raise HandlerConfigError("handler.network", f"must be one of {', '.join(NETWORK_MODES)}")
+    if network != "none":
+        normalized["network"] = network
 
 
 def _validate_container(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,6 +205,7 @@ def _validate_container(config: Mapping[str, Any]) -> dict[str, Any]:
     limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
     if limits:
         normalized["resource_requirements"] = limits
+    _network(config, normalized)
     return normalized
 
 

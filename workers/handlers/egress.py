@@ -1,0 +1,155 @@
+"""Outbound network for a sandbox whose task says ``"network": "egress"`` (tenant allowing).
+
+The sandbox keeps its own empty network namespace; slirp4netns, a user-mode TCP/IP stack,
+attaches a tap device to it and makes the task's connections as ordinary sockets of the
+worker's host. ``--disable-host-loopback`` refuses the gateway address (10.0.2.2) that would
+otherwise lead to the host's 127.0.0.1, where the platform's Redis and PostgreSQL listen on a
+single host; the task's own 127.0.0.1 is its namespace's loopback, which holds nothing.
+
+So egress reaches: the internet and every address the worker host can route to other than
+its loopback. In a deployment where Redis and PostgreSQL sit on another address of the
+worker's network (docker compose, Kubernetes), that address is reachable too unless the
+network refuses it (a NetworkPolicy, firewall rules): the README says so.
+
+bwrap is started with ``--info-fd`` (it writes the sandbox's pid there) and ``--block-fd``
+(the command waits until a byte arrives), so the command never runs before its network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+from .sandbox import tool_path
+
+SETUP_TIMEOUT_SECONDS = 10.0
+TAP_NAME = "tap0"
+NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
+
+
+class EgressSetupError(RuntimeError):
+    pass
+
+
+class EgressNetwork:
+    """The pipes bwrap is given, and the slirp4netns process serving one sandbox."""
+
+    def __init__(self) -> None:
+        if tool_path("slirp4netns") is None:
+            raise EgressSetupError("slirp4netns is not installed on this worker")
+        self._info_read, self._info_write = os.pipe()
+        self._block_read, self._block_write = os.pipe()
+        for fd in (self._info_read, self._block_write):
+            os.set_inheritable(fd, False)
+        self._slirp: subprocess.Popen[bytes] | None = None
+
+    def bwrap_options(self) -> list[str]:
+        return ["--info-fd", str(self._info_write), "--block-fd", str(self._block_read)]
+
+    def fds_for_bwrap(self) -> tuple[int, ...]:
+        return (self._info_write, self._block_read)
+
+    def attach(self) -> None:
+        """After bwrap started: give its namespace a network, then let the command run."""
+        for fd in (self._info_write, self._block_read):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._info_write = self._block_read = -1
+        sandbox_pid = self._read_sandbox_pid()
+        # bwrap nests a second user namespace inside the one that owns the sandbox's network
+        # namespace; slirp4netns must join the owner, which the kernel names (NS_GET_USERNS).
+        net_fd = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            owner_fd = fcntl.ioctl(net_fd, NS_GET_USERNS)
+        finally:
+            os.close(net_fd)
+        ready_read, ready_write = os.pipe()
+        try:
+            self._slirp = subprocess.Popen(
+                [
+                    tool_path("slirp4netns") or "slirp4netns",
+                    "--configure",
+                    "--mtu=65520",
+                    "--disable-host-loopback",
+                    f"--ready-fd={ready_write}",
+                    f"--userns-path=/proc/self/fd/{owner_fd}",
+                    str(sandbox_pid),
+                    TAP_NAME,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=(ready_write, owner_fd),
+                start_new_session=True,
+            )
+            os.close(ready_write)
+            ready_write = -1
+            if self._read_within(ready_read, 1) != b"1":
+                raise EgressSetupError(f"slirp4netns did not come up: {self._slirp_error()}")
+        finally:
+            os.close(ready_read)
+            os.close(owner_fd)
+            if ready_write >= 0:
+                os.close(ready_write)
+        os.write(self._block_write, b"1")
+
+    def _read_sandbox_pid(self) -> int:
+        # bwrap writes one JSON object and may keep the descriptor open: parse as it comes.
+        deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
+        raw = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._info_read, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    continue
+                chunk = os.read(self._info_read, 1 << 16)
+                raw += chunk
+                try:
+                    return int(json.loads(raw)["child-pid"])
+                except (ValueError, KeyError, TypeError) as error:
+                    if not chunk:
+                        raise EgressSetupError("bwrap did not report its sandbox") from error
+        raise EgressSetupError("timed out waiting for the sandbox to start")
+
+    def _read_within(self, fd: int, size: int) -> bytes:
+        deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if selector.select(max(0.0, deadline - time.monotonic())):
+                    return os.read(fd, size)
+        raise EgressSetupError("timed out setting up the sandbox's network")
+
+    def _slirp_error(self) -> str:
+        if self._slirp is None or self._slirp.stderr is None:
+            return "not started"
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._slirp.wait(timeout=1)
+        os.set_blocking(self._slirp.stderr.fileno(), False)
+        try:
+            text = (self._slirp.stderr.read() or b"").decode("utf-8", "replace").strip()
+        except OSError:
+            text = ""
+        return text.splitlines()[-1] if text else "no message"
+
+    def close(self) -> None:
+        if self._slirp is not None:
+            with contextlib.suppress(ProcessLookupError):
+                self._slirp.send_signal(signal.SIGKILL)
+            self._slirp.wait()
+            if self._slirp.stderr is not None:
+                self._slirp.stderr.close()
+            self._slirp = None
+        for name in ("_info_read", "_info_write", "_block_read", "_block_write"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, -1)
