@@ -33,6 +33,20 @@ NODE_KEYS = {
     "description",
 }
 
+DAG_KEYS = {
+    "dag",
+    "name",
+    "description",
+    "schedule",
+    "failure_policy",
+    "catchup",
+    "overlap",
+    "max_active_runs",
+    "enabled",
+    "parameters",
+    "tasks",
+}
+
 
 class DagSpecError(ValueError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
@@ -110,9 +124,16 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         )
     node: dict[str, Any] = {"id": node_id}
     if "handler" in raw:
-        if not isinstance(raw["handler"], Mapping):
-            raise DagSpecError(f"{where}.handler must be an object", field=f"{where}.handler")
-        node["handler"] = dict(raw["handler"])
+        # A string is the design document's spelling: the registered handler of that name.
+        if isinstance(raw["handler"], str) and raw["handler"]:
+            node["handler"] = raw["handler"]
+        elif isinstance(raw["handler"], Mapping):
+            node["handler"] = dict(raw["handler"])
+        else:
+            raise DagSpecError(
+                f"{where}.handler must be an object or a registered handler's name",
+                field=f"{where}.handler",
+            )
     else:
         if not isinstance(raw["task"], str) or not raw["task"]:
             raise DagSpecError(f"{where}.task must be a task name or id", field=f"{where}.task")
@@ -191,6 +212,12 @@ def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
 def parse_dag_spec(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise DagSpecError("a DAG definition must be an object", field=None)
+    unknown = sorted(set(raw) - DAG_KEYS)
+    if unknown:
+        raise DagSpecError(
+            f"unknown keys: {', '.join(unknown)}; allowed: {', '.join(sorted(DAG_KEYS))}",
+            field=unknown[0],
+        )
     name = raw.get("dag", raw.get("name"))
     if not isinstance(name, str) or not name.strip():
         raise DagSpecError("dag (the DAG's name) is required", field="dag")

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from workers import registry
+from workers.capabilities import offered_capabilities
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class Fleet:
             started_at=now,
             heartbeat_seconds=interval,
             last_heartbeat=now,
+            capabilities=offered_capabilities(
+                container_runtime=settings.WORKER["CONTAINER_RUNTIME"]
+            ),
         )
         self._stop = threading.Event()
         self._process = psutil.Process()

@@ -52,6 +52,8 @@ class WorkerRecord:
     error_count: int = 0  # since the worker started
     completed_last_hour: int = 0
     errors_last_hour: int = 0
+    # Handler types this worker can run (workers.capabilities.offered_capabilities).
+    capabilities: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
     def silent_for(self, now: float) -> float:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from dags.models import Dag, DagNodeState, DagRun
+from scheduler_app.api.strict import StrictSerializer
 
 
 class DagOutput(serializers.ModelSerializer):
@@ -83,7 +84,7 @@ class NodeOutput(serializers.ModelSerializer):
         ]
 
 
-class DagTriggerInput(serializers.Serializer):
+class DagTriggerInput(StrictSerializer):
     parameters = serializers.DictField(required=False, allow_null=True)
 
 

@@ -20,6 +20,7 @@ from dags.api.serializers import (
 from dags.services import definitions, runs
 from scheduler_app.api.pagination import PagePagination
 from scheduler_app.api.schema import page_of
+from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
 
 
@@ -61,6 +62,7 @@ class DagDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        refuse_body(request)
         definitions.dag_delete(dag=dag)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -84,6 +86,7 @@ class DagPauseView(APIView):
     @extend_schema(request=None, responses=DagOutput)
     def post(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        refuse_body(request)
         return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=self.paused)))
 
 
@@ -125,7 +128,9 @@ class DagRunCancelView(APIView):
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
-        run = runs.dag_run_cancel(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+        refuse_body(request)
+        run = runs.dag_run_cancel(run=run)
         return Response(_run_detail(run))
 
 
@@ -136,5 +141,7 @@ class DagRunRetryView(APIView):
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
-        run = runs.dag_run_rerun(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+        refuse_body(request)
+        run = runs.dag_run_rerun(run=run)
         return Response(_run_detail(run), status=status.HTTP_202_ACCEPTED)

@@ -27,7 +27,10 @@ TASK_KEYS = ("handler", "timeout_seconds", "retry_policy", "priority", "paramete
 
 
 def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: node[key] for key in TASK_KEYS if key in node}
+    spec = {key: node[key] for key in TASK_KEYS if key in node}
+    if isinstance(spec.get("handler"), str):
+        spec["handler"] = {"type": "python", "callable": spec["handler"]}
+    return spec
 
 
 def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -43,8 +46,9 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
             continue
         try:
             task_spec_to_fields(_node_task_spec(node), anchor=now, partial=True)
-            task_spec_to_fields({"handler": node["handler"]}, anchor=now, partial=True)
         except ValidationFailed as error:
+            if isinstance(node["handler"], str) and error.field == "handler.callable":
+                error.field = "handler"
             field = f"tasks[{index}].{error.field}" if error.field else f"tasks[{index}]"
             raise ValidationFailed(f"tasks[{index}]: {error.message}", field=field) from error
     try:

@@ -315,8 +315,11 @@ FLEET = {
     },
 }
 
-# Modules whose @handler("name") functions python tasks may call.
-PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])
+# Modules whose @handler("name") functions python tasks may call. The demo handlers, and
+# the design document's DocumentClassifier, InvoiceProcessor and ReceiptProcessor.
+PYTHON_HANDLER_MODULES = env_list(
+    "PYTHON_HANDLER_MODULES", ["workers.handlers.builtin", "workers.handlers.documents"]
+)
 
 LOGGING = {
     "version": 1,

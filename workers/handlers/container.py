@@ -18,7 +18,7 @@ from typing import Any
 
 from .base import HandlerContext, HandlerOutcome
 from .shell import run_shell
-from .validation import SUPPORTED_CONTAINER_RUNTIMES
+from .validation import SUPPORTED_CONTAINER_RUNTIMES, cpu_cores, rlimit_requirements
 
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"
@@ -41,9 +41,11 @@ def check_runtime(container_runtime: str | None) -> str:
     return container_runtime
 
 
-def _limit_options(requirements: Mapping[str, int] | None) -> list[str]:
-    requirements = requirements or {}
+def _limit_options(written: Mapping[str, Any] | None) -> list[str]:
+    requirements = rlimit_requirements(written)
     options: list[str] = []
+    if written and "cpu" in written:
+        options += ["--cpus", f"{cpu_cores(written['cpu']):g}"]
     if "memory_bytes" in requirements:
         options += ["--memory", str(int(requirements["memory_bytes"]))]
     if "processes" in requirements:

@@ -54,6 +54,7 @@ from .base import (
     mask_outcome,
     masking_sink,
 )
+from .validation import rlimit_requirements
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
@@ -287,7 +288,7 @@ def run_shell(
             transient=False,
         )
     try:
-        limits = resolve_limits(config.get("resource_requirements"))
+        limits = resolve_limits(rlimit_requirements(config.get("resource_requirements")))
     except (ValueError, TypeError) as exc:
         return HandlerOutcome(
             status=STATUS_FAILED,
