@@ -122,6 +122,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Request bodies refuse unknown keys; the schema says so (additionalProperties: false).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduler_app.api.schema.strict_request_bodies",
+    ],
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Several models have a `status` field with different choices: name each enum.
     "ENUM_NAME_OVERRIDES": {

@@ -90,3 +90,25 @@ class SchedulerAutoSchema(AutoSchema):
         if self.method == "GET" and collection and operation_id.endswith("_retrieve"):
             return operation_id.removesuffix("_retrieve") + "_list"
         return operation_id
+
+
+def _strict_serializers() -> list[type]:
+    from scheduler_app.api.strict import StrictSerializer
+
+    found, todo = [], [StrictSerializer]
+    while todo:
+        for subclass in todo.pop().__subclasses__():
+            found.append(subclass)
+            todo.append(subclass)
+    return found
+
+
+def strict_request_bodies(result: dict, generator, request, public) -> dict:
+    """drf-spectacular post-processing hook: a request body that refuses unknown keys
+    (scheduler_app.api.strict) says so with `additionalProperties: false`."""
+    names = {cls.__name__.removesuffix("Serializer") for cls in _strict_serializers()}
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        base = name.removeprefix("Patched").removesuffix("Request")
+        if base in names and component.get("type") == "object":
+            component["additionalProperties"] = False
+    return result
