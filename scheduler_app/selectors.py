@@ -289,3 +289,16 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
         "running": executions.filter(status="running").count(),
         "dead_letters": executions.filter(dead_lettered=True).count(),
     }
+
+
+def channel_list(*, tenant: Tenant):
+    from scheduler_app.models import NotificationChannel
+
+    return NotificationChannel.objects.filter(tenant=tenant).order_by("name")
+
+
+def channel_get(*, tenant: Tenant, channel_id: Any):
+    channel = channel_list(tenant=tenant).filter(id=_as_uuid(channel_id, what="channel")).first()
+    if channel is None:
+        raise NotFound("channel not found")
+    return channel

@@ -256,6 +256,11 @@ ALERTS = {
     # Hosts a notification webhook may reach even though they resolve to private addresses.
     "WEBHOOK_ALLOWED_HOSTS": env_list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", []),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0),
+    # Where Slack bot tokens post (chat.postMessage) and PagerDuty events go.
+    "SLACK_API_URL": env_str("NOTIFY_SLACK_API_URL", "https://slack.com/api"),
+    "PAGERDUTY_EVENTS_URL": env_str(
+        "NOTIFY_PAGERDUTY_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue"
+    ),
     "QUEUE": env_str("NOTIFY_QUEUE", "critical"),
     "FROM_EMAIL": env_str("NOTIFY_FROM_EMAIL", "scheduler@localhost"),
     "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),

@@ -10,6 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from scheduler_app.alerting.targets import notification_targets_check
 from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict, NotFound
@@ -48,9 +49,16 @@ def _check_policies(task: TaskDefinition) -> None:
     )
 
 
+def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
+    """Every notification target names a receiver the tenant has (400 naming it if not)."""
+    if fields.get("notifications"):
+        notification_targets_check(tenant_id=tenant_id, notifications=fields["notifications"])
+
+
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=now)
+    _check_notifications(tenant_id=tenant.id, fields=fields)
     task = TaskDefinition(
         id=uuid.uuid4(),
         tenant=tenant,
@@ -71,6 +79,7 @@ def task_update(
     """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
+    _check_notifications(tenant_id=task.tenant_id, fields=fields)
     if not partial:
         defaults = TaskDefinition()
         for name in (

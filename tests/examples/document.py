@@ -77,3 +77,22 @@ def task_request() -> dict[str, Any]:
 
 def dag_definition() -> dict[str, Any]:
     return copy.deepcopy(CONDITIONAL_BRANCHING_DAG)
+
+
+# What the create-task example's notification targets need: the tenant's Slack connection
+# and a PagerDuty service named `critical` (`email://` needs nothing). The README's tour
+# creates the same two before it posts the example.
+DOCUMENT_CHANNELS = [
+    {
+        "name": "slack",
+        "kind": "slack",
+        "webhook_url": "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXX",
+    },
+    {"name": "critical", "kind": "pagerduty", "routing_key": "R0UT1NGK3Y0000000000000000000000"},
+]
+
+
+def create_document_channels(api) -> None:
+    for channel in DOCUMENT_CHANNELS:
+        response = api.post("/api/v1/channels", channel, format="json")
+        assert response.status_code == 201, response.content

@@ -9,9 +9,30 @@ import json
 import pytest
 
 from scheduler_app.models import TaskDefinition
-from tests.examples.document import dag_definition, task_request
+from tests.examples.document import create_document_channels, dag_definition, task_request
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def document_channels(api):
+    create_document_channels(api)
+
+
+def test_the_example_needs_its_receivers_configured(api, settings):
+    # The targets name a Slack connection and a PagerDuty service: without them, a 400
+    # naming the target, and nothing saved.
+    api.delete(f"/api/v1/channels/{_channel_id(api, 'critical')}")
+    response = api.post("/api/v1/tasks", task_request(), format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "notifications.on_dlq[0]"
+    assert "pagerduty://critical" in response.json()["message"]
+    assert not TaskDefinition.objects.exists()
+
+
+def _channel_id(api, name: str) -> str:
+    channels = api.get("/api/v1/channels").json()["results"]
+    return next(channel["id"] for channel in channels if channel["name"] == name)
 
 
 def test_the_create_task_request_is_created_and_reads_back_as_written(api, settings):

@@ -12,8 +12,15 @@ import pytest
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
-from scheduler_app.models import ApiKey, Secret, TaskDefinition, TaskExecution
+from scheduler_app.models import (
+    ApiKey,
+    NotificationChannel,
+    Secret,
+    TaskDefinition,
+    TaskExecution,
+)
 from scheduler_app.services.api_keys import api_key_create
+from scheduler_app.services.channels import channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.tasks import task_trigger
@@ -52,7 +59,11 @@ def own_objects(tenant):
         raw={"dag": "strict-dag", "tasks": [{"id": "a", "handler": "noop"}]},
     )
     run = dag_trigger(dag=dag)
+    channel = channel_create(
+        tenant=tenant, name="strict-hook", kind="webhook", url="https://hooks.example.com/x"
+    )
     return {
+        "channel_id": str(channel.id),
         "task_id": str(task.id),
         "execution_id": str(execution.id),
         "secret_id": str(secret.id),
@@ -72,6 +83,7 @@ def _snapshot(tenant) -> dict:
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "dags": list(Dag.objects.filter(tenant=tenant).values().order_by("id")),
         "runs": list(DagRun.objects.filter(dag__tenant=tenant).values().order_by("id")),
+        "channels": list(NotificationChannel.objects.filter(tenant=tenant).values().order_by("id")),
     }
 
 
