@@ -31,6 +31,7 @@ NODE_KEYS = {
     "priority",
     "parameters",
     "description",
+    "idempotency_key",
 }
 
 DAG_KEYS = {
@@ -159,7 +160,7 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         node["condition"] = _condition(raw["condition"], field=f"{where}.condition")
     if raw.get("map_over") is not None:
         node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
-    for key in ("timeout_seconds", "retry_policy", "priority", "description"):
+    for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
         if key in raw:
             node[key] = raw[key]
     if "parameters" in raw:

@@ -23,7 +23,14 @@ from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.task_spec import task_spec_to_fields
 from scheduler_app.task_schedule import schedule_for
 
-TASK_KEYS = ("handler", "timeout_seconds", "retry_policy", "priority", "parameters")
+TASK_KEYS = (
+    "handler",
+    "timeout_seconds",
+    "retry_policy",
+    "priority",
+    "parameters",
+    "idempotency_key",
+)
 
 
 def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,14 @@ class TaskInput(StrictSerializer):
     parameters = serializers.DictField(required=False)
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     notifications = serializers.DictField(required=False)
+    idempotency_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text='A run whose key already succeeded is skipped: "{{parameters.region}}:'
+        '{{scheduled_date}}" (placeholders: parameters.<name>, scheduled_at, scheduled_date, '
+        "scheduled_time)",
+    )
     enabled = serializers.BooleanField(required=False)
 
 
@@ -109,6 +117,7 @@ class TaskOutput(serializers.ModelSerializer):
             "parameters",
             "tags",
             "notifications",
+            "idempotency_key",
             "enabled",
             "paused",
             "next_fire_at",
@@ -191,6 +200,8 @@ class ExecutionOutput(serializers.ModelSerializer):
             "exit_code",
             "error_message",
             "error_class",
+            "idempotency_key",
+            "skipped_for_execution_id",
             "dead_lettered",
             "dead_lettered_at",
             "duration_seconds",

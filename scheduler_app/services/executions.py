@@ -215,6 +215,9 @@ def execution_follow_up_create(
         root_execution_id=previous.root_execution_id or previous.id,
         retry_of_id=previous.id,
         parameters=previous.parameters,
+        # Retries of a fire share its key: a retry after the fire already succeeded elsewhere
+        # (its key in another run) is skipped like any run of that key.
+        idempotency_key=previous.idempotency_key,
     )
 
 

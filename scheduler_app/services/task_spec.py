@@ -25,6 +25,7 @@ from scheduler_app.choices import (
     ScheduleType,
 )
 from scheduler_app.errors import ValidationFailed
+from scheduler_app.idempotency_keys import KeyTemplateError, key_template_check
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
@@ -249,6 +250,16 @@ def task_spec_to_fields(
         raise ValidationFailed("tags must be strings", field="tags")
     if "notifications" in fields:
         fields["notifications"] = _notifications(fields["notifications"])
+    if "idempotency_key" in spec:
+        template = spec["idempotency_key"] or ""
+        if template:
+            try:
+                key_template_check(template)
+            except KeyTemplateError as error:
+                raise ValidationFailed(
+                    f"idempotency_key {error}", field="idempotency_key"
+                ) from error
+        fields["idempotency_key"] = template
     if "enabled" in spec:
         fields["enabled"] = bool(spec["enabled"])
     if "policy" in spec:

@@ -93,6 +93,7 @@ def task_update(
             "parameters",
             "tags",
             "notifications",
+            "idempotency_key",
             *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))
