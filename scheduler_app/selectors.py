@@ -157,13 +157,14 @@ def execution_list(
     *, tenant: Tenant, filters: Mapping[str, str] | None = None
 ) -> QuerySet[TaskExecution]:
     """Every execution of the tenant; filters: status (comma list), task, tag, since, until."""
-    from scheduler_app.choices import ExecutionStatus
+    from scheduler_app.choices import STATUS_SPELLINGS, ExecutionStatus
     from scheduler_app.errors import ValidationFailed
 
     filters = filters or {}
     executions = TaskExecution.objects.select_related("task").filter(tenant=tenant)
     if filters.get("status"):
         wanted = [value.strip() for value in filters["status"].split(",") if value.strip()]
+        wanted = [STATUS_SPELLINGS.get(value, value) for value in wanted]
         unknown = [value for value in wanted if value not in ExecutionStatus.values]
         if unknown:
             raise ValidationFailed(

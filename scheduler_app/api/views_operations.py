@@ -22,7 +22,9 @@ from scheduler_app.models import Tenant
 from scheduler_app.services import retries, scheduler_control
 
 EXECUTION_FILTERS = [
-    OpenApiParameter("status", str, description="Comma list of statuses"),
+    OpenApiParameter(
+        "status", str, description="Comma list of statuses (`completed` means `success`)"
+    ),
     OpenApiParameter("task", str, description="Task id"),
     OpenApiParameter("tag", str, description="Tasks carrying this tag"),
     OpenApiParameter("since", str, description="scheduled_at >= (ISO 8601 with offset)"),
