@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler_app.capabilities import PARTIAL_CAPABILITIES
+from scheduler_app.choices import TIERS
 from workers.handlers.validation import SUPPORTED_CONTAINER_RUNTIMES
 from workers.registry import STATE_ACTIVE, worker_records
 
@@ -27,6 +29,18 @@ def offered_capabilities(*, container_runtime: str | None) -> list[str]:
     if runtime and name in SUPPORTED_CONTAINER_RUNTIMES and shutil.which(runtime):
         offered.append("container")
     return offered
+
+
+def capability_queues_to_consume(consumed: list[str], offered: list[str]) -> list[str]:
+    """For each tier queue this worker consumes, the queues of the partial capabilities it
+    offers (`normal` and `container` -> `normal.container`)."""
+    return [
+        f"{tier}.{capability}"
+        for tier in consumed
+        if tier in TIERS
+        for capability in offered
+        if capability in PARTIAL_CAPABILITIES
+    ]
 
 
 def required_capability(handler_config: Mapping[str, Any]) -> str:

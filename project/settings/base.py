@@ -216,6 +216,9 @@ SCHEDULER = {
     # Queued executions nobody started after this long are published again.
     "REQUEUE_GRACE_SECONDS": env_int("SCHEDULER_REQUEUE_GRACE", 300),
     "HOUSEKEEPING_SECONDS": env_float("SCHEDULER_HOUSEKEEPING_SECONDS", 2.0),
+    # A run whose handler type no live worker offers (a container run with no worker that
+    # has a runtime) waits this long after its time, then fails with `no_capable_worker`.
+    "CAPABILITY_WAIT_SECONDS": env_float("SCHEDULER_CAPABILITY_WAIT_SECONDS", 600.0),
 }
 
 WORKER = {

@@ -11,7 +11,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler_app.alerting.targets import notification_targets_check
-from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
@@ -155,7 +156,7 @@ def task_trigger(
     if task.deleted_at is not None:
         raise NotFound("task not found")
     now = timezone.now()
-    queue = tier_for_priority(task.priority)
+    queue = queue_for(priority=task.priority, handler_type=task.handler_type)
     execution = TaskExecution(
         id=uuid.uuid4(),
         tenant_id=task.tenant_id,
