@@ -11,6 +11,7 @@ from django.core import mail
 
 from scheduler_app.models import NotificationChannel, TaskDefinition
 from tests.alerting.services import ServiceReceiver
+from tests.alerting.smtp_receiver import SmtpReceiver
 from tests.alerting.test_notifications import drain, run_once
 from tests.examples.document import task_request
 
@@ -199,3 +200,22 @@ def test_deliveries_go_through_the_ssrf_guard(
     run_once(task, "failed", django_capture_on_commit_callbacks, transient=False)
     drain(notify_settings)
     assert [r["body"]["event_action"] for r in services.at("/v2/enqueue")] == ["trigger"]
+
+
+def test_an_email_target_is_sent_to_a_mail_server(
+    api, tenant, settings, notify_settings, django_capture_on_commit_callbacks
+):
+    server = SmtpReceiver()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
+    try:
+        task = _task(api, {"on_failure": ["email://oncall@company.com"]})
+        run_once(task, "failed", django_capture_on_commit_callbacks, transient=True)
+        drain(notify_settings)
+        [mailed] = server.messages
+        assert mailed["to"] == ["oncall@company.com"]
+        assert mailed["from"] == settings.ALERTS["FROM_EMAIL"]
+        assert "notified failed" in str(mailed["message"]["Subject"])
+        assert "/dashboard/executions/" in mailed["message"].get_payload()
+    finally:
+        server.stop()
