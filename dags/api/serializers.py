@@ -46,6 +46,19 @@ class DagOutput(serializers.ModelSerializer):
         return version.spec if version is not None else None
 
 
+class DagSavedOutput(DagOutput):
+    """A created or updated DAG, with why some of its nodes may not run yet (no live worker
+    offers their handler type: their runs wait for one)."""
+
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(DagOutput.Meta):
+        fields = [*DagOutput.Meta.fields, "warnings"]
+
+    def get_warnings(self, dag: Dag) -> list[str]:
+        return list(self.context.get("warnings") or [])
+
+
 class DagRunOutput(serializers.ModelSerializer):
     dag_id = serializers.UUIDField()
     version = serializers.IntegerField(source="version.number")

@@ -152,3 +152,17 @@ def test_a_string_handler_must_be_registered(api):
     assert response.status_code == 400
     assert response.json()["field"] == "tasks[0].handler"
     assert "NoSuchClassifier" in response.json()["message"]
+
+
+def test_a_dag_node_nobody_can_run_yet_is_saved_with_a_warning(api):
+    definition = {
+        "dag": "boxed",
+        "tasks": [
+            {"id": "pack", "handler": {"type": "container", "image": "alpine:3"}},
+            {"id": "tell", "handler": "noop", "depends_on": ["pack"]},
+        ],
+    }
+    response = api.post("/api/v1/dags", definition, format="json")
+    assert response.status_code == 201, response.content
+    warnings = response.json()["warnings"]
+    assert any(w.startswith("task 'pack'") and "'container'" in w for w in warnings)
