@@ -99,7 +99,7 @@ def validate_handler_config(
     if not isinstance(config, Mapping):
         raise HandlerConfigError("handler", "must be an object")
     handler_type = config.get("type")
-    allowed = allowed_handler_types(container_runtime or (None if require_runtime else "any"))
+    allowed = allowed_handler_types(container_runtime) if require_runtime else HANDLER_TYPES
     if handler_type == "container" and not container_runtime and require_runtime:
         raise HandlerConfigError(
             "handler.type",
