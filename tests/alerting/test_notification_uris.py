@@ -219,3 +219,11 @@ def test_an_email_target_is_sent_to_a_mail_server(
         assert "/dashboard/executions/" in mailed["message"].get_payload()
     finally:
         server.stop()
+
+
+def test_a_test_send_goes_through_the_ssrf_guard_too(api, tenant, services, settings):
+    pager = _channel(api, name="critical", kind="pagerduty", routing_key=ROUTING_KEY)
+    settings.ALERTS = {**settings.ALERTS, "WEBHOOK_ALLOWED_HOSTS": []}
+    answer = api.post(f"/api/v1/channels/{pager['id']}/test", {}, format="json").json()
+    assert answer["ok"] is False and answer["detail"].startswith("ssrf_blocked")
+    assert services.requests == []
