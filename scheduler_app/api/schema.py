@@ -6,6 +6,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
+from scheduler_app.api.strict import StrictSerializer
+
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "scheduler_app.api.api_keys.ApiKeyAuthentication"
@@ -93,8 +95,6 @@ class SchedulerAutoSchema(AutoSchema):
 
 
 def _strict_serializers() -> list[type]:
-    from scheduler_app.api.strict import StrictSerializer
-
     found, todo = [], [StrictSerializer]
     while todo:
         for subclass in todo.pop().__subclasses__():
