@@ -31,6 +31,21 @@ NODE_KEYS = {
     "priority",
     "parameters",
     "description",
+    "idempotency_key",
+}
+
+DAG_KEYS = {
+    "dag",
+    "name",
+    "description",
+    "schedule",
+    "failure_policy",
+    "catchup",
+    "overlap",
+    "max_active_runs",
+    "enabled",
+    "parameters",
+    "tasks",
 }
 
 
@@ -110,9 +125,16 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         )
     node: dict[str, Any] = {"id": node_id}
     if "handler" in raw:
-        if not isinstance(raw["handler"], Mapping):
-            raise DagSpecError(f"{where}.handler must be an object", field=f"{where}.handler")
-        node["handler"] = dict(raw["handler"])
+        # A string is the design document's spelling: the registered handler of that name.
+        if isinstance(raw["handler"], str) and raw["handler"]:
+            node["handler"] = raw["handler"]
+        elif isinstance(raw["handler"], Mapping):
+            node["handler"] = dict(raw["handler"])
+        else:
+            raise DagSpecError(
+                f"{where}.handler must be an object or a registered handler's name",
+                field=f"{where}.handler",
+            )
     else:
         if not isinstance(raw["task"], str) or not raw["task"]:
             raise DagSpecError(f"{where}.task must be a task name or id", field=f"{where}.task")
@@ -138,7 +160,7 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         node["condition"] = _condition(raw["condition"], field=f"{where}.condition")
     if raw.get("map_over") is not None:
         node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
-    for key in ("timeout_seconds", "retry_policy", "priority", "description"):
+    for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
         if key in raw:
             node[key] = raw[key]
     if "parameters" in raw:
@@ -191,6 +213,12 @@ def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
 def parse_dag_spec(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise DagSpecError("a DAG definition must be an object", field=None)
+    unknown = sorted(set(raw) - DAG_KEYS)
+    if unknown:
+        raise DagSpecError(
+            f"unknown keys: {', '.join(unknown)}; allowed: {', '.join(sorted(DAG_KEYS))}",
+            field=unknown[0],
+        )
     name = raw.get("dag", raw.get("name"))
     if not isinstance(name, str) or not name.strip():
         raise DagSpecError("dag (the DAG's name) is required", field="dag")

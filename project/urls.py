@@ -5,6 +5,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
+from scheduler_app.api.unversioned import unversioned_api
 from scheduler_app.monitoring.views import metrics_view, readyz_view
 
 
@@ -32,6 +33,8 @@ urlpatterns = [
         ),
         name="swagger-ui",
     ),
+    # Last of the api/ routes: what is left is an unversioned path (`/api/tasks`).
+    path("api/<path:rest>", unversioned_api, name="api-unversioned"),
     path("readyz", readyz_view, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
     path("dashboard/", include("scheduler_app.dashboard.urls")),

@@ -104,7 +104,7 @@ def _longest_task_timeout() -> int | None:
     configured = getattr(settings, "SCHEDULER_MAX_TASK_TIMEOUT", None)
     if configured:
         return int(configured)
-    from scheduler_app.services.task_spec import MAX_TIMEOUT_SECONDS
+    from scheduler_app.limits import MAX_TIMEOUT_SECONDS
 
     return int(MAX_TIMEOUT_SECONDS)
 

@@ -16,6 +16,12 @@ class ScheduleType(models.TextChoices):
     MANUAL = "manual"
 
 
+# The design document's word for a one-shot delayed task (its SQL: "cron, interval,
+# one-shot"), accepted beside ours; a task reads back with ours.
+SCHEDULE_TYPE_SPELLINGS = {"one-shot": ScheduleType.ONCE}
+SCHEDULE_TYPES_ACCEPTED = (*ScheduleType.values, *SCHEDULE_TYPE_SPELLINGS)
+
+
 class HandlerType(models.TextChoices):
     SHELL = "shell"
     HTTP = "http"
@@ -41,6 +47,10 @@ class ExecutionStatus(models.TextChoices):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
 
+
+# The design document's words for execution states, accepted where states are filtered
+# (its integration test waits for `completed`; ours is `success`).
+STATUS_SPELLINGS = {"completed": ExecutionStatus.SUCCESS}
 
 ACTIVE_STATUSES = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED, ExecutionStatus.RUNNING)
 WAITING_STATUSES = (ExecutionStatus.PENDING, ExecutionStatus.QUEUED)

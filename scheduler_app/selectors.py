@@ -157,13 +157,14 @@ def execution_list(
     *, tenant: Tenant, filters: Mapping[str, str] | None = None
 ) -> QuerySet[TaskExecution]:
     """Every execution of the tenant; filters: status (comma list), task, tag, since, until."""
-    from scheduler_app.choices import ExecutionStatus
+    from scheduler_app.choices import STATUS_SPELLINGS, ExecutionStatus
     from scheduler_app.errors import ValidationFailed
 
     filters = filters or {}
     executions = TaskExecution.objects.select_related("task").filter(tenant=tenant)
     if filters.get("status"):
         wanted = [value.strip() for value in filters["status"].split(",") if value.strip()]
+        wanted = [STATUS_SPELLINGS.get(value, value) for value in wanted]
         unknown = [value for value in wanted if value not in ExecutionStatus.values]
         if unknown:
             raise ValidationFailed(
@@ -289,3 +290,16 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
         "running": executions.filter(status="running").count(),
         "dead_letters": executions.filter(dead_lettered=True).count(),
     }
+
+
+def channel_list(*, tenant: Tenant):
+    from scheduler_app.models import NotificationChannel
+
+    return NotificationChannel.objects.filter(tenant=tenant).order_by("name")
+
+
+def channel_get(*, tenant: Tenant, channel_id: Any):
+    channel = channel_list(tenant=tenant).filter(id=_as_uuid(channel_id, what="channel")).first()
+    if channel is None:
+        raise NotFound("channel not found")
+    return channel

@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from workers import registry
+from workers.capabilities import capability_queues_to_consume, offered_capabilities
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class Fleet:
             started_at=now,
             heartbeat_seconds=interval,
             last_heartbeat=now,
+            capabilities=offered_capabilities(
+                container_runtime=settings.WORKER["CONTAINER_RUNTIME"]
+            ),
         )
         self._stop = threading.Event()
         self._process = psutil.Process()
@@ -184,6 +188,17 @@ _fleet: Fleet | None = None
 @celeryd_after_setup.connect
 def _consume_sticky_queue(sender: str, instance, **kwargs) -> None:
     instance.app.amqp.queues.select_add(registry.sticky_queue_name(sender))
+
+
+@celeryd_after_setup.connect
+def _consume_capability_queues(sender: str, instance, **kwargs) -> None:
+    """A worker that offers a capability only some have (a container runtime) also takes
+    the runs routed to it: `<tier>.container` for each tier it consumes."""
+    queues = instance.app.amqp.queues
+    consumed = list(queues.consume_from or queues)
+    offered = offered_capabilities(container_runtime=settings.WORKER["CONTAINER_RUNTIME"])
+    for queue in capability_queues_to_consume(consumed, offered):
+        queues.select_add(queue)
 
 
 @worker_ready.connect

@@ -54,6 +54,8 @@ class WorkerRecord:
     errors_last_hour: int = 0
     # How this worker runs shell tasks: "on (...)", "off (...)" or "unavailable: why".
     shell_sandbox: str = ""
+    # Handler types this worker can run (workers.capabilities.offered_capabilities).
+    capabilities: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
     def silent_for(self, now: float) -> float:

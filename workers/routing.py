@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
+from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.dispatch import Doorbell
 from scheduler_app.redis_client import get_redis, redis_key
 from workers.registry import STATE_ACTIVE, WorkerRecord, sticky_queue_name, worker_records
@@ -60,7 +61,10 @@ def preferred_queue(
         return tier
     if workers is None:
         workers = {record.hostname: record for record in worker_records()}
-    if _usable(workers.get(previous_worker_id), time.time()):
+    record = workers.get(previous_worker_id)
+    needed = capability_of_queue(tier)
+    # A run that needs a capability sticks only to a worker that offers it.
+    if _usable(record, time.time()) and (needed is None or needed in record.capabilities):
         return sticky_queue_name(previous_worker_id)
     return tier
 

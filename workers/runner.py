@@ -37,6 +37,7 @@ from scheduler_app.services.retry_budget import (
     retry_budget_note_execution_into,
     retry_budget_unnote_execution_into,
 )
+from scheduler_app.services.run_keys import execution_key_settle
 from scheduler_app.services.secrets import referenced_names, secrets_resolve, substitute
 from workers import registry
 from workers.control import stop_requested_into
@@ -228,7 +229,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         try:
             if resolved.error:
                 raise _SecretUnavailable(resolved.error)
-            handler_outcome = run_handler(
+            handler_outcome = _idempotent_outcome(claim) or run_handler(
                 resolved.handler_config,
                 context,
                 allowed_hosts=config["HTTP_ALLOWED_HOSTS"],
@@ -258,6 +259,37 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     )
 
 
+def _idempotent_outcome(claim: Claim) -> HandlerOutcome | None:
+    """The outcome of a keyed run that must not run (its key already succeeded, or cannot be
+    rendered); None when the handler should run."""
+    run_key = execution_key_settle(
+        execution=claim.execution, task=claim.task, claim_token=claim.claim_token
+    )
+    if run_key is None:
+        return None
+    if run_key.error:
+        return HandlerOutcome(
+            status="failed",
+            error_message=run_key.error,
+            error_class="idempotency_key",
+            transient=False,
+        )
+    if run_key.succeeded_before is None:
+        return None
+    return HandlerOutcome(
+        status="skipped",
+        result={
+            "idempotency_key": run_key.key,
+            "skipped_for_execution_id": str(run_key.succeeded_before),
+        },
+        error_message=(
+            f"idempotency key {run_key.key!r} already succeeded in execution "
+            f"{run_key.succeeded_before}"
+        ),
+        transient=False,
+    )
+
+
 def finish_claimed(
     claim: Claim, executed: Executed, *, worker_id: str, started_at: datetime | None = None
 ) -> tuple[str, bool]:
@@ -282,7 +314,7 @@ def finish_claimed(
         sink=sink,
         worker_id=worker_id,
         status=handler_outcome.status if report.accepted else "rejected",
-        errored=handler_outcome.status != "success",
+        errored=handler_outcome.status not in ("success", "skipped"),
         started_at=started_at,
     )
     _send(end_pipe, claim)

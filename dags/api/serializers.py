@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from dags.models import Dag, DagNodeState, DagRun
+from scheduler_app.api.strict import StrictSerializer
 
 
 class DagOutput(serializers.ModelSerializer):
@@ -45,6 +46,19 @@ class DagOutput(serializers.ModelSerializer):
         return version.spec if version is not None else None
 
 
+class DagSavedOutput(DagOutput):
+    """A created or updated DAG, with why some of its nodes may not run yet (no live worker
+    offers their handler type: their runs wait for one)."""
+
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(DagOutput.Meta):
+        fields = [*DagOutput.Meta.fields, "warnings"]
+
+    def get_warnings(self, dag: Dag) -> list[str]:
+        return list(self.context.get("warnings") or [])
+
+
 class DagRunOutput(serializers.ModelSerializer):
     dag_id = serializers.UUIDField()
     version = serializers.IntegerField(source="version.number")
@@ -83,7 +97,7 @@ class NodeOutput(serializers.ModelSerializer):
         ]
 
 
-class DagTriggerInput(serializers.Serializer):
+class DagTriggerInput(StrictSerializer):
     parameters = serializers.DictField(required=False, allow_null=True)
 
 

@@ -14,18 +14,35 @@ from dags.api.serializers import (
     DagOutput,
     DagRunDetailOutput,
     DagRunOutput,
+    DagSavedOutput,
     DagTriggerInput,
     NodeOutput,
 )
 from dags.services import definitions, runs
 from scheduler_app.api.pagination import PagePagination
 from scheduler_app.api.schema import page_of
+from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
+from workers.capabilities import task_warnings
 
 
 def _dag_output(dag) -> dict:
     version = selectors.dag_version_get(dag=dag)
     return DagOutput(dag, context={"versions": {dag.id: version}}).data
+
+
+def _dag_saved_output(dag) -> dict:
+    """The saved DAG with `warnings`: nodes whose handler type no live worker offers."""
+    version = selectors.dag_version_get(dag=dag)
+    warnings = []
+    for node in version.spec["tasks"] if version is not None else []:
+        handler = node.get("handler")
+        if handler is None:
+            continue
+        config = {"type": "python"} if isinstance(handler, str) else handler
+        warnings += [f"task {node['id']!r}: {warning}" for warning in task_warnings(config)]
+    context = {"versions": {dag.id: version}, "warnings": warnings}
+    return DagSavedOutput(dag, context=context).data
 
 
 class DagListView(APIView):
@@ -38,10 +55,10 @@ class DagListView(APIView):
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(DagOutput(page, many=True).data)
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: DagOutput})
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: DagSavedOutput})
     def post(self, request: Request) -> Response:
         dag = definitions.dag_create(tenant=request_tenant(request), raw=request.data)
-        return Response(_dag_output(dag), status=status.HTTP_201_CREATED)
+        return Response(_dag_saved_output(dag), status=status.HTTP_201_CREATED)
 
 
 class DagDetailView(APIView):
@@ -52,15 +69,16 @@ class DagDetailView(APIView):
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         return Response(_dag_output(dag))
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses=DagOutput)
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=DagSavedOutput)
     def put(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         dag = definitions.dag_update(dag=dag, raw=request.data)
-        return Response(_dag_output(dag))
+        return Response(_dag_saved_output(dag))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        refuse_body(request)
         definitions.dag_delete(dag=dag)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -84,6 +102,7 @@ class DagPauseView(APIView):
     @extend_schema(request=None, responses=DagOutput)
     def post(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        refuse_body(request)
         return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=self.paused)))
 
 
@@ -125,7 +144,9 @@ class DagRunCancelView(APIView):
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
-        run = runs.dag_run_cancel(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+        refuse_body(request)
+        run = runs.dag_run_cancel(run=run)
         return Response(_run_detail(run))
 
 
@@ -136,5 +157,7 @@ class DagRunRetryView(APIView):
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
-        run = runs.dag_run_rerun(run=selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id))
+        run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+        refuse_body(request)
+        run = runs.dag_run_rerun(run=run)
         return Response(_run_detail(run), status=status.HTTP_202_ACCEPTED)

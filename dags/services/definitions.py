@@ -23,11 +23,21 @@ from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.task_spec import task_spec_to_fields
 from scheduler_app.task_schedule import schedule_for
 
-TASK_KEYS = ("handler", "timeout_seconds", "retry_policy", "priority", "parameters")
+TASK_KEYS = (
+    "handler",
+    "timeout_seconds",
+    "retry_policy",
+    "priority",
+    "parameters",
+    "idempotency_key",
+)
 
 
 def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: node[key] for key in TASK_KEYS if key in node}
+    spec = {key: node[key] for key in TASK_KEYS if key in node}
+    if isinstance(spec.get("handler"), str):
+        spec["handler"] = {"type": "python", "callable": spec["handler"]}
+    return spec
 
 
 def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -43,8 +53,9 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
             continue
         try:
             task_spec_to_fields(_node_task_spec(node), anchor=now, partial=True)
-            task_spec_to_fields({"handler": node["handler"]}, anchor=now, partial=True)
         except ValidationFailed as error:
+            if isinstance(node["handler"], str) and error.field == "handler.callable":
+                error.field = "handler"
             field = f"tasks[{index}].{error.field}" if error.field else f"tasks[{index}]"
             raise ValidationFailed(f"tasks[{index}]: {error.message}", field=field) from error
     try:

@@ -39,7 +39,8 @@ from dags.services.doorbells import (
     node_executions_write,
 )
 from dags.services.links import run_lock
-from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger, tier_for_priority
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 logger = logging.getLogger(__name__)
@@ -163,7 +164,7 @@ def _new_execution(
         status=ExecutionStatus.QUEUED,
         trigger=Trigger.DAG,
         priority=task.priority,
-        queue=tier_for_priority(task.priority),
+        queue=queue_for(priority=task.priority, handler_type=task.handler_type),
         scheduled_at=now,
         queued_at=now,
         attempt=1,

@@ -123,6 +123,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Request bodies refuse unknown keys; the schema says so (additionalProperties: false).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "scheduler_app.api.schema.strict_request_bodies",
+    ],
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Several models have a `status` field with different choices: name each enum.
     "ENUM_NAME_OVERRIDES": {
@@ -212,6 +217,9 @@ SCHEDULER = {
     # Queued executions nobody started after this long are published again.
     "REQUEUE_GRACE_SECONDS": env_int("SCHEDULER_REQUEUE_GRACE", 300),
     "HOUSEKEEPING_SECONDS": env_float("SCHEDULER_HOUSEKEEPING_SECONDS", 2.0),
+    # A run whose handler type no live worker offers (a container run with no worker that
+    # has a runtime) waits this long after its time, then fails with `no_capable_worker`.
+    "CAPABILITY_WAIT_SECONDS": env_float("SCHEDULER_CAPABILITY_WAIT_SECONDS", 600.0),
 }
 
 WORKER = {
@@ -264,6 +272,11 @@ ALERTS = {
     # Hosts a notification webhook may reach even though they resolve to private addresses.
     "WEBHOOK_ALLOWED_HOSTS": env_list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", []),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0),
+    # Where Slack bot tokens post (chat.postMessage) and PagerDuty events go.
+    "SLACK_API_URL": env_str("NOTIFY_SLACK_API_URL", "https://slack.com/api"),
+    "PAGERDUTY_EVENTS_URL": env_str(
+        "NOTIFY_PAGERDUTY_EVENTS_URL", "https://events.pagerduty.com/v2/enqueue"
+    ),
     "QUEUE": env_str("NOTIFY_QUEUE", "critical"),
     "FROM_EMAIL": env_str("NOTIFY_FROM_EMAIL", "scheduler@localhost"),
     "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),
@@ -328,8 +341,11 @@ FLEET = {
     },
 }
 
-# Modules whose @handler("name") functions python tasks may call.
-PYTHON_HANDLER_MODULES = env_list("PYTHON_HANDLER_MODULES", ["workers.handlers.builtin"])
+# Modules whose @handler("name") functions python tasks may call. The demo handlers, and
+# the design document's DocumentClassifier, InvoiceProcessor and ReceiptProcessor.
+PYTHON_HANDLER_MODULES = env_list(
+    "PYTHON_HANDLER_MODULES", ["workers.handlers.builtin", "workers.handlers.documents"]
+)
 
 LOGGING = {
     "version": 1,

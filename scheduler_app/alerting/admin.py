@@ -20,6 +20,13 @@ class NotificationChannelForm(forms.ModelForm):
         help_text="Webhook HMAC key. Write-only: leave blank to keep the current one.",
     )
     clear_signing_secret = forms.BooleanField(required=False, label="Remove the signing secret")
+    credential = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Slack incoming-webhook URL or bot token, PagerDuty routing key. Write-only: "
+        "leave blank to keep the current one.",
+    )
 
     class Meta:
         model = NotificationChannel
@@ -33,6 +40,8 @@ class NotificationChannelForm(forms.ModelForm):
             channel.signing_secret_ciphertext = signing_secret_encrypt(
                 self.cleaned_data["signing_secret"]
             )
+        if self.cleaned_data.get("credential"):
+            channel.credential_ciphertext = signing_secret_encrypt(self.cleaned_data["credential"])
         if commit:
             channel.save()
         return channel

@@ -13,13 +13,6 @@ from scheduler_app.models import AlertIncident, NotificationChannel, TaskExecuti
 EVENTS = ("on_failure", "on_success", "on_dlq")
 
 
-def task_channels(*, tenant_id: Any, notifications: dict, event: str) -> list[NotificationChannel]:
-    names = notifications.get(event) or []
-    if isinstance(names, str):
-        names = [names]
-    return list(NotificationChannel.objects.filter(tenant_id=tenant_id, name__in=names))
-
-
 def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
     """A tenant's alert channels; system-wide incidents go to the operators' settings."""
     if tenant is not None:

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from scheduler_app.alerting.incidents import incident_open, incident_resolve
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
-from scheduler_app.models import AlertIncident, NotificationChannel, TaskExecution
+from scheduler_app.models import AlertIncident, ChannelKind, TaskExecution
 
 if TYPE_CHECKING:
     from scheduler_app.alerting.channels import Target
@@ -41,8 +41,8 @@ def enqueue_run_notifications(*, execution_id: str, dead_lettered: bool) -> None
 
 
 def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
-    # The channel id, not its signing secret: nothing secret is written to the broker.
-    _send(DELIVER_TASK, target.kind, target.target, target.channel_id, message)
+    # The channel id, not its secrets: nothing secret is written to the broker.
+    _send(DELIVER_TASK, target.kind, target.target, target.channel_id, message, target.route)
 
 
 def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
@@ -54,17 +54,14 @@ def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
             enqueue_delivery(target, message)
 
 
-def _targets(channels: list[NotificationChannel]) -> list[Target]:
-    from scheduler_app.alerting.channels import Target
-
-    return [Target(c.kind, c.target, str(c.id)) for c in channels]
-
-
 @shared_task(name=RUN_NOTIFICATIONS_TASK, ignore_result=True)
 def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     """One incident per failing task: the first failure opens it and is announced, later
-    failures stay quiet, the next success resolves it and announces the recovery."""
-    from scheduler_app.alerting.notices import run_message, task_channels
+    failures stay quiet, the next success resolves it and announces the recovery (to the
+    failure targets, and to the PagerDuty targets of the dead-letter queue, whose incident
+    the dead letter triggered)."""
+    from scheduler_app.alerting.notices import run_message
+    from scheduler_app.alerting.targets import targets_for
 
     execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
     if execution is None:
@@ -74,17 +71,26 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     key = str(task.id)
     sends: list[tuple[Target, dict]] = []
 
-    def to(event: str, message: dict) -> None:
-        for target in _targets(
-            task_channels(tenant_id=execution.tenant_id, notifications=wanted, event=event)
-        ):
-            sends.append((target, message))
+    def to(event: str, message: dict, *, kinds: tuple[str, ...] = ()) -> None:
+        texts = wanted.get(event) or []
+        targets, problems = targets_for(
+            tenant_id=execution.tenant_id, texts=[texts] if isinstance(texts, str) else texts
+        )
+        for problem in problems:
+            logger.warning("task %s: notification target not delivered: %s", task.id, problem)
+        for target in targets:
+            if (not kinds or target.kind in kinds) and (target, message) not in sends:
+                sends.append((target, message))
 
     if execution.status == ExecutionStatus.SUCCESS:
         if incident_resolve(rule="task_failing", key=key) is not None:
-            to("on_failure", run_message(execution, event="resolved"))
+            resolved = run_message(execution, event="resolved")
+            to("on_failure", resolved)
+            to("on_dlq", resolved, kinds=(ChannelKind.PAGERDUTY,))
         to("on_success", run_message(execution, event="success"))
-    elif execution.status in RETRYABLE_STATUSES and wanted.get("on_failure"):
+    elif execution.status in RETRYABLE_STATUSES and (
+        wanted.get("on_failure") or wanted.get("on_dlq")
+    ):
         opened = incident_open(
             rule="task_failing",
             key=key,
@@ -101,15 +107,23 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
-def deliver_notification(kind: str, target: str, channel_id: str | None, message: dict) -> bool:
+def deliver_notification(
+    kind: str, target: str, channel_id: str | None, message: dict, route: str = ""
+) -> bool:
     """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
     from scheduler_app.alerting.channels import DeliveryResult, Target, deliver
-    from scheduler_app.services.channels import channel_signing_secret
+    from scheduler_app.services.channels import channel_credential, channel_signing_secret
 
     secret = channel_signing_secret(channel_id=channel_id) if channel_id else ""
+    credential = channel_credential(channel_id=channel_id) if channel_id else ""
     result = DeliveryResult(False, "not tried")
     for attempt in range(1, DELIVERY_ATTEMPTS + 1):
-        result = deliver(Target(kind, target, channel_id), message, signing_secret=secret)
+        result = deliver(
+            Target(kind, target, channel_id, route=route),
+            message,
+            signing_secret=secret,
+            credential=credential,
+        )
         if result.ok or not result.transient:
             break
         time.sleep(attempt)

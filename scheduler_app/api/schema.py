@@ -6,6 +6,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
+from scheduler_app.api.strict import StrictSerializer
+
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "scheduler_app.api.api_keys.ApiKeyAuthentication"
@@ -90,3 +92,23 @@ class SchedulerAutoSchema(AutoSchema):
         if self.method == "GET" and collection and operation_id.endswith("_retrieve"):
             return operation_id.removesuffix("_retrieve") + "_list"
         return operation_id
+
+
+def _strict_serializers() -> list[type]:
+    found, todo = [], [StrictSerializer]
+    while todo:
+        for subclass in todo.pop().__subclasses__():
+            found.append(subclass)
+            todo.append(subclass)
+    return found
+
+
+def strict_request_bodies(result: dict, generator, request, public) -> dict:
+    """drf-spectacular post-processing hook: a request body that refuses unknown keys
+    (scheduler_app.api.strict) says so with `additionalProperties: false`."""
+    names = {cls.__name__.removesuffix("Serializer") for cls in _strict_serializers()}
+    for name, component in result.get("components", {}).get("schemas", {}).items():
+        base = name.removeprefix("Patched").removesuffix("Request")
+        if base in names and component.get("type") == "object":
+            component["additionalProperties"] = False
+    return result

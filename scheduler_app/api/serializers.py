@@ -6,30 +6,50 @@ from typing import Any
 
 from rest_framework import serializers
 
-from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
+from scheduler_app.api.strict import StrictSerializer
+from scheduler_app.choices import SCHEDULE_TYPES_ACCEPTED, Backoff, Catchup, Overlap
+from scheduler_app.limits import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_SECONDS,
+    MAX_JITTER_SECONDS,
+    PRIORITY_HIGHEST,
+    PRIORITY_LOWEST,
+    task_timeout_limit,
+)
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 
-class ScheduleInput(serializers.Serializer):
-    type = serializers.ChoiceField(choices=ScheduleType.choices)
+class ScheduleInput(StrictSerializer):
+    type = serializers.ChoiceField(
+        choices=SCHEDULE_TYPES_ACCEPTED, help_text="`one-shot` is the same as `once`."
+    )
     expression = serializers.CharField(required=False, allow_blank=True, max_length=255)
     timezone = serializers.CharField(required=False, max_length=64, default="UTC")
     run_at = serializers.CharField(required=False, allow_null=True, max_length=64)
+    scheduled_at = serializers.CharField(
+        required=False, allow_null=True, max_length=64, help_text="The same as `run_at`."
+    )
 
 
-class RetryPolicyInput(serializers.Serializer):
-    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=100)
+class RetryPolicyInput(StrictSerializer):
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
     backoff = serializers.ChoiceField(choices=Backoff.choices, required=False)
-    base_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
-    max_delay_seconds = serializers.FloatField(required=False, min_value=0, max_value=30 * 86400)
+    base_delay_seconds = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_DELAY_SECONDS
+    )
+    max_delay_seconds = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_DELAY_SECONDS
+    )
 
 
-class PolicyInput(serializers.Serializer):
+class PolicyInput(StrictSerializer):
     """Scheduling policies; the service checks what depends on the schedule (jitter, window)."""
 
     catchup = serializers.ChoiceField(choices=Catchup.choices, required=False)
     overlap = serializers.ChoiceField(choices=Overlap.choices, required=False)
-    jitter_seconds = serializers.IntegerField(required=False, min_value=0, max_value=3600)
+    jitter_seconds = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_JITTER_SECONDS
+    )
     start_at = serializers.DateTimeField(required=False, allow_null=True)
     end_at = serializers.DateTimeField(required=False, allow_null=True)
 
@@ -44,22 +64,35 @@ class HandlerInput(serializers.DictField):
         return value
 
 
-class TaskInput(serializers.Serializer):
+class TaskInput(StrictSerializer):
     name = serializers.CharField(max_length=255)
     description = serializers.CharField(required=False, allow_blank=True, max_length=10000)
     schedule = ScheduleInput()
     handler = HandlerInput()
-    timeout_seconds = serializers.IntegerField(required=False, min_value=1, max_value=7 * 86400)
+    # The limit is the installation's (SCHEDULER_MAX_TASK_TIMEOUT), read when the API loads.
+    timeout_seconds = serializers.IntegerField(
+        required=False, min_value=1, max_value=task_timeout_limit()
+    )
     retry_policy = RetryPolicyInput(required=False)
     policy = PolicyInput(required=False)
-    priority = serializers.IntegerField(required=False, min_value=1, max_value=10)
+    priority = serializers.IntegerField(
+        required=False, min_value=PRIORITY_HIGHEST, max_value=PRIORITY_LOWEST
+    )
     parameters = serializers.DictField(required=False)
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     notifications = serializers.DictField(required=False)
+    idempotency_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text='A run whose key already succeeded is skipped: "{{parameters.region}}:'
+        '{{scheduled_date}}" (placeholders: parameters.<name>, scheduled_at, scheduled_date, '
+        "scheduled_time)",
+    )
     enabled = serializers.BooleanField(required=False)
 
 
-class TriggerInput(serializers.Serializer):
+class TriggerInput(StrictSerializer):
     parameters = serializers.DictField(required=False)
 
 
@@ -84,6 +117,7 @@ class TaskOutput(serializers.ModelSerializer):
             "parameters",
             "tags",
             "notifications",
+            "idempotency_key",
             "enabled",
             "paused",
             "next_fire_at",
@@ -116,6 +150,19 @@ class TaskOutput(serializers.ModelSerializer):
             "start_at": _iso(task.start_at),
             "end_at": _iso(task.end_at),
         }
+
+
+class TaskSavedOutput(TaskOutput):
+    """A created or updated task, with why it may not run yet (no live worker offers its
+    handler type: its runs wait for one)."""
+
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(TaskOutput.Meta):
+        fields = [*TaskOutput.Meta.fields, "warnings"]
+
+    def get_warnings(self, task: TaskDefinition) -> list[str]:
+        return list(self.context.get("warnings") or [])
 
 
 def _iso(moment) -> str | None:
@@ -153,6 +200,8 @@ class ExecutionOutput(serializers.ModelSerializer):
             "exit_code",
             "error_message",
             "error_class",
+            "idempotency_key",
+            "skipped_for_execution_id",
             "dead_lettered",
             "dead_lettered_at",
             "duration_seconds",

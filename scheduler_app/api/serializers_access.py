@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from scheduler_app.api.strict import StrictSerializer
 from scheduler_app.choices import Role
 from scheduler_app.models import ApiKey, AuditEntry, Secret, TenantMembership
 
 
-class SecretInput(serializers.Serializer):
+class SecretInput(StrictSerializer):
     name = serializers.CharField(max_length=128)
     value = serializers.CharField(max_length=65536, write_only=True, trim_whitespace=False)
     description = serializers.CharField(max_length=255, required=False, allow_blank=True)
 
 
-class SecretUpdateInput(serializers.Serializer):
+class SecretUpdateInput(StrictSerializer):
     value = serializers.CharField(
         max_length=65536, write_only=True, required=False, trim_whitespace=False
     )
@@ -32,7 +33,7 @@ class SecretOutput(serializers.ModelSerializer):
         return "{{secret:" + secret.name + "}}"
 
 
-class ApiKeyInput(serializers.Serializer):
+class ApiKeyInput(StrictSerializer):
     name = serializers.CharField(max_length=100)
     role = serializers.ChoiceField(choices=Role.choices, default=Role.OPERATOR)
 
@@ -50,7 +51,7 @@ class ApiKeyCreatedOutput(ApiKeyOutput):
         fields = [*ApiKeyOutput.Meta.fields, "key"]
 
 
-class MemberInput(serializers.Serializer):
+class MemberInput(StrictSerializer):
     username = serializers.CharField(max_length=150)
     role = serializers.ChoiceField(choices=Role.choices)
     password = serializers.CharField(
@@ -58,7 +59,7 @@ class MemberInput(serializers.Serializer):
     )
 
 
-class MemberRoleInput(serializers.Serializer):
+class MemberRoleInput(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
 
 

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from scheduler_app.api import views, views_access, views_operations
+from scheduler_app.api import views, views_access, views_channels, views_operations
 
 urlpatterns = [
     path("auth/token", TokenObtainPairView.as_view(), name="token-obtain"),
@@ -69,6 +69,17 @@ urlpatterns = [
     path("secrets/<str:secret_id>", views_access.SecretDetailView.as_view(), name="secret-detail"),
     path("api-keys", views_access.ApiKeyListView.as_view(), name="apikey-list"),
     path("api-keys/<str:key_id>", views_access.ApiKeyDetailView.as_view(), name="apikey-detail"),
+    path("channels", views_channels.ChannelListView.as_view(), name="channel-list"),
+    path(
+        "channels/<str:channel_id>",
+        views_channels.ChannelDetailView.as_view(),
+        name="channel-detail",
+    ),
+    path(
+        "channels/<str:channel_id>/test",
+        views_channels.ChannelTestView.as_view(),
+        name="channel-test",
+    ),
     path("members", views_access.MemberListView.as_view(), name="member-list"),
     path("members/<str:member_id>", views_access.MemberDetailView.as_view(), name="member-detail"),
 ]

@@ -22,12 +22,20 @@ from scheduler_app.api.schema import (
     TriggeredOutput,
     page_of,
 )
-from scheduler_app.api.serializers import ExecutionOutput, TaskInput, TaskOutput, TriggerInput
+from scheduler_app.api.serializers import (
+    ExecutionOutput,
+    TaskInput,
+    TaskOutput,
+    TaskSavedOutput,
+    TriggerInput,
+)
+from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.services import dead_letters, tasks
 from scheduler_app.task_schedule import schedule_of_task
+from workers.capabilities import task_warnings
 
 MAX_PREVIEW = 1000
 
@@ -35,6 +43,12 @@ MAX_PREVIEW = 1000
 def _user_or_none(request: Request):
     """The Django user behind the request (None for an API key)."""
     return request.user if getattr(request.user, "pk", None) else None
+
+
+def _with_warnings(task) -> dict:
+    """The saved task, with `warnings`: why it may not run yet (no live worker offers its
+    handler type)."""
+    return TaskSavedOutput(task, context={"warnings": task_warnings(task.handler_config)}).data
 
 
 class TaskListView(APIView):
@@ -58,7 +72,7 @@ class TaskListView(APIView):
 
     @extend_schema(
         request=TaskInput,
-        responses={201: TaskOutput},
+        responses={201: TaskSavedOutput},
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -77,7 +91,7 @@ class TaskListView(APIView):
             task = tasks.task_create(
                 tenant=tenant, spec=spec.validated_data, created_by=_user_or_none(request)
             )
-            return Response(TaskOutput(task).data, status=status.HTTP_201_CREATED)
+            return Response(_with_warnings(task), status=status.HTTP_201_CREATED)
 
         return idempotent(request, tenant=tenant, produce=create)
 
@@ -90,25 +104,26 @@ class TaskDetailView(APIView):
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         return Response(TaskOutput(task).data)
 
-    @extend_schema(request=TaskInput, responses=TaskOutput)
+    @extend_schema(request=TaskInput, responses=TaskSavedOutput)
     def put(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data)
         spec.is_valid(raise_exception=True)
         task = tasks.task_update(task=task, spec=spec.validated_data)
-        return Response(TaskOutput(task).data)
+        return Response(_with_warnings(task))
 
-    @extend_schema(request=TaskInput, responses=TaskOutput)
+    @extend_schema(request=TaskInput, responses=TaskSavedOutput)
     def patch(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data, partial=True)
         spec.is_valid(raise_exception=True)
         task = tasks.task_update(task=task, spec=spec.validated_data, partial=True)
-        return Response(TaskOutput(task).data)
+        return Response(_with_warnings(task))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        refuse_body(request)
         tasks.task_delete(task=task)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -152,6 +167,7 @@ class TaskPauseView(APIView):
     @extend_schema(request=None, responses=TaskOutput)
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        refuse_body(request)
         return Response(TaskOutput(tasks.task_pause(task=task)).data)
 
 
@@ -161,6 +177,7 @@ class TaskResumeView(APIView):
     @extend_schema(request=None, responses=TaskOutput)
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
+        refuse_body(request)
         return Response(TaskOutput(tasks.task_resume(task=task)).data)
 
 
@@ -269,6 +286,7 @@ class ExecutionCancelView(APIView):
         execution = selectors.execution_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
+        refuse_body(request)
         outcome = execution_cancel(execution=execution)
         return Response(
             {"execution_id": str(execution.id), "status": outcome},
@@ -335,6 +353,7 @@ class DeadLetterRetryAllView(APIView):
 
     @extend_schema(request=None, responses={202: RetriedAllOutput})
     def post(self, request: Request) -> Response:
+        refuse_body(request)
         retried = dead_letters.dead_letters_retry_all(tenant=request_tenant(request))
         return Response({"retried": retried}, status=status.HTTP_202_ACCEPTED)
 
@@ -347,6 +366,7 @@ class DeadLetterDetailView(APIView):
         execution = selectors.dead_letter_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
+        refuse_body(request)
         dead_letters.dead_letter_delete(execution=execution)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -359,6 +379,7 @@ class DeadLetterRetryView(APIView):
         execution = selectors.dead_letter_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
+        refuse_body(request)
         retry = dead_letters.dead_letter_retry(execution=execution)
         if retry is None:
             return Response({"code": "conflict", "message": "already retried"}, status=409)

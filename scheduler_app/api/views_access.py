@@ -24,6 +24,7 @@ from scheduler_app.api.serializers_access import (
     SecretUpdateInput,
     UsageOutput,
 )
+from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.services import api_keys, members, quotas, secrets
@@ -123,6 +124,7 @@ class SecretDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, secret_id: str) -> Response:
         secret = selectors.secret_get(tenant=request_tenant(request), secret_id=secret_id)
+        refuse_body(request)
         secrets.secret_delete(secret=secret)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -163,6 +165,7 @@ class ApiKeyDetailView(APIView):
     def delete(self, request: Request, key_id: str) -> Response:
         """Revoke: the key stops working at once; the record stays for the audit."""
         key = selectors.api_key_get(tenant=request_tenant(request), key_id=key_id)
+        refuse_body(request)
         api_keys.api_key_revoke(key=key)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -205,5 +208,6 @@ class MemberDetailView(APIView):
     @extend_schema(responses={204: None})
     def delete(self, request: Request, member_id: str) -> Response:
         member = selectors.member_get(tenant=request_tenant(request), member_id=member_id)
+        refuse_body(request)
         members.member_remove(member=member)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -15,13 +15,16 @@ from scheduler_app import selectors
 from scheduler_app.api.pagination import ExecutionCursorPagination
 from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers import ExecutionOutput
+from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import is_platform_staff, request_tenant
 from scheduler_app.errors import NotFound
 from scheduler_app.models import Tenant
 from scheduler_app.services import retries, scheduler_control
 
 EXECUTION_FILTERS = [
-    OpenApiParameter("status", str, description="Comma list of statuses"),
+    OpenApiParameter(
+        "status", str, description="Comma list of statuses (`completed` means `success`)"
+    ),
     OpenApiParameter("task", str, description="Task id"),
     OpenApiParameter("tag", str, description="Tasks carrying this tag"),
     OpenApiParameter("since", str, description="scheduled_at >= (ISO 8601 with offset)"),
@@ -72,6 +75,7 @@ class ExecutionRetryView(APIView):
         execution = selectors.execution_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
+        refuse_body(request)
         retry = retries.execution_retry(execution=execution)
         return Response(
             {"execution_id": str(retry.id), "retry_of": str(execution.id), "status": retry.status},
@@ -130,4 +134,5 @@ class SchedulerFailoverView(APIView):
 
     @extend_schema(request=None, responses={202: OpenApiResponse(), 409: OpenApiResponse()})
     def post(self, request: Request) -> Response:
+        refuse_body(request)
         return Response(scheduler_control.scheduler_failover(), status=status.HTTP_202_ACCEPTED)

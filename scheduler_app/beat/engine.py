@@ -24,13 +24,18 @@ from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
 from scheduler_app.beat.status import publish_node_status
-from scheduler_app.choices import TIERS, ScheduleType, tier_for_priority
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import TIERS, ScheduleType
 from scheduler_app.dispatch import publish
 from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
-from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE, expired_leases_reap
+from scheduler_app.services.executions import (
+    CLAIM_CLOCK_TOLERANCE,
+    executions_without_capable_worker_fail,
+    expired_leases_reap,
+)
 from scheduler_app.services.firing import (
     Fire,
     due_pending_promote,
@@ -40,6 +45,7 @@ from scheduler_app.services.firing import (
     takeover_queued_republish,
 )
 from scheduler_app.task_schedule import schedule_for
+from workers.capabilities import live_capabilities
 from workers.reaper import dead_workers_reap
 
 logger = logging.getLogger(__name__)
@@ -54,6 +60,7 @@ _ENTRY_FIELDS = (
     "id",
     "tenant_id",
     "priority",
+    "handler_type",
     "max_attempts",
     "schedule_type",
     "schedule_expression",
@@ -86,6 +93,9 @@ class EngineConfig:
     # Fires (overlap `allow`) are recorded and rung this long before they fall due, so that
     # a worker has claimed a run by its time and starts the handler then (`workers.due`).
     fire_ahead_seconds: float = 0.0
+    # A run needing a capability no live worker offers waits this long, then fails
+    # (`no_capable_worker`).
+    capability_wait_seconds: float = 600.0
 
     def __post_init__(self) -> None:
         limit = CLAIM_CLOCK_TOLERANCE.total_seconds()
@@ -255,7 +265,7 @@ class SchedulerEngine:
                 task_id=row["id"],
                 tenant_id=tenant_id,
                 priority=row["priority"],
-                queue=tier_for_priority(row["priority"]),
+                queue=queue_for(priority=row["priority"], handler_type=row["handler_type"]),
                 max_attempts=row["max_attempts"],
                 schedule=schedule,
                 next_fire_at=next_fire_at,
@@ -434,6 +444,13 @@ class SchedulerEngine:
             if bells:
                 logger.warning("republishing %d queued executions nobody started", len(bells))
                 publish(bells)
+            unrunnable = executions_without_capable_worker_fail(
+                offered=live_capabilities(),
+                now=timezone.now(),
+                wait_seconds=self.config.capability_wait_seconds,
+            )
+            if unrunnable:
+                logger.warning("%d runs waited too long for a capable worker", unrunnable)
             alerts_evaluate_if_due()
 
     def _sleep_seconds(self) -> float:

@@ -54,6 +54,7 @@ class LeaderScheduler(beat.Scheduler):
                 lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
                 lock_try_seconds=config["LOCK_TRY_SECONDS"],
                 fire_ahead_seconds=config["FIRE_AHEAD_SECONDS"],
+                capability_wait_seconds=config["CAPABILITY_WAIT_SECONDS"],
             ),
         )
         self._engine.load()

@@ -16,7 +16,6 @@ from typing import Any
 from zoneinfo import available_timezones
 
 from django import forms
-from django.conf import settings
 from django.db import DataError, transaction
 
 from scheduler_app.api.errors import flatten_errors
@@ -26,7 +25,7 @@ from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services import tasks
 from scheduler_app.services.audit import audit_record
-from workers.handlers.validation import allowed_handler_types
+from workers.handlers.validation import HANDLER_TYPES
 
 # The API's error names -> the form field showing them. A name not listed here is matched
 # on its first part ("handler.headers.X" -> handler_config), else shown above the form.
@@ -120,9 +119,8 @@ class TaskForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Container handlers only where a runtime is configured, as the API decides.
-        handler_types = allowed_handler_types(settings.WORKER["CONTAINER_RUNTIME"])
-        self.fields["handler_type"].widget = _select(handler_types)
+        # Every type, as the API accepts: runs go to workers that offer the type.
+        self.fields["handler_type"].widget = _select(HANDLER_TYPES)
 
     # --- text -> the API's request shape ---------------------------------------------
 

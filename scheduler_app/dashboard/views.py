@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
-from scheduler_app.choices import ACTIVE_STATUSES, Trigger
+from scheduler_app.capabilities import capability_of_queue
+from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
 from scheduler_app.errors import NotFound
@@ -24,6 +25,7 @@ from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.schedules.preview import preview
 from scheduler_app.task_schedule import schedule_of_task
+from workers.capabilities import live_capabilities, task_warnings
 
 
 def page_context(request: HttpRequest) -> dict[str, Any]:
@@ -128,8 +130,32 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
                 grace_seconds=settings.MONITORING["MISSED_GRACE_SECONDS"],
             ),
             "charts": {"trend": stats.task_trend(tenant=tenant, task=task)},
+            "warnings": _task_warnings(task),
         },
     )
+
+
+def _task_warnings(task) -> list[str]:
+    try:
+        return task_warnings(task.handler_config)
+    except Exception:  # the fleet registry (Redis) unreachable: the page still shows
+        return []
+
+
+def _waiting_for(execution) -> dict[str, Any] | None:
+    """Why a waiting run has not started: it needs a capability; does a live worker offer it?"""
+    capability = capability_of_queue(execution.queue)
+    if capability is None or execution.status not in WAITING_STATUSES:
+        return None
+    try:
+        offered = capability in live_capabilities()
+    except Exception:
+        offered = None
+    return {
+        "capability": capability,
+        "offered": offered,
+        "wait_seconds": settings.SCHEDULER["CAPABILITY_WAIT_SECONDS"],
+    }
 
 
 @login_required
@@ -152,6 +178,7 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             "log_tail_lines": TAIL_LINES,
             "log_follow": execution.status in ACTIVE_STATUSES,
             "cancellable": execution.status in ACTIVE_STATUSES,
+            "waiting_for": _waiting_for(execution),
             "dag_node": dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
             if execution.trigger == Trigger.DAG
             else None,

@@ -12,6 +12,7 @@ class ChannelKind(models.TextChoices):
     WEBHOOK = "webhook"  # JSON POST signed with X-Scheduler-Signature (HMAC-SHA256)
     SLACK = "slack"  # Slack-compatible incoming webhook: {"text": ...}
     EMAIL = "email"  # Django's email backend; target is a comma-separated address list
+    PAGERDUTY = "pagerduty"  # PagerDuty Events API v2; the routing key is the credential
 
 
 class NotificationChannel(models.Model):
@@ -27,6 +28,9 @@ class NotificationChannel(models.Model):
     # HMAC key for webhooks, Fernet-encrypted with SECRETS_KEY like tenant secrets; set and
     # read only through scheduler_app.services.channels (write-only everywhere else).
     signing_secret_ciphertext = models.TextField(blank=True, default="")
+    # What reaching the receiver takes, Fernet-encrypted like the signing secret: a Slack
+    # incoming-webhook URL or bot token, a PagerDuty routing key. Write-only.
+    credential_ciphertext = models.TextField(blank=True, default="")
     alerts = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -55,6 +55,13 @@ class TaskExecution(models.Model):
     error_message = models.TextField(blank=True, default="")
     error_class = models.CharField(max_length=64, blank=True, default="")
 
+    # The rendered idempotency key of this fire ("" when its task has none); retries share
+    # it. A run skipped because the key had already succeeded names that earlier execution.
+    # A database default: fires and DAG runs insert executions in raw SQL that names only
+    # the columns it sets.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")
+    skipped_for_execution_id = models.UUIDField(null=True, blank=True)
+
     dead_lettered = models.BooleanField(default=False)
     dead_lettered_at = models.DateTimeField(null=True, blank=True)
 
@@ -87,6 +94,12 @@ class TaskExecution(models.Model):
                 fields=["tenant", "-completed_at"],
                 name="idx_exec_dead_letter",
                 condition=Q(dead_lettered=True),
+            ),
+            # "Has this task's key already succeeded?", asked before a keyed run starts.
+            models.Index(
+                fields=["task", "idempotency_key"],
+                name="idx_exec_idempotent_success",
+                condition=Q(status="success") & ~Q(idempotency_key=""),
             ),
         ]
 

@@ -39,6 +39,9 @@ class TaskDefinition(models.Model):
     paused = models.BooleanField(default=False)
     tags = models.JSONField(default=list, blank=True)
     notifications = models.JSONField(default=dict, blank=True)
+    # A template over a run's parameters and time (scheduler_app.idempotency_keys); a run
+    # whose key already succeeded for this task is skipped. "" = no key.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
 
     # Scheduling policies (ARCHITECTURE §6).
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)

@@ -35,6 +35,7 @@ class WorkerInfo:
     version: str
     completed_last_hour: int
     errors_last_hour: int
+    capabilities: tuple[str, ...] = ()
 
     @property
     def alive(self) -> bool:
@@ -70,6 +71,7 @@ def worker_list(*, now: float | None = None) -> list[WorkerInfo]:
             version=record.version,
             completed_last_hour=record.completed_last_hour,
             errors_last_hour=record.errors_last_hour,
+            capabilities=tuple(record.capabilities),
         )
         for record in sorted(worker_records(), key=lambda r: r.hostname)
     ]

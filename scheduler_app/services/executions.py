@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from scheduler_app import db_rows
+from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
 from scheduler_app.choices import (
     RETRYABLE_STATUSES,
     WAITING_STATUSES,
@@ -215,6 +216,9 @@ def execution_follow_up_create(
         root_execution_id=previous.root_execution_id or previous.id,
         retry_of_id=previous.id,
         parameters=previous.parameters,
+        # Retries of a fire share its key: a retry after the fire already succeeded elsewhere
+        # (its key in another run) is skipped like any run of that key.
+        idempotency_key=previous.idempotency_key,
     )
 
 
@@ -467,6 +471,51 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
         run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
         _dag_execution_settled(execution=execution, report=report)
         return report
+
+
+def executions_without_capable_worker_fail(
+    *, offered: set[str], now: datetime, wait_seconds: float, limit: int = 500
+) -> int:
+    """Fail the waiting runs that need a capability no live worker offers, once they have
+    waited `wait_seconds` past their time: `failed`, error_class `no_capable_worker` naming
+    the capability, dead-lettered (a retry from the DLQ once such a worker runs). A run whose
+    capability some worker offers waits however long the queue is."""
+    failed = 0
+    cutoff = now - timedelta(seconds=wait_seconds)
+    for capability in PARTIAL_CAPABILITIES:
+        if capability in offered:
+            continue
+        waiting = TaskExecution.objects.filter(
+            status__in=WAITING_STATUSES,
+            queue__in=capability_queues(capability),
+            scheduled_at__lt=cutoff,
+        ).values_list("id", flat=True)[:limit]
+        for execution_id in list(waiting):
+            failed += _fail_unrunnable(execution_id=execution_id, capability=capability, now=now)
+    return failed
+
+
+def _fail_unrunnable(*, execution_id: uuid.UUID, capability: str, now: datetime) -> int:
+    with transaction.atomic():
+        updated = TaskExecution.objects.filter(id=execution_id, status__in=WAITING_STATUSES).update(
+            status=ExecutionStatus.FAILED,
+            completed_at=now,
+            error_class="no_capable_worker",
+            error_message=(
+                f"no live worker offers {capability!r}: the run waited for one and gave up "
+                "(SCHEDULER_CAPABILITY_WAIT_SECONDS)"
+            ),
+            dead_lettered=True,
+            dead_lettered_at=now,
+            updated_at=now,
+        )
+        if updated != 1:
+            return 0
+        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+        report = FinishReport(accepted=True, dead_lettered=True)
+        run_finished_on_commit(execution=execution, dead_lettered=True)
+        _dag_execution_settled(execution=execution, report=report)
+        return 1
 
 
 def expired_leases_reap(*, limit: int = 500) -> int:

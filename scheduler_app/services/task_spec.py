@@ -16,8 +16,24 @@ from typing import Any
 
 from django.conf import settings
 
-from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
+from scheduler_app.choices import (
+    SCHEDULE_TYPE_SPELLINGS,
+    SCHEDULE_TYPES_ACCEPTED,
+    Backoff,
+    Catchup,
+    Overlap,
+    ScheduleType,
+)
 from scheduler_app.errors import ValidationFailed
+from scheduler_app.idempotency_keys import KeyTemplateError, key_template_check
+from scheduler_app.limits import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_SECONDS,
+    MAX_JITTER_SECONDS,
+    PRIORITY_HIGHEST,
+    PRIORITY_LOWEST,
+    task_timeout_limit,
+)
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.task_schedule import schedule_for
 from workers.handlers.base import HandlerConfigError
@@ -25,17 +41,7 @@ from workers.handlers.http import url_target_refused
 from workers.handlers.registry import registered_names
 from workers.handlers.validation import validate_handler_config
 
-MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
-MAX_ATTEMPTS = 100
-MAX_JITTER_SECONDS = 3600
 POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
-
-
-def task_timeout_limit() -> int:
-    """The longest timeout a task may have here: the installation's SCHEDULER_MAX_TASK_TIMEOUT
-    (what the broker's visibility timeout is sized for), never above the API's hard cap."""
-    configured = getattr(settings, "SCHEDULER_MAX_TASK_TIMEOUT", None)
-    return min(int(configured), MAX_TIMEOUT_SECONDS) if configured else MAX_TIMEOUT_SECONDS
 
 
 def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
@@ -47,12 +53,19 @@ def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
 
 def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
     schedule_type = schedule.get("type")
-    if schedule_type not in ScheduleType.values:
-        allowed = ", ".join(ScheduleType.values)
+    if schedule_type not in SCHEDULE_TYPES_ACCEPTED:
+        allowed = ", ".join(SCHEDULE_TYPES_ACCEPTED)
         raise ValidationFailed(f"schedule.type must be one of {allowed}", field="schedule.type")
+    schedule_type = SCHEDULE_TYPE_SPELLINGS.get(schedule_type, schedule_type)
     expression = schedule.get("expression") or ""
     tz_name = schedule.get("timezone") or "UTC"
-    run_at = schedule.get("run_at")
+    # `scheduled_at` is the design document's name of a one-shot's instant.
+    if schedule.get("run_at") is not None and schedule.get("scheduled_at") is not None:
+        raise ValidationFailed(
+            "give run_at or scheduled_at (the same instant), not both",
+            field="schedule.scheduled_at",
+        )
+    run_at = schedule.get("run_at") or schedule.get("scheduled_at")
     try:
         parsed = schedule_for(
             schedule_type=schedule_type,
@@ -82,6 +95,9 @@ def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
             python_registry_names=registered_names(),
             container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
             celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+            # The runs go to workers that offer the handler (workers.capabilities); a
+            # task nobody can run yet is saved with a warning, not refused.
+            require_runtime=False,
         )
     except HandlerConfigError as error:
         raise ValidationFailed(error.message, field=error.field) from error
@@ -112,7 +128,7 @@ def _retry_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
         fields["backoff"] = policy["backoff"]
     for key in ("base_delay_seconds", "max_delay_seconds"):
         if key in policy:
-            _require_range(policy[key], field=f"retry_policy.{key}", low=0, high=30 * 86400)
+            _require_range(policy[key], field=f"retry_policy.{key}", low=0, high=MAX_DELAY_SECONDS)
             fields[key] = float(policy[key])
     return fields
 
@@ -214,14 +230,16 @@ def task_spec_to_fields(
         if not isinstance(handler, Mapping):
             raise ValidationFailed("handler is required", field="handler")
         fields.update(_handler_fields(handler))
-    if "timeout_seconds" in spec:
-        timeout = spec["timeout_seconds"]
-        _require_range(timeout, field="timeout_seconds", low=1, high=task_timeout_limit())
+    timeout_field, timeout = _timeout(spec)
+    if timeout_field:
+        _require_range(timeout, field=timeout_field, low=1, high=task_timeout_limit())
         fields["timeout_seconds"] = int(timeout)
     if "retry_policy" in spec:
         fields.update(_retry_fields(spec.get("retry_policy") or {}))
     if "priority" in spec:
-        _require_range(spec["priority"], field="priority", low=1, high=10)
+        _require_range(
+            spec["priority"], field="priority", low=PRIORITY_HIGHEST, high=PRIORITY_LOWEST
+        )
         fields["priority"] = int(spec["priority"])
     for key, kind in (("parameters", dict), ("notifications", dict), ("tags", list)):
         if key in spec:
@@ -233,6 +251,16 @@ def task_spec_to_fields(
         raise ValidationFailed("tags must be strings", field="tags")
     if "notifications" in fields:
         fields["notifications"] = _notifications(fields["notifications"])
+    if "idempotency_key" in spec:
+        template = spec["idempotency_key"] or ""
+        if template:
+            try:
+                key_template_check(template)
+            except KeyTemplateError as error:
+                raise ValidationFailed(
+                    f"idempotency_key {error}", field="idempotency_key"
+                ) from error
+        fields["idempotency_key"] = template
     if "enabled" in spec:
         fields["enabled"] = bool(spec["enabled"])
     if "policy" in spec:
@@ -241,6 +269,26 @@ def task_spec_to_fields(
             raise ValidationFailed("policy must be a JSON object", field="policy")
         fields.update(_policy_fields(policy))
     return fields
+
+
+def _timeout(spec: Mapping[str, Any]) -> tuple[str | None, Any]:
+    """(field, value) of the task's timeout: `timeout_seconds`, or the design document's
+    `handler.resource_requirements.timeout_seconds`; both given must agree."""
+    handler = spec.get("handler")
+    resources = handler.get("resource_requirements") if isinstance(handler, Mapping) else None
+    inner = resources.get("timeout_seconds") if isinstance(resources, Mapping) else None
+    outer = spec.get("timeout_seconds")
+    if inner is not None and outer is not None and inner != outer:
+        raise ValidationFailed(
+            "timeout_seconds and handler.resource_requirements.timeout_seconds differ; "
+            "give the timeout once",
+            field="handler.resource_requirements.timeout_seconds",
+        )
+    if inner is not None:
+        return "handler.resource_requirements.timeout_seconds", inner
+    if "timeout_seconds" in spec:
+        return "timeout_seconds", outer
+    return None, None
 
 
 NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq")

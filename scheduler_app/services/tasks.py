@@ -10,7 +10,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
+from scheduler_app.alerting.targets import notification_targets_check
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
@@ -60,10 +62,17 @@ def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
         )
 
 
+def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
+    """Every notification target names a receiver the tenant has (400 naming it if not)."""
+    if fields.get("notifications"):
+        notification_targets_check(tenant_id=tenant_id, notifications=fields["notifications"])
+
+
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=now)
     _check_network_allowed(tenant, fields)
+    _check_notifications(tenant_id=tenant.id, fields=fields)
     task = TaskDefinition(
         id=uuid.uuid4(),
         tenant=tenant,
@@ -85,6 +94,7 @@ def task_update(
     now = timezone.now()
     fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
     _check_network_allowed(task.tenant, fields)
+    _check_notifications(tenant_id=task.tenant_id, fields=fields)
     if not partial:
         defaults = TaskDefinition()
         for name in (
@@ -98,6 +108,7 @@ def task_update(
             "parameters",
             "tags",
             "notifications",
+            "idempotency_key",
             *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))
@@ -159,7 +170,7 @@ def task_trigger(
     if task.deleted_at is not None:
         raise NotFound("task not found")
     now = timezone.now()
-    queue = tier_for_priority(task.priority)
+    queue = queue_for(priority=task.priority, handler_type=task.handler_type)
     execution = TaskExecution(
         id=uuid.uuid4(),
         tenant_id=task.tenant_id,

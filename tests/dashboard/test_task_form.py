@@ -111,7 +111,7 @@ def test_an_unchanged_form_round_trips(signed_in, task):
         (SHELL | {"handler_config": '{"command": "rm -rf /"}'}, "handler_config", "argv"),
         (SHELL | {"handler_config": '{"command": ["x"], "cwd": "/"}'}, "handler_config", "cwd"),
         ({"handler_config": '{"callable": "no-such"}'}, "handler_config", "not a registered"),
-        ({"handler_type": "container"}, "handler_type", "container runtime"),
+        ({"handler_type": "container"}, "handler_config", "unknown field for a container"),
         ({"jitter_seconds": "7200", "schedule_expression": "* * * * *"}, "jitter_seconds", ""),
         ({"start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "end_at", ""),
         ({"notifications": '{"on_fire": ["x"]}'}, "notifications", "on_fire"),

@@ -101,6 +101,8 @@ def test_workers_page_shows_the_registry(signed_in, fleet):
     assert '<td class="w-active">1/4</td>' in row
     assert "33%" in row and "(1)" in row  # error rate: 1 of 3 finished in the last hour
     assert "MB" in row  # memory
+    # What it can run: every worker runs these; `container` needs a runtime (none here).
+    assert '<td class="w-capabilities">shell, http, python, celery</td>' in row
     silent = page[page.index(f'data-worker="{fleet[2]}"') :].split("</tr>")[0]
     assert "unresponsive" in silent and "12.5%" in silent and "300.0\xa0MB" in silent
     overview = signed_in.get("/dashboard/?fragment=1").content.decode()

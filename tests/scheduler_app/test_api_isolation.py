@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
+from scheduler_app.services.channels import channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.tasks import task_trigger
@@ -65,7 +66,15 @@ def tenant_b(tenant_factory):
     key, _ = api_key_create(tenant=tenant, name=f"{MARKER}-key", role="admin")
     _, viewer = member_client(tenant, "viewer", username=f"{MARKER}-viewer")
     member = viewer.memberships.get()
+    channel = channel_create(
+        tenant=tenant,
+        name=f"{MARKER}-hook",
+        kind="webhook",
+        url=f"https://{MARKER}.example.com/hook",
+        signing_secret="b-signing-secret",
+    )
     ids = {
+        "channel_id": str(channel.id),
         "task_id": str(task.id),
         "execution_id": str(execution.id),
         "secret_id": str(secret.id),
@@ -83,6 +92,7 @@ def _snapshot(tenant):
         "secrets": list(Secret.objects.filter(tenant=tenant).values("id", "ciphertext")),
         "keys": list(ApiKey.objects.filter(tenant=tenant).values("id", "revoked_at")),
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
+        "channels": list(tenant.channels.values().order_by("id")),
     }
 
 

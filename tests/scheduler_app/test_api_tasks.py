@@ -75,7 +75,7 @@ def test_create_accepts_the_design_document_shape(api):
         ({"handler": {"type": "ftp"}}, "handler.type"),
         ({"handler": {"type": "python", "callable": "no-such-handler"}}, "handler.callable"),
         ({"handler": {"type": "shell", "command": "rm -rf /"}}, "handler.command"),
-        ({"handler": {"type": "container", "image": "etl:v2"}}, "handler.type"),
+        ({"handler": {"type": "container", "command": ["run"]}}, "handler.image"),
         ({"priority": 11}, "priority"),
         ({"retry_policy": {"backoff": "quadratic"}}, "retry_policy.backoff"),
         ({"timeout_seconds": 0}, "timeout_seconds"),
@@ -101,10 +101,12 @@ def test_a_timeout_beyond_the_installation_limit_is_a_400_naming_the_limit(api, 
     assert create(api, timeout_seconds=7000).status_code == 201
 
 
-def test_container_handlers_need_a_configured_runtime(api):
+def test_a_container_task_without_a_capable_worker_is_saved_with_a_warning(api):
+    # No live worker offers `container` here: the task is saved, and the answer says why
+    # its runs will wait.
     response = create(api, handler={"type": "container", "image": "etl:v2", "command": ["run"]})
-    assert response.status_code == 400
-    assert "container runtime" in response.json()["message"]
+    assert response.status_code == 201, response.content
+    assert any("'container'" in warning for warning in response.json()["warnings"])
 
 
 def test_malformed_json_is_a_400(api):

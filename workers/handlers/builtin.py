@@ -43,7 +43,11 @@ def fail_permanently(message: str = "failing permanently on purpose") -> None:
 
 
 @handler("flaky")
-def flaky(succeed_on_attempt: int = 2, *, context: HandlerContext) -> dict[str, Any]:
+def flaky(
+    succeed_on_attempt: int = 2, *, context: HandlerContext, **_parameters: Any
+) -> dict[str, Any]:
+    """Fails until the given attempt; other parameters (a region an idempotency key names)
+    are taken and ignored, so it can stand in for a real task."""
     if context.attempt < int(succeed_on_attempt):
         raise RuntimeError(
             f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"

@@ -27,7 +27,7 @@ from typing import Any
 
 from .base import HandlerContext, HandlerOutcome, mask_outcome
 from .shell import _spawn_failure, build_environment, resolve_limits, run_process
-from .validation import SUPPORTED_CONTAINER_RUNTIMES
+from .validation import SUPPORTED_CONTAINER_RUNTIMES, cpu_cores, rlimit_requirements
 
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"
@@ -67,21 +67,20 @@ def check_runtime(container_runtime: str | None) -> str:
     return container_runtime
 
 
-def container_resource_flags(requirements: Mapping[str, Any] | None) -> list[str]:
+def container_resource_flags(written: Mapping[str, Any] | None) -> list[str]:
     """The task's resources as runtime options: the one place that knows their spelling.
 
-    ``cpu`` (CPUs, may be fractional) becomes ``--cpus``; ``memory_bytes`` (or ``memory``,
-    bytes) ``--memory``; ``processes`` ``--pids-limit``; the rlimit-like keys ``--ulimit``
-    (rlimits on the CLI process would not constrain the container).
+    ``cpu`` (cores: 2, "0.5", "500m") becomes ``--cpus``; ``memory`` (a quantity such as
+    "4Gi") or ``memory_bytes`` ``--memory``; ``processes`` ``--pids-limit`` (a default
+    otherwise); the rlimit-like keys ``--ulimit`` (rlimits on the CLI process would not
+    constrain the container).
     """
-    requirements = requirements or {}
+    requirements = rlimit_requirements(written)
     options: list[str] = []
-    cpu = requirements.get("cpu")
-    if cpu is not None:
-        options += ["--cpus", f"{float(cpu):g}"]
-    memory = requirements.get("memory_bytes", requirements.get("memory"))
-    if memory is not None:
-        options += ["--memory", str(int(memory))]
+    if written and "cpu" in written:
+        options += ["--cpus", f"{cpu_cores(written['cpu']):g}"]
+    if "memory_bytes" in requirements:
+        options += ["--memory", str(int(requirements["memory_bytes"]))]
     options += ["--pids-limit", str(int(requirements.get("processes", DEFAULT_PIDS_LIMIT)))]
     ulimits = {"cpu_seconds": "cpu", "open_files": "nofile", "file_size_bytes": "fsize"}
     for key, name in ulimits.items():

@@ -70,6 +70,7 @@ from .sandbox import (
     probe_bubblewrap,
 )
 from .spawn import Launched, launch, sandboxed_argv
+from .validation import rlimit_requirements
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
@@ -334,7 +335,7 @@ def run_shell(
             'handler.network: "egress" is not allowed for this tenant (ask the operator)',
         )
     try:
-        limits = resolve_limits(config.get("resource_requirements"))
+        limits = resolve_limits(rlimit_requirements(config.get("resource_requirements")))
     except (ValueError, TypeError) as exc:
         return _spawn_failure("invalid_config", f"handler.resource_requirements: {exc}")
     if run_as is None and sandbox.mode == MODE_ON and os.geteuid() == 0:

@@ -23,7 +23,31 @@ DEFAULT_HTTP_METHOD = "POST"
 SUPPORTED_CONTAINER_RUNTIMES = ("docker", "podman")
 
 # Keys accepted in shell/container "resource_requirements", mapped onto rlimits by shell.py.
-RESOURCE_KEYS = ("cpu_seconds", "memory_bytes", "open_files", "processes", "file_size_bytes")
+RLIMIT_KEYS = ("cpu_seconds", "memory_bytes", "open_files", "processes", "file_size_bytes")
+# The design document's spellings, Kubernetes' words: `cpu` in cores ("2.0", 0.5, "500m"),
+# `memory` as a quantity ("512Mi", "4Gi", or bytes) and the run's `timeout_seconds`. Kept in
+# the config as written (a task reads back what its author said); rlimit_requirements()
+# turns memory into bytes for the shell handler, the container handler passes cpu and memory
+# to the runtime, and the task takes timeout_seconds as its own timeout.
+DOCUMENT_RESOURCE_KEYS = ("cpu", "memory", "timeout_seconds")
+RESOURCE_KEYS = (*DOCUMENT_RESOURCE_KEYS, *RLIMIT_KEYS)
+MAX_CPU_CORES = 1024
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_QUANTITY_FACTORS = {
+    None: 1,
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 
 # Variables the shell handler sets itself; letting a config override them would let a task
 # lie to its own command about which execution it is.
@@ -74,13 +98,18 @@ def validate_handler_config(
     python_registry_names: Collection[str],
     container_runtime: str | None,
     celery_allowed_tasks: Collection[str] = (),
+    require_runtime: bool = True,
 ) -> dict[str, Any]:
-    """Return a normalised copy of ``config`` or raise ``HandlerConfigError``."""
+    """Return a normalised copy of ``config`` or raise ``HandlerConfigError``.
+
+    ``require_runtime=False`` (saving a task) accepts a container handler on a process that
+    has no runtime itself: the runs go to workers that offer one (workers.capabilities).
+    """
     if not isinstance(config, Mapping):
         raise HandlerConfigError("handler", "must be an object")
     handler_type = config.get("type")
-    allowed = allowed_handler_types(container_runtime)
-    if handler_type == "container" and not container_runtime:
+    allowed = allowed_handler_types(container_runtime) if require_runtime else HANDLER_TYPES
+    if handler_type == "container" and not container_runtime and require_runtime:
         raise HandlerConfigError(
             "handler.type",
             "container handlers need a container runtime; none is configured on this installation",
@@ -172,7 +201,9 @@ def _validate_shell(config: Mapping[str, Any]) -> dict[str, Any]:
         "command": _argv(config.get("command"), "handler.command", required=True),
         "environment": _environment(config.get("environment"), "handler.environment"),
     }
-    limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
+    limits = _resources(
+        config.get("resource_requirements"), "handler.resource_requirements", cores=False
+    )
     if limits:
         normalized["resource_requirements"] = limits
     _network(config, normalized)
@@ -202,7 +233,9 @@ def _validate_container(config: Mapping[str, Any]) -> dict[str, Any]:
         "command": _argv(config.get("command"), "handler.command", required=False),
         "environment": _environment(config.get("environment"), "handler.environment"),
     }
-    limits = _resources(config.get("resource_requirements"), "handler.resource_requirements")
+    limits = _resources(
+        config.get("resource_requirements"), "handler.resource_requirements", cores=True
+    )
     if limits:
         normalized["resource_requirements"] = limits
     _network(config, normalized)
@@ -249,20 +282,75 @@ def _environment(value: Any, field: str) -> dict[str, str]:
     return env
 
 
-def _resources(value: Any, field: str) -> dict[str, int]:
+def _resources(value: Any, field: str, *, cores: bool) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise HandlerConfigError(field, "must be an object")
-    limits: dict[str, int] = {}
+    limits: dict[str, Any] = {}
     for key, val in value.items():
         if key not in RESOURCE_KEYS:
             raise HandlerConfigError(
                 f"{field}.{key}", f"unknown resource; allowed: {', '.join(RESOURCE_KEYS)}"
             )
-        if isinstance(val, bool) or not isinstance(val, int) or val <= 0:
+        if key == "cpu":
+            if not cores:
+                # A shell run is limited by rlimits, and no rlimit caps cores.
+                raise HandlerConfigError(
+                    f"{field}.cpu",
+                    "cores can be limited for container handlers only; "
+                    "a shell handler takes cpu_seconds",
+                )
+            cpu_cores(val, field=f"{field}.cpu")
+        elif key == "memory":
+            memory_quantity_bytes(val, field=f"{field}.memory")
+        elif isinstance(val, bool) or not isinstance(val, int) or val <= 0:
             raise HandlerConfigError(f"{field}.{key}", "must be a positive integer")
         limits[key] = val
+    if "memory" in limits and "memory_bytes" in limits:
+        raise HandlerConfigError(
+            f"{field}.memory", "give memory or memory_bytes, not both (they are one limit)"
+        )
+    return limits
+
+
+def cpu_cores(value: Any, *, field: str = "cpu") -> float:
+    """Cores from Kubernetes' spellings: 2, 0.5, "2.0", "500m" (millicores)."""
+    cores: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        cores = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            cores = int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+        except ValueError:
+            cores = None
+    if cores is None or not math.isfinite(cores) or not 0 < cores <= MAX_CPU_CORES:
+        raise HandlerConfigError(
+            field, f'must be a number of cores above 0 and at most {MAX_CPU_CORES} ("2.0", "500m")'
+        )
+    return cores
+
+
+def memory_quantity_bytes(value: Any, *, field: str = "memory") -> int:
+    """Bytes from a Kubernetes quantity ("512Mi", "4Gi", "1G") or a plain number of bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+    number = int(float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)]) if match else 0
+    if number <= 0:
+        raise HandlerConfigError(
+            field, 'must be a quantity such as "512Mi" or "4Gi", or a number of bytes'
+        )
+    return number
+
+
+def rlimit_requirements(requirements: Mapping[str, Any] | None) -> dict[str, int]:
+    """The rlimit keys of a validated resource_requirements: `memory` as memory_bytes;
+    `cpu` (cores) and `timeout_seconds` (the task's timeout) are not rlimits."""
+    limits = {key: int(val) for key, val in (requirements or {}).items() if key in RLIMIT_KEYS}
+    if requirements and "memory" in requirements:
+        limits["memory_bytes"] = memory_quantity_bytes(requirements["memory"])
     return limits
 
 

@@ -1,0 +1,47 @@
+"""Strict request bodies: a key the endpoint does not know is a 400 that names it.
+
+A misspelt optional key (`max_retry`, `idempotent`) silently dropped would leave a task
+that runs differently from what its author wrote, with a 201 saying all is well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.request import Request
+
+
+def unknown_field_errors(data: Any, known: Any) -> dict[str, list[str]]:
+    """{"name": ["unknown field; allowed: ..."]} for every key of `data` not in `known`."""
+    if not isinstance(data, Mapping):
+        return {}
+    allowed = sorted(known)
+    hint = f"unknown field; allowed: {', '.join(allowed)}" if allowed else "unknown field"
+    return {str(key): [hint] for key in sorted(data, key=str) if key not in known}
+
+
+class StrictSerializer(serializers.Serializer):
+    """A request serializer that refuses keys it has no field for (read-only ones included:
+    writing an `id` or a `created_at` is a mistake the caller wants to hear about)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        writable = {name for name, field in self.fields.items() if not field.read_only}
+        unknown = unknown_field_errors(data, writable)
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if unknown and isinstance(error.detail, dict):
+                raise serializers.ValidationError({**unknown, **error.detail}) from error
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+
+def refuse_body(request: Request) -> None:
+    """For endpoints that take no body: any key sent is unknown (400 naming each)."""
+    unknown = unknown_field_errors(request.data, ())
+    if unknown:
+        raise serializers.ValidationError(unknown)

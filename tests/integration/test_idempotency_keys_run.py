@@ -1,0 +1,121 @@
+"""Task idempotency keys on a real worker and a real beat: a run whose key already
+succeeded for its task is recorded `skipped` with that execution's id, across retries
+(a retry carries its fire's key) and across scheduled fires."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_app.models import TaskExecution
+from tests.integration.conftest import dump_logs
+from tests.processes import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KEY = "{{parameters.region}}:{{scheduled_date}}"
+
+
+def _create(api, **fields) -> str:
+    body = {
+        "schedule": {"type": "manual"},
+        "handler": {"type": "python", "callable": "flaky"},
+        "idempotency_key": KEY,
+        **fields,
+    }
+    response = api.post("/api/v1/tasks", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["idempotency_key"] == KEY
+    return response.json()["id"]
+
+
+def _trigger(api, task_id: str, **parameters) -> str:
+    response = api.post(
+        f"/api/v1/tasks/{task_id}/trigger", {"parameters": parameters}, format="json"
+    )
+    assert response.status_code == 202, response.content
+    return response.json()["execution_id"]
+
+
+def test_a_retry_whose_key_succeeded_meanwhile_is_skipped(api, live_worker, beats):
+    beat = beats("keys")  # the leader publishes retries when they fall due
+    task_id = _create(
+        api,
+        name="charge-card",
+        retry_policy={"max_attempts": 6, "backoff": "fixed", "base_delay_seconds": 3},
+    )
+    # A: fails until attempt 99, so each retry would fail again ...
+    first = _trigger(api, task_id, region="eu", succeed_on_attempt=99)
+    try:
+        wait_until(
+            lambda: TaskExecution.objects.filter(id=first, status="failed").exists(),
+            timeout=60,
+            message="the first attempt of A to fail",
+        )
+        # ... B, the same key (same region, same day), succeeds at once.
+        other = _trigger(api, task_id, region="eu", succeed_on_attempt=1)
+        wait_until(
+            lambda: TaskExecution.objects.filter(id=other, status="success").exists(),
+            timeout=60,
+            message="B to succeed",
+        )
+        # A's next retry finds B's success under its key: skipped, not run.
+        wait_until(
+            lambda: TaskExecution.objects.filter(
+                root_execution_id=first, status="skipped"
+            ).exists(),
+            timeout=90,
+            message="a retry of A to be skipped",
+        )
+    except AssertionError:
+        print(dump_logs(live_worker, beat))
+        raise
+    chain = list(TaskExecution.objects.filter(root_execution_id=first).order_by("attempt"))
+    b = TaskExecution.objects.get(id=other)
+    keys = {attempt.idempotency_key for attempt in chain}
+    assert keys == {b.idempotency_key} and b.idempotency_key.startswith("eu:")
+    skipped = chain[-1]
+    assert skipped.status == "skipped" and skipped.attempt >= 2
+    assert skipped.skipped_for_execution_id == b.id
+    assert skipped.result["skipped_for_execution_id"] == str(b.id)
+    assert all(attempt.status == "failed" for attempt in chain[:-1])
+    # The API shows the key and why it was skipped.
+    shown = api.get(f"/api/v1/executions/{skipped.id}").json()
+    assert shown["idempotency_key"] == b.idempotency_key
+    assert shown["skipped_for_execution_id"] == str(b.id)
+
+    # Another region is another key: it runs.
+    third = _trigger(api, task_id, region="us", succeed_on_attempt=1)
+    wait_until(
+        lambda: TaskExecution.objects.filter(id=third, status="success").exists(),
+        timeout=60,
+        message="the us run to succeed",
+    )
+
+
+def test_scheduled_fires_of_one_key_run_once(api, live_worker, beats):
+    task_id = _create(
+        api,
+        name="daily-report",
+        schedule={"type": "cron", "expression": "*/2 * * * * *", "timezone": "UTC"},
+        handler={"type": "python", "callable": "echo"},
+        parameters={"region": "eu"},
+    )
+    beat = beats("keys-fires")
+    try:
+        wait_until(
+            lambda: TaskExecution.objects.filter(task_id=task_id, status="skipped").count() >= 2,
+            timeout=90,
+            message="two fires skipped for the first one's success",
+        )
+    except AssertionError:
+        print(dump_logs(live_worker, beat))
+        raise
+    api.post(f"/api/v1/tasks/{task_id}/pause")
+    finished = TaskExecution.objects.filter(task_id=task_id, status__in=["success", "skipped"])
+    first = finished.filter(status="success").order_by("scheduled_at").first()
+    same_day = [e for e in finished if e.idempotency_key == first.idempotency_key]
+    assert [e.id for e in same_day if e.status == "success"] == [first.id]
+    for execution in same_day:
+        if execution.status == "skipped":
+            assert execution.skipped_for_execution_id == first.id
+            assert execution.scheduled_at > first.scheduled_at
