@@ -67,13 +67,13 @@ TEMPLATES = [
     }
 ]
 
+# A local PostgreSQL by default. `make run` (manage.py runstack) without DATABASE_URL starts
+# an embedded PostgreSQL under var/ and hands its URL to every process it starts.
 DATABASES = {
     "default": database_from_url(
-        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'scheduler.sqlite3'}"), base_dir=BASE_DIR
+        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
     )
 }
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -8,7 +8,7 @@ import os
 import uuid
 
 from project.settings.base import *  # noqa: F403
-from project.settings.base import BASE_DIR, SCHEDULER
+from project.settings.base import SCHEDULER
 from project.settings.env import database_from_url, env_str
 from project.settings.test_redis import claim_redis_db, release_redis_db
 
@@ -17,7 +17,7 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 DATABASES = {
     "default": database_from_url(
-        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"), base_dir=BASE_DIR
+        env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     )
 }
 # pytest-django appends the xdist worker's suffix (_gw0, _gw1, ...) to this name.
