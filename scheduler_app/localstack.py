@@ -155,10 +155,28 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
         env.setdefault("FLOWER_URL", f"http://127.0.0.1:{flower_port}/")
         from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
 
+        # The production server and static files (WhiteNoise, hashed names), as the image has.
+        subprocess.run(
+            [python, "manage.py", "collectstatic", "--noinput"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         children.append(
             _start(
                 "web",
-                [python, "manage.py", "runserver", "--noreload", f"127.0.0.1:{web_port}"],
+                [
+                    python,
+                    "-m",
+                    "gunicorn",
+                    "--config",
+                    "python:project.gunicorn_conf",
+                    "--bind",
+                    f"127.0.0.1:{web_port}",
+                    "--workers",
+                    "2",
+                    "project.asgi:application",
+                ],
                 env,
                 log_dir,
             )

@@ -39,6 +39,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the app server itself (compose, make run and the image alike):
+    # hashed names cached for ever, gzip/brotli variants made by collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -74,6 +77,8 @@ DATABASES = {
         env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
     )
 }
+# Workers and beats keep their connection; the ASGI web tier sets 0 (project/asgi.py).
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -86,7 +91,12 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# `collectstatic` writes here: the Dockerfile at build time, `make run` before it starts web.
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 LOGIN_URL = "/dashboard/login/"
 LOGIN_REDIRECT_URL = "/dashboard/"
@@ -313,6 +323,15 @@ FLEET = {
         "normal": env_int("SCALE_THRESHOLD_NORMAL", 1000),
         "bulk": env_int("SCALE_THRESHOLD_BULK", 5000),
     },
+}
+
+# --- Live log streams (Server-Sent Events from the web tier) -------------------------
+LOG_STREAMS = {
+    # Open streams per tenant (API and dashboard together); the next one answers 429.
+    "MAX_OPEN_PER_TENANT": env_int("LOG_STREAMS_MAX_OPEN_PER_TENANT", 50),
+    # An open stream renews its place well within this lease; the places of a killed web
+    # process free themselves when their leases end.
+    "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
 }
 
 # Modules whose @handler("name") functions python tasks may call.
