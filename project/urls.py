@@ -1,5 +1,6 @@
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
@@ -12,12 +13,18 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """Browsers ask every site for /favicon.ico: the dashboard's icon (hashed static name)."""
+    return HttpResponseRedirect(static("dashboard/favicon.svg"))
+
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scheduler_app.api.urls")),
     path("api/v1/", include("dags.api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     # The schema and its UI are public (they describe, they do not reveal tenant data);
     # the Swagger assets are vendored (drf-spectacular-sidecar), no internet needed.
     path(
