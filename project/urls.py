@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
-from scheduler_app.monitoring.views import metrics_view, readyz_view
+from scheduler_app.monitoring.views import metrics_view, readyz_view, scheduler_readyz_view
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -40,6 +40,7 @@ urlpatterns = [
         name="swagger-ui",
     ),
     path("readyz", readyz_view, name="readyz"),
+    path("readyz/scheduler", scheduler_readyz_view, name="readyz-scheduler"),
     path("metrics", metrics_view, name="metrics"),
     path("dashboard/", include("scheduler_app.dashboard.urls")),
 ]

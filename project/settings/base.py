@@ -241,7 +241,6 @@ MONITORING = {
     # /metrics needs one of these (or a signed-in staff session); empty means not configured.
     "METRICS_BEARER_TOKEN": env_str("METRICS_BEARER_TOKEN", ""),
     "METRICS_BASIC_AUTH": env_str("METRICS_BASIC_AUTH", ""),  # "user:password"
-    "READYZ_REQUIRE_LEADER": env_bool("READYZ_REQUIRE_LEADER", True),
     # A scheduler status older than this does not count as a live leader.
     "LEADER_FRESH_SECONDS": env_float("MONITORING_LEADER_FRESH_SECONDS", 15.0),
     # A fire that has not started this long after its time counts as missed.
