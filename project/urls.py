@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
+from scheduler_app.api.root import ApiRootView
 from scheduler_app.monitoring.views import metrics_view, readyz_view, scheduler_readyz_view
 
 
@@ -21,6 +22,7 @@ def favicon(request: HttpRequest) -> HttpResponseRedirect:
 urlpatterns = [
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", ApiRootView.as_view(), name="api-root"),
     path("api/v1/", include("scheduler_app.api.urls")),
     path("api/v1/", include("dags.api.urls")),
     path("healthz", healthz, name="healthz"),
