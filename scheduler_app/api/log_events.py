@@ -14,6 +14,7 @@ capped (`scheduler_app.services.log_followers`).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
@@ -92,6 +93,14 @@ async def _persisted(execution_id) -> AsyncIterator[str]:
             yield _event(line)
 
 
+def _cancelled() -> bool:
+    """The ASGI server cancelled this stream (its client went away) but the cancellation was
+    swallowed on the way (a blocking Redis read may turn it into a plain return): stop
+    anyway, or the stream would follow for nobody and keep its tenant's place."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 async def follow_log(
     *, execution_id, last_event_id: str | None = None, follower: LogFollower
 ) -> AsyncIterator[str]:
@@ -110,6 +119,8 @@ async def follow_log(
         yield ": following\n\n"
         while time.monotonic() - started < MAX_FOLLOW_SECONDS:
             response = await client.xread({key: cursor}, count=READ_COUNT, block=BLOCK_MILLISECONDS)
+            if _cancelled():
+                return
             for _stream, entries in response or []:
                 seen_stream = True
                 for entry_id, fields in entries:
