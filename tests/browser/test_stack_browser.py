@@ -132,6 +132,8 @@ class Watched:
         )
 
 
+# The first test also waits for the stack to start (migrations, demo, a DAG run on its worker).
+@pytest.mark.timeout(900)
 def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_browser):
     base = stack["url"]
     watched = Watched(stack_browser)
@@ -220,6 +222,7 @@ def _api(stack, method: str, path: str, token: str | None = None, body=None) -> 
         return json.loads(response.read())
 
 
+@pytest.mark.timeout(600)
 def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, stack_browser):
     """A run on the stack's own worker prints a line a second: the page shows each line
     while the run goes (Server-Sent Events through the ASGI server), then the stored log."""
