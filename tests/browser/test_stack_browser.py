@@ -157,7 +157,9 @@ def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_brow
         assert page.locator("#next-fires li").count() >= 1
         assert page.locator(".chart svg").count() > 0
 
+        watched.visit(f"{task_url}/edit", "task-edit", "#task-form")
         for path, name, ready in (
+            ("/dashboard/tasks/new", "task-new", "#task-form"),
             ("/dashboard/workers", "workers", "#live"),
             ("/dashboard/missed?hours=1", "missed", "#live"),
             ("/dashboard/dlq", "dlq", "#live"),
@@ -188,6 +190,13 @@ def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_brow
         )
         assert nodes and all(label and node_id in label for node_id, label in nodes), nodes
         watched.visit(page.url, "dag-run", "#dag-graph")
+        # A node that ran links to its execution's page.
+        execution = page.evaluate(
+            "() => [...document.querySelectorAll('#dag-graph g.dag-node a')]"
+            ".map(a => a.getAttribute('href')).find(h => h && h.includes('/executions/'))"
+        )
+        assert execution, "no node links to an execution"
+        watched.visit(base + execution, "execution", "#live")
 
         # The admin: styled (its own CSS through WhiteNoise), the task list and a change form.
         watched.visit(f"{base}/admin/scheduler_app/taskdefinition/", "admin-tasks", "#result_list")
