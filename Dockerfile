@@ -15,10 +15,14 @@ RUN apt-get update \
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 COPY . .
+# The hashed, compressed static files WhiteNoise serves (the dashboard, admin, API docs).
+# Settings need a key to load; this one exists only in this build step.
+RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 # Runs as an unprivileged user; only var/ (archives, scratch) is writable.
 RUN useradd --create-home --uid 10001 scheduler \
     && mkdir -p /app/var/archive \
     && chown -R scheduler /app/var
 USER scheduler
 EXPOSE 8000
-CMD ["gunicorn", "project.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
+# ASGI: gunicorn supervising uvicorn workers (project/gunicorn_conf.py).
+CMD ["gunicorn", "--config", "python:project.gunicorn_conf", "project.asgi:application"]

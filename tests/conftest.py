@@ -54,8 +54,6 @@ def django_db_setup(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         for alias in connections:
             connection = connections[alias]
-            if connection.vendor != "postgresql":
-                continue
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

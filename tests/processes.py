@@ -240,3 +240,29 @@ def host_pids_running(marker: str) -> list[int]:
         if is_sleep and cmdline.endswith(wanted) and state not in (b"Z", b"X"):
             found.append(int(entry))
     return found
+
+
+def start_web(*, env_overrides: dict[str, str] | None = None, workers: int = 1) -> ServiceProcess:
+    """The web tier exactly as `make run`, the image and compose run it (gunicorn with
+    uvicorn workers, project/gunicorn_conf.py) on a free port; `.extra["url"]` is its root."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "--config",
+        "python:project.gunicorn_conf",
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "project.asgi:application",
+    ]
+    web = _start("web", argv, service_env(**(env_overrides or {})))
+    web.extra["url"] = f"http://127.0.0.1:{port}"
+    web.wait_for_log("Application startup complete", timeout=60)
+    return web

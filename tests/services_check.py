@@ -14,7 +14,7 @@ def missing_services() -> dict[str, str]:
 
         from project.settings.env import database_from_url
 
-        db = database_from_url(database_url, base_dir=".")
+        db = database_from_url(database_url)
         psycopg.connect(
             host=db["HOST"],
             port=db["PORT"] or 5432,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from dags.choices import NodeStatus
 from dags.models import DagNodeExecution, DagNodeState, DagRun
@@ -39,23 +39,10 @@ def node_executions_write(
     *, run: DagRun, states: Sequence[DagNodeState], executions: Sequence[TaskExecution], now
 ) -> None:
     """Write a dispatch wave: each state's new execution (`state.execution_id`, in the order
-    of `executions`), its link to the node, and the state made queued. On PostgreSQL that is
-    one statement however many nodes the wave has (arrays bound on the server: for a 500-wide
-    fan-out the ORM's bulk insert and a VALUES list cost more in Python than in the database,
-    and the wave's workers wait for this transaction)."""
-    if connection.vendor != "postgresql":
-        TaskExecution.objects.bulk_create(executions, batch_size=1000)
-        DagNodeExecution.objects.bulk_create(
-            DagNodeExecution(execution_root_id=s.execution_id, run=run, node_id=s.node_id)
-            for s in states
-        )
-        for state in states:
-            state.status, state.attempts = NodeStatus.QUEUED, 1
-            state.started_at = state.updated_at = now
-        DagNodeState.objects.bulk_update(
-            states, ["status", "execution_id", "attempts", "started_at", "updated_at"]
-        )
-        return
+    of `executions`), its link to the node, and the state made queued: one statement however
+    many nodes the wave has (arrays bound on the server: for a 500-wide fan-out the ORM's bulk
+    insert and a VALUES list cost more in Python than in the database, and the wave's workers
+    wait for this transaction)."""
     encoder = TaskExecution._meta.get_field("parameters").encoder
     params: list[object] = [
         Trigger.DAG.value,

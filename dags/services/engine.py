@@ -385,11 +385,9 @@ def node_complete_locking(
 
 
 def _counts_in_one_statement(graph: Graph, status: str) -> bool:
-    """The common case (PostgreSQL; not a failure that fails the whole run)."""
+    """The common case (not a failure that fails the whole run)."""
     failed = status in FAILED_NODE_STATUSES
-    return connection.vendor == "postgresql" and not (
-        failed and graph.failure_policy == FailurePolicy.FAIL_ALL
-    )
+    return not (failed and graph.failure_policy == FailurePolicy.FAIL_ALL)
 
 
 def _end_and_count(

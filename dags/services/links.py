@@ -48,14 +48,7 @@ def link_load(root: uuid.UUID) -> NodeLink | None:
     cached = _links.get(root)
     if cached is not None:
         return cached
-    if connection.vendor == "postgresql":
-        row = db_rows.execute_prepared(_link_sql(), [root])
-    else:
-        row = (
-            DagNodeExecution.objects.filter(execution_root_id=root)
-            .values_list("run_id", "run__version_id", "node_id", "shard_index")
-            .first()
-        )
+    row = db_rows.execute_prepared(_link_sql(), [root])
     if row is None:
         return None
     link = NodeLink(*row, execution_root_id=root)
@@ -65,8 +58,6 @@ def link_load(root: uuid.UUID) -> NodeLink | None:
 
 def run_lock(run_id: uuid.UUID) -> DagRun:
     """The run row, locked until the transaction ends (DagRun.DoesNotExist if it is gone)."""
-    if connection.vendor != "postgresql":
-        return DagRun.objects.select_for_update().get(id=run_id)
     row = db_rows.execute_prepared(_run_lock_sql(), [run_id])
     if row is None:
         raise DagRun.DoesNotExist(f"DAG run {run_id} does not exist")
@@ -79,9 +70,6 @@ def link_load_and_run_lock(root: uuid.UUID) -> tuple[NodeLink, DagRun] | None:
     cached = _links.get(root)
     if cached is not None:
         return cached, run_lock(cached.run_id)
-    if connection.vendor != "postgresql":
-        link = link_load(root)
-        return None if link is None else (link, run_lock(link.run_id))
     row = db_rows.execute_prepared(_link_and_lock_sql(), [root])
     if row is None:
         return None
@@ -93,12 +81,6 @@ def link_load_and_run_lock(root: uuid.UUID) -> tuple[NodeLink, DagRun] | None:
 
 def upstream_results_load(*, run_id: uuid.UUID, node_ids: list[str]) -> dict[str, Any]:
     """{node id: result} of the given nodes of a run."""
-    if connection.vendor != "postgresql":
-        return dict(
-            DagNodeState.objects.filter(run_id=run_id, node_id__in=node_ids).values_list(
-                "node_id", "result"
-            )
-        )
     field = DagNodeState._meta.get_field("result")
     with db_rows.server_bound_cursor() as cursor:
         cursor.execute(_upstream_results_sql(), [run_id, node_ids], prepare=True)

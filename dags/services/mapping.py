@@ -16,7 +16,7 @@ import uuid
 from datetime import timedelta
 from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -73,10 +73,6 @@ def chord_shard_settled(*, link, execution) -> None:
     count it in one statement. No run lock: the chord's join does the rest (under the run
     lock), and this holds only the mapped node's state row until commit, so 500 shards
     finishing at once queue on one short row lock instead of the run's."""
-    if connection.vendor != "postgresql":
-        with transaction.atomic():
-            shard_settled(run=lock_run(link.run_id), link=link, execution=execution)
-        return
     result = execution.result
     params = [
         str(execution.status),

@@ -40,6 +40,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files from the app server itself (compose, make run and the image alike):
+    # hashed names cached for ever, gzip/brotli variants made by collectstatic.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -68,13 +71,15 @@ TEMPLATES = [
     }
 ]
 
+# A local PostgreSQL by default. `make run` (manage.py runstack) without DATABASE_URL starts
+# an embedded PostgreSQL under var/ and hands its URL to every process it starts.
 DATABASES = {
     "default": database_from_url(
-        env_secret("DATABASE_URL", f"sqlite:///{VAR_DIR / 'scheduler.sqlite3'}"), base_dir=BASE_DIR
+        env_secret("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/scheduler")
     )
 }
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+# Workers and beats keep their connection; the ASGI web tier sets 0 (project/asgi.py).
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -87,7 +92,12 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
+# `collectstatic` writes here: the Dockerfile at build time, `make run` before it starts web.
 STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 LOGIN_URL = "/dashboard/login/"
 LOGIN_REDIRECT_URL = "/dashboard/"
@@ -252,7 +262,6 @@ MONITORING = {
     # /metrics needs one of these (or a signed-in staff session); empty means not configured.
     "METRICS_BEARER_TOKEN": env_str("METRICS_BEARER_TOKEN", ""),
     "METRICS_BASIC_AUTH": env_str("METRICS_BASIC_AUTH", ""),  # "user:password"
-    "READYZ_REQUIRE_LEADER": env_bool("READYZ_REQUIRE_LEADER", True),
     # A scheduler status older than this does not count as a live leader.
     "LEADER_FRESH_SECONDS": env_float("MONITORING_LEADER_FRESH_SECONDS", 15.0),
     # A fire that has not started this long after its time counts as missed.
@@ -339,6 +348,15 @@ FLEET = {
         "normal": env_int("SCALE_THRESHOLD_NORMAL", 1000),
         "bulk": env_int("SCALE_THRESHOLD_BULK", 5000),
     },
+}
+
+# --- Live log streams (Server-Sent Events from the web tier) -------------------------
+LOG_STREAMS = {
+    # Open streams per tenant (API and dashboard together); the next one answers 429.
+    "MAX_OPEN_PER_TENANT": env_int("LOG_STREAMS_MAX_OPEN_PER_TENANT", 50),
+    # An open stream renews its place well within this lease; the places of a killed web
+    # process free themselves when their leases end.
+    "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
 }
 
 # Modules whose @handler("name") functions python tasks may call. The demo handlers, and

@@ -48,19 +48,11 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def database_from_url(url: str, *, base_dir: Path) -> dict:
-    """Turn DATABASE_URL into a Django DATABASES entry (postgres:// or sqlite:///path)."""
+def database_from_url(url: str) -> dict:
+    """Turn DATABASE_URL into a Django DATABASES entry. PostgreSQL is the only engine: the
+    claims, fires and DAG counts are single statements that need its SKIP LOCKED, unnest and
+    RETURNING."""
     parsed = urlparse(url)
-    if parsed.scheme in ("sqlite", "sqlite3"):
-        path = unquote(parsed.path.lstrip("/")) if parsed.netloc == "" else parsed.netloc
-        if url.startswith("sqlite:////"):
-            path = "/" + path
-        name = path if Path(path).is_absolute() else str(base_dir / path)
-        return {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": name,
-            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"},
-        }
     if parsed.scheme in ("postgres", "postgresql", "pgsql"):
         options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
         return {
@@ -74,4 +66,6 @@ def database_from_url(url: str, *, base_dir: Path) -> dict:
             "CONN_HEALTH_CHECKS": True,
             "OPTIONS": options,
         }
-    raise ValueError(f"DATABASE_URL scheme {parsed.scheme!r} is not supported (postgres or sqlite)")
+    raise ValueError(
+        f"DATABASE_URL scheme {parsed.scheme!r} is not supported: use postgres://user@host/db"
+    )

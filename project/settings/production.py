@@ -21,8 +21,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
 # Behind a TLS-terminating proxy (the usual deployment): trust its X-Forwarded-Proto.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-# /healthz, /readyz and /metrics are scraped over plain HTTP inside the compose network.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+# /healthz, /readyz(/scheduler) and /metrics are scraped over plain HTTP inside the compose network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^readyz/scheduler$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", True)

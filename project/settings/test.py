@@ -8,7 +8,7 @@ import os
 import uuid
 
 from project.settings.base import *  # noqa: F403
-from project.settings.base import BASE_DIR, SCHEDULER
+from project.settings.base import LIFECYCLE, SCHEDULER, STORAGES
 from project.settings.env import database_from_url, env_secret, env_str
 from project.settings.test_redis import claim_redis_db, release_redis_db
 
@@ -17,8 +17,7 @@ XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 DATABASES = {
     "default": database_from_url(
-        env_secret("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"),
-        base_dir=BASE_DIR,
+        env_secret("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
     )
 }
 # pytest-django appends the xdist worker's suffix (_gw0, _gw1, ...) to this name.
@@ -44,6 +43,14 @@ else:
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}
+# WhiteNoise serves the apps' static folders directly (no collectstatic per test run); the
+# browser tests drive `manage.py runstack`, which collects and serves the hashed files.
+STORAGES = {
+    **STORAGES,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast, tests only
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 # Beats and workers started by the tests must not hand out retention or statistics runs

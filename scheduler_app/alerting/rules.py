@@ -3,7 +3,7 @@ installation without Prometheus is told too. Called from the leader's housekeepi
 
 Each rule yields the keys that are firing now with a summary; keys that were open and are no
 longer firing are resolved. Rules without an in-app twin: "no leader" (the evaluator IS the
-leader; Prometheus and /readyz cover it).
+leader; Prometheus and /readyz/scheduler cover it).
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -237,6 +239,8 @@ class EventStreamRenderer(renderers.BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, dict | list):  # an error (401, 404, 429) before any stream: JSON
+            return json.dumps(data).encode()
         return data if isinstance(data, bytes) else str(data).encode()
 
 

@@ -160,9 +160,6 @@ class SchedulerEngine:
         rows = TaskDefinition.objects.filter(
             enabled=True, paused=False, deleted_at__isnull=True
         ).exclude(schedule_type=ScheduleType.MANUAL)
-        if connection.vendor != "postgresql":
-            yield from rows.values(*_ENTRY_FIELDS).iterator(chunk_size=5000)
-            return
         # A million rows: a named (server-side) cursor in binary format, big fetches and
         # no ORM per row: half the load time goes into decoding timestamps as text otherwise.
         sql, params = rows.values_list(*_ENTRY_FIELDS).query.sql_with_params()

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 
 from scheduler_app.dispatch import Doorbell, publish
 from workers.registry import live_processes
@@ -40,23 +40,17 @@ def doorbell_batch() -> int:
 
 
 class FirePublisher:
-    """One per engine. On SQLite (the embedded `make run` stack) it publishes inline: a
-    second thread writing would only meet 'database is locked'."""
+    """One per engine: publishes each batch's doorbells on a thread of its own while the
+    engine goes on to the next batch."""
 
     def __init__(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
         self._pending: list[Future[int]] = []
-        self._sent_inline = 0
         self._processes: int | None = None
         self._processes_looked_at = float("-inf")
 
     def submit(self, bells: Sequence[Doorbell]) -> None:
         processes = self._fleet_processes()
-        if connection.vendor != "postgresql":
-            self._sent_inline += publish(
-                bells, sticky=False, batch=doorbell_batch(), processes=processes
-            )
-            return
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fire-publish")
         self._pending.append(self._executor.submit(_publish_fires, list(bells), processes))
@@ -76,7 +70,7 @@ class FirePublisher:
     def drain(self) -> int:
         """Wait for every submitted batch; returns how many doorbells went out."""
         pending, self._pending = self._pending, []
-        sent, self._sent_inline = self._sent_inline, 0
+        sent = 0
         failure: BaseException | None = None
         for future in pending:
             try:

@@ -16,6 +16,7 @@ from scheduler_app import selectors
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import NotFound
 from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.services.log_followers import TooManyLogStreams
 
 TAIL_LINES = 200
 
@@ -35,14 +36,19 @@ def stored_log_tail(*, tenant: Tenant, execution: TaskExecution) -> str:
 
 @login_required
 @require_GET
-def execution_log_events(request: HttpRequest, execution_id: str) -> StreamingHttpResponse:
+def execution_log_events(
+    request: HttpRequest, execution_id: str
+) -> StreamingHttpResponse | HttpResponse:
     # Imported here: it pulls in the worker's log sink.
     from scheduler_app.api.log_events import log_event_stream_response
 
     _tenant, execution = _execution(request, execution_id)
-    return log_event_stream_response(
-        execution=execution, last_event_id=request.headers.get("Last-Event-ID")
-    )
+    try:
+        return log_event_stream_response(
+            execution=execution, last_event_id=request.headers.get("Last-Event-ID")
+        )
+    except TooManyLogStreams as error:
+        return HttpResponse(error.message, status=429, content_type="text/plain; charset=utf-8")
 
 
 @login_required

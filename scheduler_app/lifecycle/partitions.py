@@ -1,4 +1,4 @@
-"""Monthly range partitions of the executions table by `scheduled_at` (PostgreSQL only).
+"""Monthly range partitions of the executions table by `scheduled_at`.
 
 The parent keeps the name Django knows (`scheduler_app_taskexecution`), so the ORM and every
 later ordinary migration (AddField, AddIndex: ALTER TABLE / CREATE INDEX on the parent) work
@@ -6,8 +6,6 @@ unchanged. The SQL primary key is (id, scheduled_at); ids stay globally unique U
 still treats `id` as the key. A DEFAULT partition catches rows outside every monthly range
 (a one-shot far in the future, history imported from long ago), so an insert never fails;
 creating a month whose rows sit in the default moves them over in the same transaction.
-
-On SQLite every function here is a no-op and the table stays a plain table.
 """
 
 from __future__ import annotations
@@ -31,10 +29,6 @@ class Partition:
     rows_estimate: int
 
 
-def is_postgres(connection=None) -> bool:
-    return (connection or default_connection).vendor == "postgresql"
-
-
 def month_start(moment: datetime | date) -> date:
     return date(moment.year, moment.month, 1)
 
@@ -54,8 +48,6 @@ def _bound(month: date) -> str:
 
 def is_partitioned(connection=None) -> bool:
     connection = connection or default_connection
-    if not is_postgres(connection):
-        return False
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -230,7 +222,7 @@ def table_convert_to_partitioned(connection, *, now: datetime) -> None:
     and replayed on the new parent under the same names, so Django's view of the table
     (and whatever earlier migrations added) is unchanged apart from the primary key.
     """
-    if not is_postgres(connection) or is_partitioned(connection):
+    if is_partitioned(connection):
         return
     old = f"{TABLE}_unpartitioned"
     with connection.cursor() as cursor:

@@ -20,7 +20,7 @@ def _when(value: object) -> datetime:
     parsed = parse_datetime(str(value))
     if parsed is None:
         raise ValueError(f"not a datetime: {value!r}")
-    if parsed.tzinfo is None:  # SQLite exports naive UTC text
+    if parsed.tzinfo is None:  # an archive written without an offset holds UTC
         from datetime import UTC
 
         parsed = parsed.replace(tzinfo=UTC)

@@ -4,11 +4,11 @@ Two paths, same guarantee (exported, verified by row count, then deleted):
 - whole monthly partitions (PostgreSQL): a partition that ended before the cutoff is detached
   (no new rows can land in it), exported, verified, dropped. Cheap: no row-by-row delete, no
   bloat. Used for the part of history every tenant's retention has passed.
-- rows in batches (SQLite, the default partition, tenants with a shorter period than the
+- rows in batches (the default partition, tenants with a shorter period than the
   longest, and execution logs): select a batch, export, verify, delete exactly those rows.
 
 Per-tenant periods: `Tenant.retention_days` (default 90). History is kept at least that long.
-On PostgreSQL the tenants with the longest period lose their runs a whole month at a time,
+The tenants with the longest period lose their runs a whole month at a time,
 when the month's partition has passed their period; shorter periods are cut by rows.
 """
 
@@ -76,7 +76,8 @@ def _stamp(now: datetime) -> str:
 
 
 def _decode(row: dict[str, Any], json_columns: frozenset[str]) -> dict[str, Any]:
-    # SQLite hands JSON columns back as text; PostgreSQL as Python objects.
+    # Django's PostgreSQL backend loads jsonb as text (its JSONField decodes it); a raw
+    # cursor gets that text.
     for column in json_columns:
         value = row.get(column)
         if isinstance(value, str):
@@ -229,8 +230,7 @@ def rows_archive(
 
 
 def _db_uuid(value: Any) -> Any:
-    value = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    return value if connection.vendor == "postgresql" else value.hex
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 def _delete_rows(cursor, spec: _Table, rows: list[dict[str, Any]], *, before: datetime) -> int:

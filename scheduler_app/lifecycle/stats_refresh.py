@@ -6,13 +6,11 @@ again), days overlapping that window. Everything older is final and never scanne
 so the cost of a refresh depends on the recent rate, not on the size of the history. The
 buckets also outlive the raw rows: archiving a month keeps its statistics.
 
-PostgreSQL computes the percentiles in SQL (percentile_cont); SQLite in Python.
+PostgreSQL computes the percentiles in SQL (percentile_cont).
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,10 +50,7 @@ def task_stats_refresh(
 
 
 def _refresh(bucket: str, start: datetime, end: datetime, now: datetime) -> int:
-    if connection.vendor == "postgresql":
-        rows = _aggregate_sql(bucket, start, end)
-    else:
-        rows = _aggregate_python(bucket, start, end)
+    rows = _aggregate_sql(bucket, start, end)
     objects = [TaskStats(bucket=bucket, refreshed_at=now, **row) for row in rows]
     with transaction.atomic():
         TaskStats.objects.filter(
@@ -110,50 +105,3 @@ def _quantile_fields(prefix: str, values: list[float] | None) -> dict[str, float
         f"{prefix}_p{int(q * 100)}": (float(v) if v is not None else None)
         for q, v in zip(QUANTILES, values, strict=True)
     }
-
-
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks: what PostgreSQL's percentile_cont does."""
-    if not sorted_values:
-        return None
-    position = (len(sorted_values) - 1) * q
-    low, high = math.floor(position), math.ceil(position)
-    if low == high:
-        return sorted_values[low]
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
-
-
-def _aggregate_python(bucket: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    floor = floor_hour if bucket == StatsBucket.HOUR else floor_day
-    groups: dict[tuple, dict[str, Any]] = defaultdict(
-        lambda: {"total": 0, "by_status": defaultdict(int), "durations": [], "lags": []}
-    )
-    rows = TaskExecution.objects.filter(scheduled_at__gte=start, scheduled_at__lt=end).values_list(
-        "tenant_id", "task_id", "scheduled_at", "status", "started_at", "completed_at"
-    )
-    for tenant_id, task_id, scheduled_at, status, started_at, completed_at in rows.iterator():
-        bucket_start = floor(scheduled_at.astimezone(UTC))
-        # Per task, and the tenant's rollup (task_id None).
-        for key in ((tenant_id, task_id, bucket_start), (tenant_id, None, bucket_start)):
-            group = groups[key]
-            group["total"] += 1
-            group["by_status"][status] += 1
-            if started_at is not None:
-                group["lags"].append((started_at - scheduled_at).total_seconds())
-                if completed_at is not None:
-                    group["durations"].append((completed_at - started_at).total_seconds())
-    result = []
-    for (tenant_id, task_id, bucket_start), group in groups.items():
-        durations, lags = sorted(group["durations"]), sorted(group["lags"])
-        result.append(
-            {
-                "tenant_id": tenant_id,
-                "task_id": task_id,
-                "bucket_start": bucket_start,
-                "total": group["total"],
-                "by_status": dict(group["by_status"]),
-                **_quantile_fields("duration", [percentile(durations, q) for q in QUANTILES]),
-                **_quantile_fields("lag", [percentile(lags, q) for q in QUANTILES]),
-            }
-        )
-    return result

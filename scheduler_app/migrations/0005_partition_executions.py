@@ -1,7 +1,7 @@
-"""Range-partition the executions table by month of `scheduled_at` on PostgreSQL.
+"""Range-partition the executions table by month of `scheduled_at`.
 
 Works on a fresh database and on one that already holds rows (they are copied into their
-monthly partitions). SQLite keeps the plain table. Reversing leaves the partitioned table in
+monthly partitions). Reversing leaves the partitioned table in
 place (it behaves the same for Django), so going back past this migration is safe.
 """
 

@@ -29,6 +29,8 @@ class ApiKey(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"
@@ -52,6 +54,8 @@ class AuditEntry(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["tenant", "-id"], name="idx_audit_tenant")]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.object_type}:{self.object_id}"

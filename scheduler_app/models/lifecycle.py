@@ -35,6 +35,8 @@ class TaskStats(models.Model):
     refreshed_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "task stats"
+        verbose_name_plural = "task stats"
         indexes = [
             models.Index(fields=["bucket", "bucket_start"], name="idx_stats_bucket_start"),
             models.Index(

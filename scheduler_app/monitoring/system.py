@@ -141,7 +141,9 @@ def leader_node(nodes: list[SchedulerNode] | None = None) -> SchedulerNode | Non
 
 
 def readiness() -> dict[str, str]:
-    """One line per dependency: "ok" or why not. Ready when every line is "ok"."""
+    """One line per dependency of this process: "ok" or why not. Ready when every line is
+    "ok". The scheduler's health is not one of them (`scheduler_health`): an orchestrator
+    must not take the API out of service because no beat leads."""
     checks: dict[str, str] = {}
     try:
         with connection.cursor() as cursor:
@@ -154,9 +156,13 @@ def readiness() -> dict[str, str]:
         checks["redis"] = "ok"
     except redis.RedisError as error:
         checks["redis"] = f"error: {type(error).__name__}"
-    if checks["redis"] == "ok":
-        leader = leader_node()
-        checks["leader"] = "ok" if leader else "error: no scheduler has reported as leader"
-    else:
-        checks["leader"] = "unknown: redis unreachable"
     return checks
+
+
+def scheduler_health() -> dict[str, str]:
+    """Whether a scheduler leads (reported within MONITORING_LEADER_FRESH_SECONDS)."""
+    try:
+        leader = leader_node()
+    except redis.RedisError as error:
+        return {"leader": f"unknown: redis unreachable ({type(error).__name__})"}
+    return {"leader": "ok" if leader else "error: no scheduler has reported as leader"}

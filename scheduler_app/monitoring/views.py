@@ -1,4 +1,4 @@
-"""/metrics (behind a bearer token or basic auth) and /readyz."""
+"""/metrics (behind a bearer token or basic auth), /readyz and /readyz/scheduler."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from scheduler_app.monitoring.metrics import SchedulerCollector
-from scheduler_app.monitoring.system import readiness
+from scheduler_app.monitoring.system import readiness, scheduler_health
 from scheduler_app.monitoring.workers import shell_sandbox_by_worker
 
 
@@ -40,11 +40,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
-def readyz_view(request: HttpRequest) -> JsonResponse:
-    checks = readiness()
-    if not settings.MONITORING["READYZ_REQUIRE_LEADER"] and checks["leader"] != "ok":
-        checks["leader"] = f"ignored ({checks['leader']})"
-    failing = [name for name, state in checks.items() if state != "ok" and "ignored" not in state]
+def _checks_response(checks: dict[str, str]) -> JsonResponse:
+    failing = [name for name, state in checks.items() if state != "ok"]
     return JsonResponse(
         {
             "status": "ok" if not failing else "unavailable",
@@ -55,3 +52,14 @@ def readyz_view(request: HttpRequest) -> JsonResponse:
         },
         status=200 if not failing else 503,
     )
+
+
+def readyz_view(request: HttpRequest) -> JsonResponse:
+    """This process's own dependencies (database, Redis): what a load balancer asks."""
+    return _checks_response(readiness())
+
+
+def scheduler_readyz_view(request: HttpRequest) -> JsonResponse:
+    """The scheduler's health (a leading beat), for monitoring; alert SchedulerNoLeader
+    watches the same from Prometheus."""
+    return _checks_response(scheduler_health())

@@ -1,5 +1,5 @@
 """The state transitions of a batch doorbell (see `workers.batch_runner`), one statement each
-on PostgreSQL however many executions the batch holds: claim them, give back the ones the
+however many executions the batch holds: claim them, give back the ones the
 worker will not start, finish the ones that succeeded.
 
 Each keeps the guarantees of its one-row twin in `executions`: a claim is a compare-and-swap
@@ -34,8 +34,6 @@ from scheduler_app.services.executions import (
     Claim,
     Outcome,
     claim_lag_record,
-    execution_claim,
-    execution_finish,
 )
 
 logger = logging.getLogger(__name__)
@@ -66,17 +64,6 @@ def executions_claim(
 ) -> list[Claim]:
     """pending|queued -> running for the rows no one else holds, in the order of
     `execution_ids`; the schedule-to-start of each is queued on `metrics_pipe`."""
-    if connection.vendor != "postgresql":
-        claims = [
-            execution_claim(
-                execution_id=execution_id,
-                worker_id=worker_id,
-                lease_seconds=lease_seconds,
-                metrics_pipe=metrics_pipe,
-            )
-            for execution_id in execution_ids
-        ]
-        return [claim for claim in claims if claim is not None]
     ids = [uuid.UUID(str(execution_id)) for execution_id in dict.fromkeys(execution_ids)]
     for attempt in range(1, CLAIM_ATTEMPTS + 1):
         try:
@@ -155,14 +142,6 @@ def executions_give_back(claims: Sequence[Claim]) -> list[TaskExecution]:
     now = timezone.now()
     ids = [claim.execution.id for claim in claims]
     tokens = [claim.claim_token for claim in claims]
-    if connection.vendor != "postgresql":
-        given = []
-        for claim in claims:
-            if TaskExecution.objects.filter(
-                id=claim.execution.id, claim_token=claim.claim_token, status=ExecutionStatus.RUNNING
-            ).update(**_given_back_values(now)):
-                given.append(claim.execution)
-        return given
     executions = TaskExecution._meta.db_table
     with db_rows.server_bound_cursor() as cursor:
         cursor.execute(
@@ -177,18 +156,6 @@ def executions_give_back(claims: Sequence[Claim]) -> list[TaskExecution]:
     return [claim.execution for claim in claims if claim.execution.id in given_ids]
 
 
-def _given_back_values(now: datetime) -> dict[str, object]:
-    return {
-        "status": ExecutionStatus.QUEUED,
-        "queued_at": now,
-        "started_at": None,
-        "worker_id": "",
-        "claim_token": None,
-        "lease_expires_at": None,
-        "updated_at": now,
-    }
-
-
 def executions_finish_succeeded(
     succeeded: Sequence[Succeeded], *, metrics_pipe: redis.client.Pipeline | CoalescedWrites
 ) -> list[Succeeded]:
@@ -197,20 +164,6 @@ def executions_finish_succeeded(
     `metrics_pipe` once the transaction commits (the caller sends it)."""
     if not succeeded:
         return []
-    if connection.vendor != "postgresql":
-        return [
-            item
-            for item in succeeded
-            if execution_finish(
-                execution_id=item.claim.execution.id,
-                claim_token=item.claim.claim_token,
-                outcome=item.outcome,
-                log_text=item.log_text,
-                log_truncated=item.log_truncated,
-                task=item.claim.task,
-                metrics_pipe=metrics_pipe,
-            ).accepted
-        ]
     now = timezone.now()
     with transaction.atomic():
         accepted = _finish_postgres(succeeded, now=now)

@@ -81,39 +81,21 @@ def execution_claim(
 ) -> Claim | None:
     """pending|queued -> running for exactly one caller; everyone else gets None.
 
-    On PostgreSQL one statement claims the row and returns it with its task and tenant (the
+    One statement claims the row and returns it with its task and tenant (the
     quota check right after the claim needs the tenant). The schedule-to-start histogram is
     counted at once, or queued on `metrics_pipe` (a worker sends it with its other writes)."""
     now = timezone.now()
     token = uuid.uuid4()
     lease_expires_at = now + timedelta(seconds=lease_seconds)
-    if connection.vendor == "postgresql":
-        claim = _claim_postgres(
-            execution_id=execution_id,
-            worker_id=worker_id,
-            token=token,
-            now=now,
-            lease_expires_at=lease_expires_at,
-        )
-        if claim is None:
-            return None
-    else:
-        claimed = TaskExecution.objects.filter(
-            id=execution_id,
-            status__in=WAITING_STATUSES,
-            scheduled_at__lte=now + CLAIM_CLOCK_TOLERANCE,
-        ).update(
-            status=ExecutionStatus.RUNNING,
-            worker_id=worker_id,
-            claim_token=token,
-            started_at=now,
-            lease_expires_at=lease_expires_at,
-            updated_at=now,
-        )
-        if claimed != 1:
-            return None
-        execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
-        claim = Claim(execution=execution, task=execution.task, claim_token=token, claimed_at=now)
+    claim = _claim_postgres(
+        execution_id=execution_id,
+        worker_id=worker_id,
+        token=token,
+        now=now,
+        lease_expires_at=lease_expires_at,
+    )
+    if claim is None:
+        return None
     claim_lag_record(claim, metrics_pipe)
     return claim
 
@@ -302,29 +284,18 @@ def execution_finish(
     start in turn after one claim); without it the claim's time stays.
     `metrics_pipe`: where the run's counters are queued once the finish commits (the caller
     sends it afterwards); without it they are sent on their own. An empty log is not stored.
-    On PostgreSQL the finish, the row it returns and the log are one statement."""
+    The finish, the row it returns and the log are one statement."""
     now = timezone.now()
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            execution = _finish_postgres(
-                execution_id=execution_id,
-                claim_token=claim_token,
-                outcome=outcome,
-                log_text=log_text,
-                log_truncated=log_truncated,
-                now=now,
-                started_at=started_at,
-            )
-        else:
-            execution = _finish_orm(
-                execution_id=execution_id,
-                claim_token=claim_token,
-                outcome=outcome,
-                log_text=log_text,
-                log_truncated=log_truncated,
-                now=now,
-                started_at=started_at,
-            )
+        execution = _finish_postgres(
+            execution_id=execution_id,
+            claim_token=claim_token,
+            outcome=outcome,
+            log_text=log_text,
+            log_truncated=log_truncated,
+            now=now,
+            started_at=started_at,
+        )
         if execution is None:
             logger.warning(
                 "rejected finish of execution %s: claim %s is no longer the owner",
@@ -412,35 +383,6 @@ def _finish_postgres(
         params += [log_text, len(log_text.encode()), log_truncated, now]
     row = db_rows.execute_prepared(_finish_sql(with_log=with_log), params)
     return None if row is None else db_rows.instance(TaskExecution, row)
-
-
-def _finish_orm(
-    *,
-    execution_id: str | uuid.UUID,
-    claim_token: uuid.UUID,
-    outcome: Outcome,
-    log_text: str,
-    log_truncated: bool,
-    now: datetime,
-    started_at: datetime | None = None,
-) -> TaskExecution | None:
-    updated = TaskExecution.objects.filter(
-        id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
-    ).update(**_finish_values(outcome, now, started_at))
-    if updated != 1:
-        return None
-    execution = TaskExecution.objects.get(id=execution_id)
-    if log_text or log_truncated:
-        ExecutionLog.objects.update_or_create(
-            execution_id=execution.id,
-            defaults={
-                "tenant_id": execution.tenant_id,
-                "text": log_text,
-                "size_bytes": len(log_text.encode()),
-                "truncated": log_truncated,
-            },
-        )
-    return execution
 
 
 def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:

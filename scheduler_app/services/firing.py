@@ -92,28 +92,6 @@ def _cancel_waiting(task_ids: list[uuid.UUID], *, now: datetime) -> None:
     )
 
 
-_FIRE_COLUMNS = (
-    "id",
-    "tenant_id",
-    "task_id",
-    "status",
-    "trigger",
-    "priority",
-    "queue",
-    "scheduled_at",
-    "queued_at",
-    "attempt",
-    "max_attempts",
-    "root_execution_id",
-    "worker_id",
-    "error_message",
-    "error_class",
-    "dead_lettered",
-    "created_at",
-    "updated_at",
-)
-
-
 def _db_value(column: str, value: object) -> object:
     field = TaskExecution._meta.get_field(
         column.removesuffix("_id") if column in ("tenant_id", "task_id") else column
@@ -132,52 +110,10 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
     if not fires:
         return []
     statuses, cancel_waiting = _overlap_statuses(fires)
-    if connection.vendor == "postgresql":
-        return _fires_record_postgres(fires, statuses, cancel_waiting, now=now)
-    table = TaskExecution._meta.db_table
-    columns = ", ".join(_FIRE_COLUMNS)
-    placeholders = "(" + ", ".join(["%s"] * len(_FIRE_COLUMNS)) + ")"
-    params: list[object] = []
-    for fire, (status, error_message) in zip(fires, statuses, strict=True):
-        execution_id = uuid.uuid4()
-        row = {
-            "id": execution_id,
-            "tenant_id": fire.tenant_id,
-            "task_id": fire.task_id,
-            "status": status,
-            "trigger": Trigger.SCHEDULE.value,
-            "priority": fire.priority,
-            "queue": fire.queue,
-            "scheduled_at": fire.scheduled_at,
-            "queued_at": now,
-            "attempt": 1,
-            "max_attempts": fire.max_attempts,
-            "root_execution_id": execution_id,
-            "worker_id": "",
-            "error_message": error_message,
-            "error_class": "",
-            "dead_lettered": False,
-            "created_at": now,
-            "updated_at": now,
-        }
-        params.extend(_db_value(column, row[column]) for column in _FIRE_COLUMNS)
-    # Identifiers come from the model's metadata, values are all bound parameters.
-    sql = (
-        f"INSERT INTO {table} ({columns}) VALUES "
-        + ", ".join([placeholders] * len(fires))
-        + " ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING"
-        + " RETURNING id, tenant_id, queue, status, task_id"
-    )
-    with transaction.atomic(), connection.cursor() as cursor:
-        if cancel_waiting:
-            _cancel_waiting(cancel_waiting, now=now)
-        cursor.execute(sql, params)
-        inserted = cursor.fetchall()
-    queued = ExecutionStatus.QUEUED.value
-    return [_doorbell(*row[:3], row[4]) for row in inserted if row[3] == queued]
+    return _fires_record(fires, statuses, cancel_waiting, now=now)
 
 
-# On PostgreSQL a batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
+# A batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
 # statement whatever the batch size (a VALUES list of 18 x 2,000 parameters spends more time
 # in client-side query building than in the database).
 _UNNEST_INSERT = """
@@ -195,7 +131,7 @@ RETURNING id, tenant_id, queue, status, task_id
 """
 
 
-def _fires_record_postgres(
+def _fires_record(
     fires: Sequence[Fire],
     statuses: list[tuple[str, str]],
     cancel_waiting: list[uuid.UUID],
@@ -233,10 +169,6 @@ def _fires_record_postgres(
 
 
 def _doorbell(execution_id: object, tenant_id: object, queue: object, task_id: object) -> Doorbell:
-    # psycopg returns UUIDs; SQLite returns their hex text, normalised to the dashed form.
-    if not isinstance(execution_id, uuid.UUID):
-        execution_id, tenant_id = uuid.UUID(str(execution_id)), uuid.UUID(str(tenant_id))
-        task_id = uuid.UUID(str(task_id))
     # The task id lets publish name the message after the task from its cache (Flower).
     return Doorbell(str(execution_id), str(tenant_id), str(queue), task_id=str(task_id))
 
@@ -246,23 +178,14 @@ def _mark_queued(
 ) -> list[Doorbell]:
     table = TaskExecution._meta.db_table
     now_db = _db_value("queued_at", now)
-    if connection.vendor == "postgresql":
-        # SKIP LOCKED: a row a worker is claiming right now is simply left for next time.
-        sql = (
-            f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
-            f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
-            f"ORDER BY scheduled_at LIMIT %s FOR UPDATE SKIP LOCKED) "
-            f"AND {where_sql} RETURNING id, tenant_id, queue, task_id"
-        )
-        params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
-    else:
-        sql = (
-            f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
-            f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
-            f"ORDER BY scheduled_at LIMIT %s) AND {where_sql} "
-            "RETURNING id, tenant_id, queue, task_id"
-        )
-        params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
+    # SKIP LOCKED: a row a worker is claiming right now is simply left for next time.
+    sql = (
+        f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
+        f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
+        f"ORDER BY scheduled_at LIMIT %s FOR UPDATE SKIP LOCKED) "
+        f"AND {where_sql} RETURNING id, tenant_id, queue, task_id"
+    )
+    params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [_doorbell(*row) for row in cursor.fetchall()]
@@ -342,31 +265,14 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
     if not updates:
         return
     table = TaskDefinition._meta.db_table
-    if connection.vendor == "postgresql":
-        # One statement per batch instead of one UPDATE per task.
-        ids, nexts, lasts = (list(column) for column in zip(*updates, strict=True))
-        with transaction.atomic(savepoint=False), server_bound_cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {table} AS t SET next_fire_at = u.next_fire_at, "
-                "last_fired_at = u.last_fired_at FROM unnest(%b::uuid[], %b::timestamptz[], "
-                "%b::timestamptz[]) AS u(id, next_fire_at, last_fired_at) WHERE t.id = u.id",
-                [ids, nexts, lasts],
-            )
-        return
-    id_field = TaskDefinition._meta.get_field("id")
-    time_field = TaskDefinition._meta.get_field("next_fire_at")
-    rows = [
-        (
-            time_field.get_db_prep_value(next_fire_at, connection),
-            time_field.get_db_prep_value(last_fired_at, connection),
-            id_field.get_db_prep_value(task_id, connection),
-        )
-        for task_id, next_fire_at, last_fired_at in updates
-    ]
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {table} SET next_fire_at = %s, last_fired_at = %s WHERE id = %s",
-            rows,
+    # One statement per batch instead of one UPDATE per task.
+    ids, nexts, lasts = (list(column) for column in zip(*updates, strict=True))
+    with transaction.atomic(savepoint=False), server_bound_cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET next_fire_at = u.next_fire_at, "
+            "last_fired_at = u.last_fired_at FROM unnest(%b::uuid[], %b::timestamptz[], "
+            "%b::timestamptz[]) AS u(id, next_fire_at, last_fired_at) WHERE t.id = u.id",
+            [ids, nexts, lasts],
         )
 
 

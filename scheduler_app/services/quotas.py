@@ -19,7 +19,6 @@ from datetime import datetime, timedelta
 
 import redis
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import db_rows
@@ -131,10 +130,6 @@ def quota_running_count(*, tenant_id: object) -> int:
     Its own statement after the claim's commit, never folded into the claim: of two claims
     racing for the last slot, at least one then sees the other, so the limit is never
     exceeded (it may defer both, which errs towards the quota)."""
-    if connection.vendor != "postgresql":
-        return TaskExecution.objects.filter(
-            tenant_id=tenant_id, status=ExecutionStatus.RUNNING
-        ).count()
     row = db_rows.execute_prepared(
         f"SELECT count(*) FROM {TaskExecution._meta.db_table} WHERE tenant_id = %s AND status = %s",
         [tenant_id, ExecutionStatus.RUNNING.value],

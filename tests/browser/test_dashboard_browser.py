@@ -13,7 +13,7 @@ from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.tenants import tenant_create_with_admin
 from tests.browser.conftest import screenshot, sign_in
-from tests.dashboard.conftest import add_execution, live_log_end
+from tests.dashboard.conftest import add_execution
 from tests.factories import make_task
 from workers import registry
 from workers.lifecycle import Fleet
@@ -175,46 +175,3 @@ def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, his
     sign_in(page, live_server)
     response = page.goto(f"{live_server.url}/dashboard/tasks/{foreign.id}")
     assert response.status == 404
-
-
-def test_execution_page_follows_the_live_log_then_shows_the_stored_one(
-    page, live_server, history, redis_client
-):
-    """The worker's live-tail writer feeds Redis; the page shows each line without a reload,
-    then the stored log when the run ends. Nothing but this server is contacted."""
-    from scheduler_app.models import ExecutionLog
-    from workers.live_logs import LiveLogSink, log_stream_key
-
-    _, task = history
-    running = add_execution(task, minutes_ago=0.05, status=ExecutionStatus.RUNNING)
-    sign_in(page, live_server, f"/dashboard/executions/{running.id}")
-    # Set by the page's script on DOMContentLoaded, which may come after #live is parsed.
-    page.wait_for_selector("#log[data-log-mode=live]", timeout=15000)
-    sink = LiveLogSink(execution_id=str(running.id), max_bytes=1 << 20)
-    try:
-        # The worker's run watcher flushes the sink while the run goes; here the test does.
-        sink.write("stdout", "downloading batch 1")
-        sink.flush()
-        page.wait_for_function(
-            "document.querySelector('#log').textContent.includes('downloading batch 1')",
-            timeout=15000,
-        )
-        sink.write("stdout", "downloading batch 2")
-        sink.flush()
-        page.wait_for_function(
-            "document.querySelector('#log').textContent.includes('downloading batch 2')",
-            timeout=15000,
-        )
-        screenshot(page, "dashboard-execution-live-log")
-        sink.write("stdout", "the last line")
-        ExecutionLog.objects.create(
-            execution_id=running.id, tenant_id=running.tenant_id, text=sink.buffer.text()
-        )
-        TaskExecution.objects.filter(id=running.id).update(status=ExecutionStatus.SUCCESS)
-        live_log_end(sink, status=ExecutionStatus.SUCCESS)
-        page.wait_for_selector("#log[data-log-mode=stored]", timeout=15000)
-        text = page.inner_text("#log")
-        assert "downloading batch 1" in text and "the last line" in text
-        assert "success" in page.inner_text("#log-state")
-    finally:
-        redis_client.delete(log_stream_key(str(running.id)))

@@ -12,6 +12,7 @@ from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.dashboard.conftest import add_execution, live_log_end
 from tests.factories import make_task
+from tests.streams import sync_chunks
 from workers.live_logs import LiveLogSink, log_stream_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -62,7 +63,7 @@ def test_running_page_follows_the_stream_then_shows_the_stored_log(signed_in, ru
     response = signed_in.get(events_url)
     assert response.status_code == 200
     assert response["Content-Type"] == "text/event-stream"
-    stream = events(iter(response.streaming_content))
+    stream = events(sync_chunks(response))
 
     sink = LiveLogSink(execution_id=str(running.id), max_bytes=1 << 20, secrets=("hunter2",))
     # The worker's run watcher flushes the sink while the run goes; here the test does.
@@ -82,7 +83,7 @@ def test_running_page_follows_the_stream_then_shows_the_stored_log(signed_in, ru
 
     # Reconnecting with Last-Event-ID resumes after the lines already shown.
     resumed = signed_in.get(events_url, HTTP_LAST_EVENT_ID=first["id"])
-    replay = list(events(iter(resumed.streaming_content)))
+    replay = list(events(sync_chunks(resumed)))
     assert [e.get("event") for e in replay] == [None, "end"]
     assert replay[0]["data"] == second["data"]
 
@@ -101,7 +102,7 @@ def test_a_run_whose_stream_expired_is_served_from_the_stored_log(signed_in, run
     )
     TaskExecution.objects.filter(id=running.id).update(status=ExecutionStatus.FAILED)
     response = signed_in.get(f"/dashboard/executions/{running.id}/log-events")
-    got = list(events(iter(response.streaming_content)))
+    got = list(events(sync_chunks(response)))
     assert [e["data"] for e in got] == ["old line 1", "old line 2", "failed"]
     assert got[-1]["event"] == "end"
 

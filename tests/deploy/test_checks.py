@@ -79,7 +79,7 @@ def test_check_deploy_is_clean_with_production_settings():
             "SECRET_KEY": "p" * 20 + "-production-secret-key-0123456789-abcdefghijklmnop",
             "SECRETS_KEY": "secrets-key",
             "ALLOWED_HOSTS": "scheduler.example.com",
-            "DATABASE_URL": "sqlite:///:memory:",
+            "DATABASE_URL": "postgres://scheduler@db.invalid:5432/scheduler",
         }
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -87,7 +87,12 @@ def test_check_deploy_is_clean_with_production_settings():
 
 
 def test_check_deploy_names_missing_keys():
-    result = _check_deploy({"ALLOWED_HOSTS": "x.example.com", "DATABASE_URL": "sqlite:///:memory:"})
+    result = _check_deploy(
+        {
+            "ALLOWED_HOSTS": "x.example.com",
+            "DATABASE_URL": "postgres://scheduler@db.invalid:5432/scheduler",
+        }
+    )
     assert result.returncode != 0
     assert "scheduler.E004" in result.stderr and "scheduler.E005" in result.stderr
 

@@ -75,8 +75,7 @@ def test_every_app_command_is_a_real_entry_point(name):
     argv = _argv(APP_SERVICES[name])
     program = argv[0]
     if program == "gunicorn":
-        module, _, attribute = argv[1].partition(":")
-        assert callable(getattr(importlib.import_module(module), attribute))
+        _assert_asgi_server(argv)
     elif program == "python":
         assert argv[1] == "manage.py" and (ROOT / "manage.py").exists()
         assert argv[2] in get_commands(), f"{argv[2]} is not a management command"
@@ -95,6 +94,20 @@ def test_every_app_command_is_a_real_entry_point(name):
     else:
         pytest.fail(f"{name}: unknown program {program}")
     assert APP_SERVICES[name].get("restart") in ("unless-stopped", "always", "no")
+
+
+def _assert_asgi_server(argv: list[str]) -> None:
+    """gunicorn with the shared config (uvicorn workers) serving the ASGI application."""
+    config = _option(argv, "--config", "-c")
+    assert config and config.startswith("python:"), argv
+    conf = importlib.import_module(config.removeprefix("python:"))
+    worker_module, _, worker_class = conf.worker_class.rpartition(".")
+    assert worker_class == "UvicornWorker" and hasattr(
+        importlib.import_module(worker_module), worker_class
+    )
+    module, _, attribute = argv[-1].partition(":")
+    assert module == "project.asgi"
+    assert callable(getattr(importlib.import_module(module), attribute))
 
 
 def test_one_worker_service_per_tier_and_two_beats():
@@ -247,9 +260,15 @@ def test_dockerfile_runs_as_a_non_root_user_and_its_entry_point_exists():
             module = re.search(r"DJANGO_SETTINGS_MODULE=(\S+)", arg).group(1)
             importlib.import_module(module)
     cmd = json.loads(next(arg for op, arg in instructions if op == "CMD"))
-    module, _, attribute = cmd[1].partition(":")
-    assert cmd[0] == "gunicorn" and callable(getattr(importlib.import_module(module), attribute))
-    assert "gunicorn" in (ROOT / "requirements.txt").read_text()
+    assert cmd[0] == "gunicorn"
+    _assert_asgi_server(cmd)
+    # The image and compose's web service run the same server the same way.
+    assert _argv(SERVICES["web"]) == cmd
+    # WhiteNoise serves what collectstatic wrote at build time.
+    assert any(op == "RUN" and "collectstatic --noinput" in arg for op, arg in instructions)
+    requirements = (ROOT / "requirements.txt").read_text()
+    for pinned in ("gunicorn==", "uvicorn-worker==", "whitenoise=="):
+        assert pinned in requirements
 
 
 def test_the_env_file_never_goes_into_the_image():

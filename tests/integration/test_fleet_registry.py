@@ -17,6 +17,7 @@ from tests.integration.fleet_helpers import (
     terminate_main,
 )
 from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
+from tests.streams import sync_chunks
 from workers.registry import worker_record_get
 
 pytestmark = [
@@ -131,7 +132,7 @@ def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
         assert response.status_code == 200
         assert response["Content-Type"].startswith("text/event-stream")
         events: list[tuple[str, str, str]] = []  # (event, data, status when received)
-        for chunk in response.streaming_content:
+        for chunk in sync_chunks(response):
             text = chunk.decode() if isinstance(chunk, bytes) else chunk
             if text.startswith(":"):
                 continue
@@ -161,9 +162,9 @@ def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
         assert "line-8" in text
         # A finished run replays and ends at once.
         replay = b"".join(
-            api.get(
-                f"/api/v1/executions/{execution.id}/logs", HTTP_ACCEPT="text/event-stream"
-            ).streaming_content
+            sync_chunks(
+                api.get(f"/api/v1/executions/{execution.id}/logs", HTTP_ACCEPT="text/event-stream")
+            )
         ).decode()
         assert "line-8" in replay and "event: end" in replay
     except AssertionError:

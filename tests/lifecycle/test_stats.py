@@ -7,19 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler_app.lifecycle.stats import stats_overview, task_stats
-from scheduler_app.lifecycle.stats_refresh import percentile, task_stats_refresh
+from scheduler_app.lifecycle.stats_refresh import task_stats_refresh
 from scheduler_app.models import TaskStats
 from tests.factories import make_task
 from tests.lifecycle.helpers import make_runs
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2030, 5, 10, 12, 30, tzinfo=UTC)
-
-
-def test_percentile_matches_percentile_cont():
-    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert percentile([1.0], 0.99) == 1.0
-    assert percentile([], 0.5) is None
 
 
 def test_hourly_and_daily_buckets_count_by_status_with_percentiles(tenant, tenant_factory):

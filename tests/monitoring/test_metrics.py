@@ -137,10 +137,13 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
     # in Redis (it expires after 30 s): start from no scheduler at all.
     for key in redis_client.scan_iter(match=redis_key("scheduler:node:*")):
         redis_client.delete(key)
+    # No beat leads: the web process is still ready (its database and Redis answer) ...
     response = Client().get("/readyz")
+    assert response.status_code == 200, response.json()
+    assert response.json()["checks"] == {"database": "ok", "redis": "ok"}
+    # ... and the scheduler's own endpoint says what is wrong.
+    response = Client().get("/readyz/scheduler")
     assert response.status_code == 503
-    assert response.json()["checks"]["database"] == "ok"
-    assert response.json()["checks"]["redis"] == "ok"
     assert "no scheduler" in response.json()["checks"]["leader"]
     for node, role, epoch in (("beat-a", "leader", 7), ("beat-b", "standby", None)):
         redis_client.set(
@@ -159,7 +162,7 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
             ex=30,
         )
     try:
-        response = Client().get("/readyz")
+        response = Client().get("/readyz/scheduler")
         assert response.status_code == 200, response.json()
         samples = scrape()
         assert samples["scheduler_leader"][(("node", "beat-a"),)] == 1
@@ -171,6 +174,15 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
         redis_client.delete(redis_key("scheduler:node:beat-a"), redis_key("scheduler:node:beat-b"))
 
 
-def test_readyz_can_ignore_the_leader(settings):
-    settings.MONITORING = {**settings.MONITORING, "READYZ_REQUIRE_LEADER": False}
-    assert Client().get("/readyz").status_code == 200
+def test_readyz_names_an_unreachable_redis(settings):
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
+    from scheduler_app import redis_client
+
+    redis_client._clients.clear()
+    try:
+        response = Client().get("/readyz")
+    finally:
+        redis_client._clients.clear()
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"] == "ok"
+    assert response.json()["checks"]["redis"].startswith("error:")

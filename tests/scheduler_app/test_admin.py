@@ -138,3 +138,11 @@ def test_an_invalid_cron_in_the_admin_is_a_form_error_and_saves_nothing(staff_cl
     assert response.status_code == 200
     assert b"out of range" in response.content or b"minute" in response.content
     assert not TaskDefinition.objects.filter(name="bad").exists()
+
+
+def test_the_admin_index_names_models_in_plain_english(staff_client):
+    page = staff_client.get(reverse("admin:index")).content.decode()
+    for plural in ("Task stats", "Audit entries", "API keys"):
+        assert f">{plural}<" in page, plural
+    for wrong in ("Task statss", "Audit entrys", "Api keys"):
+        assert wrong not in page

@@ -1,0 +1,281 @@
+"""The stack a newcomer runs, in a real browser: `manage.py runstack` (what `make run` runs) on
+its embedded defaults (embedded PostgreSQL and redis, free ports, its var dir in a temporary
+folder), started once for this module. On every dashboard page, the admin's task list and
+change form and /api/docs/ the browser must see no failed request (no response >= 400, no
+request that failed) and no console error; the stylesheet applies, charts draw, and a DAG
+run's graph carries its labels and state colours. Screenshots: tests/artifacts/stack-*.png.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, screenshot
+
+ROOT = Path(__file__).resolve().parents[2]
+GREEN = "rgb(76, 175, 80)"
+# success, running, failed, skipped/upstream failed, waiting/queued (dashboard app.css)
+STATE_FILLS = {
+    GREEN,
+    "rgb(255, 212, 59)",
+    "rgb(229, 72, 77)",
+    "rgb(195, 200, 206)",
+    "rgb(255, 255, 255)",
+}
+DASHBOARD_BACKGROUND = "rgb(245, 246, 248)"  # app.css, body
+
+
+def _postgres_on(var_dir: Path) -> list[psutil.Process]:
+    return [
+        process
+        for process in psutil.process_iter(["name", "cmdline"])
+        if process.info["name"] == "postgres"
+        and str(var_dir) in " ".join(process.info["cmdline"] or [])
+    ]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """`manage.py runstack` exactly as `make run` starts it: no DATABASE_URL, no REDIS_URL."""
+    var_dir = tmp_path_factory.mktemp("stack") / "var"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+        and not key.startswith(("PYTEST_", "SCHEDULER_"))
+    }
+    env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1")
+    output = var_dir.parent / "runstack.out"
+    with output.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "runstack", "--port", "0", "--flower-port", "0"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 240
+    while "Dashboard:" not in output.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"runstack did not come up:\n{output.read_text(errors='replace')}")
+        time.sleep(0.5)
+    text = output.read_text()
+    base = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/dashboard/", text).group(1)
+    login = re.search(r"user (\S+) / password (\S+)", text)
+    yield {"url": base, "username": login.group(1), "password": login.group(2)}
+    # Ctrl-C: everything stops, the embedded PostgreSQL last; no process is left behind.
+    os.killpg(process.pid, signal.SIGINT)
+    assert process.wait(timeout=90) == 0, output.read_text(errors="replace")
+    assert _postgres_on(var_dir) == []
+
+
+@pytest.fixture(scope="module")
+def stack_browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class Watched:
+    """A page whose failed requests and console errors are recorded."""
+
+    def __init__(self, browser):
+        self.context = browser.new_context(viewport={"width": 1366, "height": 860})
+        self.page = self.context.new_page()
+        self.failures: list[str] = []
+        self.page.on(
+            "response",
+            lambda r: self.failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+        )
+        self.page.on(
+            "requestfailed",
+            lambda r: (
+                # A poll or stream the browser itself cancels by leaving the page is not a
+                # failure; anything else (refused, reset, timed out) is.
+                None
+                if "ERR_ABORTED" in (r.failure or "")
+                else self.failures.append(f"failed {r.url}: {r.failure}")
+            ),
+        )
+        self.page.on(
+            "console",
+            lambda m: self.failures.append(f"console: {m.text}") if m.type == "error" else None,
+        )
+        self.page.on("pageerror", lambda e: self.failures.append(f"page error: {e}"))
+
+    def visit(self, url: str, name: str, ready: str) -> None:
+        response = self.page.goto(url)
+        assert response is not None and response.status == 200, url
+        self.page.wait_for_selector(ready, timeout=30000)
+        self.page.wait_for_load_state("networkidle")
+        screenshot(self.page, f"stack-{name}")
+        assert self.failures == [], f"{name}: {self.failures}"
+
+    def style(self, selector: str, prop: str) -> str:
+        return self.page.eval_on_selector(
+            selector, f"e => getComputedStyle(e).getPropertyValue('{prop}')"
+        )
+
+
+# The first test also waits for the stack to start (migrations, demo, a DAG run on its worker).
+@pytest.mark.timeout(900)
+def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_browser):
+    base = stack["url"]
+    watched = Watched(stack_browser)
+    page = watched.page
+    try:
+        page.goto(f"{base}/dashboard/")
+        page.fill("input[name=username]", stack["username"])
+        page.fill("input[name=password]", stack["password"])
+        page.click("button[type=submit]")
+        page.wait_for_selector("#live")
+
+        watched.visit(f"{base}/dashboard/", "overview", "#live")
+        # The stylesheet applied (hashed name, served by WhiteNoise), and the script ran.
+        assert watched.style("body", "background-color") == DASHBOARD_BACKGROUND
+        assert "/static/dashboard/app." in page.content()
+        assert page.locator(".chart svg").count() > 0
+
+        task_link = page.locator("a[href^='/dashboard/tasks/']:not([href$='/new'])").first
+        task_url = base + task_link.get_attribute("href")
+        watched.visit(task_url, "task", "#next-fires")
+        assert page.locator("#next-fires li").count() >= 1
+        assert page.locator(".chart svg").count() > 0
+
+        watched.visit(f"{task_url}/edit", "task-edit", "#task-form")
+        for path, name, ready in (
+            ("/dashboard/tasks/new", "task-new", "#task-form"),
+            ("/dashboard/workers", "workers", "#live"),
+            ("/dashboard/missed?hours=1", "missed", "#live"),
+            ("/dashboard/dlq", "dlq", "#live"),
+            ("/dashboard/dags", "dags", "#dags"),
+        ):
+            watched.visit(base + path, name, ready)
+            assert watched.style("body", "background-color") == DASHBOARD_BACKGROUND
+
+        # A DAG run, executed by the stack's own worker: labelled nodes turn green.
+        dag_link = page.locator("#dags a[href^='/dashboard/dags/']").first
+        watched.visit(base + dag_link.get_attribute("href"), "dag", "#btn-dag-trigger")
+        page.click("#btn-dag-trigger")
+        page.wait_for_selector("#dag-graph")
+        # The stack's worker runs the roots: the graph follows live until one is green.
+        page.wait_for_function(
+            "[...document.querySelectorAll('#dag-graph g.dag-node')].some("
+            f"g => getComputedStyle(g.querySelector('rect.node-box')).fill === '{GREEN}')",
+            timeout=120000,
+        )
+        fills = page.evaluate(
+            "() => [...document.querySelectorAll('#dag-graph rect.node-box')]"
+            ".map(r => getComputedStyle(r).fill)"
+        )
+        assert set(fills) <= STATE_FILLS, fills
+        nodes = page.evaluate(
+            "() => [...document.querySelectorAll('#dag-graph g.dag-node')].map(g => "
+            "[g.dataset.nodeId, g.querySelector('text') && g.querySelector('text').textContent])"
+        )
+        assert nodes and all(label and node_id in label for node_id, label in nodes), nodes
+        watched.visit(page.url, "dag-run", "#dag-graph")
+        # A node that ran links to its execution's page.
+        execution = page.evaluate(
+            "() => [...document.querySelectorAll('#dag-graph g.dag-node a')]"
+            ".map(a => a.getAttribute('href')).find(h => h && h.includes('/executions/'))"
+        )
+        assert execution, "no node links to an execution"
+        watched.visit(base + execution, "execution", "#live")
+
+        # The admin: styled (its own CSS through WhiteNoise), the task list and a change form.
+        watched.visit(f"{base}/admin/scheduler_app/taskdefinition/", "admin-tasks", "#result_list")
+        assert watched.style("#header", "background-color") not in ("", "rgba(0, 0, 0, 0)")
+        change = page.locator("#result_list tbody tr th a").first.get_attribute("href")
+        watched.visit(base + change, "admin-task-change", "form#taskdefinition_form")
+
+        # The API docs: Swagger UI's assets load and it renders the operations.
+        watched.visit(f"{base}/api/docs/", "api-docs", ".swagger-ui .opblock")
+        assert watched.style(".swagger-ui .opblock-summary-method", "background-color") not in (
+            "",
+            "rgba(0, 0, 0, 0)",
+        )
+    finally:
+        watched.context.close()
+
+
+def _api(stack, method: str, path: str, token: str | None = None, body=None) -> dict:
+    import json
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        stack["url"] + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers=headers,
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.timeout(600)
+def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, stack_browser):
+    """A run on the stack's own worker prints a line a second: the page shows each line
+    while the run goes (Server-Sent Events through the ASGI server), then the stored log."""
+    token = _api(
+        stack,
+        "POST",
+        "/api/v1/auth/token",
+        body={"username": stack["username"], "password": stack["password"]},
+    )["access"]
+    task = _api(
+        stack,
+        "POST",
+        "/api/v1/tasks",
+        token,
+        {
+            "name": "chatty-live-log",
+            "schedule": {"type": "manual"},
+            "handler": {
+                "type": "shell",
+                "command": ["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do echo line-$i; sleep 1; done"],
+            },
+        },
+    )
+    execution = _api(stack, "POST", f"/api/v1/tasks/{task['id']}/trigger", token, {})
+    watched = Watched(stack_browser)
+    page = watched.page
+    try:
+        page.goto(f"{stack['url']}/dashboard/executions/{execution['execution_id']}")
+        page.fill("input[name=username]", stack["username"])
+        page.fill("input[name=password]", stack["password"])
+        page.click("button[type=submit]")
+        page.wait_for_selector("#live")
+        # Live: a line shows while the run is still going (the stored log has them all).
+        page.wait_for_selector("#log[data-log-mode=live]", timeout=60000)
+        page.wait_for_function(
+            "document.querySelector('#log').textContent.includes('line-2')", timeout=60000
+        )
+        assert page.get_attribute("#log", "data-log-mode") == "live"
+        assert "line-8" not in page.inner_text("#log")
+        screenshot(page, "stack-execution-live-log")
+        page.wait_for_selector("#log[data-log-mode=stored]", timeout=60000)
+        text = page.inner_text("#log")
+        assert "line-1" in text and "line-8" in text
+        assert "success" in page.inner_text("#log-state")
+        assert watched.failures == [], watched.failures
+    finally:
+        watched.context.close()
