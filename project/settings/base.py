@@ -13,6 +13,7 @@ from project.settings.env import (
     env_list,
     env_str,
 )
+from project.settings.keys import local_secrets_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("SCHEDULER_VAR_DIR", str(BASE_DIR / "var")))
@@ -133,8 +134,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- API access, quotas, fairness and secrets ---------------------------------
 # Fernet keys, comma separated: the first encrypts, all decrypt (rotation: put the new key
-# first, run `manage.py rotate_secrets`, then drop the old one). Default derived from SECRET_KEY.
-SECRETS_KEY = env_str("SECRETS_KEY", "")
+# first, run `manage.py rotate_secrets`, then drop the old one). Locally, and only here, the
+# default is derived from SECRET_KEY; the production settings refuse to start without one.
+SECRETS_KEY = env_str("SECRETS_KEY", "") or local_secrets_key(SECRET_KEY)
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)

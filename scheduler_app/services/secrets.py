@@ -6,8 +6,6 @@ decrypt, which is what makes rotation possible without downtime (`manage.py rota
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -15,6 +13,7 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 
 from scheduler_app.errors import Conflict, ValidationFailed
@@ -26,16 +25,16 @@ MAX_VALUE_BYTES = 64 * 1024
 
 
 @lru_cache(maxsize=4)
-def _cipher(raw_keys: str, fallback: str) -> MultiFernet:
+def _cipher(raw_keys: str) -> MultiFernet:
     keys = [key.strip() for key in raw_keys.split(",") if key.strip()]
     if not keys:
-        # Local default only: derived from SECRET_KEY so a fresh checkout works.
-        keys = [base64.urlsafe_b64encode(hashlib.sha256(fallback.encode()).digest()).decode()]
+        # Never derived from SECRET_KEY here: only the local settings derive a default.
+        raise ImproperlyConfigured("SECRETS_KEY is not set")
     return MultiFernet([Fernet(key.encode()) for key in keys])
 
 
 def cipher() -> MultiFernet:
-    return _cipher(settings.SECRETS_KEY, settings.SECRET_KEY)
+    return _cipher(settings.SECRETS_KEY)
 
 
 def _validate(name: str, value: str) -> None:

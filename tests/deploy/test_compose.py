@@ -8,6 +8,7 @@ import importlib
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -143,11 +144,18 @@ def test_flower_requires_basic_auth_from_the_env_file():
     assert SERVICES["flower"]["env_file"] == ".env"
 
 
-def test_app_runs_with_production_settings_and_secrets_come_from_the_env_file():
+def test_app_runs_with_production_settings_and_secrets_come_from_the_env_file(monkeypatch):
+    from cryptography.fernet import Fernet
+
     for name, service in APP_SERVICES.items():
         assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "project.settings.production"
         assert service["env_file"] == ".env", name
+    # The module loads with real keys (without them it refuses: test_keys_refusal.py).
+    monkeypatch.setenv("SECRET_KEY", "Qv7-" + "production-secret-key-0123456789-abcdefghijklmnop")
+    monkeypatch.setenv("SECRETS_KEY", Fernet.generate_key().decode())
+    monkeypatch.delitem(sys.modules, "project.settings.production", raising=False)
     importlib.import_module("project.settings.production")
+    monkeypatch.delitem(sys.modules, "project.settings.production")
 
 
 def test_every_referenced_file_exists():
