@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework_simplejwt",
+    "rest_framework_simplejwt.token_blacklist",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "scheduler_app",
@@ -47,7 +49,26 @@ MIDDLEWARE = [
     "scheduler_app.api.audit.AuditMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a login that django-axes marked as locked out into the 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Login throttling (django-axes; scheduler_app/api/login_throttle.py) -------------------
+# The lockout check runs first; the model backend then checks the password.
+AUTHENTICATION_BACKENDS = [
+    "scheduler_app.api.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# After this many failed logins for one user name, or from one client address, every login
+# for it (the right password too) is refused until LOGIN_LOCKOUT_SECONDS pass without one.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_CALLABLE = "scheduler_app.api.login_throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
+# How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
+LOGIN_TRUSTED_PROXIES = env_int("LOGIN_TRUSTED_PROXIES", 0)
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
@@ -151,8 +172,14 @@ FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
 
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("JWT_ACCESS_MINUTES", 30)),
-    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_DAYS", 7)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_DAYS", 1)),
     "SIGNING_KEY": SECRET_KEY,
+    # A refresh hands out a new refresh token and blacklists the used one (a stolen token
+    # works once, and its theft shows when the owner's next refresh is refused).
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
+    # Tokens carry a hash of the password hash: a password change revokes them all.
+    "CHECK_REVOKE_TOKEN": True,
 }
 
 # --- Redis and Celery -------------------------------------------------------

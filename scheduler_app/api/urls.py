@@ -1,11 +1,11 @@
 from django.urls import path
-from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from scheduler_app.api import views, views_access, views_operations
+from scheduler_app.api import views, views_access, views_auth, views_operations
 
 urlpatterns = [
-    path("auth/token", TokenObtainPairView.as_view(), name="token-obtain"),
-    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path("auth/token", views_auth.TokenObtainView.as_view(), name="token-obtain"),
+    path("auth/token/refresh", views_auth.TokenRefreshRotatingView.as_view(), name="token-refresh"),
+    path("auth/logout", views_auth.LogoutView.as_view(), name="token-logout"),
     path("tasks", views.TaskListView.as_view(), name="task-list"),
     path("tasks/<str:task_id>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<str:task_id>/trigger", views.TaskTriggerView.as_view(), name="task-trigger"),
