@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import NotFound
@@ -241,6 +242,28 @@ def member_list(*, tenant: Tenant):
     from scheduler_app.models import TenantMembership
 
     return TenantMembership.objects.select_related("user").filter(tenant=tenant).order_by("id")
+
+
+def invitation_list(*, tenant: Tenant):
+    from scheduler_app.models import MemberInvitation
+
+    return MemberInvitation.objects.filter(tenant=tenant).order_by("created_at")
+
+
+def invitation_list_for_user(*, user: Any):
+    """The user's own pending invitations: bound to this user, still under its name."""
+    from scheduler_app.models import MemberInvitation
+
+    return (
+        MemberInvitation.objects.select_related("tenant")
+        .filter(
+            user=user,
+            username=user.get_username(),
+            expires_at__gt=timezone.now(),
+            tenant__is_active=True,
+        )
+        .order_by("created_at")
+    )
 
 
 def member_get(*, tenant: Tenant, member_id: Any):

@@ -70,5 +70,22 @@ urlpatterns = [
     path("api-keys", views_access.ApiKeyListView.as_view(), name="apikey-list"),
     path("api-keys/<str:key_id>", views_access.ApiKeyDetailView.as_view(), name="apikey-detail"),
     path("members", views_access.MemberListView.as_view(), name="member-list"),
+    # Before members/<member_id>, which would take "invitations" for an id.
+    path(
+        "members/invitations",
+        views_access.TenantInvitationListView.as_view(),
+        name="invitation-list",
+    ),
+    path(
+        "members/invitations/<str:invitation_id>",
+        views_access.TenantInvitationDetailView.as_view(),
+        name="invitation-detail",
+    ),
+    path("invitations", views_access.MyInvitationListView.as_view(), name="my-invitation-list"),
+    path(
+        "invitations/<str:invitation_id>/<str:action>",
+        views_access.MyInvitationActionView.as_view(),
+        name="my-invitation-action",
+    ),
     path("members/<str:member_id>", views_access.MemberDetailView.as_view(), name="member-detail"),
 ]
