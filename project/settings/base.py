@@ -122,6 +122,8 @@ LOGIN_REDIRECT_URL = "/dashboard/"
 
 # Bodies over 1 MiB are refused before any parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 1024 * 1024)
+# JSON bodies nested deeper than this are a 400 (scheduler_app/api/parsers.py).
+API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 64)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -134,7 +136,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["scheduler_app.api.throttling.TenantRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "scheduler_app.api.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "scheduler_app.api.pagination.PagePagination",
     "PAGE_SIZE": 50,
@@ -321,6 +323,10 @@ LIFECYCLE = {
 # Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
 DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
 DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
+# A definition is tenant input: past these it is refused with a 400 before any graph work
+# (validation is linear in nodes plus edges; dags/spec.py).
+DAG_MAX_NODES = env_int("DAG_MAX_NODES", 5000)
+DAG_MAX_EDGES = env_int("DAG_MAX_EDGES", 50_000)
 # A worker that finishes a DAG node runs one ready successor itself (no broker round trip)
 # for up to this many seconds from the message that started it; 0 turns it off.
 DAG_CONTINUATION_SECONDS = env_float("DAG_CONTINUATION_SECONDS", 10.0)
