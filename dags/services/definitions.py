@@ -103,17 +103,6 @@ def _referenced_tasks(*, tenant: Tenant, references: list[str]) -> dict[str, Tas
     return found
 
 
-def _referenced_task(*, tenant: Tenant, reference: str, field: str) -> TaskDefinition:
-    tasks = TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True)
-    try:
-        found = tasks.filter(id=uuid.UUID(reference)).first()
-    except ValueError:
-        found = tasks.filter(name=reference).first()
-    if found is None:
-        raise ValidationFailed(f"{field}: no task {reference!r} in this tenant", field=field)
-    return found
-
-
 def _node_tasks(
     *, dag: Dag, spec: Mapping[str, Any], previous: DagVersion | None
 ) -> dict[str, str]:
@@ -122,12 +111,18 @@ def _node_tasks(
 
     old_nodes = {n["id"]: n for n in previous.spec["tasks"]} if previous else {}
     old_tasks = previous.node_tasks if previous else {}
+    referenced = _referenced_tasks(
+        tenant=dag.tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
+    )
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
         if "task" in node:
-            task = _referenced_task(
-                tenant=dag.tenant, reference=node["task"], field=f"tasks[{index}].task"
-            )
+            task = referenced.get(node["task"])
+            if task is None:  # deleted since it was validated
+                field = f"tasks[{index}].task"
+                raise ValidationFailed(
+                    f"{field}: no task {node['task']!r} in this tenant", field=field
+                )
             mapping[node["id"]] = str(task.id)
             continue
         old = old_nodes.get(node["id"])

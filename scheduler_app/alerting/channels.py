@@ -7,8 +7,6 @@ ALERTS["WEBHOOK_ALLOWED_HOSTS"].
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import threading
 from dataclasses import dataclass
@@ -17,6 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 
+from scheduler_app.alerting.signing import signature_header
 from scheduler_app.models import ChannelKind
 from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.http import run_http
@@ -44,7 +43,8 @@ class DeliveryResult:
 
 
 def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    """`t=<unix time>,v1=<HMAC-SHA256 of "<t>." + body>` (scheduler_app/alerting/signing.py)."""
+    return signature_header(secret, body)
 
 
 def _post_json(url: str, payload: dict[str, Any], headers: dict[str, str]) -> DeliveryResult:
@@ -67,7 +67,8 @@ def _post_json(url: str, payload: dict[str, Any], headers: dict[str, str]) -> De
 
 def deliver(target: Target, message: dict[str, Any], *, signing_secret: str = "") -> DeliveryResult:
     if target.kind == ChannelKind.WEBHOOK:
-        # run_http sends json.dumps(body) exactly; the signature covers those bytes.
+        # run_http sends json.dumps(body) exactly; the signature covers those bytes and the
+        # time of signing.
         body = json.dumps(message).encode("utf-8")
         headers = {EVENT_HEADER: str(message.get("event", ""))}
         if signing_secret:
