@@ -264,3 +264,24 @@ def test_the_env_file_never_goes_into_the_image():
         if line.strip() and not line.startswith("#")
     }
     assert {".env", ".venv", ".git"} <= ignored
+
+
+@pytest.mark.parametrize("name", ["flower", "prometheus", "grafana"])
+def test_operator_tools_listen_on_loopback_only(name):
+    for mapping in SERVICES[name]["ports"]:
+        assert str(mapping).startswith("127.0.0.1:"), (name, mapping)
+
+
+def test_prometheus_sends_the_metrics_token():
+    prometheus = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    [job] = [j for j in prometheus["scrape_configs"] if j["job_name"] == "scheduler"]
+    authorization = job["authorization"]
+    assert authorization["type"] == "Bearer"
+    # The file is the compose secret made from METRICS_BEARER_TOKEN, which the app checks.
+    assert SERVICES["prometheus"]["secrets"] == ["metrics_token"]
+    assert authorization["credentials_file"] == "/run/secrets/metrics_token"
+    assert COMPOSE["secrets"]["metrics_token"]["environment"] == "METRICS_BEARER_TOKEN"
+    assert "METRICS_BEARER_TOKEN" in _documented_env()
+    # Compose refuses to start the app without the token, so /metrics is never left open
+    # to nobody (or closed to Prometheus).
+    assert ":?" in SERVICES["web"]["environment"]["METRICS_BEARER_TOKEN"]
