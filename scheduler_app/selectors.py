@@ -120,6 +120,23 @@ def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
     return executions.order_by("-completed_at")
 
 
+def running_by_worker(*, tenant: Tenant, limit: int = 500) -> dict[str, list[TaskExecution]]:
+    """This tenant's running executions, grouped by the worker running them: what a tenant
+    member may see of the fleet (the fleet itself is platform staff's)."""
+    from scheduler_app.choices import ExecutionStatus
+
+    runs = (
+        TaskExecution.objects.filter(tenant=tenant, status=ExecutionStatus.RUNNING)
+        .select_related("task")
+        .only("id", "worker_id", "started_at", "attempt", "task__name")
+        .order_by("worker_id", "started_at")[:limit]
+    )
+    grouped: dict[str, list[TaskExecution]] = {}
+    for run in runs:
+        grouped.setdefault(run.worker_id or "(unassigned)", []).append(run)
+    return grouped
+
+
 def dead_letter_get(*, tenant: Tenant, execution_id: Any) -> TaskExecution:
     if tenant is None:
         raise NotFound("dead-lettered execution not found")
