@@ -140,3 +140,28 @@ def test_secrets_key_is_never_derived_outside_the_local_settings(settings):
     settings.SECRETS_KEY = ""
     with pytest.raises(ImproperlyConfigured):
         secrets.cipher()
+
+
+# --- the system checks, at every process start (project/startup.py) ------------------------
+@pytest.mark.parametrize(
+    "process", ["gunicorn-wsgi", "asgi-import", "celery-worker", "celery-beat"]
+)
+def test_every_process_refuses_to_start_on_a_failing_system_check(process, tmp_path):
+    # Good keys, but a broker visibility timeout shorter than a task (scheduler.E003): before,
+    # only `manage.py` refused; gunicorn and Celery started anyway.
+    env = _env(SECRET_KEY=GOOD_SECRET_KEY, SECRETS_KEY=GOOD_SECRETS_KEY)
+    env["BROKER_VISIBILITY_TIMEOUT"] = "10"
+    result = _run(_processes(tmp_path)[process], env)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "refusing to start, system check errors" in output
+    assert "scheduler.E003" in output
+
+
+def test_a_failing_check_does_not_stop_local_processes(tmp_path):
+    env = _env()
+    env["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    env["BROKER_VISIBILITY_TIMEOUT"] = "10"
+    env["SCHEDULER_VAR_DIR"] = str(tmp_path)
+    result = _run([sys.executable, "-c", "import project.asgi; print('loaded')"], env)
+    assert result.returncode == 0, result.stderr
