@@ -41,7 +41,7 @@ def _client():
 
 def _cases(tenant) -> list[tuple[str, str, Callable[[], Any]]]:
     """(name, path, body factory); a body is JSON-encodable."""
-    from dags.bomb import dense_dag, short_id
+    from tests.dag_bomb import dense_dag, short_id
 
     handler = {"type": "python", "callable": "noop"}
 

@@ -135,7 +135,7 @@ def test_shipped_definitions_are_valid(tenant, settings):
 def test_a_dag_bomb_at_the_body_limit_is_a_400_and_nothing_is_stored(api):
     import json
 
-    from dags.bomb import dense_dag
+    from tests.dag_bomb import dense_dag
 
     bomb = dense_dag(nodes=2000, body_bytes=1024 * 1024 - 1024)
     body = json.dumps(bomb)

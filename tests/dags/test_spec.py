@@ -128,7 +128,7 @@ def test_too_many_tasks_is_refused_naming_the_field():
 
 
 def test_too_many_edges_is_refused_naming_the_task_that_passes_the_cap():
-    from dags.bomb import dense_dag, edge_count
+    from tests.dag_bomb import dense_dag, edge_count
 
     bomb = dense_dag(nodes=2000, body_bytes=1024 * 1024 - 1024)
     assert edge_count(bomb) > 100_000
@@ -141,7 +141,7 @@ def test_too_many_edges_is_refused_naming_the_task_that_passes_the_cap():
 
 
 def test_the_bomb_is_valid_without_the_cap_and_its_reachability_is_right():
-    from dags.bomb import dense_dag, edge_count
+    from tests.dag_bomb import dense_dag, edge_count
 
     bomb = dense_dag(nodes=300, body_bytes=200_000)
     spec = parse_dag_spec(bomb, max_edges=edge_count(bomb))

@@ -1,4 +1,4 @@
-"""Worst-case DAG definitions for tests and the input-cost benchmark (no Django)."""
+"""Worst-case DAG definitions for the tests and the input_cost benchmark (no Django)."""
 
 from __future__ import annotations
 
