@@ -69,6 +69,9 @@ AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
 # How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
 LOGIN_TRUSTED_PROXIES = env_int("LOGIN_TRUSTED_PROXIES", 0)
 AXES_VERBOSE = False
+# Failures are what is counted (AccessAttempt rows, dropped after the cool-off); a row per
+# successful login would grow a table without bound (the audit log records the lockouts).
+AXES_DISABLE_ACCESS_LOG = True
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
