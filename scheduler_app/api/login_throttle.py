@@ -72,7 +72,7 @@ def lockout_response(
         response: HttpResponse = JsonResponse(
             {
                 "code": "login_locked",
-                "detail": "too many failed logins for this user name or address; "
+                "message": "too many failed logins for this user name or address; "
                 f"try again in {retry_after} s",
             },
             status=429,

@@ -53,6 +53,7 @@ def test_api_brute_force_is_refused_until_the_window_passes(settings, victim):
     assert "access" not in right.json()
     assert int(right["Retry-After"]) == 2
     assert right.json()["code"] == "login_locked"
+    assert "try again in 2 s" in right.json()["message"]
     # Every attempt restarts the window; once it has passed with none, the owner gets in.
     time.sleep(2.5)
     assert _token(client, "victim", PASSWORD).status_code == 200
