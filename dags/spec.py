@@ -2,6 +2,11 @@
 
 Returns a normalized dict; every error names the field in the definition's own terms
 (`tasks[2].depends_on`) and a cycle error lists the cycle (`a -> b -> c -> a`).
+
+Linear in nodes plus edges, and capped (`max_nodes`, `max_edges`; the API passes the
+DAG_MAX_NODES and DAG_MAX_EDGES settings): a definition is input from a tenant, and a
+1 MiB body can hold 150,000 edges. Reachability (for conditions and `map_over`) is computed
+once, in topological order, and only when some node asks for it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ CATCHUP = ("none", "latest", "all")
 OVERLAP = ("allow", "skip", "buffer_one", "cancel_other")
 CONDITION_OPERATORS = ("equals", "not_equals", "in", "exists")
 NODE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
-MAX_NODES = 2000
+MAX_NODES = 5000
+MAX_EDGES = 50_000
 MAX_MAP_ITEMS = 10000
 NODE_KEYS = {
     "id",
@@ -199,6 +205,40 @@ def find_cycle(edges: Mapping[str, list[str]]) -> list[str] | None:
     return None
 
 
+def topological_order(edges: Mapping[str, list[str]]) -> list[str] | None:
+    """Nodes with every dependency before its dependents (Kahn), or None when there is a
+    cycle. `edges` maps a node to its dependencies. O(nodes + edges)."""
+    waiting = {node: len(dependencies) for node, dependencies in edges.items()}
+    dependents: dict[str, list[str]] = {node: [] for node in edges}
+    for node, dependencies in edges.items():
+        for dependency in dependencies:
+            dependents[dependency].append(node)
+    ready = [node for node, count in waiting.items() if count == 0]
+    order: list[str] = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for dependent in dependents[node]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    return order if len(order) == len(edges) else None
+
+
+def upstream_bitsets(edges: Mapping[str, list[str]], order: list[str]) -> dict[str, int]:
+    """Every node's ancestors as a bitset over `order` (bit i: the i-th node), built once in
+    topological order: one OR of two integers per edge, never a walk per node (which made a
+    2,000-node, 157,000-edge definition take 9.6 s)."""
+    position = {node: index for index, node in enumerate(order)}
+    upstream: dict[str, int] = {}
+    for node in order:
+        bits = 0
+        for dependency in edges[node]:
+            bits |= upstream[dependency] | (1 << position[dependency])
+        upstream[node] = bits
+    return upstream
+
+
 def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
     seen: set[str] = set()
     todo = list(nodes[node_id]["depends_on"])
@@ -210,7 +250,30 @@ def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
     return seen
 
 
-def parse_dag_spec(raw: Any) -> dict[str, Any]:
+def _check_upstream_references(nodes: dict[str, dict[str, Any]], order: list[str]) -> None:
+    """A condition or `map_over` may only name a node upstream of its own."""
+    wanted = [
+        (index, node, key, node[key]["field"].split(".")[0])
+        for index, node in enumerate(nodes.values())
+        for key in ("condition", "map_over")
+        if (node.get(key) or {}).get("field") is not None
+    ]
+    if not wanted:
+        return
+    edges = {node_id: node["depends_on"] for node_id, node in nodes.items()}
+    upstream = upstream_bitsets(edges, order)
+    position = {node_id: index for index, node_id in enumerate(order)}
+    for index, node, key, named in wanted:
+        if named not in position or not (upstream[node["id"]] >> position[named]) & 1:
+            raise DagSpecError(
+                f"{key} of task {node['id']!r} names {named!r}, which is not upstream of it",
+                field=f"tasks[{index}].{key}",
+            )
+
+
+def parse_dag_spec(
+    raw: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES
+) -> dict[str, Any]:
     if not isinstance(raw, Mapping):
         raise DagSpecError("a DAG definition must be an object", field=None)
     unknown = sorted(set(raw) - DAG_KEYS)
@@ -225,14 +288,24 @@ def parse_dag_spec(raw: Any) -> dict[str, Any]:
     tasks = raw.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         raise DagSpecError("tasks must be a non-empty list", field="tasks")
-    if len(tasks) > MAX_NODES:
-        raise DagSpecError(f"a DAG has at most {MAX_NODES} tasks", field="tasks")
+    if len(tasks) > max_nodes:
+        raise DagSpecError(
+            f"a DAG has at most {max_nodes} tasks (this one has {len(tasks)})", field="tasks"
+        )
     nodes: dict[str, dict[str, Any]] = {}
+    edge_count = 0
     for index, raw_node in enumerate(tasks):
         node = _node(raw_node, index)
         if node["id"] in nodes:
             raise DagSpecError(
                 f"duplicate task id {node['id']!r} (tasks[{index}])", field=f"tasks[{index}].id"
+            )
+        edge_count += len(node["depends_on"])
+        if edge_count > max_edges:
+            raise DagSpecError(
+                f"a DAG has at most {max_edges} dependencies in all (depends_on entries); "
+                f"tasks[{index}] goes past that",
+                field=f"tasks[{index}].depends_on",
             )
         nodes[node["id"]] = node
     for index, node in enumerate(nodes.values()):
@@ -242,22 +315,13 @@ def parse_dag_spec(raw: Any) -> dict[str, Any]:
                     f"task {node['id']!r} depends on unknown task {dependency!r}",
                     field=f"tasks[{index}].depends_on",
                 )
-    cycle = find_cycle({node_id: node["depends_on"] for node_id, node in nodes.items()})
-    if cycle:
+    edges = {node_id: node["depends_on"] for node_id, node in nodes.items()}
+    order = topological_order(edges)
+    if order is None:
+        cycle = find_cycle(edges) or []
         # Edges were followed from a node to its dependency; show them in run order.
         raise DagSpecError(f"cycle: {' -> '.join(reversed(cycle))}", field="tasks")
-    for index, node in enumerate(nodes.values()):
-        upstream = ancestors(nodes, node["id"])
-        for key in ("condition", "map_over"):
-            path = (node.get(key) or {}).get("field")
-            if path is None:
-                continue
-            named = path.split(".")[0]
-            if named not in upstream:
-                raise DagSpecError(
-                    f"{key} of task {node['id']!r} names {named!r}, which is not upstream of it",
-                    field=f"tasks[{index}].{key}",
-                )
+    _check_upstream_references(nodes, order)
     parameters = raw.get("parameters") or {}
     if not isinstance(parameters, Mapping):
         raise DagSpecError("parameters must be an object", field="parameters")

@@ -18,3 +18,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 # kept open after the request would outlive its thread. Closed at the end of each request.
 os.environ.setdefault("DATABASE_CONN_MAX_AGE", "0")
 application = get_asgi_application()
+
+from project.startup import refuse_to_start_on_check_errors  # noqa: E402  (needs Django set up)
+
+refuse_to_start_on_check_errors("web (ASGI)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import task_prerun
+from celery.signals import import_modules, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
@@ -21,3 +21,12 @@ def _database_connections_checked(**kwargs) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@import_modules.connect
+def _checked_at_start(**kwargs) -> None:
+    """`celery worker` and `celery beat` send this once, early (after Celery's Django fixup
+    has set Django up, before the worker consumes or the beat builds its schedule)."""
+    from project.startup import exit_on_check_errors
+
+    exit_on_check_errors("celery")

@@ -8,3 +8,4 @@ class SchedulerAppConfig(AppConfig):
 
     def ready(self) -> None:
         from scheduler_app import admin_lifecycle, checks  # noqa: F401  (registrations)
+        from scheduler_app.api import login_throttle  # noqa: F401  (the lockout audit receiver)

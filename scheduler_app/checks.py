@@ -6,9 +6,11 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
 - scheduler.W002  Redis could not be asked for its maxmemory-policy (only with --deploy).
 - scheduler.E003  the broker's visibility timeout is shorter than the longest task timeout:
                   Redis redelivers a message whose run is still going.
-- scheduler.E004  SECRET_KEY missing or the development default, with production settings.
-- scheduler.E005  SECRETS_KEY (encryption key for task secrets) missing, with production
-                  settings.
+- scheduler.E004  SECRET_KEY missing, a placeholder or short, with production settings.
+- scheduler.E005  SECRETS_KEY (encryption key for task secrets) missing, a placeholder or
+                  not Fernet keys, with production settings.
+                  (The production settings already refuse to load with either, so every
+                  process stops at start; these checks say the same under `manage.py check`.)
 - scheduler.E006  pickle in the accepted content types: a broker message could run code.
 - scheduler.E130  WORKER_SHELL_SANDBOX is neither "on" nor "off".
 - scheduler.W131  the shell sandbox is on but bubblewrap cannot run on this host (missing, or
@@ -22,7 +24,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
-DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me-in-production"  # noqa: S105
+from project.settings.keys import (
+    DEVELOPMENT_SECRET_KEY,  # noqa: F401  (named here for readers of this module)
+    secret_key_problems,
+    secrets_key_problems,
+)
+
 # A task may run a little past its timeout (kill grace, finishing writes) before it acks.
 VISIBILITY_MARGIN_SECONDS = 60
 
@@ -114,23 +121,25 @@ def check_keys(app_configs=None, **kwargs) -> list:
     # Only the production settings insist; `make run` and the tests use the local default.
     if not getattr(settings, "SCHEDULER_PRODUCTION", False):
         return []
-    problems = []
-    if settings.SECRET_KEY in ("", "missing", DEVELOPMENT_SECRET_KEY):
-        problems.append(
-            Error(
-                "SECRET_KEY is missing or the development default",
-                hint="Set SECRET_KEY in the environment (.env) to a long random string.",
-                id="scheduler.E004",
-            )
+    problems = [
+        Error(
+            problem,
+            hint="Set SECRET_KEY in the environment (.env) to 50+ random characters.",
+            id="scheduler.E004",
         )
-    if not getattr(settings, "SECRETS_KEY", ""):
-        problems.append(
-            Error(
-                "SECRETS_KEY (the key that encrypts task secrets) is missing",
-                hint="Set SECRETS_KEY in the environment (.env); keep it out of the image.",
-                id="scheduler.E005",
-            )
+        for problem in secret_key_problems(settings.SECRET_KEY)
+    ]
+    problems += [
+        Error(
+            problem,
+            hint="Set SECRETS_KEY in the environment (.env) to Fernet keys; keep it out of "
+            "the image.",
+            id="scheduler.E005",
         )
+        for problem in secrets_key_problems(
+            getattr(settings, "SECRETS_KEY", ""), secret_key=settings.SECRET_KEY
+        )
+    ]
     return problems
 
 

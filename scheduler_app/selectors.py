@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import NotFound
@@ -105,6 +106,23 @@ def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
     if tenant is not None:
         executions = executions.filter(tenant=tenant)
     return executions.order_by("-completed_at")
+
+
+def running_by_worker(*, tenant: Tenant, limit: int = 500) -> dict[str, list[TaskExecution]]:
+    """This tenant's running executions, grouped by the worker running them: what a tenant
+    member may see of the fleet (the fleet itself is platform staff's)."""
+    from scheduler_app.choices import ExecutionStatus
+
+    runs = (
+        TaskExecution.objects.filter(tenant=tenant, status=ExecutionStatus.RUNNING)
+        .select_related("task")
+        .only("id", "worker_id", "started_at", "attempt", "task__name")
+        .order_by("worker_id", "started_at")[:limit]
+    )
+    grouped: dict[str, list[TaskExecution]] = {}
+    for run in runs:
+        grouped.setdefault(run.worker_id or "(unassigned)", []).append(run)
+    return grouped
 
 
 def dead_letter_get(*, tenant: Tenant, execution_id: Any) -> TaskExecution:
@@ -226,6 +244,28 @@ def member_list(*, tenant: Tenant):
     from scheduler_app.models import TenantMembership
 
     return TenantMembership.objects.select_related("user").filter(tenant=tenant).order_by("id")
+
+
+def invitation_list(*, tenant: Tenant):
+    from scheduler_app.models import MemberInvitation
+
+    return MemberInvitation.objects.filter(tenant=tenant).order_by("created_at")
+
+
+def invitation_list_for_user(*, user: Any):
+    """The user's own pending invitations: bound to this user, still under its name."""
+    from scheduler_app.models import MemberInvitation
+
+    return (
+        MemberInvitation.objects.select_related("tenant")
+        .filter(
+            user=user,
+            username=user.get_username(),
+            expires_at__gt=timezone.now(),
+            tenant__is_active=True,
+        )
+        .order_by("created_at")
+    )
 
 
 def member_get(*, tenant: Tenant, member_id: Any):

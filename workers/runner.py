@@ -38,7 +38,12 @@ from scheduler_app.services.retry_budget import (
     retry_budget_unnote_execution_into,
 )
 from scheduler_app.services.run_keys import execution_key_settle
-from scheduler_app.services.secrets import referenced_names, secrets_resolve, substitute
+from scheduler_app.services.secrets import (
+    referenced_names,
+    run_parameters_split,
+    secrets_resolve,
+    substitute,
+)
 from workers import registry
 from workers.control import stop_requested_into
 from workers.due import wait_until_due
@@ -152,15 +157,18 @@ def _note_end(worker_id: str, *, errored: bool) -> None:
 
 
 def _resolve_secrets(claim: Claim) -> _Resolved:
-    """`{{secret:name}}` is resolved here and only here, for this execution's tenant; the
-    plaintext lives in this process's memory for the attempt and is masked everywhere."""
+    """`{{secret:name}}` is resolved here and only here, for this execution's tenant, and only
+    in what a tenant admin authored (the handler config, the task's and the DAG's parameters):
+    parameters that came with a trigger reach the handler as literal text. The plaintext lives
+    in this process's memory for the attempt and is masked everywhere."""
     task, execution = claim.task, claim.execution
     handler_config = task.handler_config
-    parameters = {**(task.parameters or {}), **(execution.parameters or {})}
+    authored, supplied = run_parameters_split(task_parameters=task.parameters, execution=execution)
+    parameters = {**authored, **supplied}
     try:
         values = secrets_resolve(
             tenant_id=execution.tenant_id,
-            names=referenced_names(handler_config) | referenced_names(parameters),
+            names=referenced_names(handler_config) | referenced_names(authored),
         )
     except KeyError as error:
         return _Resolved(
@@ -170,7 +178,7 @@ def _resolve_secrets(claim: Claim) -> _Resolved:
         return _Resolved(handler_config, parameters, (), str(error))
     return _Resolved(
         handler_config=substitute(handler_config, values),
-        parameters=substitute(parameters, values),
+        parameters={**substitute(authored, values), **supplied},
         masked=tuple(value for value in values.values() if value),
     )
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -43,13 +44,22 @@ def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:
 def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
     """(normalized spec, dag model fields); raises ValidationFailed naming the field."""
     try:
-        spec = parse_dag_spec(raw)
+        spec = parse_dag_spec(
+            raw, max_nodes=settings.DAG_MAX_NODES, max_edges=settings.DAG_MAX_EDGES
+        )
     except DagSpecError as error:
         raise ValidationFailed(error.message, field=error.field) from error
     now = timezone.now()
+    referenced = _referenced_tasks(
+        tenant=tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
+    )
     for index, node in enumerate(spec["tasks"]):
         if "task" in node:
-            _referenced_task(tenant=tenant, reference=node["task"], field=f"tasks[{index}].task")
+            if node["task"] not in referenced:
+                field = f"tasks[{index}].task"
+                raise ValidationFailed(
+                    f"{field}: no task {node['task']!r} in this tenant", field=field
+                )
             continue
         try:
             task_spec_to_fields(_node_task_spec(node), anchor=now, partial=True)
@@ -75,14 +85,32 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     return spec, fields
 
 
-def _referenced_task(*, tenant: Tenant, reference: str, field: str) -> TaskDefinition:
+def _referenced_tasks(*, tenant: Tenant, references: list[str]) -> dict[str, TaskDefinition]:
+    """reference (a task's id or name) -> the task, in two queries whatever the node count."""
+    if not references:
+        return {}
     tasks = TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True)
-    try:
-        found = tasks.filter(id=uuid.UUID(reference)).first()
-    except ValueError:
-        found = tasks.filter(name=reference).first()
-    if found is None:
-        raise ValidationFailed(f"{field}: no task {reference!r} in this tenant", field=field)
+    ids, names = set(), set()
+    for reference in references:
+        try:
+            ids.add(uuid.UUID(reference))
+        except ValueError:
+            names.add(reference)
+    found: dict[str, TaskDefinition] = {}
+    if ids:
+        for task in tasks.filter(id__in=ids):
+            found[str(task.id)] = task
+        # A reference may spell a UUID differently (upper case, no dashes).
+        for reference in references:
+            try:
+                task = found.get(str(uuid.UUID(reference)))
+            except ValueError:
+                continue
+            if task is not None:
+                found[reference] = task
+    if names:
+        for task in tasks.filter(name__in=names):
+            found.setdefault(task.name, task)
     return found
 
 
@@ -94,12 +122,18 @@ def _node_tasks(
 
     old_nodes = {n["id"]: n for n in previous.spec["tasks"]} if previous else {}
     old_tasks = previous.node_tasks if previous else {}
+    referenced = _referenced_tasks(
+        tenant=dag.tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
+    )
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
         if "task" in node:
-            task = _referenced_task(
-                tenant=dag.tenant, reference=node["task"], field=f"tasks[{index}].task"
-            )
+            task = referenced.get(node["task"])
+            if task is None:  # deleted since it was validated
+                field = f"tasks[{index}].task"
+                raise ValidationFailed(
+                    f"{field}: no task {node['task']!r} in this tenant", field=field
+                )
             mapping[node["id"]] = str(task.id)
             continue
         old = old_nodes.get(node["id"])

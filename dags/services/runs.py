@@ -16,6 +16,7 @@ from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import current_version
 from dags.services.engine import lock_run, nodes_ready, run_abort
 from scheduler_app.errors import Conflict, NotFound
+from scheduler_app.services.secrets import secret_references_refuse
 
 RERUNNABLE = (RunStatus.FAILED, RunStatus.PARTIALLY_COMPLETED, RunStatus.CANCELLED)
 
@@ -34,6 +35,7 @@ def dag_trigger(
     """
     if dag.deleted_at is not None:
         raise NotFound("DAG not found")
+    secret_references_refuse(parameters=parameters)
     version = current_version(dag)
     if version is None:
         raise Conflict("this DAG has no version", field="dag")

@@ -14,6 +14,7 @@ from project.settings.env import (
     env_secret,
     env_str,
 )
+from project.settings.keys import local_secrets_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("SCHEDULER_VAR_DIR", str(BASE_DIR / "var")))
@@ -31,6 +32,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework_simplejwt",
+    "rest_framework_simplejwt.token_blacklist",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "scheduler_app",
@@ -50,7 +53,29 @@ MIDDLEWARE = [
     "scheduler_app.api.audit.AuditMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a login that django-axes marked as locked out into the 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# --- Login throttling (django-axes; scheduler_app/api/login_throttle.py) -------------------
+# The lockout check runs first; the model backend then checks the password.
+AUTHENTICATION_BACKENDS = [
+    "scheduler_app.api.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# After this many failed logins for one user name, or from one client address, every login
+# for it (the right password too) is refused until LOGIN_LOCKOUT_SECONDS pass without one.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_CALLABLE = "scheduler_app.api.login_throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
+# How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
+LOGIN_TRUSTED_PROXIES = env_int("LOGIN_TRUSTED_PROXIES", 0)
+AXES_VERBOSE = False
+# Failures are what is counted (AccessAttempt rows, dropped after the cool-off); a row per
+# successful login would grow a table without bound (the audit log records the lockouts).
+AXES_DISABLE_ACCESS_LOG = True
 
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
@@ -82,8 +107,15 @@ DATABASES = {
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Every password a person sets through the API, the dashboard or the admin goes through these.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("PASSWORD_MIN_LENGTH", 12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -104,6 +136,8 @@ LOGIN_REDIRECT_URL = "/dashboard/"
 
 # Bodies over 1 MiB are refused before any parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 1024 * 1024)
+# JSON bodies nested deeper than this are a 400 (scheduler_app/api/parsers.py).
+API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 64)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -116,7 +150,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["scheduler_app.api.throttling.TenantRateThrottle"],
     "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "scheduler_app.api.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": "scheduler_app.api.pagination.PagePagination",
     "PAGE_SIZE": 50,
@@ -149,8 +183,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- API access, quotas, fairness and secrets ---------------------------------
 # Fernet keys, comma separated: the first encrypts, all decrypt (rotation: put the new key
-# first, run `manage.py rotate_secrets`, then drop the old one). Default derived from SECRET_KEY.
-SECRETS_KEY = env_secret("SECRETS_KEY", "")
+# first, run `manage.py rotate_secrets`, then drop the old one). Locally, and only here, the
+# default is derived from SECRET_KEY; the production settings refuse to start without one.
+SECRETS_KEY = env_secret("SECRETS_KEY", "") or local_secrets_key(SECRET_KEY)
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
@@ -165,8 +200,14 @@ FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
 
 SIMPLE_JWT = {
     "ACCESS_TOKEN_LIFETIME": timedelta(minutes=env_int("JWT_ACCESS_MINUTES", 30)),
-    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_DAYS", 7)),
+    "REFRESH_TOKEN_LIFETIME": timedelta(days=env_int("JWT_REFRESH_DAYS", 1)),
     "SIGNING_KEY": SECRET_KEY,
+    # A refresh hands out a new refresh token and blacklists the used one (a stolen token
+    # works once, and its theft shows when the owner's next refresh is refused).
+    "ROTATE_REFRESH_TOKENS": True,
+    "BLACKLIST_AFTER_ROTATION": True,
+    # Tokens carry a hash of the password hash: a password change revokes them all.
+    "CHECK_REVOKE_TOKEN": True,
 }
 
 # --- Redis and Celery -------------------------------------------------------
@@ -320,6 +361,10 @@ LIFECYCLE = {
 # Where `manage.py sync_dags` reads DAG files, and the tenant of files that name none.
 DAG_FILES_DIR = env_str("DAG_FILES_DIR", str(BASE_DIR / "dags" / "definitions"))
 DAG_FILES_TENANT = env_str("DAG_FILES_TENANT", "demo")
+# A definition is tenant input: past these it is refused with a 400 before any graph work
+# (validation is linear in nodes plus edges; dags/spec.py).
+DAG_MAX_NODES = env_int("DAG_MAX_NODES", 5000)
+DAG_MAX_EDGES = env_int("DAG_MAX_EDGES", 50_000)
 # A worker that finishes a DAG node runs one ready successor itself (no broker round trip)
 # for up to this many seconds from the message that started it; 0 turns it off.
 DAG_CONTINUATION_SECONDS = env_float("DAG_CONTINUATION_SECONDS", 10.0)

@@ -1,21 +1,25 @@
 """Production settings: base plus what `manage.py check --deploy` asks for.
 
 Selected with DJANGO_SETTINGS_MODULE=project.settings.production (the Dockerfile does).
-Every value still comes from the environment; nothing secret has a default here, and the
-scheduler's own checks (scheduler_app/checks.py) refuse a missing SECRET_KEY or SECRETS_KEY.
+Every value still comes from the environment; nothing secret has a default here. A missing,
+placeholder or short SECRET_KEY or SECRETS_KEY stops the import of these settings
+(project/settings/keys.py), so no process of any kind (web, worker, beat, Flower, manage.py)
+starts with one.
 """
 
 from __future__ import annotations
 
 from project.settings.base import *  # noqa: F403
 from project.settings.env import env_bool, env_int, env_list, env_secret
+from project.settings.keys import refuse_weak_keys
 
 SCHEDULER_PRODUCTION = True
 DEBUG = False
-# A missing key becomes a marker that check scheduler.E004 names, instead of Django's bare
-# ImproperlyConfigured traceback.
-SECRET_KEY = env_secret("SECRET_KEY", "") or "missing"
+SECRET_KEY = env_secret("SECRET_KEY", "")
+# Never derived from SECRET_KEY here (only the local settings do that): one leaked key must
+# not open both the sessions and the stored secrets.
 SECRETS_KEY = env_secret("SECRETS_KEY", "")
+refuse_weak_keys(secret_key=SECRET_KEY, secrets_key=SECRETS_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
 
 # Behind a TLS-terminating proxy (the usual deployment): trust its X-Forwarded-Proto.

@@ -8,8 +8,6 @@ ALERTS["WEBHOOK_ALLOWED_HOSTS"].
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import threading
 from dataclasses import dataclass
@@ -18,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 
+from scheduler_app.alerting.signing import signature_header
 from scheduler_app.models import ChannelKind
 from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.http import run_http
@@ -47,7 +46,8 @@ class DeliveryResult:
 
 
 def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    """`t=<unix time>,v1=<HMAC-SHA256 of "<t>." + body>` (scheduler_app/alerting/signing.py)."""
+    return signature_header(secret, body)
 
 
 def _answer(result: dict[str, Any] | None) -> str:
@@ -151,7 +151,8 @@ def deliver(
     target: Target, message: dict[str, Any], *, signing_secret: str = "", credential: str = ""
 ) -> DeliveryResult:
     if target.kind == ChannelKind.WEBHOOK:
-        # run_http sends json.dumps(body) exactly; the signature covers those bytes.
+        # run_http sends json.dumps(body) exactly; the signature covers those bytes and the
+        # time of signing.
         body = json.dumps(message).encode("utf-8")
         headers = {EVENT_HEADER: str(message.get("event", ""))}
         if signing_secret:

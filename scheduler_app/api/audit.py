@@ -17,7 +17,7 @@ from scheduler_app.services.audit import audit_record
 logger = logging.getLogger(__name__)
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-SKIPPED_ROUTES = {"token-obtain", "token-refresh"}
+SKIPPED_ROUTES = {"token-obtain", "token-refresh", "token-logout"}
 
 
 class AuditMiddleware:

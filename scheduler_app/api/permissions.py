@@ -8,6 +8,8 @@ A view declares what it needs with class attributes, nothing else:
 - `platform_staff_only = True`: only platform staff (`is_staff` users), e.g. failover.
 - `staff_all_tenants = True`: platform staff may call it without a membership and see
   every tenant (admin endpoints); everyone else sees their own tenant only.
+- `user_scoped = True`: any signed-in person (not an API key), member of a tenant or not,
+  acting on their own things only (their invitations); the view looks nothing up by tenant.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rest_framework.request import Request
 
 from scheduler_app.api.tenancy import ROLE_RANK, is_platform_staff, request_access
 from scheduler_app.choices import Role
+from scheduler_app.models import ApiKey
 
 
 def required_role(view, method: str) -> str:
@@ -36,6 +39,8 @@ class TenantRolePermission(BasePermission):
     def has_permission(self, request: Request, view) -> bool:
         if not (request.user and request.user.is_authenticated):
             return False
+        if getattr(view, "user_scoped", False):
+            return not isinstance(request.auth, ApiKey)
         staff = is_platform_staff(request)
         if getattr(view, "platform_staff_only", False):
             return staff

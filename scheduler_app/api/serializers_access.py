@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from scheduler_app.api.strict import StrictSerializer
 from scheduler_app.choices import Role
-from scheduler_app.models import ApiKey, AuditEntry, Secret, TenantMembership
+from scheduler_app.models import ApiKey, AuditEntry, MemberInvitation, Secret, TenantMembership
 
 
 class SecretInput(StrictSerializer):
@@ -55,8 +55,26 @@ class MemberInput(StrictSerializer):
     username = serializers.CharField(max_length=150)
     role = serializers.ChoiceField(choices=Role.choices)
     password = serializers.CharField(
-        max_length=128, required=False, write_only=True, help_text="Creates the user if new."
+        max_length=128,
+        required=False,
+        write_only=True,
+        help_text="Creates the user if no user has this name (never changes an existing "
+        "user's password); checked by the password validators either way.",
     )
+
+
+class InvitationOutput(serializers.ModelSerializer):
+    """The same fields whether or not the invited user name exists."""
+
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MemberInvitation
+        fields = ["id", "tenant", "username", "role", "status", "created_at", "expires_at"]
+
+    def get_status(self, invitation: MemberInvitation) -> str:
+        return "invited"
 
 
 class MemberRoleInput(StrictSerializer):

@@ -1,11 +1,11 @@
 from django.urls import path
-from rest_framework_simplejwt.views import TokenObtainPairView, TokenRefreshView
 
-from scheduler_app.api import views, views_access, views_channels, views_operations
+from scheduler_app.api import views, views_access, views_auth, views_channels, views_operations
 
 urlpatterns = [
-    path("auth/token", TokenObtainPairView.as_view(), name="token-obtain"),
-    path("auth/token/refresh", TokenRefreshView.as_view(), name="token-refresh"),
+    path("auth/token", views_auth.TokenObtainView.as_view(), name="token-obtain"),
+    path("auth/token/refresh", views_auth.TokenRefreshRotatingView.as_view(), name="token-refresh"),
+    path("auth/logout", views_auth.LogoutView.as_view(), name="token-logout"),
     path("tasks", views.TaskListView.as_view(), name="task-list"),
     path("tasks/<str:task_id>", views.TaskDetailView.as_view(), name="task-detail"),
     path("tasks/<str:task_id>/trigger", views.TaskTriggerView.as_view(), name="task-trigger"),
@@ -81,5 +81,22 @@ urlpatterns = [
         name="channel-test",
     ),
     path("members", views_access.MemberListView.as_view(), name="member-list"),
+    # Before members/<member_id>, which would take "invitations" for an id.
+    path(
+        "members/invitations",
+        views_access.TenantInvitationListView.as_view(),
+        name="invitation-list",
+    ),
+    path(
+        "members/invitations/<str:invitation_id>",
+        views_access.TenantInvitationDetailView.as_view(),
+        name="invitation-detail",
+    ),
+    path("invitations", views_access.MyInvitationListView.as_view(), name="my-invitation-list"),
+    path(
+        "invitations/<str:invitation_id>/<str:action>",
+        views_access.MyInvitationActionView.as_view(),
+        name="my-invitation-action",
+    ),
     path("members/<str:member_id>", views_access.MemberDetailView.as_view(), name="member-detail"),
 ]

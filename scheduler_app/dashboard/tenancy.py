@@ -21,7 +21,10 @@ def dashboard_memberships(request: HttpRequest) -> list[TenantMembership]:
 def dashboard_membership(request: HttpRequest) -> TenantMembership:
     memberships = dashboard_memberships(request)
     if not memberships:
-        raise Http404("you are not a member of any active tenant")
+        raise Http404(
+            "you are not a member of any active tenant "
+            "(pending invitations: /dashboard/invitations)"
+        )
     wanted = request.GET.get("tenant") or request.session.get(SESSION_KEY)
     chosen = next((m for m in memberships if m.tenant.slug == wanted), memberships[0])
     request.session[SESSION_KEY] = chosen.tenant.slug

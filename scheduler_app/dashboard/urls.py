@@ -1,7 +1,15 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduler_app.dashboard import actions, channel_pages, dag_pages, logs, task_edit, views
+from scheduler_app.dashboard import (
+    actions,
+    channel_pages,
+    dag_pages,
+    invitations,
+    logs,
+    task_edit,
+    views,
+)
 
 app_name = "dashboard"
 
@@ -30,6 +38,12 @@ urlpatterns = [
         "executions/<str:execution_id>/<str:action>",
         actions.execution_action,
         name="execution-action",
+    ),
+    path("invitations", invitations.invitation_list, name="invitations"),
+    path(
+        "invitations/<str:invitation_id>/<str:action>",
+        invitations.invitation_action,
+        name="invitation-action",
     ),
     path("workers", views.workers, name="workers"),
     path("dlq", views.dead_letters, name="dlq"),

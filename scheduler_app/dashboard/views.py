@@ -188,16 +188,30 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
 
 @login_required
 def workers(request: HttpRequest) -> HttpResponse:
-    dashboard_membership(request)  # members only; worker state is shared infrastructure
+    """The fleet (every worker's load, the queues, the schedulers) is platform staff's: its
+    numbers span every tenant. A tenant member sees their own tenant's runs per worker."""
+    if not request.user.is_staff:
+        tenant = dashboard_membership(request).tenant
+        return _page(
+            request, "workers_tenant", {"by_worker": selectors.running_by_worker(tenant=tenant)}
+        )
     try:
         nodes = system.scheduler_nodes()
     except Exception:
         nodes = []
-    return _page(
-        request,
-        "workers",
-        {"workers": _workers(), "queues": _queues(), "nodes": nodes},
-    )
+    context = {"workers": _workers(), "queues": _queues(), "nodes": nodes}
+    try:
+        return _page(request, "workers", context)
+    except Http404:  # staff need no tenant membership to see the fleet
+        context.update(
+            tenant=None,
+            memberships=[],
+            poll_seconds=settings.MONITORING["DASHBOARD_POLL_SECONDS"],
+            flower_url=settings.MONITORING["FLOWER_URL"],
+            now=timezone.now(),
+        )
+        template = "workers_live" if request.GET.get("fragment") else "workers"
+        return render(request, f"dashboard/{template}.html", context)
 
 
 @login_required

@@ -3,7 +3,7 @@ from scheduler_app.models.alerting import AlertIncident, ChannelKind, Notificati
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
 from scheduler_app.models.lifecycle import RestoredExecution, StatsBucket, TaskStats
 from scheduler_app.models.task_definition import TaskDefinition
-from scheduler_app.models.tenant import Tenant, TenantMembership
+from scheduler_app.models.tenant import MemberInvitation, Tenant, TenantMembership
 
 __all__ = [
     "AlertIncident",
@@ -12,6 +12,7 @@ __all__ = [
     "ChannelKind",
     "ExecutionLog",
     "IdempotencyRecord",
+    "MemberInvitation",
     "NotificationChannel",
     "RestoredExecution",
     "Secret",

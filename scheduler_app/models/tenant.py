@@ -49,3 +49,36 @@ class TenantMembership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class MemberInvitation(models.Model):
+    """A tenant admin's offer of a role to a user name; the user accepts it or not.
+
+    Addressed by user name, so the admin's request and its answer are the same whether or not
+    such a user exists (no enumeration); bound to the user it names at the time (`user` null
+    when none existed), so an account created later under that name cannot accept it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
+    username = models.CharField(max_length=150)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="invitations",
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.CharField(max_length=255, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "username"], name="uniq_invitation_tenant_username"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username} invited to {self.tenant} ({self.role})"

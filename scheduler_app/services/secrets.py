@@ -6,8 +6,6 @@ decrypt, which is what makes rotation possible without downtime (`manage.py rota
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import re
 from collections.abc import Iterable
 from functools import lru_cache
@@ -15,10 +13,12 @@ from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 
+from scheduler_app.choices import Trigger
 from scheduler_app.errors import Conflict, ValidationFailed
-from scheduler_app.models import Secret, Tenant
+from scheduler_app.models import Secret, TaskExecution, Tenant
 
 SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9][A-Za-z0-9_.-]{0,127})\s*\}\}")
@@ -26,16 +26,16 @@ MAX_VALUE_BYTES = 64 * 1024
 
 
 @lru_cache(maxsize=4)
-def _cipher(raw_keys: str, fallback: str) -> MultiFernet:
+def _cipher(raw_keys: str) -> MultiFernet:
     keys = [key.strip() for key in raw_keys.split(",") if key.strip()]
     if not keys:
-        # Local default only: derived from SECRET_KEY so a fresh checkout works.
-        keys = [base64.urlsafe_b64encode(hashlib.sha256(fallback.encode()).digest()).decode()]
+        # Never derived from SECRET_KEY here: only the local settings derive a default.
+        raise ImproperlyConfigured("SECRETS_KEY is not set")
     return MultiFernet([Fernet(key.encode()) for key in keys])
 
 
 def cipher() -> MultiFernet:
-    return _cipher(settings.SECRETS_KEY, settings.SECRET_KEY)
+    return _cipher(settings.SECRETS_KEY)
 
 
 def _validate(name: str, value: str) -> None:
@@ -130,3 +130,48 @@ def substitute(value: Any, values: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [substitute(item, values) for item in value]
     return value
+
+
+# -- where references are honoured ------------------------------------------------------
+def secret_references_refuse(*, parameters: Any, field: str = "parameters") -> None:
+    """A trigger's parameters may not reference secrets: whoever may trigger (an operator)
+    could otherwise have any secret of the tenant written into a run's log or sent anywhere.
+    References are honoured only in what a tenant admin authored (tasks, DAG definitions)."""
+    names = referenced_names(parameters)
+    if names:
+        raise ValidationFailed(
+            "secret references are allowed only in task and DAG definitions, not in trigger "
+            f"parameters (found {', '.join(sorted(names))})",
+            field=field,
+        )
+
+
+def run_parameters_split(
+    *, task_parameters: dict[str, Any] | None, execution: TaskExecution
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(authored, supplied) parameters of a run, later winning when merged.
+
+    `authored` (the task's own, and for a DAG node the DAG's and the node's) has its secret
+    references resolved; `supplied` (a manual trigger's parameters, a fan-out shard's `item`,
+    which is upstream data) reaches the handler as literal text, whatever it contains."""
+    authored = dict(task_parameters or {})
+    carried = dict(execution.parameters or {})
+    supplied = {"item": carried.pop("item")} if "item" in carried else {}
+    if not referenced_names(carried):
+        authored.update(carried)  # nothing to decide: no reference either way
+        return authored, supplied
+    trigger = execution.trigger
+    if trigger == Trigger.RETRY and execution.root_execution_id:
+        # A retry carries its first attempt's parameters: their origin is that attempt's.
+        trigger = (
+            TaskExecution.objects.filter(id=execution.root_execution_id)
+            .values_list("trigger", flat=True)
+            .first()
+        )
+    if trigger == Trigger.DAG:
+        # A node's parameters are the DAG's and the node's (its admin's); a DAG run's trigger
+        # parameters carry no reference (dag_trigger refuses them).
+        authored.update(carried)
+    else:
+        supplied = {**carried, **supplied}
+    return authored, supplied

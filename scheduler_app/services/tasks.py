@@ -16,6 +16,7 @@ from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import first_fire_after
 
@@ -169,6 +170,7 @@ def task_trigger(
     """Run now, outside the schedule. The row is committed first, then the doorbell rings."""
     if task.deleted_at is not None:
         raise NotFound("task not found")
+    secret_references_refuse(parameters=parameters)
     now = timezone.now()
     queue = queue_for(priority=task.priority, handler_type=task.handler_type)
     execution = TaskExecution(

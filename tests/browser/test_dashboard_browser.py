@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution
@@ -107,6 +108,12 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     registry.run_started(hostname)
     worker.beat()
     try:
+        # A tenant member sees their own runs per worker, not the fleet ...
+        page.goto(f"{live_server.url}/dashboard/workers")
+        page.wait_for_selector("#runs-by-worker")
+        assert page.locator("#workers").count() == 0
+        # ... which is platform staff's.
+        get_user_model().objects.filter(username="acme-admin").update(is_staff=True)
         page.goto(f"{live_server.url}/dashboard/workers")
         row = page.wait_for_selector(f'#workers tr[data-worker="{hostname}"]')
         assert row.query_selector(".w-state").inner_text() == "active"

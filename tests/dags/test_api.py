@@ -130,3 +130,18 @@ def test_shipped_definitions_are_valid(tenant, settings):
     call_command("sync_dags", stdout=out, stderr=out)
     assert "invalid" not in out.getvalue(), out.getvalue()
     assert Dag.objects.filter(tenant=tenant).count() >= 2
+
+
+def test_a_dag_bomb_at_the_body_limit_is_a_400_and_nothing_is_stored(api):
+    import json
+
+    from tests.dag_bomb import dense_dag
+
+    bomb = dense_dag(nodes=2000, body_bytes=1024 * 1024 - 1024)
+    body = json.dumps(bomb)
+    assert len(body) <= 1024 * 1024
+    response = api.post("/api/v1/dags", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "dependencies" in response.json()["message"]
+    assert response.json()["field"].endswith("].depends_on")
+    assert not Dag.objects.exists()

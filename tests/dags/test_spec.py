@@ -116,3 +116,65 @@ def test_trigger_rules(rule, policy, counts, verdict):
         decide(rule=rule, policy=policy, succeeded=succeeded, failed=failed, skipped=skipped)
         == verdict
     )
+
+
+# --- input cost: caps and linear reachability ----------------------------------------------
+def test_too_many_tasks_is_refused_naming_the_field():
+    error = error_of(dag(*[t(f"n{i}") for i in range(5001)]))
+    assert error.field == "tasks" and "at most 5000 tasks" in error.message
+    with pytest.raises(DagSpecError) as caught:
+        parse_dag_spec(dag(t("a"), t("b"), t("c")), max_nodes=2)
+    assert "at most 2 tasks" in caught.value.message
+
+
+def test_too_many_edges_is_refused_naming_the_task_that_passes_the_cap():
+    from tests.dag_bomb import dense_dag, edge_count
+
+    bomb = dense_dag(nodes=2000, body_bytes=1024 * 1024 - 1024)
+    assert edge_count(bomb) > 100_000
+    error = error_of(bomb)
+    assert "at most 50000 dependencies" in error.message
+    assert error.field.startswith("tasks[") and error.field.endswith("].depends_on")
+    with pytest.raises(DagSpecError) as caught:
+        parse_dag_spec(dag(t("a"), t("b", "a"), t("c", "a", "b")), max_edges=2)
+    assert caught.value.field == "tasks[2].depends_on"
+
+
+def test_the_bomb_is_valid_without_the_cap_and_its_reachability_is_right():
+    from tests.dag_bomb import dense_dag, edge_count
+
+    bomb = dense_dag(nodes=300, body_bytes=200_000)
+    spec = parse_dag_spec(bomb, max_edges=edge_count(bomb))
+    assert spec["tasks"][-1]["condition"]["field"] == "n0.status"  # n0 is upstream of the last
+
+
+@given(
+    st.lists(st.lists(st.integers(min_value=0, max_value=30), max_size=4), min_size=1, max_size=30),
+    st.data(),
+)
+def test_upstream_check_agrees_with_walking_the_ancestors(dependency_lists, data):
+    """The bitsets built once in topological order say "upstream" exactly when a walk from
+    the node through its dependencies reaches the named node."""
+    from dags.spec import ancestors, topological_order, upstream_bitsets
+
+    # Node i may only depend on nodes before it: always acyclic.
+    nodes = {
+        f"n{i}": {"depends_on": sorted({f"n{d % i}" for d in deps}) if i else []}
+        for i, deps in enumerate(dependency_lists)
+    }
+    edges = {node_id: node["depends_on"] for node_id, node in nodes.items()}
+    order = topological_order(edges)
+    assert order is not None
+    bits = upstream_bitsets(edges, order)
+    position = {node_id: index for index, node_id in enumerate(order)}
+    node = data.draw(st.sampled_from(sorted(nodes)))
+    named = data.draw(st.sampled_from(sorted(nodes)))
+    walked = named in ancestors(nodes, node)
+    assert bool((bits[node] >> position[named]) & 1) == walked
+
+
+def test_a_cycle_is_found_by_the_topological_order_too():
+    from dags.spec import topological_order
+
+    assert topological_order({"a": ["c"], "b": ["a"], "c": ["b"]}) is None
+    assert topological_order({"a": [], "b": ["a"]}) == ["a", "b"]

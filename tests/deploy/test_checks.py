@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from django.core.checks import run_checks
 
 from scheduler_app import checks
@@ -47,8 +48,11 @@ def test_missing_keys_in_production_are_errors(settings):
     settings.SECRET_KEY = "missing"
     settings.SECRETS_KEY = ""
     assert _ids(checks.check_keys()) == {"scheduler.E004", "scheduler.E005"}
-    settings.SECRET_KEY = "k" * 64
+    settings.SECRET_KEY = "change-me-to-a-long-random-string-of-at-least-fifty-characters-0123"
     settings.SECRETS_KEY = "configured"
+    assert _ids(checks.check_keys()) == {"scheduler.E004", "scheduler.E005"}
+    settings.SECRET_KEY = "Zq8" + "-production-secret-key-0123456789-abcdefghijklmnopqrstuvw"
+    settings.SECRETS_KEY = Fernet.generate_key().decode()
     assert checks.check_keys() == []
     settings.SCHEDULER_PRODUCTION = False
     settings.SECRET_KEY = "missing"
@@ -77,7 +81,7 @@ def test_check_deploy_is_clean_with_production_settings():
     result = _check_deploy(
         {
             "SECRET_KEY": "p" * 20 + "-production-secret-key-0123456789-abcdefghijklmnop",
-            "SECRETS_KEY": "secrets-key",
+            "SECRETS_KEY": Fernet.generate_key().decode(),
             "ALLOWED_HOSTS": "scheduler.example.com",
             "DATABASE_URL": "postgres://scheduler@db.invalid:5432/scheduler",
         }
@@ -87,6 +91,7 @@ def test_check_deploy_is_clean_with_production_settings():
 
 
 def test_check_deploy_names_missing_keys():
+    # The production settings refuse to load at all (tests/deploy/test_keys_refusal.py).
     result = _check_deploy(
         {
             "ALLOWED_HOSTS": "x.example.com",
@@ -94,7 +99,8 @@ def test_check_deploy_names_missing_keys():
         }
     )
     assert result.returncode != 0
-    assert "scheduler.E004" in result.stderr and "scheduler.E005" in result.stderr
+    assert "SECRET_KEY is not set" in result.stderr
+    assert "SECRETS_KEY is not set" in result.stderr
 
 
 def test_the_shell_sandbox_check_says_which(settings):

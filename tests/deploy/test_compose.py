@@ -8,6 +8,7 @@ import importlib
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,11 +157,18 @@ def test_flower_requires_basic_auth_from_the_env_file():
     assert SERVICES["flower"]["env_file"] == ".env"
 
 
-def test_app_runs_with_production_settings_and_secrets_come_from_the_env_file():
+def test_app_runs_with_production_settings_and_secrets_come_from_the_env_file(monkeypatch):
+    from cryptography.fernet import Fernet
+
     for name, service in APP_SERVICES.items():
         assert service["environment"]["DJANGO_SETTINGS_MODULE"] == "project.settings.production"
         assert service["env_file"] == ".env", name
+    # The module loads with real keys (without them it refuses: test_keys_refusal.py).
+    monkeypatch.setenv("SECRET_KEY", "Qv7-" + "production-secret-key-0123456789-abcdefghijklmnop")
+    monkeypatch.setenv("SECRETS_KEY", Fernet.generate_key().decode())
+    monkeypatch.delitem(sys.modules, "project.settings.production", raising=False)
     importlib.import_module("project.settings.production")
+    monkeypatch.delitem(sys.modules, "project.settings.production")
 
 
 def test_every_referenced_file_exists():
@@ -297,3 +305,24 @@ def test_workers_get_what_bubblewrap_needs_and_nothing_more():
     assert "security_opt" not in SERVICES["web"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "bubblewrap" in dockerfile and "slirp4netns" in dockerfile
+
+
+@pytest.mark.parametrize("name", ["flower", "prometheus", "grafana"])
+def test_operator_tools_listen_on_loopback_only(name):
+    for mapping in SERVICES[name]["ports"]:
+        assert str(mapping).startswith("127.0.0.1:"), (name, mapping)
+
+
+def test_prometheus_sends_the_metrics_token():
+    prometheus = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    [job] = [j for j in prometheus["scrape_configs"] if j["job_name"] == "scheduler"]
+    authorization = job["authorization"]
+    assert authorization["type"] == "Bearer"
+    # The file is the compose secret made from METRICS_BEARER_TOKEN, which the app checks.
+    assert SERVICES["prometheus"]["secrets"] == ["metrics_token"]
+    assert authorization["credentials_file"] == "/run/secrets/metrics_token"
+    assert COMPOSE["secrets"]["metrics_token"]["environment"] == "METRICS_BEARER_TOKEN"
+    assert "METRICS_BEARER_TOKEN" in _documented_env()
+    # Compose refuses to start the app without the token, so /metrics is never left open
+    # to nobody (or closed to Prometheus).
+    assert ":?" in SERVICES["web"]["environment"]["METRICS_BEARER_TOKEN"]

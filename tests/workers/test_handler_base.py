@@ -85,3 +85,32 @@ def test_mask_helpers() -> None:
     mask_outcome(outcome, ("secret",))
     assert outcome.result == {"k": MASK}
     assert outcome.error_message == f"{MASK}!"
+
+
+def test_masking_covers_the_encoded_forms_of_a_secret():
+    import base64
+    import json
+    from urllib.parse import quote
+
+    from workers.handlers.base import SecretMasker
+
+    secret = 'P@ss"w\u00f6rd\\x/+?'
+    raw = secret.encode()
+    masker = SecretMasker([secret])
+    encoded = [
+        json.dumps({"x": secret}),
+        json.dumps({"x": secret}, ensure_ascii=False),
+        repr({"x": secret}),
+        repr(raw),
+        quote(secret, safe=""),
+        raw.hex(),
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode(),
+    ]
+    # base64 of the secret inside longer text, at each of the three alignments.
+    encoded += [base64.b64encode(prefix + raw + b"\n").decode() for prefix in (b"", b"a", b"ab")]
+    for text in encoded:
+        masked = masker.text(text)
+        assert "****" in masked, text
+        for form in (secret, json.dumps(secret)[1:-1], quote(secret, safe=""), raw.hex()):
+            assert form not in masked

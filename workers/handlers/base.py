@@ -6,6 +6,7 @@ handlers can be exercised with real processes and sockets in plain unit tests.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import math
@@ -13,6 +14,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
+from urllib.parse import quote, quote_plus
 
 MASK = "****"
 
@@ -72,15 +74,60 @@ class HandlerOutcome:
         return self.status == STATUS_SUCCESS
 
 
+# A base64 core shorter than this is too likely to occur by chance in ordinary output.
+MIN_BASE64_CORE = 6
+
+
+def _base64_cores(raw: bytes) -> set[str]:
+    """The base64 characters that depend on `raw` alone, for each of the three alignments it
+    can have inside a longer encoded text (base64 of "token: <secret>\n" contains one of
+    them, whatever surrounds the secret), in the standard and the URL-safe alphabet."""
+    cores = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + raw).decode()
+        start = -(-offset * 8 // 6)  # ceil: the first character with no prefix bits
+        end = (offset + len(raw)) * 8 // 6  # floor: the last character with no suffix bits
+        core = encoded[start:end]
+        if len(core) >= MIN_BASE64_CORE:
+            cores.add(core)
+            cores.add(core.replace("+", "-").replace("/", "_"))
+    return cores
+
+
+def encoded_forms(secret: str) -> set[str]:
+    """The plaintext, JSON-escaped, repr, URL-encoded, hex and base64 forms of a secret."""
+    raw = secret.encode("utf-8")
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        repr(raw)[2:-1],
+        quote(secret, safe=""),
+        quote_plus(secret, safe=""),
+        quote(secret),
+        raw.hex(),
+        raw.hex().upper(),
+    }
+    forms |= _base64_cores(raw)
+    return {form for form in forms if form}
+
+
 class SecretMasker:
     """Replaces secret values with ``MASK``; build once, apply to many lines."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        # Longest first, so a secret that contains another one is replaced whole rather than
-        # leaving its remainder visible around the shorter one's mask.
-        self.secrets: tuple[str, ...] = tuple(
-            sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
-        )
+        # Every secret in each of its encoded forms (a handler that prints json.dumps(value),
+        # repr(value), a URL or base64 would otherwise show it). Longest first, so a form that
+        # contains another one is replaced whole rather than leaving its remainder visible
+        # around the shorter one's mask.
+        forms = {
+            form
+            for secret in secrets
+            if isinstance(secret, str) and secret
+            for form in encoded_forms(secret)
+        }
+        self.secrets: tuple[str, ...] = tuple(sorted(forms, key=len, reverse=True))
 
     def __bool__(self) -> bool:
         return bool(self.secrets)

@@ -1,3 +1,6 @@
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler_app.errors import DomainError
@@ -18,6 +21,12 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        try:  # the same password validators as every other way a user gets a password
+            validate_password(
+                str(options["password"]), user=get_user_model()(username=str(options["admin"]))
+            )
+        except ValidationError as error:
+            raise CommandError("password: " + " ".join(error.messages)) from error
         try:
             tenant, user = tenant_create_with_admin(
                 slug=str(options["slug"]),
