@@ -10,6 +10,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from dags.jsonpath_conditions import JSONPathError, path_compile, path_first_node
+
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
 TRIGGER_RULES = ("all_success", "all_done", "one_success")
 CATCHUP = ("none", "latest", "all")
@@ -62,21 +64,52 @@ def parse_field_path(path: Any, *, field: str) -> tuple[str, list[str]]:
     return node, rest
 
 
-def _condition(raw: Any, *, field: str) -> dict[str, Any]:
-    if not isinstance(raw, Mapping) or "field" not in raw:
-        raise DagSpecError(f"{field} must be an object with 'field' and one operator", field=field)
+def _condition(raw: Any, *, field: str, node_id: str = "") -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or ("field" in raw) == ("path" in raw):
+        raise DagSpecError(
+            f"{field} must be an object with one of 'field' or 'path' (JSONPath) and one operator",
+            field=field,
+        )
+    source = "path" if "path" in raw else "field"
     operators = [op for op in CONDITION_OPERATORS if op in raw]
-    unknown = set(raw) - {"field", *CONDITION_OPERATORS}
+    unknown = set(raw) - {source, *CONDITION_OPERATORS}
     if len(operators) != 1 or unknown:
         raise DagSpecError(
             f"{field} needs exactly one of {', '.join(CONDITION_OPERATORS)}", field=field
         )
-    parse_field_path(raw["field"], field=f"{field}.field")
+    if source == "path":
+        _condition_path(raw["path"], field=f"{field}.path", node_id=node_id)
+    else:
+        parse_field_path(raw["field"], field=f"{field}.field")
     if operators[0] == "in" and not isinstance(raw["in"], list):
         raise DagSpecError(f"{field}.in must be a list", field=f"{field}.in")
     if operators[0] == "exists" and not isinstance(raw["exists"], bool):
         raise DagSpecError(f"{field}.exists must be true or false", field=f"{field}.exists")
-    return {"field": raw["field"], operators[0]: raw[operators[0]]}
+    return {source: raw[source], operators[0]: raw[operators[0]]}
+
+
+def _condition_path(path: Any, *, field: str, node_id: str) -> None:
+    """A JSONPath condition's query must parse (RFC 9535); the error names the node and
+    says where the query breaks."""
+    if not isinstance(path, str) or not path.startswith("$"):
+        raise DagSpecError(
+            f"{field} (task {node_id!r}) must be a JSONPath query starting with '$'", field=field
+        )
+    try:
+        path_compile(path)
+    except JSONPathError as error:
+        raise DagSpecError(
+            f"{field} (task {node_id!r}) is not valid JSONPath: {error}", field=field
+        ) from error
+
+
+def _condition_names(condition: Mapping[str, Any] | None) -> str | None:
+    """The node a condition reads, when it names one (checked to be upstream)."""
+    if not condition:
+        return None
+    if "path" in condition:
+        return path_first_node(condition["path"])
+    return condition["field"].split(".")[0]
 
 
 def _map_over(raw: Any, *, field: str) -> dict[str, Any]:
@@ -135,7 +168,9 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         )
     node["trigger_rule"] = trigger_rule
     if raw.get("condition") is not None:
-        node["condition"] = _condition(raw["condition"], field=f"{where}.condition")
+        node["condition"] = _condition(
+            raw["condition"], field=f"{where}.condition", node_id=node_id
+        )
     if raw.get("map_over") is not None:
         node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
     for key in ("timeout_seconds", "retry_policy", "priority", "description"):
@@ -221,10 +256,13 @@ def parse_dag_spec(raw: Any) -> dict[str, Any]:
     for index, node in enumerate(nodes.values()):
         upstream = ancestors(nodes, node["id"])
         for key in ("condition", "map_over"):
-            path = (node.get(key) or {}).get("field")
-            if path is None:
+            if key == "condition":
+                named = _condition_names(node.get(key))
+            else:
+                path = (node.get(key) or {}).get("field")
+                named = None if path is None else path.split(".")[0]
+            if named is None:
                 continue
-            named = path.split(".")[0]
             if named not in upstream:
                 raise DagSpecError(
                     f"{key} of task {node['id']!r} names {named!r}, which is not upstream of it",
