@@ -14,6 +14,9 @@ class FailurePolicy(models.TextChoices):
     SKIP_DOWNSTREAM = "skip_downstream"
     FAIL_ALL = "fail_all"
     CONTINUE = "continue"
+    # The failed node is retried under the retry policy, then the run goes on as
+    # skip_downstream.
+    RETRY = "retry"
 
 
 class TriggerRule(models.TextChoices):

@@ -12,7 +12,9 @@ from typing import Any
 
 from dags.jsonpath_conditions import JSONPathError, path_compile, path_first_node
 
-FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
+FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
+# What a node may say for itself: retry it, whatever the DAG does with a failure after that.
+NODE_FAILURE_POLICIES = ("retry",)
 TRIGGER_RULES = ("all_success", "all_done", "one_success")
 CATCHUP = ("none", "latest", "all")
 OVERLAP = ("allow", "skip", "buffer_one", "cancel_other")
@@ -33,6 +35,7 @@ NODE_KEYS = {
     "priority",
     "parameters",
     "description",
+    "failure_policy",
 }
 
 
@@ -180,7 +183,37 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         if not isinstance(raw["parameters"], Mapping):
             raise DagSpecError(f"{where}.parameters must be an object", field=f"{where}.parameters")
         node["parameters"] = dict(raw["parameters"])
+    node.update(_node_failure_policy(raw, where=where))
     return node
+
+
+def _node_failure_policy(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """A node's own `failure_policy` (only `retry`): it is retried under its `retry_policy`
+    (or the DAG's) even when the DAG's policy is another one."""
+    if "failure_policy" not in raw:
+        return {}
+    if raw["failure_policy"] not in NODE_FAILURE_POLICIES:
+        raise DagSpecError(
+            f"{where}.failure_policy must be one of {', '.join(NODE_FAILURE_POLICIES)}",
+            field=f"{where}.failure_policy",
+        )
+    if raw.get("map_over") is not None:
+        raise DagSpecError(
+            f"{where}.failure_policy retry does not apply to a map_over node",
+            field=f"{where}.failure_policy",
+        )
+    return {"failure_policy": raw["failure_policy"]}
+
+
+def _dag_retry_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The DAG's `retry_policy` (the `retry` failure policy's, for nodes without their own);
+    its values are checked as a task's are, by the service that saves the DAG."""
+    policy = raw.get("retry_policy")
+    if policy is None:
+        return {}
+    if not isinstance(policy, Mapping):
+        raise DagSpecError("retry_policy must be an object", field="retry_policy")
+    return {"retry_policy": dict(policy)}
 
 
 def find_cycle(edges: Mapping[str, list[str]]) -> list[str] | None:
@@ -290,4 +323,5 @@ def parse_dag_spec(raw: Any) -> dict[str, Any]:
         "enabled": bool(raw.get("enabled", True)),
         "parameters": dict(parameters),
         "tasks": list(nodes.values()),
+        **_dag_retry_policy(raw),
     }

@@ -37,6 +37,7 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     except DagSpecError as error:
         raise ValidationFailed(error.message, field=error.field) from error
     now = timezone.now()
+    _retry_policies_check(spec, anchor=now)
     for index, node in enumerate(spec["tasks"]):
         if "task" in node:
             _referenced_task(tenant=tenant, reference=node["task"], field=f"tasks[{index}].task")
@@ -62,6 +63,26 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
         "enabled": spec["enabled"],
     }
     return spec, fields
+
+
+def _retry_policies_check(spec: Mapping[str, Any], *, anchor) -> None:
+    """The DAG's retry_policy, and a referenced-task node's (which only the `retry` failure
+    policy reads), must be valid retry policies; an inline node's is checked as its task's."""
+    places = [("retry_policy", spec.get("retry_policy"))] + [
+        (f"tasks[{index}].retry_policy", node.get("retry_policy"))
+        for index, node in enumerate(spec["tasks"])
+        if "task" in node
+    ]
+    for where, policy in places:
+        if policy is None:
+            continue
+        if not isinstance(policy, Mapping):
+            raise ValidationFailed(f"{where} must be an object", field=where)
+        try:
+            task_spec_to_fields({"retry_policy": policy}, anchor=anchor, partial=True)
+        except ValidationFailed as error:
+            field = where + (error.field or "").removeprefix("retry_policy")
+            raise ValidationFailed(f"{where}: {error.message}", field=field) from error
 
 
 def _referenced_task(*, tenant: Tenant, reference: str, field: str) -> TaskDefinition:

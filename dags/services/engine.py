@@ -39,6 +39,7 @@ from dags.services.doorbells import (
     node_executions_write,
 )
 from dags.services.links import run_lock
+from dags.services.node_retry import node_max_attempts, node_retries, node_retry
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger, tier_for_priority
 from scheduler_app.models import TaskDefinition, TaskExecution
 
@@ -153,7 +154,13 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
 
 
 def _new_execution(
-    *, run: DagRun, task: TaskDefinition, node: dict[str, Any], parameters: dict | None, now
+    *,
+    run: DagRun,
+    task: TaskDefinition,
+    node: dict[str, Any],
+    parameters: dict | None,
+    now,
+    max_attempts: int | None = None,
 ) -> TaskExecution:
     execution_id = uuid.uuid4()
     return TaskExecution(
@@ -167,7 +174,7 @@ def _new_execution(
         scheduled_at=now,
         queued_at=now,
         attempt=1,
-        max_attempts=task.max_attempts,
+        max_attempts=task.max_attempts if max_attempts is None else max_attempts,
         root_execution_id=execution_id,
         parameters=parameters,
     )
@@ -193,12 +200,16 @@ def _dispatch_plain(
         parameters = node_parameters(run=run, graph=graph, node=node)
         # UNIQUE(task, scheduled_at, attempt): nodes that reference the same task get
         # distinct microseconds.
+        task = tasks[node_tasks[state.node_id]]
         execution = _new_execution(
             run=run,
-            task=tasks[node_tasks[state.node_id]],
+            task=task,
             node=node,
             parameters=parameters or None,
             now=now + timedelta(microseconds=index),
+            max_attempts=node_max_attempts(
+                graph, state.node_id, task_max_attempts=task.max_attempts
+            ),
         )
         executions.append(execution)
         state.execution_id = execution.id
@@ -320,6 +331,8 @@ def node_complete(
     if run.status != RunStatus.RUNNING:
         return
     graph = graph_of_version(run.version_id)
+    if node_retry(run=run, graph=graph, node_id=node_id, status=status, execution_id=execution_id):
+        return
     if _counts_in_one_statement(graph, status):
         counted = _end_and_count(
             run_id=run.id,
@@ -367,6 +380,8 @@ def node_complete_locking(
     graph = graph_of_version(version_id)
     if not _counts_in_one_statement(graph, status):
         return False
+    if status in FAILED_NODE_STATUSES and node_retries(graph, node_id):
+        return False  # it may be retried: decided under the run's lock (node_complete)
     counted = _end_and_count(
         run_id=run_id,
         graph=graph,

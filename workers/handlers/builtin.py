@@ -51,6 +51,19 @@ def flaky(succeed_on_attempt: int = 2, *, context: HandlerContext) -> dict[str, 
     return {"attempt": context.attempt}
 
 
+@handler("fail_permanently_before")
+def fail_permanently_before(
+    succeed_on_attempt: int = 2, *, context: HandlerContext
+) -> dict[str, Any]:
+    """Fails with an error the worker does not retry, until the given attempt (what a DAG's
+    `retry` failure policy retries)."""
+    if context.attempt < int(succeed_on_attempt):
+        raise PermanentError(
+            f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"
+        )
+    return {"attempt": context.attempt}
+
+
 @handler("upstream_echo")
 def upstream_echo(
     *, upstream_results: dict[str, Any] | None = None, **parameters: Any
