@@ -46,6 +46,7 @@ from scheduler_app.services.execution_batches import (
     executions_give_back,
 )
 from scheduler_app.services.executions import Claim
+from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
     ClaimCount,
     quota_count_runs_into,
@@ -294,6 +295,10 @@ class _Batch:
         accepted_ids = {item.claim.execution.id for item in accepted}
         for done in waiting:
             ok = done.item.claim.execution.id in accepted_ids
+            if ok and done.executed.progress is not None:
+                execution_progress_save(
+                    execution=done.item.claim.execution, progress=done.executed.progress
+                )
             end_run_into(
                 writes,
                 done.item.claim,

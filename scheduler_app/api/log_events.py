@@ -2,8 +2,9 @@
 goes, end when it finishes. A run that ended long ago (stream expired) is served from the
 persisted log, so a client can use one code path for live and finished runs.
 
-Events: `data: <log line>` (id = stream id, so `Last-Event-ID` resumes), `event: end` with
-the final status, and a `: keepalive` comment every few seconds through idle proxies.
+Events: `data: <log line>` (id = stream id, so `Last-Event-ID` resumes), `event: progress`
+with the run's latest `{percent, message, updated_at}` as JSON, `event: end` with the final
+status, and a `: keepalive` comment every few seconds through idle proxies.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ def _event(data: str, *, event: str | None = None, event_id: str | None = None) 
     return "\n".join(lines) + "\n\n"
 
 
+def progress_event(payload: str, *, event_id: str) -> str:
+    """`event: progress` with the run's `{percent, message, updated_at}` as JSON data."""
+    return _event(payload, event="progress", event_id=event_id)
+
+
 def _status(execution_id) -> str:
     close_old_connections()
     return (
@@ -60,6 +66,9 @@ def follow_log(*, execution: TaskExecution, last_event_id: str | None = None) ->
                 if "end" in fields:
                     yield _event(fields["end"], event="end", event_id=entry_id)
                     return
+                if "progress" in fields:
+                    yield progress_event(fields["progress"], event_id=entry_id)
+                    continue
                 yield _event(fields.get("line", ""), event_id=entry_id)
         if response:
             continue

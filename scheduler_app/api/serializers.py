@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
+from scheduler_app.choices import Backoff, Catchup, ExecutionStatus, Overlap, ScheduleType
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.progress import progress_live_get_many
 
 
 class ScheduleInput(serializers.Serializer):
@@ -122,13 +124,26 @@ def _iso(moment) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
+class ExecutionListOutput(serializers.ListSerializer):
+    """Reads the live progress of the page's running executions in one round trip."""
+
+    def to_representation(self, data):
+        executions = list(data.all() if hasattr(data, "all") else data)
+        self.child.live_progress = progress_live_get_many(
+            str(e.id) for e in executions if e.status == ExecutionStatus.RUNNING
+        )
+        return super().to_representation(executions)
+
+
 class ExecutionOutput(serializers.ModelSerializer):
     task_id = serializers.UUIDField()
     task_name = serializers.CharField(source="task.name")
     duration_seconds = serializers.SerializerMethodField()
     schedule_lag_seconds = serializers.FloatField(read_only=True)
+    progress = serializers.SerializerMethodField()
 
     class Meta:
+        list_serializer_class = ExecutionListOutput
         model = TaskExecution
         fields = [
             "id",
@@ -157,7 +172,28 @@ class ExecutionOutput(serializers.ModelSerializer):
             "dead_lettered_at",
             "duration_seconds",
             "schedule_lag_seconds",
+            "progress",
         ]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "percent": {"type": "number"},
+                "message": {"type": "string"},
+                "updated_at": {"type": "string", "format": "date-time"},
+            },
+        }
+    )
+    def get_progress(self, execution: TaskExecution) -> dict | None:
+        """The stored value once the run ended, the live one while it runs, else null."""
+        if execution.progress is not None or execution.status != ExecutionStatus.RUNNING:
+            return execution.progress
+        live = getattr(self, "live_progress", None)
+        if live is None:  # a single execution
+            live = progress_live_get_many([str(execution.id)])
+        return live.get(str(execution.id))
 
     def get_duration_seconds(self, execution: TaskExecution) -> float | None:
         if execution.started_at and execution.completed_at:

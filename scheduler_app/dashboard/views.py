@@ -17,6 +17,7 @@ from dags import selectors as dag_selectors
 from scheduler_app import selectors
 from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
+from scheduler_app.dashboard.progress import progress_attach
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
 from scheduler_app.errors import NotFound
 from scheduler_app.monitoring import missed, stats, system
@@ -119,7 +120,9 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         {
             "task": task,
             "upcoming": upcoming,
-            "history": selectors.execution_list_for_task(tenant=tenant, task=task)[:25],
+            "history": progress_attach(
+                selectors.execution_list_for_task(tenant=tenant, task=task)[:25]
+            ),
             "failures": stats.failure_breakdown(tenant=tenant, task=task),
             "misses": missed.missed_fires(
                 tenant=tenant,
@@ -136,6 +139,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
+    progress_attach([execution])
     # The log sits outside the polled fragment: the page's script follows the live tail.
     whole_page = not request.GET.get("fragment")
     return _page(

@@ -54,6 +54,9 @@ class TaskExecution(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
     error_class = models.CharField(max_length=64, blank=True, default="")
+    # The last progress the handler reported, {percent, message, updated_at}; stored when the
+    # run ends (while it runs the live value is in Redis, see scheduler_app.progress).
+    progress = models.JSONField(null=True, blank=True)
 
     dead_lettered = models.BooleanField(default=False)
     dead_lettered_at = models.DateTimeField(null=True, blank=True)

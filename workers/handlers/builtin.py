@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .base import HandlerContext, PermanentError
@@ -30,6 +31,23 @@ def sleep(seconds: float = 1.0, *, context: HandlerContext) -> dict[str, Any]:
     # Waiting on the event instead of time.sleep() lets a cancel end the sleep at once.
     cancelled = context.cancel_event.wait(seconds)
     return {"slept": seconds, "interrupted": cancelled}
+
+
+@handler("steps")
+def steps(
+    count: int = 5,
+    seconds_per_step: float = 0.5,
+    *,
+    context: HandlerContext,
+    progress: Callable[..., None],
+) -> dict[str, Any]:
+    """Works through `count` steps, reporting its progress after each (cancellable)."""
+    count = int(count)
+    for done in range(1, count + 1):
+        if context.cancel_event.wait(float(seconds_per_step)):
+            return {"steps": done - 1, "interrupted": True}
+        progress(100 * done / count, f"step {done} of {count}")
+    return {"steps": count, "interrupted": False}
 
 
 @handler("fail")

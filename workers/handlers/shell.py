@@ -54,6 +54,7 @@ from .base import (
     mask_outcome,
     masking_sink,
 )
+from .progress_lines import progress_line_taker
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
@@ -201,9 +202,17 @@ class _LineSplitter:
     """Splits a byte stream into lines for the log without ever holding a whole long line."""
 
     def __init__(
-        self, stream: str, sink: LogSink, secrets: Sequence[str], *, keep_last_line: bool
+        self,
+        stream: str,
+        sink: LogSink,
+        secrets: Sequence[str],
+        *,
+        keep_last_line: bool,
+        take_line: Callable[[str], bool] | None = None,
     ) -> None:
         self.stream = stream
+        # Sees each line first: True when it took the line (a progress report), not logged.
+        self._take_line = take_line
         self._sink = sink
         self._masker = SecretMasker(secrets)
         # Keep a little more than we show so a secret straddling the cut is still masked.
@@ -251,7 +260,10 @@ class _LineSplitter:
         text = self._masker.text(text)
         if self._size > MAX_LOG_LINE_BYTES:
             text = f"{text[:MAX_LOG_LINE_BYTES]} [line truncated: {self._size} bytes]"
-        self._sink.write(self.stream, text)
+        if self._take_line is not None and self._take_line(text):
+            text = ""  # taken: neither logged nor the result line
+        else:
+            self._sink.write(self.stream, text)
         if text.strip():
             self.last_text = clip(text, MAX_STDERR_TAIL_CHARS)
             if self._keep_last_line:
@@ -389,7 +401,9 @@ class _Supervisor:
         self.kill_grace_seconds = kill_grace_seconds
         secrets = [s for s in ctx.secrets_to_mask if s]
         # The splitters mask before cutting long lines, so they can write to the raw sink.
-        self.stdout = _LineSplitter("stdout", ctx.log, secrets, keep_last_line=True)
+        self.stdout = _LineSplitter(
+            "stdout", ctx.log, secrets, keep_last_line=True, take_line=progress_line_taker(ctx)
+        )
         self.stderr = _LineSplitter("stderr", ctx.log, secrets, keep_last_line=False)
         self.selector = selectors.DefaultSelector()
         self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None
