@@ -7,7 +7,15 @@ from django.db import models
 # DAG schedules share the tasks' catch-up and overlap semantics, and so their choices.
 from scheduler_app.choices import Catchup, Overlap
 
-__all__ = ["Catchup", "FailurePolicy", "NodeStatus", "Overlap", "RunStatus", "TriggerRule"]
+__all__ = [
+    "BackfillStatus",
+    "Catchup",
+    "FailurePolicy",
+    "NodeStatus",
+    "Overlap",
+    "RunStatus",
+    "TriggerRule",
+]
 
 
 class FailurePolicy(models.TextChoices):
@@ -61,3 +69,9 @@ FAILED_NODE_STATUSES = (
     NodeStatus.CANCELLED,
     NodeStatus.UPSTREAM_FAILED,
 )
+
+
+class BackfillStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"

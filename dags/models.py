@@ -13,7 +13,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as utc_now
 
-from dags.choices import Catchup, FailurePolicy, NodeStatus, Overlap, RunStatus
+from dags.choices import BackfillStatus, Catchup, FailurePolicy, NodeStatus, Overlap, RunStatus
 from scheduler_app.models import Tenant
 
 
@@ -104,9 +104,10 @@ class DagRun(models.Model):
         ordering = ["-scheduled_at"]
         constraints = [
             # A scheduled fire of a DAG happens once, whichever scheduler records it.
+            # (A backfill's run of a fire time counts as that fire.)
             models.UniqueConstraint(
                 fields=["dag", "scheduled_at"],
-                condition=Q(trigger="schedule"),
+                condition=Q(trigger__in=["schedule", "backfill"]),
                 name="uniq_dag_scheduled_fire",
             ),
         ]
@@ -180,3 +181,73 @@ class DagNodeExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}[{self.shard_index}] {self.execution_root_id}"
+
+
+class Backfill(models.Model):
+    """Runs of a task's or a DAG's schedule over a past (or future) range, released
+    `max_parallel` at a time by the beat leader (`dags.services.backfills`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    # Exactly one of the two.
+    task = models.ForeignKey(
+        "scheduler_app.TaskDefinition",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    dag = models.ForeignKey(Dag, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    start_at = models.DateTimeField()
+    end_at = models.DateTimeField()
+    max_parallel = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=BackfillStatus.choices, default=BackfillStatus.RUNNING
+    )
+    # Fire times of the schedule in [start_at, end_at), counted when it was created.
+    total = models.PositiveIntegerField()
+    # Fires handed out so far (created, or found already recorded), in order up to `cursor`.
+    released = models.PositiveIntegerField(default=0)
+    already_recorded = models.PositiveIntegerField(default=0)
+    cursor = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=utc_now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(task__isnull=False, dag__isnull=True)
+                | Q(task__isnull=True, dag__isnull=False),
+                name="backfill_task_xor_dag",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                name="idx_backfill_running",
+                condition=Q(status="running"),
+            ),
+            models.Index(fields=["tenant", "-created_at"], name="idx_backfill_tenant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"backfill {self.id} ({self.status})"
+
+
+class BackfillRun(models.Model):
+    """One fire time a backfill released: the run it created (a task's first execution, or a
+    DAG run), or none when the fire was already recorded (the unique key held)."""
+
+    id = models.BigAutoField(primary_key=True)
+    backfill = models.ForeignKey(Backfill, on_delete=models.CASCADE, related_name="runs")
+    scheduled_at = models.DateTimeField()
+    run_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backfill", "scheduled_at"], name="uniq_backfill_fire"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backfill_id} @ {self.scheduled_at:%Y-%m-%d %H:%M:%S}"

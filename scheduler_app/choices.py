@@ -59,6 +59,7 @@ class Trigger(models.TextChoices):
     MANUAL = "manual"
     RETRY = "retry"
     DAG = "dag"
+    BACKFILL = "backfill"
 
 
 class Role(models.TextChoices):

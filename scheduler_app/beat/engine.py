@@ -425,6 +425,12 @@ class SchedulerEngine:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
         dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
+            from dags.services.backfills import backfills_advance
+
+            try:
+                backfills_advance()
+            except Exception:  # the next round tries again; the rest of housekeeping goes on
+                logger.exception("backfill release failed")
             data_lifecycle_tick(now=timezone.now())
             bells = stale_queued_requeue(
                 now=timezone.now(),

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduler_app.dashboard import actions, dag_pages, logs, task_edit, views
+from scheduler_app.dashboard import actions, backfill_pages, dag_pages, logs, task_edit, views
 
 app_name = "dashboard"
 
@@ -35,6 +35,12 @@ urlpatterns = [
     path("dlq", views.dead_letters, name="dlq"),
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),
     path("missed", views.missed_schedules, name="missed"),
+    path("backfills", backfill_pages.backfill_list, name="backfills"),
+    path(
+        "backfills/<str:backfill_id>/cancel",
+        backfill_pages.backfill_cancel,
+        name="backfill-cancel",
+    ),
     path("dags", dag_pages.dag_list, name="dags"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
     path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
