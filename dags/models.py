@@ -31,6 +31,8 @@ class Dag(models.Model):
         max_length=24, choices=FailurePolicy.choices, default=FailurePolicy.SKIP_DOWNSTREAM
     )
     max_active_runs = models.PositiveIntegerField(default=16)
+    # A run not finished this long after its scheduled time raises `sla_missed` (None: no SLA).
+    sla_seconds = models.PositiveIntegerField(null=True, blank=True)
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
     overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
     enabled = models.BooleanField(default=True)

@@ -205,6 +205,18 @@ def _node_failure_policy(raw: Mapping[str, Any], *, where: str) -> dict[str, Any
     return {"failure_policy": raw["failure_policy"]}
 
 
+def _dag_sla(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`sla_seconds`: a run not finished that long after its scheduled time is reported."""
+    value = raw.get("sla_seconds")
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 30 * 86400:
+        raise DagSpecError(
+            "sla_seconds must be a whole number from 1 to 2592000", field="sla_seconds"
+        )
+    return {"sla_seconds": value}
+
+
 def _dag_retry_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
     """The DAG's `retry_policy` (the `retry` failure policy's, for nodes without their own);
     its values are checked as a task's are, by the service that saves the DAG."""
@@ -324,4 +336,5 @@ def parse_dag_spec(raw: Any) -> dict[str, Any]:
         "parameters": dict(parameters),
         "tasks": list(nodes.values()),
         **_dag_retry_policy(raw),
+        **_dag_sla(raw),
     }

@@ -19,6 +19,7 @@ class DagOutput(serializers.ModelSerializer):
             "schedule",
             "failure_policy",
             "max_active_runs",
+            "sla_seconds",
             "catchup",
             "overlap",
             "enabled",

@@ -58,6 +58,7 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
         "description": spec["description"],
         "failure_policy": spec["failure_policy"],
         "max_active_runs": spec["max_active_runs"],
+        "sla_seconds": spec.get("sla_seconds"),
         "catchup": spec["catchup"],
         "overlap": spec["overlap"],
         "enabled": spec["enabled"],

@@ -59,6 +59,7 @@ class TaskInput(serializers.Serializer):
     tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
     notifications = serializers.DictField(required=False)
     enabled = serializers.BooleanField(required=False)
+    sla_seconds = serializers.IntegerField(required=False, allow_null=True)
 
 
 class TriggerInput(serializers.Serializer):
@@ -86,6 +87,7 @@ class TaskOutput(serializers.ModelSerializer):
             "parameters",
             "tags",
             "notifications",
+            "sla_seconds",
             "enabled",
             "paused",
             "next_fire_at",

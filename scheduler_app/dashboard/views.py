@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
+from scheduler_app.alerting.sla import sla_misses_list
 from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.progress import progress_attach
@@ -87,6 +88,17 @@ def overview(request: HttpRequest) -> HttpResponse:
             "queues": _queues(),
             "workers_alive": _workers_alive(),
             "recent": stats.recent_executions(tenant=tenant, limit=15),
+            "sla_misses": [
+                {
+                    "incident": incident,
+                    "execution_id": incident.key.split(":", 1)[1]
+                    if incident.key.startswith("execution:")
+                    else None,
+                }
+                for incident in sla_misses_list(
+                    tenant=tenant, since=timezone.now() - timedelta(hours=24)
+                )[:20]
+            ],
             "tasks": selectors.task_list(tenant=tenant)[:100],
             "charts": {
                 "hour": stats.runs_over_time(tenant=tenant, hours=1),

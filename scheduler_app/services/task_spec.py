@@ -239,7 +239,26 @@ def task_spec_to_fields(
         if not isinstance(policy, Mapping):
             raise ValidationFailed("policy must be a JSON object", field="policy")
         fields.update(_policy_fields(policy))
+    fields.update(sla_fields(spec))
     return fields
+
+
+MAX_SLA_SECONDS = 30 * 86400
+
+
+def sla_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`sla_seconds`: a whole number of seconds (1 s to 30 days), or null for none."""
+    if "sla_seconds" not in spec:
+        return {}
+    value = spec["sla_seconds"]
+    if value is None:
+        return {"sla_seconds": None}
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLA_SECONDS:
+        raise ValidationFailed(
+            f"sla_seconds must be a whole number from 1 to {MAX_SLA_SECONDS}, or null",
+            field="sla_seconds",
+        )
+    return {"sla_seconds": value}
 
 
 NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq")
