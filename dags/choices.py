@@ -10,6 +10,7 @@ from scheduler_app.choices import Catchup, Overlap
 __all__ = [
     "BackfillStatus",
     "Catchup",
+    "EventWaitStatus",
     "FailurePolicy",
     "NodeStatus",
     "Overlap",
@@ -53,6 +54,8 @@ class NodeStatus(models.TextChoices):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
+    # A wait_for_event node: no execution, no worker slot; an event or its timeout ends it.
+    WAITING_FOR_EVENT = "waiting_for_event"
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
@@ -61,6 +64,7 @@ ACTIVE_NODE_STATUSES = (
     NodeStatus.PENDING,
     NodeStatus.QUEUED,
     NodeStatus.RUNNING,
+    NodeStatus.WAITING_FOR_EVENT,
 )
 # What a downstream node's trigger rule sees of an upstream that ended.
 FAILED_NODE_STATUSES = (
@@ -69,6 +73,13 @@ FAILED_NODE_STATUSES = (
     NodeStatus.CANCELLED,
     NodeStatus.UPSTREAM_FAILED,
 )
+
+
+class EventWaitStatus(models.TextChoices):
+    WAITING = "waiting"
+    RECEIVED = "received"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"  # its run ended another way first
 
 
 class BackfillStatus(models.TextChoices):

@@ -13,7 +13,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as utc_now
 
-from dags.choices import BackfillStatus, Catchup, FailurePolicy, NodeStatus, Overlap, RunStatus
+from dags.choices import (
+    BackfillStatus,
+    Catchup,
+    EventWaitStatus,
+    FailurePolicy,
+    NodeStatus,
+    Overlap,
+    RunStatus,
+)
 from scheduler_app.models import Tenant
 
 
@@ -33,6 +41,8 @@ class Dag(models.Model):
     max_active_runs = models.PositiveIntegerField(default=16)
     # A run not finished this long after its scheduled time raises `sla_missed` (None: no SLA).
     sla_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # `"schedule": {"type": "event", "name", "match"}` (see TaskDefinition.event_trigger).
+    event_trigger = models.JSONField(null=True, blank=True)
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
     overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
     enabled = models.BooleanField(default=True)
@@ -253,3 +263,65 @@ class BackfillRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.backfill_id} @ {self.scheduled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Event(models.Model):
+    """Something that happened outside (`POST /api/v1/events`): it releases the DAG nodes
+    waiting for it. Kept per tenant for EVENTS_RETENTION_DAYS."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=255)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "name", "-created_at"], name="idx_event_tenant_name"),
+            models.Index(fields=["created_at"], name="idx_event_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"event {self.name} {self.id}"
+
+
+class EventWait(models.Model):
+    """A wait_for_event node of a run, while it waits and after (the run page shows it)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    match = models.JSONField(default=dict)
+    # Only events posted at or after this instant count (the run's start).
+    since = models.DateTimeField()
+    started_at = models.DateTimeField()
+    deadline = models.DateTimeField()
+    status = models.CharField(
+        max_length=16, choices=EventWaitStatus.choices, default=EventWaitStatus.WAITING
+    )
+    event_id = models.UUIDField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "node_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node_id"], name="uniq_event_wait_node"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "name"],
+                name="idx_event_wait_open",
+                condition=Q(status="waiting"),
+            ),
+            models.Index(
+                fields=["deadline"],
+                name="idx_event_wait_deadline",
+                condition=Q(status="waiting"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.node_id} waits for {self.name}"

@@ -36,6 +36,7 @@ NODE_KEYS = {
     "parameters",
     "description",
     "failure_policy",
+    "wait_for_event",
 }
 
 
@@ -139,20 +140,21 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         raise DagSpecError(
             f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
         )
-    if ("handler" in raw) == ("task" in raw):
+    if "wait_for_event" in raw:
+        node: dict[str, Any] = {"id": node_id, **_wait_for_event(raw, where=where)}
+    elif ("handler" in raw) == ("task" in raw):
         raise DagSpecError(
             f"{where} needs exactly one of 'handler' or 'task' (an existing task's name or id)",
             field=f"{where}.handler",
         )
-    node: dict[str, Any] = {"id": node_id}
-    if "handler" in raw:
+    elif "handler" in raw:
         if not isinstance(raw["handler"], Mapping):
             raise DagSpecError(f"{where}.handler must be an object", field=f"{where}.handler")
-        node["handler"] = dict(raw["handler"])
+        node = {"id": node_id, "handler": dict(raw["handler"])}
     else:
         if not isinstance(raw["task"], str) or not raw["task"]:
             raise DagSpecError(f"{where}.task must be a task name or id", field=f"{where}.task")
-        node["task"] = raw["task"]
+        node = {"id": node_id, "task": raw["task"]}
     depends_on = raw.get("depends_on") or []
     if isinstance(depends_on, str):
         depends_on = [depends_on]
@@ -185,6 +187,58 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         node["parameters"] = dict(raw["parameters"])
     node.update(_node_failure_policy(raw, where=where))
     return node
+
+
+WAIT_KEYS = {"name", "match", "timeout_seconds"}
+# Keys a wait_for_event node may not have: it runs nothing.
+NOT_FOR_WAITS = (
+    "handler",
+    "task",
+    "map_over",
+    "timeout_seconds",
+    "retry_policy",
+    "priority",
+    "parameters",
+    "failure_policy",
+)
+EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
+MAX_WAIT_SECONDS = 30 * 86400
+
+
+def _wait_for_event(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """`{"name", "match": {payload subset}, "timeout_seconds"}`: the node waits, holding no
+    worker, for a matching event posted after its run started."""
+    field = f"{where}.wait_for_event"
+    extra = [key for key in NOT_FOR_WAITS if key in raw]
+    if extra:
+        raise DagSpecError(
+            f"{where} waits for an event and runs nothing: no {', '.join(extra)}",
+            field=f"{where}.{extra[0]}",
+        )
+    wait = raw["wait_for_event"]
+    if not isinstance(wait, Mapping) or set(wait) - WAIT_KEYS:
+        raise DagSpecError(
+            f"{field} must be an object with name, match and timeout_seconds", field=field
+        )
+    name = wait.get("name")
+    if not isinstance(name, str) or not EVENT_NAME.match(name):
+        raise DagSpecError(
+            f"{field}.name must be 1 to 255 letters, digits or _ . : / -", field=f"{field}.name"
+        )
+    match = wait.get("match") or {}
+    if not isinstance(match, Mapping):
+        raise DagSpecError(f"{field}.match must be an object", field=f"{field}.match")
+    timeout = wait.get("timeout_seconds", 3600)
+    if isinstance(timeout, bool) or not isinstance(timeout, int):
+        raise DagSpecError(
+            f"{field}.timeout_seconds must be a whole number", field=f"{field}.timeout_seconds"
+        )
+    if not 1 <= timeout <= MAX_WAIT_SECONDS:
+        raise DagSpecError(
+            f"{field}.timeout_seconds must be from 1 to {MAX_WAIT_SECONDS}",
+            field=f"{field}.timeout_seconds",
+        )
+    return {"wait_for_event": {"name": name, "match": dict(match), "timeout_seconds": timeout}}
 
 
 def _node_failure_policy(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]:

@@ -60,6 +60,7 @@ class Trigger(models.TextChoices):
     RETRY = "retry"
     DAG = "dag"
     BACKFILL = "backfill"
+    EVENT = "event"
 
 
 class Role(models.TextChoices):

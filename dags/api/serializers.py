@@ -33,6 +33,8 @@ class DagOutput(serializers.ModelSerializer):
         ]
 
     def get_schedule(self, dag: Dag) -> dict:
+        if dag.event_trigger:
+            return {"type": "event", **dag.event_trigger}
         return {
             "type": dag.schedule_type,
             "expression": dag.schedule_expression,
@@ -92,6 +94,9 @@ class DagRunDetailOutput(DagRunOutput):
     """A run with every node's state (the schema of the run detail, cancel and retry)."""
 
     nodes = NodeOutput(many=True, read_only=True)
+    # wait_for_event nodes: {node_id, name, match, status, started_at, deadline, event_id,
+    # resolved_at}
+    event_waits = serializers.ListField(child=serializers.DictField(), read_only=True)
 
     class Meta(DagRunOutput.Meta):
-        fields = [*DagRunOutput.Meta.fields, "nodes"]
+        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits"]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dags.api import backfill_views, views
+from dags.api import backfill_views, event_views, views
 
 urlpatterns = [
     path("dags", views.DagListView.as_view(), name="dag-list"),
@@ -33,6 +33,7 @@ urlpatterns = [
         "dags/<str:dag_id>/backfill", backfill_views.DagBackfillView.as_view(), name="dag-backfill"
     ),
     path("backfills", backfill_views.BackfillListView.as_view(), name="backfill-list"),
+    path("events", event_views.EventListView.as_view(), name="event-list"),
     path(
         "backfills/<str:backfill_id>",
         backfill_views.BackfillDetailView.as_view(),

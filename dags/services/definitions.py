@@ -39,6 +39,8 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     now = timezone.now()
     _retry_policies_check(spec, anchor=now)
     for index, node in enumerate(spec["tasks"]):
+        if "wait_for_event" in node:
+            continue  # runs nothing: no task to check
         if "task" in node:
             _referenced_task(tenant=tenant, reference=node["task"], field=f"tasks[{index}].task")
             continue
@@ -107,6 +109,8 @@ def _node_tasks(
     old_tasks = previous.node_tasks if previous else {}
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
+        if "wait_for_event" in node:
+            continue  # no task: the engine ends it when its event comes (dags.services.events)
         if "task" in node:
             task = _referenced_task(
                 tenant=dag.tenant, reference=node["task"], field=f"tasks[{index}].task"

@@ -38,6 +38,7 @@ from dags.services.doorbells import (
     node_executions_ring,
     node_executions_write,
 )
+from dags.services.event_waits import event_wait_begin
 from dags.services.links import run_lock
 from dags.services.node_retry import node_max_attempts, node_retries, node_retry
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger, tier_for_priority
@@ -115,10 +116,17 @@ def nodes_ready(
                 results, statuses = _upstream_view(run, graph.ancestors(node_id))
                 if not condition_holds(node["condition"], results=results, statuses=statuses):
                     verdict = SKIP
-            if verdict == RUN and "map_over" not in node:
+            if verdict == RUN and "wait_for_event" in node:
+                # No execution: it waits (no worker slot) unless its event already came.
+                event = event_wait_begin(run=run, node_id=node_id, spec=node["wait_for_event"])
+                if event is None:
+                    continue
+                ended = NodeStatus.SUCCESS
+                _node_set_final(run=run, node_id=node_id, status=ended, result=event.payload)
+            elif verdict == RUN and "map_over" not in node:
                 to_dispatch.append(state)
                 continue
-            if verdict == RUN:
+            elif verdict == RUN:
                 ended = _dispatch_mapped(run=run, graph=graph, node_id=node_id)
             else:
                 ended = verdict

@@ -13,10 +13,13 @@ from scheduler_app.progress import progress_live_get_many
 
 
 class ScheduleInput(serializers.Serializer):
-    type = serializers.ChoiceField(choices=ScheduleType.choices)
+    type = serializers.ChoiceField(choices=[*ScheduleType.choices, ("event", "Event")])
     expression = serializers.CharField(required=False, allow_blank=True, max_length=255)
     timezone = serializers.CharField(required=False, max_length=64, default="UTC")
     run_at = serializers.CharField(required=False, allow_null=True, max_length=64)
+    # type "event": the event's name and the payload subset that starts a run.
+    name = serializers.CharField(required=False, max_length=255)
+    match = serializers.DictField(required=False)
 
 
 class RetryPolicyInput(serializers.Serializer):
@@ -97,6 +100,8 @@ class TaskOutput(serializers.ModelSerializer):
         ]
 
     def get_schedule(self, task: TaskDefinition) -> dict:
+        if task.event_trigger:
+            return {"type": "event", **task.event_trigger}
         schedule: dict[str, Any] = {"type": task.schedule_type, "timezone": task.timezone}
         if task.schedule_expression:
             schedule["expression"] = task.schedule_expression

@@ -426,11 +426,13 @@ class SchedulerEngine:
         dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
             from dags.services.backfills import backfills_advance
+            from dags.services.events import event_waits_expire, events_prune
 
-            try:
-                backfills_advance()
-            except Exception:  # the next round tries again; the rest of housekeeping goes on
-                logger.exception("backfill release failed")
+            for step in (backfills_advance, event_waits_expire, events_prune):
+                try:
+                    step()
+                except Exception:  # the next round tries again; the rest goes on
+                    logger.exception("housekeeping step %s failed", step.__name__)
             data_lifecycle_tick(now=timezone.now())
             bells = stale_queued_requeue(
                 now=timezone.now(),

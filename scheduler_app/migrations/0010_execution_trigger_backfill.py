@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='taskexecution',
             name='trigger',
-            field=models.CharField(choices=[('schedule', 'Schedule'), ('manual', 'Manual'), ('retry', 'Retry'), ('dag', 'Dag'), ('backfill', 'Backfill')], default='schedule', max_length=16),
+            field=models.CharField(choices=[('schedule', 'Schedule'), ('manual', 'Manual'), ('retry', 'Retry'), ('dag', 'Dag'), ('backfill', 'Backfill'), ('event', 'Event')], default='schedule', max_length=16),
         ),
     ]

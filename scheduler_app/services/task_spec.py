@@ -10,6 +10,7 @@ error names the field in the request's own dotted terms (`schedule.expression`).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -72,6 +73,37 @@ def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[s
         "schedule_expression": expression if schedule_type in ("cron", "interval") else "",
         "timezone": tz_name,
         "run_at": resolved_run_at,
+    }
+
+
+EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
+
+
+def schedule_fields_with_events(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
+    """`{"type": "event", "name", "match"}` is kept as a manual schedule (nothing fires on
+    time) plus `event_trigger`; every other schedule clears `event_trigger`."""
+    if schedule.get("type") != "event":
+        return {**_schedule_fields(schedule, anchor=anchor), "event_trigger": None}
+    unknown = set(schedule) - {"type", "name", "match", "timezone"}
+    if unknown:
+        raise ValidationFailed(
+            f"an event schedule has only name and match, not {', '.join(sorted(unknown))}",
+            field=f"schedule.{sorted(unknown)[0]}",
+        )
+    name = schedule.get("name")
+    if not isinstance(name, str) or not EVENT_NAME.match(name):
+        raise ValidationFailed(
+            "schedule.name must be 1 to 255 letters, digits or _ . : / -", field="schedule.name"
+        )
+    match = schedule.get("match") or {}
+    if not isinstance(match, Mapping):
+        raise ValidationFailed("schedule.match must be a JSON object", field="schedule.match")
+    return {
+        "schedule_type": ScheduleType.MANUAL,
+        "schedule_expression": "",
+        "timezone": "UTC",
+        "run_at": None,
+        "event_trigger": {"name": name, "match": dict(match)},
     }
 
 
@@ -207,7 +239,7 @@ def task_spec_to_fields(
         schedule = spec.get("schedule")
         if not isinstance(schedule, Mapping):
             raise ValidationFailed("schedule is required", field="schedule")
-        fields.update(_schedule_fields(schedule, anchor=anchor))
+        fields.update(schedule_fields_with_events(schedule, anchor=anchor))
     if "handler" in spec or not partial:
         handler = spec.get("handler")
         if not isinstance(handler, Mapping):
