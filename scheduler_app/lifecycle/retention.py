@@ -19,9 +19,10 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +31,7 @@ from django.utils import timezone
 
 from scheduler_app.lifecycle import partitions
 from scheduler_app.lifecycle.archive_store import ArchiveFile, ArchiveStore
+from scheduler_app.lifecycle.parquet_archive import schema_for
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
 
 logger = logging.getLogger(__name__)
@@ -113,10 +115,11 @@ def partition_archive(
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {partition.name}")
             expected = cursor.fetchone()[0]
-        archived = store.write_lines(
+        archived = store.write_parquet(
             name=f"executions-{partition.name.removeprefix(partitions.PARTITION_PREFIX)}"
             f"-{_stamp(now)}",
-            chunks=_copy_json_lines(f"SELECT * FROM {partition.name}"),
+            rows=_json_rows(_copy_json_lines(f"SELECT * FROM {partition.name}")),
+            schema=schema_for(TaskExecution),
             expected=expected,
             meta={
                 "kind": "executions",
@@ -149,6 +152,19 @@ def _copy_json_lines(select: str):
     with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for data in copy:
             yield bytes(data)
+
+
+def _json_rows(chunks) -> Iterator[dict[str, Any]]:
+    """The rows of COPY's JSON lines (one row's JSON per line)."""
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
+    if pending.strip():
+        yield json.loads(pending)
 
 
 def _archive_partitions_before(
@@ -202,7 +218,13 @@ def rows_archive(
             rows = list(_rows(cursor, spec.json_columns))
             if not rows:
                 return report
-            archived = store.write(
+            # Executions as Parquet, like the partitions; logs (text) as JSON Lines.
+            write = (
+                partial(store.write_parquet, schema=schema_for(TaskExecution))
+                if spec.kind == "executions"
+                else store.write
+            )
+            archived = write(
                 name=f"{spec.kind}-rows-{_stamp(now)}",
                 rows=rows,
                 expected=len(rows),
