@@ -26,6 +26,7 @@ from scheduler_app.services.executions import (
     execution_claim,
     execution_finish,
 )
+from scheduler_app.services.log_quota import log_bytes_count_into, stored_log
 from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
     compute_seconds_add_into,
@@ -274,18 +275,23 @@ def finish_claimed(
     it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
     handler_outcome, sink = executed.outcome, executed.sink
     end_pipe = get_redis().pipeline(transaction=False)
+    log_text, log_truncated = stored_log(
+        tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
+    )
     report = execution_finish(
         execution_id=claim.execution.id,
         claim_token=claim.claim_token,
         outcome=handler_outcome,
-        log_text=sink.buffer.text(),
-        log_truncated=sink.buffer.truncated,
+        log_text=log_text,
+        log_truncated=log_truncated,
         task=claim.task,
         metrics_pipe=end_pipe,
         started_at=started_at,
     )
     if report.accepted and executed.progress is not None:
         execution_progress_save(execution=claim.execution, progress=executed.progress)
+    if report.accepted:
+        log_bytes_count_into(end_pipe, tenant_id=claim.execution.tenant_id, text=log_text)
     end_run_into(
         end_pipe,
         claim,

@@ -1,6 +1,6 @@
 """The `quota_breached` rule: a tenant at or over one of its quotas (concurrent runs, runs
-this hour, compute minutes this month), told to the tenant's alert channels once per quota
-and hour, and resolved (and said so) when it clears.
+this hour, compute minutes this month, stored log bytes), told to the tenant's alert channels
+once per quota and hour, and resolved (and said so) when it clears.
 
 Evaluated with the other rules (every ALERTS_EVALUATE_SECONDS on the leader): one GROUP BY
 on the running-runs index and one MGET of the usage counters, for every tenant at once. A
@@ -19,6 +19,7 @@ from django.db.models import Count
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import AlertIncident, TaskExecution, Tenant
 from scheduler_app.redis_client import get_redis
+from scheduler_app.services.log_quota import log_usage_key
 from scheduler_app.services.quotas import usage_counter_keys
 
 RULE = "quota_breached"
@@ -34,18 +35,19 @@ def _usage(tenants: list[Tenant], now: datetime) -> dict[Any, dict[str, float]]:
     )
     keys = []
     for tenant in tenants:
-        keys += usage_counter_keys(tenant_id=tenant.id, now=now)
+        keys += [*usage_counter_keys(tenant_id=tenant.id, now=now), log_usage_key(tenant.id)]
     try:
         values = get_redis().mget(keys) if keys else []
     except redis.RedisError:
         values = [None] * len(keys)
     usage = {}
     for index, tenant in enumerate(tenants):
-        runs, seconds = values[2 * index], values[2 * index + 1]
+        runs, seconds, log_bytes = values[3 * index : 3 * index + 3]
         usage[tenant.id] = {
             "max_concurrent_runs": running.get(tenant.id, 0),
             "max_runs_per_hour": int(runs or 0),
             "max_compute_minutes_per_month": float(seconds or 0) / 60,
+            "max_log_bytes": int(log_bytes or 0),
         }
     return usage
 

@@ -33,6 +33,7 @@ from scheduler_app.lifecycle import partitions
 from scheduler_app.lifecycle.archive_store import ArchiveFile, ArchiveStore
 from scheduler_app.lifecycle.parquet_archive import schema_for
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
+from scheduler_app.services.log_quota import log_bytes_release
 
 logger = logging.getLogger(__name__)
 
@@ -238,6 +239,8 @@ def rows_archive(
                 },
             )
             deleted = _delete_rows(cursor, spec, rows, before=before)
+            if spec.kind == "logs":
+                transaction.on_commit(lambda rows=rows: log_bytes_release(rows))
             if deleted != len(rows):
                 # Rows vanished under us (another archiver): the file holds a superset,
                 # which is harmless; say so rather than pretend.

@@ -21,6 +21,8 @@ class Tenant(models.Model):
     max_concurrent_runs = models.PositiveIntegerField(default=100)
     max_runs_per_hour = models.PositiveIntegerField(default=10_000)
     max_compute_minutes_per_month = models.PositiveIntegerField(default=50_000)
+    # Stored execution logs (scheduler_app.services.log_quota): over it, logs are cut.
+    max_log_bytes = models.BigIntegerField(default=100 * 1024**3)
 
     class Meta:
         ordering = ["slug"]
