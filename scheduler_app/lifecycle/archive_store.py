@@ -29,6 +29,7 @@ from scheduler_app.lifecycle.parquet_archive import (
     parquet_row_count,
     read_parquet_rows,
     write_parquet,
+    write_parquet_from_json_lines,
 )
 
 SUFFIX = ".jsonl.gz"
@@ -141,17 +142,21 @@ class ArchiveStore:
         self,
         *,
         name: str,
-        rows: Iterable[dict[str, Any]],
         schema: Any,
         expected: int | None,
         meta: dict[str, Any],
+        rows: Iterable[dict[str, Any]] | None = None,
+        json_lines: Iterable[bytes] | None = None,
     ) -> ArchiveFile:
-        """Write `rows` as `name`.parquet (`scheduler_app.lifecycle.parquet_archive`): the
-        row count in the file's footer must equal `expected` and the rows written before the
-        file is published."""
+        """Write `rows` (dicts) or `json_lines` (PostgreSQL's JSON lines of the table) as
+        `name`.parquet (`scheduler_app.lifecycle.parquet_archive`): the row count in the
+        file's footer must equal `expected` and the rows written before it is published."""
         with tempfile.TemporaryDirectory() as scratch:
             local = Path(scratch) / f"{name}{PARQUET_SUFFIX}"
-            written = write_parquet(local, rows=rows, schema=schema)
+            if json_lines is not None:
+                written = write_parquet_from_json_lines(local, chunks=json_lines, schema=schema)
+            else:
+                written = write_parquet(local, rows=rows or (), schema=schema)
             read_back = parquet_row_count(local)
             wanted = written if expected is None else expected
             if read_back != wanted or written != wanted:

@@ -19,7 +19,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from scheduler_app.lifecycle import partitions
 from scheduler_app.lifecycle.archive_store import ArchiveFile, ArchiveStore
-from scheduler_app.lifecycle.parquet_archive import schema_for
+from scheduler_app.lifecycle.parquet_archive import schema_for, select_list
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
 from scheduler_app.services.log_quota import log_bytes_release
 
@@ -119,7 +119,9 @@ def partition_archive(
         archived = store.write_parquet(
             name=f"executions-{partition.name.removeprefix(partitions.PARTITION_PREFIX)}"
             f"-{_stamp(now)}",
-            rows=_json_rows(_copy_json_lines(f"SELECT * FROM {partition.name}")),
+            json_lines=_copy_json_lines(
+                f"SELECT {select_list(TaskExecution)} FROM {partition.name}"
+            ),
             schema=schema_for(TaskExecution),
             expected=expected,
             meta={
@@ -153,19 +155,6 @@ def _copy_json_lines(select: str):
     with transaction.atomic(), connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for data in copy:
             yield bytes(data)
-
-
-def _json_rows(chunks) -> Iterator[dict[str, Any]]:
-    """The rows of COPY's JSON lines (one row's JSON per line)."""
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
-    if pending.strip():
-        yield json.loads(pending)
 
 
 def _archive_partitions_before(
