@@ -20,7 +20,7 @@ from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.progress import progress_attach
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
@@ -108,6 +108,20 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _task_history(request: HttpRequest, *, tenant, task) -> tuple[list, str, str]:
+    """The task's last 25 runs, or those whose stored log has the words searched for."""
+    words = request.GET.get("log_contains", "").strip()
+    if not words:
+        return list(selectors.execution_list_for_task(tenant=tenant, task=task)[:25]), "", ""
+    try:
+        found = selectors.execution_list(
+            tenant=tenant, filters={"task": str(task.id), "log_contains": words}
+        ).order_by("-scheduled_at", "-attempt")[:25]
+        return list(found), words, ""
+    except ValidationFailed as error:
+        return [], words, error.message
+
+
 @login_required
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -118,6 +132,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
+    history, log_contains, log_search_error = _task_history(request, tenant=tenant, task=task)
     # Formatted here: the template's date filter would convert the local time back to UTC.
     upcoming = [
         {
@@ -132,9 +147,9 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         {
             "task": task,
             "upcoming": upcoming,
-            "history": progress_attach(
-                selectors.execution_list_for_task(tenant=tenant, task=task)[:25]
-            ),
+            "history": progress_attach(history),
+            "log_contains": log_contains,
+            "log_search_error": log_search_error,
             "failures": stats.failure_breakdown(tenant=tenant, task=task),
             "misses": missed.missed_fires(
                 tenant=tenant,
