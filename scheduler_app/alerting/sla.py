@@ -4,7 +4,8 @@ long after its scheduled time.
 One incident per run (key `execution:<first attempt id>` or `dag_run:<id>`), so the tenant's
 alert channels hear of each late run once; it resolves (and says so) when the run ends. A
 task's run is its chain of attempts: its time is the first attempt's `scheduled_at`, and it
-is unfinished while any attempt waits or runs. Evaluated with the other rules, every
+is unfinished while any attempt waits or runs. A backfilled run has no SLA (its scheduled
+time is a past fire's, so it would always be late). Evaluated with the other rules, every
 ALERTS_EVALUATE_SECONDS on the leader.
 
 DAG runs are read here too (the rules are evaluated in one place); the DAG app's models
@@ -18,7 +19,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from scheduler_app.choices import ACTIVE_STATUSES
+from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.models import AlertIncident, TaskExecution, Tenant
 
 RULE = "sla_missed"
@@ -32,6 +33,7 @@ def _late_task_runs(now: datetime) -> list[dict[str, Any]]:
             "id",
             "root_execution_id",
             "attempt",
+            "trigger",
             "scheduled_at",
             "tenant_id",
             "task__name",
@@ -39,13 +41,20 @@ def _late_task_runs(now: datetime) -> list[dict[str, Any]]:
         )
     )
     roots = {row["root_execution_id"] for row in active if row["attempt"] > 1}
-    first_times = dict(TaskExecution.objects.filter(id__in=roots).values_list("id", "scheduled_at"))
+    firsts = {
+        root_id: (scheduled_at, trigger)
+        for root_id, scheduled_at, trigger in TaskExecution.objects.filter(
+            id__in=roots
+        ).values_list("id", "scheduled_at", "trigger")
+    }
     late = []
     for row in active:
         root = row["root_execution_id"] or row["id"]
-        scheduled = row["scheduled_at"] if row["attempt"] == 1 else first_times.get(root)
-        if scheduled is None:
+        first = (row["scheduled_at"], row["trigger"]) if row["attempt"] == 1 else firsts.get(root)
+        # A backfilled fire is late by design (its time is in the past): no SLA for it.
+        if first is None or first[1] == Trigger.BACKFILL:
             continue
+        scheduled = first[0]
         sla = row["task__sla_seconds"]
         if scheduled + timedelta(seconds=sla) <= now:
             late.append(
@@ -67,9 +76,11 @@ def _late_dag_runs(now: datetime) -> list[dict[str, Any]]:
     from dags.choices import ACTIVE_RUN_STATUSES
     from dags.models import DagRun
 
-    rows = DagRun.objects.filter(
-        status__in=ACTIVE_RUN_STATUSES, dag__sla_seconds__isnull=False
-    ).values("id", "tenant_id", "scheduled_at", "dag__name", "dag__sla_seconds")
+    rows = (
+        DagRun.objects.filter(status__in=ACTIVE_RUN_STATUSES, dag__sla_seconds__isnull=False)
+        .exclude(trigger=Trigger.BACKFILL)
+        .values("id", "tenant_id", "scheduled_at", "dag__name", "dag__sla_seconds")
+    )
     late = []
     for row in rows:
         sla = row["dag__sla_seconds"]

@@ -53,6 +53,7 @@ def test_a_late_run_is_announced_once_and_resolved_when_it_ends(
     late = _running(task, scheduled_seconds_ago=120)
     _running(task, scheduled_seconds_ago=30)  # within its SLA
     make_task(tenant, name="no-sla")
+    _running(task, scheduled_seconds_ago=86400, trigger="backfill")  # a past fire: no SLA
     _running(make_task(tenant, name="no-sla-2"), scheduled_seconds_ago=9999)
 
     changes = alerts_evaluate()
