@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+
 from scheduler_app.progress import LIVE_TTL_SECONDS, progress_key
 from scheduler_app.redis_client import get_redis
 from workers.handlers.base import SecretMasker
@@ -69,8 +71,14 @@ class ProgressReporter:
             pipe = get_redis().pipeline(transaction=False)
             pipe.set(self._key, payload, ex=LIVE_TTL_SECONDS)
             if self._stream_key:
-                pipe.xadd(self._stream_key, {"progress": payload}, maxlen=10000, approximate=True)
-                pipe.expire(self._stream_key, LIVE_TTL_SECONDS)
+                # The log's own cap: a progress entry must not trim the stream shorter.
+                pipe.xadd(
+                    self._stream_key,
+                    {"progress": payload},
+                    maxlen=settings.FLEET["LOG_STREAM_MAX_LINES"],
+                    approximate=True,
+                )
+                pipe.expire(self._stream_key, settings.FLEET["LOG_STREAM_TTL_SECONDS"])
             pipe.execute()
         except Exception:  # best effort: the stored value at the end is the record
             logger.exception("could not send the progress of %s", self._key)
