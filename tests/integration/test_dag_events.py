@@ -35,8 +35,10 @@ def _wait_for_end(run, *processes, timeout=60):
 
 
 def test_an_event_releases_the_waiting_node_and_its_payload_picks_the_branch(
-    tenant, api, live_worker
+    tenant_and_user, api, client, live_worker
 ):
+    tenant, user = tenant_and_user
+    client.force_login(user)
     # Posted before the run started: it does not count.
     api.post("/api/v1/events", {"name": "file.landed", "payload": {"bucket": "in"}}, format="json")
     dag = dag_create(
@@ -78,6 +80,9 @@ def test_an_event_releases_the_waiting_node_and_its_payload_picks_the_branch(
     assert _state(run, "landed").execution_id is None  # nothing runs, no worker slot
     detail = api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}").json()
     assert [(w["node_id"], w["status"]) for w in detail["event_waits"]] == [("landed", "waiting")]
+    page = client.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert 'id="event-waits"' in page and 'data-wait-status="waiting"' in page
+    assert 'data-state="waiting_for_event"' in page
     # Another bucket: not a match.
     other = api.post(
         "/api/v1/events", {"name": "file.landed", "payload": {"bucket": "out"}}, format="json"
@@ -100,6 +105,9 @@ def test_an_event_releases_the_waiting_node_and_its_payload_picks_the_branch(
     assert wait.status == "received" and str(wait.event_id) == posted.json()["id"]
     page = api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}").json()
     assert page["event_waits"][0]["event_id"] == posted.json()["id"]
+    html = client.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert 'data-wait-status="received"' in html and posted.json()["id"] in html
+    assert "in/2026-12-01.csv" in html  # the payload that released it
 
 
 def test_a_wait_past_its_timeout_ends_timed_out_and_the_policy_applies(tenant, live_worker, beats):
