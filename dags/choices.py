@@ -7,13 +7,25 @@ from django.db import models
 # DAG schedules share the tasks' catch-up and overlap semantics, and so their choices.
 from scheduler_app.choices import Catchup, Overlap
 
-__all__ = ["Catchup", "FailurePolicy", "NodeStatus", "Overlap", "RunStatus", "TriggerRule"]
+__all__ = [
+    "BackfillStatus",
+    "Catchup",
+    "EventWaitStatus",
+    "FailurePolicy",
+    "NodeStatus",
+    "Overlap",
+    "RunStatus",
+    "TriggerRule",
+]
 
 
 class FailurePolicy(models.TextChoices):
     SKIP_DOWNSTREAM = "skip_downstream"
     FAIL_ALL = "fail_all"
     CONTINUE = "continue"
+    # The failed node is retried under the retry policy, then the run goes on as
+    # skip_downstream.
+    RETRY = "retry"
 
 
 class TriggerRule(models.TextChoices):
@@ -42,6 +54,8 @@ class NodeStatus(models.TextChoices):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
+    # A wait_for_event node: no execution, no worker slot; an event or its timeout ends it.
+    WAITING_FOR_EVENT = "waiting_for_event"
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)
@@ -50,6 +64,7 @@ ACTIVE_NODE_STATUSES = (
     NodeStatus.PENDING,
     NodeStatus.QUEUED,
     NodeStatus.RUNNING,
+    NodeStatus.WAITING_FOR_EVENT,
 )
 # What a downstream node's trigger rule sees of an upstream that ended.
 FAILED_NODE_STATUSES = (
@@ -58,3 +73,16 @@ FAILED_NODE_STATUSES = (
     NodeStatus.CANCELLED,
     NodeStatus.UPSTREAM_FAILED,
 )
+
+
+class EventWaitStatus(models.TextChoices):
+    WAITING = "waiting"
+    RECEIVED = "received"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"  # its run ended another way first
+
+
+class BackfillStatus(models.TextChoices):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"

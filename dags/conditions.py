@@ -1,9 +1,12 @@
-"""Evaluate a node's condition and resolve `<node>.result.<path>` against upstream results."""
+"""Evaluate a node's condition and resolve `<node>.result.<path>` against upstream results
+(a JSONPath condition is evaluated by `dags.jsonpath_conditions`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from dags.jsonpath_conditions import path_condition_holds
 
 _MISSING = object()
 
@@ -27,6 +30,8 @@ def resolve_path(path: str, *, results: Mapping[str, Any], statuses: Mapping[str
 def condition_holds(
     condition: Mapping[str, Any], *, results: Mapping[str, Any], statuses: Mapping[str, str]
 ) -> bool:
+    if "path" in condition:
+        return path_condition_holds(condition, results=results, statuses=statuses)
     value = resolve_path(condition["field"], results=results, statuses=statuses)
     if "exists" in condition:
         return (value is not _MISSING and value is not None) == condition["exists"]

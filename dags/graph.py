@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dags.spec import ancestors
@@ -17,6 +17,8 @@ class Graph:
     failure_policy: str
     # The definition's `parameters`: defaults for every node of every run.
     parameters: dict[str, Any]
+    # The definition's `retry_policy` (read by the `retry` failure policy).
+    retry_policy: dict[str, Any] = field(default_factory=dict)
 
     def ancestors(self, node_id: str) -> set[str]:
         return ancestors(self.nodes, node_id)
@@ -43,6 +45,7 @@ def graph_from_spec(spec: dict[str, Any]) -> Graph:
         downstream={k: tuple(v) for k, v in downstream.items()},
         failure_policy=spec["failure_policy"],
         parameters=dict(spec.get("parameters") or {}),
+        retry_policy=dict(spec.get("retry_policy") or {}),
     )
 
 

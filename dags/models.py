@@ -13,7 +13,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now as utc_now
 
-from dags.choices import Catchup, FailurePolicy, NodeStatus, Overlap, RunStatus
+from dags.choices import (
+    BackfillStatus,
+    Catchup,
+    EventWaitStatus,
+    FailurePolicy,
+    NodeStatus,
+    Overlap,
+    RunStatus,
+)
 from scheduler_app.models import Tenant
 
 
@@ -31,6 +39,10 @@ class Dag(models.Model):
         max_length=24, choices=FailurePolicy.choices, default=FailurePolicy.SKIP_DOWNSTREAM
     )
     max_active_runs = models.PositiveIntegerField(default=16)
+    # A run not finished this long after its scheduled time raises `sla_missed` (None: no SLA).
+    sla_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # `"schedule": {"type": "event", "name", "match"}` (see TaskDefinition.event_trigger).
+    event_trigger = models.JSONField(null=True, blank=True)
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
     overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
     enabled = models.BooleanField(default=True)
@@ -104,9 +116,10 @@ class DagRun(models.Model):
         ordering = ["-scheduled_at"]
         constraints = [
             # A scheduled fire of a DAG happens once, whichever scheduler records it.
+            # (A backfill's run of a fire time counts as that fire.)
             models.UniqueConstraint(
                 fields=["dag", "scheduled_at"],
-                condition=Q(trigger="schedule"),
+                condition=Q(trigger__in=["schedule", "backfill"]),
                 name="uniq_dag_scheduled_fire",
             ),
         ]
@@ -180,3 +193,135 @@ class DagNodeExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}[{self.shard_index}] {self.execution_root_id}"
+
+
+class Backfill(models.Model):
+    """Runs of a task's or a DAG's schedule over a past (or future) range, released
+    `max_parallel` at a time by the beat leader (`dags.services.backfills`)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    # Exactly one of the two.
+    task = models.ForeignKey(
+        "scheduler_app.TaskDefinition",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    dag = models.ForeignKey(Dag, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    start_at = models.DateTimeField()
+    end_at = models.DateTimeField()
+    max_parallel = models.PositiveIntegerField()
+    status = models.CharField(
+        max_length=16, choices=BackfillStatus.choices, default=BackfillStatus.RUNNING
+    )
+    # Fire times of the schedule in [start_at, end_at), counted when it was created.
+    total = models.PositiveIntegerField()
+    # Fires handed out so far (created, or found already recorded), in order up to `cursor`.
+    released = models.PositiveIntegerField(default=0)
+    already_recorded = models.PositiveIntegerField(default=0)
+    cursor = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=utc_now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(task__isnull=False, dag__isnull=True)
+                | Q(task__isnull=True, dag__isnull=False),
+                name="backfill_task_xor_dag",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at"],
+                name="idx_backfill_running",
+                condition=Q(status="running"),
+            ),
+            models.Index(fields=["tenant", "-created_at"], name="idx_backfill_tenant"),
+        ]
+
+    def __str__(self) -> str:
+        return f"backfill {self.id} ({self.status})"
+
+
+class BackfillRun(models.Model):
+    """One fire time a backfill released: the run it created (a task's first execution, or a
+    DAG run), or none when the fire was already recorded (the unique key held)."""
+
+    id = models.BigAutoField(primary_key=True)
+    backfill = models.ForeignKey(Backfill, on_delete=models.CASCADE, related_name="runs")
+    scheduled_at = models.DateTimeField()
+    run_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["backfill", "scheduled_at"], name="uniq_backfill_fire"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.backfill_id} @ {self.scheduled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class Event(models.Model):
+    """Something that happened outside (`POST /api/v1/events`): it releases the DAG nodes
+    waiting for it. Kept per tenant for EVENTS_RETENTION_DAYS."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=255)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["tenant", "name", "-created_at"], name="idx_event_tenant_name"),
+            models.Index(fields=["created_at"], name="idx_event_created"),
+        ]
+
+    def __str__(self) -> str:
+        return f"event {self.name} {self.id}"
+
+
+class EventWait(models.Model):
+    """A wait_for_event node of a run, while it waits and after (the run page shows it)."""
+
+    id = models.BigAutoField(primary_key=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    match = models.JSONField(default=dict)
+    # Only events posted at or after this instant count (the run's start).
+    since = models.DateTimeField()
+    started_at = models.DateTimeField()
+    deadline = models.DateTimeField()
+    status = models.CharField(
+        max_length=16, choices=EventWaitStatus.choices, default=EventWaitStatus.WAITING
+    )
+    event_id = models.UUIDField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "node_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "node_id"], name="uniq_event_wait_node"),
+        ]
+        indexes = [
+            models.Index(
+                fields=["tenant", "name"],
+                name="idx_event_wait_open",
+                condition=Q(status="waiting"),
+            ),
+            models.Index(
+                fields=["deadline"],
+                name="idx_event_wait_deadline",
+                condition=Q(status="waiting"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.node_id} waits for {self.name}"

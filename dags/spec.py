@@ -15,7 +15,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue")
+from dags.jsonpath_conditions import JSONPathError, path_compile, path_first_node
+
+FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
+# What a node may say for itself: retry it, whatever the DAG does with a failure after that.
+NODE_FAILURE_POLICIES = ("retry",)
 TRIGGER_RULES = ("all_success", "all_done", "one_success")
 CATCHUP = ("none", "latest", "all")
 OVERLAP = ("allow", "skip", "buffer_one", "cancel_other")
@@ -38,6 +42,8 @@ NODE_KEYS = {
     "parameters",
     "description",
     "idempotency_key",
+    "failure_policy",
+    "wait_for_event",
 }
 
 DAG_KEYS = {
@@ -52,6 +58,8 @@ DAG_KEYS = {
     "enabled",
     "parameters",
     "tasks",
+    "retry_policy",
+    "sla_seconds",
 }
 
 
@@ -83,21 +91,52 @@ def parse_field_path(path: Any, *, field: str) -> tuple[str, list[str]]:
     return node, rest
 
 
-def _condition(raw: Any, *, field: str) -> dict[str, Any]:
-    if not isinstance(raw, Mapping) or "field" not in raw:
-        raise DagSpecError(f"{field} must be an object with 'field' and one operator", field=field)
+def _condition(raw: Any, *, field: str, node_id: str = "") -> dict[str, Any]:
+    if not isinstance(raw, Mapping) or ("field" in raw) == ("path" in raw):
+        raise DagSpecError(
+            f"{field} must be an object with one of 'field' or 'path' (JSONPath) and one operator",
+            field=field,
+        )
+    source = "path" if "path" in raw else "field"
     operators = [op for op in CONDITION_OPERATORS if op in raw]
-    unknown = set(raw) - {"field", *CONDITION_OPERATORS}
+    unknown = set(raw) - {source, *CONDITION_OPERATORS}
     if len(operators) != 1 or unknown:
         raise DagSpecError(
             f"{field} needs exactly one of {', '.join(CONDITION_OPERATORS)}", field=field
         )
-    parse_field_path(raw["field"], field=f"{field}.field")
+    if source == "path":
+        _condition_path(raw["path"], field=f"{field}.path", node_id=node_id)
+    else:
+        parse_field_path(raw["field"], field=f"{field}.field")
     if operators[0] == "in" and not isinstance(raw["in"], list):
         raise DagSpecError(f"{field}.in must be a list", field=f"{field}.in")
     if operators[0] == "exists" and not isinstance(raw["exists"], bool):
         raise DagSpecError(f"{field}.exists must be true or false", field=f"{field}.exists")
-    return {"field": raw["field"], operators[0]: raw[operators[0]]}
+    return {source: raw[source], operators[0]: raw[operators[0]]}
+
+
+def _condition_path(path: Any, *, field: str, node_id: str) -> None:
+    """A JSONPath condition's query must parse (RFC 9535); the error names the node and
+    says where the query breaks."""
+    if not isinstance(path, str) or not path.startswith("$"):
+        raise DagSpecError(
+            f"{field} (task {node_id!r}) must be a JSONPath query starting with '$'", field=field
+        )
+    try:
+        path_compile(path)
+    except JSONPathError as error:
+        raise DagSpecError(
+            f"{field} (task {node_id!r}) is not valid JSONPath: {error}", field=field
+        ) from error
+
+
+def _condition_names(condition: Mapping[str, Any] | None) -> str | None:
+    """The node a condition reads, when it names one (checked to be upstream)."""
+    if not condition:
+        return None
+    if "path" in condition:
+        return path_first_node(condition["path"])
+    return condition["field"].split(".")[0]
 
 
 def _map_over(raw: Any, *, field: str) -> dict[str, Any]:
@@ -124,13 +163,15 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         raise DagSpecError(
             f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
         )
-    if ("handler" in raw) == ("task" in raw):
+    if "wait_for_event" in raw:
+        node: dict[str, Any] = {"id": node_id, **_wait_for_event(raw, where=where)}
+    elif ("handler" in raw) == ("task" in raw):
         raise DagSpecError(
             f"{where} needs exactly one of 'handler' or 'task' (an existing task's name or id)",
             field=f"{where}.handler",
         )
-    node: dict[str, Any] = {"id": node_id}
-    if "handler" in raw:
+    elif "handler" in raw:
+        node = {"id": node_id}
         # A string is the design document's spelling: the registered handler of that name.
         if isinstance(raw["handler"], str) and raw["handler"]:
             node["handler"] = raw["handler"]
@@ -144,7 +185,7 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
     else:
         if not isinstance(raw["task"], str) or not raw["task"]:
             raise DagSpecError(f"{where}.task must be a task name or id", field=f"{where}.task")
-        node["task"] = raw["task"]
+        node = {"id": node_id, "task": raw["task"]}
     depends_on = raw.get("depends_on") or []
     if isinstance(depends_on, str):
         depends_on = [depends_on]
@@ -163,7 +204,9 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         )
     node["trigger_rule"] = trigger_rule
     if raw.get("condition") is not None:
-        node["condition"] = _condition(raw["condition"], field=f"{where}.condition")
+        node["condition"] = _condition(
+            raw["condition"], field=f"{where}.condition", node_id=node_id
+        )
     if raw.get("map_over") is not None:
         node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
     for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
@@ -173,7 +216,101 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         if not isinstance(raw["parameters"], Mapping):
             raise DagSpecError(f"{where}.parameters must be an object", field=f"{where}.parameters")
         node["parameters"] = dict(raw["parameters"])
+    node.update(_node_failure_policy(raw, where=where))
     return node
+
+
+WAIT_KEYS = {"name", "match", "timeout_seconds"}
+# Keys a wait_for_event node may not have: it runs nothing.
+NOT_FOR_WAITS = (
+    "handler",
+    "task",
+    "map_over",
+    "timeout_seconds",
+    "retry_policy",
+    "priority",
+    "parameters",
+    "failure_policy",
+)
+EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
+MAX_WAIT_SECONDS = 30 * 86400
+
+
+def _wait_for_event(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """`{"name", "match": {payload subset}, "timeout_seconds"}`: the node waits, holding no
+    worker, for a matching event posted after its run started."""
+    field = f"{where}.wait_for_event"
+    extra = [key for key in NOT_FOR_WAITS if key in raw]
+    if extra:
+        raise DagSpecError(
+            f"{where} waits for an event and runs nothing: no {', '.join(extra)}",
+            field=f"{where}.{extra[0]}",
+        )
+    wait = raw["wait_for_event"]
+    if not isinstance(wait, Mapping) or set(wait) - WAIT_KEYS:
+        raise DagSpecError(
+            f"{field} must be an object with name, match and timeout_seconds", field=field
+        )
+    name = wait.get("name")
+    if not isinstance(name, str) or not EVENT_NAME.match(name):
+        raise DagSpecError(
+            f"{field}.name must be 1 to 255 letters, digits or _ . : / -", field=f"{field}.name"
+        )
+    match = wait.get("match") or {}
+    if not isinstance(match, Mapping):
+        raise DagSpecError(f"{field}.match must be an object", field=f"{field}.match")
+    timeout = wait.get("timeout_seconds", 3600)
+    if isinstance(timeout, bool) or not isinstance(timeout, int):
+        raise DagSpecError(
+            f"{field}.timeout_seconds must be a whole number", field=f"{field}.timeout_seconds"
+        )
+    if not 1 <= timeout <= MAX_WAIT_SECONDS:
+        raise DagSpecError(
+            f"{field}.timeout_seconds must be from 1 to {MAX_WAIT_SECONDS}",
+            field=f"{field}.timeout_seconds",
+        )
+    return {"wait_for_event": {"name": name, "match": dict(match), "timeout_seconds": timeout}}
+
+
+def _node_failure_policy(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """A node's own `failure_policy` (only `retry`): it is retried under its `retry_policy`
+    (or the DAG's) even when the DAG's policy is another one."""
+    if "failure_policy" not in raw:
+        return {}
+    if raw["failure_policy"] not in NODE_FAILURE_POLICIES:
+        raise DagSpecError(
+            f"{where}.failure_policy must be one of {', '.join(NODE_FAILURE_POLICIES)}",
+            field=f"{where}.failure_policy",
+        )
+    if raw.get("map_over") is not None:
+        raise DagSpecError(
+            f"{where}.failure_policy retry does not apply to a map_over node",
+            field=f"{where}.failure_policy",
+        )
+    return {"failure_policy": raw["failure_policy"]}
+
+
+def _dag_sla(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`sla_seconds`: a run not finished that long after its scheduled time is reported."""
+    value = raw.get("sla_seconds")
+    if value is None:
+        return {}
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 30 * 86400:
+        raise DagSpecError(
+            "sla_seconds must be a whole number from 1 to 2592000", field="sla_seconds"
+        )
+    return {"sla_seconds": value}
+
+
+def _dag_retry_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The DAG's `retry_policy` (the `retry` failure policy's, for nodes without their own);
+    its values are checked as a task's are, by the service that saves the DAG."""
+    policy = raw.get("retry_policy")
+    if policy is None:
+        return {}
+    if not isinstance(policy, Mapping):
+        raise DagSpecError("retry_policy must be an object", field="retry_policy")
+    return {"retry_policy": dict(policy)}
 
 
 def find_cycle(edges: Mapping[str, list[str]]) -> list[str] | None:
@@ -250,13 +387,21 @@ def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
     return seen
 
 
+def _named_upstream(node: Mapping[str, Any], key: str) -> str | None:
+    """The node a condition (field or JSONPath form) or a `map_over` field reads, if any."""
+    if key == "condition":
+        return _condition_names(node.get(key))
+    path = (node.get(key) or {}).get("field")
+    return None if path is None else path.split(".")[0]
+
+
 def _check_upstream_references(nodes: dict[str, dict[str, Any]], order: list[str]) -> None:
     """A condition or `map_over` may only name a node upstream of its own."""
     wanted = [
-        (index, node, key, node[key]["field"].split(".")[0])
+        (index, node, key, named)
         for index, node in enumerate(nodes.values())
         for key in ("condition", "map_over")
-        if (node.get(key) or {}).get("field") is not None
+        if (named := _named_upstream(node, key)) is not None
     ]
     if not wanted:
         return
@@ -344,4 +489,6 @@ def parse_dag_spec(
         "enabled": bool(raw.get("enabled", True)),
         "parameters": dict(parameters),
         "tasks": list(nodes.values()),
+        **_dag_retry_policy(raw),
+        **_dag_sla(raw),
     }

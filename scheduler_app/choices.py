@@ -69,6 +69,8 @@ class Trigger(models.TextChoices):
     MANUAL = "manual"
     RETRY = "retry"
     DAG = "dag"
+    BACKFILL = "backfill"
+    EVENT = "event"
 
 
 class Role(models.TextChoices):

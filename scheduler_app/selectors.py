@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import NotFound
+from scheduler_app.log_search import executions_with_log_words
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
 
 
@@ -162,7 +163,8 @@ def _parse_instant(value: str, *, field: str):
 def execution_list(
     *, tenant: Tenant, filters: Mapping[str, str] | None = None
 ) -> QuerySet[TaskExecution]:
-    """Every execution of the tenant; filters: status (comma list), task, tag, since, until."""
+    """Every execution of the tenant; filters: status (comma list), task, tag, since, until,
+    log_contains (words in the stored log, `scheduler_app.log_search`)."""
     from scheduler_app.choices import STATUS_SPELLINGS, ExecutionStatus
     from scheduler_app.errors import ValidationFailed
 
@@ -197,6 +199,10 @@ def execution_list(
         )
     if filters.get("dead_lettered") in ("true", "false"):
         executions = executions.filter(dead_lettered=filters["dead_lettered"] == "true")
+    if "log_contains" in filters:
+        executions = executions.filter(
+            id__in=executions_with_log_words(tenant=tenant, words=filters["log_contains"])
+        )
     return executions
 
 

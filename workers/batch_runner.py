@@ -46,6 +46,8 @@ from scheduler_app.services.execution_batches import (
     executions_give_back,
 )
 from scheduler_app.services.executions import Claim
+from scheduler_app.services.log_quota import log_bytes_count_into, stored_log
+from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
     ClaimCount,
     quota_count_runs_into,
@@ -277,6 +279,14 @@ class _Batch:
         if not waiting:
             return
         writes = CoalescedWrites()
+        logs = {
+            done.item.claim.execution.id: stored_log(
+                tenant=done.item.claim.execution.tenant,
+                text=done.executed.sink.buffer.text(),
+                truncated=done.executed.sink.buffer.truncated,
+            )
+            for done in waiting
+        }
         accepted = executions_finish_succeeded(
             [
                 Succeeded(
@@ -284,8 +294,8 @@ class _Batch:
                     outcome=done.executed.outcome,
                     started_at=done.started_at,
                     completed_at=done.completed_at,
-                    log_text=done.executed.sink.buffer.text(),
-                    log_truncated=done.executed.sink.buffer.truncated,
+                    log_text=logs[done.item.claim.execution.id][0],
+                    log_truncated=logs[done.item.claim.execution.id][1],
                 )
                 for done in waiting
             ],
@@ -294,6 +304,16 @@ class _Batch:
         accepted_ids = {item.claim.execution.id for item in accepted}
         for done in waiting:
             ok = done.item.claim.execution.id in accepted_ids
+            if ok:
+                log_bytes_count_into(
+                    writes,
+                    tenant_id=done.item.claim.execution.tenant_id,
+                    text=logs[done.item.claim.execution.id][0],
+                )
+            if ok and done.executed.progress is not None:
+                execution_progress_save(
+                    execution=done.item.claim.execution, progress=done.executed.progress
+                )
             end_run_into(
                 writes,
                 done.item.claim,

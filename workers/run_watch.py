@@ -10,7 +10,8 @@ and flushes the live log tail. A run costs a registration, not three threads of 
   that ignored its timeout): the lease then expires and the reaper takes the attempt over. If
   the claim is lost (the reaper already failed this attempt), the run's cancel event is set,
   so a zombie never keeps working on an attempt it no longer owns.
-* Live log: buffered lines go out every FLUSH_SECONDS (see `workers.live_logs`).
+* Live log: buffered lines go out every FLUSH_SECONDS (see `workers.live_logs`), and so
+  does the latest progress report, when it changed (`workers.progress`).
 
 The thread starts with the first run of a process (after the pool's fork); a round with
 nothing due costs it a look at an empty set.
@@ -32,6 +33,7 @@ from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import execution_renew_lease
 from workers.control import stop_requested_into
 from workers.live_logs import FLUSH_SECONDS, LiveLogSink
+from workers.progress import ProgressReporter
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class WatchedRun:
     lease_seconds: float
     give_up_after: float
     sink: LiveLogSink | None = None
+    progress: ProgressReporter | None = None
     started: float = field(default_factory=time.monotonic)
     next_poll: float = 0.0
     next_renew: float = 0.0
@@ -95,6 +98,8 @@ class RunWatcher:
                     for run in runs:
                         if run.sink is not None:
                             run.sink.flush()
+                        if run.progress is not None:
+                            run.progress.flush()
                 self._renew([run for run in runs if run.renewing and run.next_renew <= now], now)
             except Exception:  # the watcher must outlive any blip
                 logger.exception("run watcher round failed")

@@ -26,6 +26,8 @@ from scheduler_app.services.executions import (
     execution_claim,
     execution_finish,
 )
+from scheduler_app.services.log_quota import log_bytes_count_into, stored_log
+from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
     compute_seconds_add_into,
     quota_count_run_into,
@@ -49,7 +51,8 @@ from workers.control import stop_requested_into
 from workers.due import wait_until_due
 from workers.handlers import mask_outcome, run_handler
 from workers.handlers.base import HandlerContext, HandlerOutcome
-from workers.live_logs import LiveLogSink
+from workers.live_logs import LiveLogSink, log_stream_key
+from workers.progress import ProgressReporter
 from workers.run_watch import WatchedRun, run_watcher
 from workers.shell_sandbox import shell_sandbox_for
 
@@ -190,6 +193,7 @@ class Executed:
     outcome: HandlerOutcome
     sink: LiveLogSink
     started_at: datetime  # when the handler started (a run claimed ahead waits for its time)
+    progress: dict | None = None  # the last progress the handler reported
 
 
 def _run_claimed(claim: Claim, *, worker_id: str, stop_requested: _Started) -> tuple[str, bool]:
@@ -211,6 +215,11 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     cancel_event = threading.Event()
     if stop_requested:
         cancel_event.set()  # cancelled while it was queued: the handler does not start
+    progress = ProgressReporter(
+        execution_id=str(execution.id),
+        secrets=resolved.masked,
+        stream_key=log_stream_key(str(execution.id)),
+    )
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -220,6 +229,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         cancel_event=cancel_event,
         secrets_to_mask=resolved.masked,
         upstream_results=dag_upstream_results(execution=execution),
+        progress=progress,
     )
     watched = WatchedRun(
         execution_id=str(execution.id),
@@ -228,6 +238,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         lease_seconds=config["LEASE_SECONDS"],
         give_up_after=task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30,
         sink=sink,
+        progress=progress,
     )
     watcher = run_watcher()
     watcher.watch(watched)
@@ -263,7 +274,10 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     finally:
         watcher.unwatch(watched)
     return Executed(
-        outcome=mask_outcome(handler_outcome, resolved.masked), sink=sink, started_at=started_at
+        outcome=mask_outcome(handler_outcome, resolved.masked),
+        sink=sink,
+        started_at=started_at,
+        progress=progress.latest,
     )
 
 
@@ -306,16 +320,23 @@ def finish_claimed(
     it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
     handler_outcome, sink = executed.outcome, executed.sink
     end_pipe = get_redis().pipeline(transaction=False)
+    log_text, log_truncated = stored_log(
+        tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
+    )
     report = execution_finish(
         execution_id=claim.execution.id,
         claim_token=claim.claim_token,
         outcome=handler_outcome,
-        log_text=sink.buffer.text(),
-        log_truncated=sink.buffer.truncated,
+        log_text=log_text,
+        log_truncated=log_truncated,
         task=claim.task,
         metrics_pipe=end_pipe,
         started_at=started_at,
     )
+    if report.accepted and executed.progress is not None:
+        execution_progress_save(execution=claim.execution, progress=executed.progress)
+    if report.accepted:
+        log_bytes_count_into(end_pipe, tenant_id=claim.execution.tenant_id, text=log_text)
     end_run_into(
         end_pipe,
         claim,

@@ -20,6 +20,7 @@ class DagOutput(serializers.ModelSerializer):
             "schedule",
             "failure_policy",
             "max_active_runs",
+            "sla_seconds",
             "catchup",
             "overlap",
             "enabled",
@@ -33,6 +34,8 @@ class DagOutput(serializers.ModelSerializer):
         ]
 
     def get_schedule(self, dag: Dag) -> dict:
+        if dag.event_trigger:
+            return {"type": "event", **dag.event_trigger}
         return {
             "type": dag.schedule_type,
             "expression": dag.schedule_expression,
@@ -105,6 +108,9 @@ class DagRunDetailOutput(DagRunOutput):
     """A run with every node's state (the schema of the run detail, cancel and retry)."""
 
     nodes = NodeOutput(many=True, read_only=True)
+    # wait_for_event nodes: {node_id, name, match, status, started_at, deadline, event_id,
+    # resolved_at}
+    event_waits = serializers.ListField(child=serializers.DictField(), read_only=True)
 
     class Meta(DagRunOutput.Meta):
-        fields = [*DagRunOutput.Meta.fields, "nodes"]
+        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits"]

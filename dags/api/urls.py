@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dags.api import views
+from dags.api import backfill_views, event_views, views
 
 urlpatterns = [
     path("dags", views.DagListView.as_view(), name="dag-list"),
@@ -23,5 +23,25 @@ urlpatterns = [
         "dags/<str:dag_id>/executions/<str:run_id>/retry",
         views.DagRunRetryView.as_view(),
         name="dag-run-retry",
+    ),
+    path(
+        "tasks/<str:task_id>/backfill",
+        backfill_views.TaskBackfillView.as_view(),
+        name="task-backfill",
+    ),
+    path(
+        "dags/<str:dag_id>/backfill", backfill_views.DagBackfillView.as_view(), name="dag-backfill"
+    ),
+    path("backfills", backfill_views.BackfillListView.as_view(), name="backfill-list"),
+    path("events", event_views.EventListView.as_view(), name="event-list"),
+    path(
+        "backfills/<str:backfill_id>",
+        backfill_views.BackfillDetailView.as_view(),
+        name="backfill-detail",
+    ),
+    path(
+        "backfills/<str:backfill_id>/cancel",
+        backfill_views.BackfillCancelView.as_view(),
+        name="backfill-cancel",
     ),
 ]

@@ -18,6 +18,7 @@ from dags.api.serializers import (
     DagTriggerInput,
     NodeOutput,
 )
+from dags.event_selectors import event_waits_of_run
 from dags.services import definitions, runs
 from scheduler_app.api.pagination import PagePagination
 from scheduler_app.api.schema import page_of
@@ -126,6 +127,23 @@ def _run_detail(run) -> dict:
     return {
         **DagRunOutput(run).data,
         "nodes": NodeOutput(selectors.dag_run_nodes(run=run), many=True).data,
+        "event_waits": [_event_wait(wait) for wait in event_waits_of_run(run=run)],
+    }
+
+
+def _event_wait(wait) -> dict:
+    def iso(moment):
+        return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+    return {
+        "node_id": wait.node_id,
+        "name": wait.name,
+        "match": wait.match,
+        "status": wait.status,
+        "started_at": iso(wait.started_at),
+        "deadline": iso(wait.deadline),
+        "event_id": str(wait.event_id) if wait.event_id else None,
+        "resolved_at": iso(wait.resolved_at),
     }
 
 

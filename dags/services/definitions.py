@@ -50,10 +50,13 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     except DagSpecError as error:
         raise ValidationFailed(error.message, field=error.field) from error
     now = timezone.now()
+    _retry_policies_check(spec, anchor=now)
     referenced = _referenced_tasks(
         tenant=tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
     )
     for index, node in enumerate(spec["tasks"]):
+        if "wait_for_event" in node:
+            continue  # runs nothing: no task to check
         if "task" in node:
             if node["task"] not in referenced:
                 field = f"tasks[{index}].task"
@@ -78,11 +81,32 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
         "description": spec["description"],
         "failure_policy": spec["failure_policy"],
         "max_active_runs": spec["max_active_runs"],
+        "sla_seconds": spec.get("sla_seconds"),
         "catchup": spec["catchup"],
         "overlap": spec["overlap"],
         "enabled": spec["enabled"],
     }
     return spec, fields
+
+
+def _retry_policies_check(spec: Mapping[str, Any], *, anchor) -> None:
+    """The DAG's retry_policy, and a referenced-task node's (which only the `retry` failure
+    policy reads), must be valid retry policies; an inline node's is checked as its task's."""
+    places = [("retry_policy", spec.get("retry_policy"))] + [
+        (f"tasks[{index}].retry_policy", node.get("retry_policy"))
+        for index, node in enumerate(spec["tasks"])
+        if "task" in node
+    ]
+    for where, policy in places:
+        if policy is None:
+            continue
+        if not isinstance(policy, Mapping):
+            raise ValidationFailed(f"{where} must be an object", field=where)
+        try:
+            task_spec_to_fields({"retry_policy": policy}, anchor=anchor, partial=True)
+        except ValidationFailed as error:
+            field = where + (error.field or "").removeprefix("retry_policy")
+            raise ValidationFailed(f"{where}: {error.message}", field=field) from error
 
 
 def _referenced_tasks(*, tenant: Tenant, references: list[str]) -> dict[str, TaskDefinition]:
@@ -127,6 +151,8 @@ def _node_tasks(
     )
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
+        if "wait_for_event" in node:
+            continue  # no task: the engine ends it when its event comes (dags.services.events)
         if "task" in node:
             task = referenced.get(node["task"])
             if task is None:  # deleted since it was validated

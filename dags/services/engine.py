@@ -38,7 +38,9 @@ from dags.services.doorbells import (
     node_executions_ring,
     node_executions_write,
 )
+from dags.services.event_waits import event_wait_begin
 from dags.services.links import run_lock
+from dags.services.node_retry import node_max_attempts, node_retries, node_retry
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
@@ -115,10 +117,17 @@ def nodes_ready(
                 results, statuses = _upstream_view(run, graph.ancestors(node_id))
                 if not condition_holds(node["condition"], results=results, statuses=statuses):
                     verdict = SKIP
-            if verdict == RUN and "map_over" not in node:
+            if verdict == RUN and "wait_for_event" in node:
+                # No execution: it waits (no worker slot) unless its event already came.
+                event = event_wait_begin(run=run, node_id=node_id, spec=node["wait_for_event"])
+                if event is None:
+                    continue
+                ended = NodeStatus.SUCCESS
+                _node_set_final(run=run, node_id=node_id, status=ended, result=event.payload)
+            elif verdict == RUN and "map_over" not in node:
                 to_dispatch.append(state)
                 continue
-            if verdict == RUN:
+            elif verdict == RUN:
                 ended = _dispatch_mapped(run=run, graph=graph, node_id=node_id)
             else:
                 ended = verdict
@@ -154,7 +163,13 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
 
 
 def _new_execution(
-    *, run: DagRun, task: TaskDefinition, node: dict[str, Any], parameters: dict | None, now
+    *,
+    run: DagRun,
+    task: TaskDefinition,
+    node: dict[str, Any],
+    parameters: dict | None,
+    now,
+    max_attempts: int | None = None,
 ) -> TaskExecution:
     execution_id = uuid.uuid4()
     return TaskExecution(
@@ -168,7 +183,7 @@ def _new_execution(
         scheduled_at=now,
         queued_at=now,
         attempt=1,
-        max_attempts=task.max_attempts,
+        max_attempts=task.max_attempts if max_attempts is None else max_attempts,
         root_execution_id=execution_id,
         parameters=parameters,
     )
@@ -194,12 +209,16 @@ def _dispatch_plain(
         parameters = node_parameters(run=run, graph=graph, node=node)
         # UNIQUE(task, scheduled_at, attempt): nodes that reference the same task get
         # distinct microseconds.
+        task = tasks[node_tasks[state.node_id]]
         execution = _new_execution(
             run=run,
-            task=tasks[node_tasks[state.node_id]],
+            task=task,
             node=node,
             parameters=parameters or None,
             now=now + timedelta(microseconds=index),
+            max_attempts=node_max_attempts(
+                graph, state.node_id, task_max_attempts=task.max_attempts
+            ),
         )
         executions.append(execution)
         state.execution_id = execution.id
@@ -321,6 +340,8 @@ def node_complete(
     if run.status != RunStatus.RUNNING:
         return
     graph = graph_of_version(run.version_id)
+    if node_retry(run=run, graph=graph, node_id=node_id, status=status, execution_id=execution_id):
+        return
     if _counts_in_one_statement(graph, status):
         counted = _end_and_count(
             run_id=run.id,
@@ -368,6 +389,8 @@ def node_complete_locking(
     graph = graph_of_version(version_id)
     if not _counts_in_one_statement(graph, status):
         return False
+    if status in FAILED_NODE_STATUSES and node_retries(graph, node_id):
+        return False  # it may be retried: decided under the run's lock (node_complete)
     counted = _end_and_count(
         run_id=run_id,
         graph=graph,

@@ -76,7 +76,7 @@ def dag_trigger(
             if status == RunStatus.RUNNING:
                 _start_roots(run)
     except IntegrityError:
-        if trigger == "schedule":
+        if trigger in ("schedule", "backfill"):  # that fire time was already recorded
             return None
         raise
     return run

@@ -188,6 +188,8 @@ SPECTACULAR_SETTINGS = {
 SECRETS_KEY = env_secret("SECRETS_KEY", "") or local_secrets_key(SECRET_KEY)
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
+# Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
+EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # Fair dispatch (scheduler_app/fairness.py): the doorbells one tenant may have waiting in one
 # tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the

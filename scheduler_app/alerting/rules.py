@@ -18,6 +18,10 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from scheduler_app.alerting.incidents import incident_open, incident_resolve, incidents_open_keys
+from scheduler_app.alerting.quota_alerts import RULE as QUOTA_RULE
+from scheduler_app.alerting.quota_alerts import quotas_breached
+from scheduler_app.alerting.sla import RULE as SLA_RULE
+from scheduler_app.alerting.sla import sla_missed
 from scheduler_app.choices import RETRYABLE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
 from scheduler_app.models import AlertIncident, TaskDefinition, TaskExecution, Tenant
 
@@ -163,12 +167,33 @@ def _dead_workers(now: datetime) -> list[Firing]:
     return list(firing.values())
 
 
+def _sla_missed(now: datetime) -> list[Firing]:
+    return [
+        Firing(
+            key=late["key"],
+            summary=late["summary"],
+            value=late["late_seconds"],
+            tenant_id=late["tenant_id"],
+        )
+        for late in sla_missed(now)
+    ]
+
+
+def _quota_breached(now: datetime) -> list[Firing]:
+    return [
+        Firing(key=b["key"], summary=b["summary"], value=b["usage"], tenant_id=b["tenant_id"])
+        for b in quotas_breached(now)
+    ]
+
+
 RULES: dict[str, tuple[str, Callable[[datetime], list[Firing]]]] = {
     "error_rate_high": ("warning", _error_rates),
     "success_rate_low": ("warning", _success_rates),
     "missed_schedule": ("critical", _missed_schedules),
     "queue_depth_high": ("warning", _queue_depth),
     "dead_worker": ("critical", _dead_workers),
+    SLA_RULE: ("warning", _sla_missed),
+    QUOTA_RULE: ("warning", _quota_breached),
 }
 
 

@@ -2,8 +2,9 @@
 goes, end when it finishes. A run that ended long ago (stream expired) is served from the
 persisted log, so a client can use one code path for live and finished runs.
 
-Events: `data: <log line>` (id = stream id, so `Last-Event-ID` resumes), `event: end` with
-the final status, and a `: keepalive` comment every few seconds through idle proxies.
+Events: `data: <log line>` (id = stream id, so `Last-Event-ID` resumes), `event: progress`
+with the run's latest `{percent, message, updated_at}` as JSON, `event: end` with the final
+status, and a `: keepalive` comment every few seconds through idle proxies.
 
 The stream is an async iterator read with redis.asyncio: under the ASGI server (gunicorn
 with uvicorn workers) an open stream waits on Redis inside the event loop and holds neither
@@ -61,7 +62,14 @@ def stream_entry_event(entry_id: str, fields: dict[str, str]) -> tuple[str, bool
     Every kind of entry the worker writes is turned into an event here, and only here."""
     if "end" in fields:
         return _event(fields["end"], event="end", event_id=entry_id), True
+    if "progress" in fields:
+        return progress_event(fields["progress"], event_id=entry_id), False
     return _event(fields.get("line", ""), event_id=entry_id), False
+
+
+def progress_event(payload: str, *, event_id: str) -> str:
+    """`event: progress` with the run's `{percent, message, updated_at}` as JSON data."""
+    return _event(payload, event="progress", event_id=event_id)
 
 
 def _read_and_close(read: Callable[[], T]) -> T:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from scheduler_app.api.strict import StrictSerializer
-from scheduler_app.choices import SCHEDULE_TYPES_ACCEPTED, Backoff, Catchup, Overlap
+from scheduler_app.choices import (
+    SCHEDULE_TYPES_ACCEPTED,
+    Backoff,
+    Catchup,
+    ExecutionStatus,
+    Overlap,
+)
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
@@ -17,11 +24,13 @@ from scheduler_app.limits import (
     task_timeout_limit,
 )
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.progress import progress_live_get_many
 
 
 class ScheduleInput(StrictSerializer):
     type = serializers.ChoiceField(
-        choices=SCHEDULE_TYPES_ACCEPTED, help_text="`one-shot` is the same as `once`."
+        choices=[*SCHEDULE_TYPES_ACCEPTED, "event"],
+        help_text="`one-shot` is the same as `once`; `event` starts a run per matching event.",
     )
     expression = serializers.CharField(required=False, allow_blank=True, max_length=255)
     timezone = serializers.CharField(required=False, max_length=64, default="UTC")
@@ -29,6 +38,9 @@ class ScheduleInput(StrictSerializer):
     scheduled_at = serializers.CharField(
         required=False, allow_null=True, max_length=64, help_text="The same as `run_at`."
     )
+    # type "event": the event's name and the payload subset that starts a run.
+    name = serializers.CharField(required=False, max_length=255)
+    match = serializers.DictField(required=False)
 
 
 class RetryPolicyInput(StrictSerializer):
@@ -90,6 +102,7 @@ class TaskInput(StrictSerializer):
         "scheduled_time)",
     )
     enabled = serializers.BooleanField(required=False)
+    sla_seconds = serializers.IntegerField(required=False, allow_null=True)
 
 
 class TriggerInput(StrictSerializer):
@@ -118,6 +131,7 @@ class TaskOutput(serializers.ModelSerializer):
             "tags",
             "notifications",
             "idempotency_key",
+            "sla_seconds",
             "enabled",
             "paused",
             "next_fire_at",
@@ -127,6 +141,8 @@ class TaskOutput(serializers.ModelSerializer):
         ]
 
     def get_schedule(self, task: TaskDefinition) -> dict:
+        if task.event_trigger:
+            return {"type": "event", **task.event_trigger}
         schedule: dict[str, Any] = {"type": task.schedule_type, "timezone": task.timezone}
         if task.schedule_expression:
             schedule["expression"] = task.schedule_expression
@@ -169,13 +185,26 @@ def _iso(moment) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
+class ExecutionListOutput(serializers.ListSerializer):
+    """Reads the live progress of the page's running executions in one round trip."""
+
+    def to_representation(self, data):
+        executions = list(data.all() if hasattr(data, "all") else data)
+        self.child.live_progress = progress_live_get_many(
+            str(e.id) for e in executions if e.status == ExecutionStatus.RUNNING
+        )
+        return super().to_representation(executions)
+
+
 class ExecutionOutput(serializers.ModelSerializer):
     task_id = serializers.UUIDField()
     task_name = serializers.CharField(source="task.name")
     duration_seconds = serializers.SerializerMethodField()
     schedule_lag_seconds = serializers.FloatField(read_only=True)
+    progress = serializers.SerializerMethodField()
 
     class Meta:
+        list_serializer_class = ExecutionListOutput
         model = TaskExecution
         fields = [
             "id",
@@ -206,7 +235,28 @@ class ExecutionOutput(serializers.ModelSerializer):
             "dead_lettered_at",
             "duration_seconds",
             "schedule_lag_seconds",
+            "progress",
         ]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "percent": {"type": "number"},
+                "message": {"type": "string"},
+                "updated_at": {"type": "string", "format": "date-time"},
+            },
+        }
+    )
+    def get_progress(self, execution: TaskExecution) -> dict | None:
+        """The stored value once the run ended, the live one while it runs, else null."""
+        if execution.progress is not None or execution.status != ExecutionStatus.RUNNING:
+            return execution.progress
+        live = getattr(self, "live_progress", None)
+        if live is None:  # a single execution
+            live = progress_live_get_many([str(execution.id)])
+        return live.get(str(execution.id))
 
     def get_duration_seconds(self, execution: TaskExecution) -> float | None:
         if execution.started_at and execution.completed_at:

@@ -30,6 +30,7 @@ from scheduler_app.api.tenancy import request_access, request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import NotFound
 from scheduler_app.services import api_keys, members, quotas, secrets
+from scheduler_app.services.log_quota import log_bytes_used
 
 
 def _page(request: Request, view: APIView, queryset, serializer) -> Response:
@@ -69,11 +70,13 @@ class TenantUsageView(APIView):
                     "concurrent_runs": usage.concurrent_runs,
                     "runs_this_hour": usage.runs_this_hour,
                     "compute_minutes_this_month": usage.compute_minutes_this_month,
+                    "log_bytes": log_bytes_used(tenant_id=tenant.id, fresh=True),
                 },
                 "quota": {
                     "max_concurrent_runs": tenant.max_concurrent_runs,
                     "max_runs_per_hour": tenant.max_runs_per_hour,
                     "max_compute_minutes_per_month": tenant.max_compute_minutes_per_month,
+                    "max_log_bytes": tenant.max_log_bytes,
                 },
                 "rate_limit_per_minute": tenant.rate_limit_per_minute,
             }

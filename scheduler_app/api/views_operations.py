@@ -30,6 +30,9 @@ EXECUTION_FILTERS = [
     OpenApiParameter("since", str, description="scheduled_at >= (ISO 8601 with offset)"),
     OpenApiParameter("until", str, description="scheduled_at < (ISO 8601 with offset)"),
     OpenApiParameter("ordering", str, enum=list(selectors.EXECUTION_ORDERINGS)),
+    OpenApiParameter(
+        "log_contains", str, description="Words in the stored log (full-text, web-search syntax)"
+    ),
 ]
 
 

@@ -432,6 +432,14 @@ class SchedulerEngine:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
         dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
+            from dags.services.backfills import backfills_advance
+            from dags.services.events import event_waits_expire, events_prune
+
+            for step in (backfills_advance, event_waits_expire, events_prune):
+                try:
+                    step()
+                except Exception:  # the next round tries again; the rest goes on
+                    logger.exception("housekeeping step %s failed", step.__name__)
             data_lifecycle_tick(now=timezone.now())
             bells = stale_queued_requeue(
                 now=timezone.now(),

@@ -39,6 +39,7 @@ TONE_OF_STATUS = {
     "waiting": "waiting",
     "pending": "waiting",
     "queued": "waiting",
+    "waiting_for_event": "running",
 }
 
 NODE_WIDTH, NODE_HEIGHT = 180, 64

@@ -4,6 +4,7 @@ graph and a Gantt chart. Reads go through `dags.selectors`; drawing maths is in
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from django.contrib.auth.decorators import login_required
@@ -12,6 +13,7 @@ from django.utils import timezone
 
 from dags import selectors as dag_selectors
 from dags.choices import ACTIVE_RUN_STATUSES
+from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.graph import graph_of_version
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
@@ -58,6 +60,25 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     )
 
 
+def _event_waits(run: DagRun) -> list[dict]:
+    """The run's wait_for_event nodes, with the event that released each (if one did)."""
+    waits = event_waits_of_run(run=run)
+    events = events_by_id(
+        tenant_id=run.tenant_id, event_ids=[w.event_id for w in waits if w.event_id]
+    )
+    return [
+        {
+            "wait": wait,
+            "match_json": json.dumps(wait.match, sort_keys=True),
+            "event": events.get(wait.event_id),
+            "payload_json": json.dumps(events[wait.event_id].payload, sort_keys=True)
+            if wait.event_id in events
+            else "",
+        }
+        for wait in waits
+    ]
+
+
 @login_required
 def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -90,6 +111,7 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
                 now=now,
             ),
             "errors": [node for node in nodes if node.error_message],
+            "event_waits": _event_waits(run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,
         },

@@ -3,6 +3,7 @@ from django.urls import path
 
 from scheduler_app.dashboard import (
     actions,
+    backfill_pages,
     channel_pages,
     dag_pages,
     invitations,
@@ -54,6 +55,12 @@ urlpatterns = [
         "channels/<str:channel_id>/<str:action>",
         channel_pages.channel_action,
         name="channel-action",
+    ),
+    path("backfills", backfill_pages.backfill_list, name="backfills"),
+    path(
+        "backfills/<str:backfill_id>/cancel",
+        backfill_pages.backfill_cancel,
+        name="backfill-cancel",
     ),
     path("dags", dag_pages.dag_list, name="dags"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),

@@ -15,11 +15,13 @@ from django.utils import timezone
 
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
+from scheduler_app.alerting.sla import sla_misses_list
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
+from scheduler_app.dashboard.progress import progress_attach
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
@@ -88,6 +90,17 @@ def overview(request: HttpRequest) -> HttpResponse:
             "queues": _queues(),
             "workers_alive": _workers_alive(),
             "recent": stats.recent_executions(tenant=tenant, limit=15),
+            "sla_misses": [
+                {
+                    "incident": incident,
+                    "execution_id": incident.key.split(":", 1)[1]
+                    if incident.key.startswith("execution:")
+                    else None,
+                }
+                for incident in sla_misses_list(
+                    tenant=tenant, since=timezone.now() - timedelta(hours=24)
+                )[:20]
+            ],
             "tasks": selectors.task_list(tenant=tenant)[:100],
             "charts": {
                 "hour": stats.runs_over_time(tenant=tenant, hours=1),
@@ -95,6 +108,20 @@ def overview(request: HttpRequest) -> HttpResponse:
             },
         },
     )
+
+
+def _task_history(request: HttpRequest, *, tenant, task) -> tuple[list, str, str]:
+    """The task's last 25 runs, or those whose stored log has the words searched for."""
+    words = request.GET.get("log_contains", "").strip()
+    if not words:
+        return list(selectors.execution_list_for_task(tenant=tenant, task=task)[:25]), "", ""
+    try:
+        found = selectors.execution_list(
+            tenant=tenant, filters={"task": str(task.id), "log_contains": words}
+        ).order_by("-scheduled_at", "-attempt")[:25]
+        return list(found), words, ""
+    except ValidationFailed as error:
+        return [], words, error.message
 
 
 @login_required
@@ -107,6 +134,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
+    history, log_contains, log_search_error = _task_history(request, tenant=tenant, task=task)
     # Formatted here: the template's date filter would convert the local time back to UTC.
     upcoming = [
         {
@@ -121,7 +149,9 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         {
             "task": task,
             "upcoming": upcoming,
-            "history": selectors.execution_list_for_task(tenant=tenant, task=task)[:25],
+            "history": progress_attach(history),
+            "log_contains": log_contains,
+            "log_search_error": log_search_error,
             "failures": stats.failure_breakdown(tenant=tenant, task=task),
             "misses": missed.missed_fires(
                 tenant=tenant,
@@ -162,6 +192,7 @@ def _waiting_for(execution) -> dict[str, Any] | None:
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
+    progress_attach([execution])
     # The log sits outside the polled fragment: the page's script follows the live tail.
     whole_page = not request.GET.get("fragment")
     return _page(

@@ -1,4 +1,5 @@
-"""Where archived history goes: gzip-compressed JSON Lines files plus a small manifest each,
+"""Where archived history goes: Parquet files (executions, `parquet_archive`) or gzip-compressed
+JSON Lines files (logs, and executions archived before Parquet) plus a small manifest each,
 in a directory or an S3-compatible bucket (`ARCHIVE_URL=s3://bucket/prefix`, boto3 needed,
 `ARCHIVE_S3_ENDPOINT_URL` for MinIO and friends).
 
@@ -24,7 +25,15 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
+from scheduler_app.lifecycle.parquet_archive import (
+    parquet_row_count,
+    read_parquet_rows,
+    write_parquet,
+    write_parquet_from_json_lines,
+)
+
 SUFFIX = ".jsonl.gz"
+PARQUET_SUFFIX = ".parquet"
 
 
 class ArchiveVerificationError(RuntimeError):
@@ -60,8 +69,11 @@ def count_lines(path: Path) -> int:
 
 
 def read_rows(location: str) -> Iterator[dict[str, Any]]:
-    """The rows of an archive file, from a path or an s3:// URL."""
+    """The rows of an archive file (Parquet or JSON Lines), from a path or an s3:// URL."""
     path = _fetch(location)
+    if path.name.endswith(PARQUET_SUFFIX):
+        yield from read_parquet_rows(path)
+        return
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
@@ -116,41 +128,76 @@ class ArchiveStore:
                 raise ArchiveVerificationError(
                     f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
                 )
-            digest = hashlib.sha256()
-            with local.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
             manifest = {
                 **meta,
                 "rows": read_back,
-                "sha256": digest.hexdigest(),
+                "sha256": _sha256(local),
                 "bytes": local.stat().st_size,
                 "format": "jsonl.gz",
             }
             location = self._publish(local, name, manifest)
         return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
 
-    def _publish(self, local: Path, name: str, manifest: dict[str, Any]) -> str:
+    def write_parquet(
+        self,
+        *,
+        name: str,
+        schema: Any,
+        expected: int | None,
+        meta: dict[str, Any],
+        rows: Iterable[dict[str, Any]] | None = None,
+        json_lines: Iterable[bytes] | None = None,
+    ) -> ArchiveFile:
+        """Write `rows` (dicts) or `json_lines` (PostgreSQL's JSON lines of the table) as
+        `name`.parquet (`scheduler_app.lifecycle.parquet_archive`): the row count in the
+        file's footer must equal `expected` and the rows written before it is published."""
+        with tempfile.TemporaryDirectory() as scratch:
+            local = Path(scratch) / f"{name}{PARQUET_SUFFIX}"
+            if json_lines is not None:
+                written = write_parquet_from_json_lines(local, chunks=json_lines, schema=schema)
+            else:
+                written = write_parquet(local, rows=rows or (), schema=schema)
+            read_back = parquet_row_count(local)
+            wanted = written if expected is None else expected
+            if read_back != wanted or written != wanted:
+                raise ArchiveVerificationError(
+                    f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
+                )
+            manifest = {
+                **meta,
+                "rows": read_back,
+                "sha256": _sha256(local),
+                "bytes": local.stat().st_size,
+                "format": "parquet",
+                "schema": [f"{field.name}: {field.type}" for field in schema],
+            }
+            location = self._publish(local, name, manifest, suffix=PARQUET_SUFFIX)
+        return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
+
+    def _publish(
+        self, local: Path, name: str, manifest: dict[str, Any], *, suffix: str = SUFFIX
+    ) -> str:
         body = json.dumps(manifest, indent=2, default=_default)
+        count = parquet_row_count if suffix == PARQUET_SUFFIX else count_lines
         if not self.s3:
             self.root.mkdir(parents=True, exist_ok=True)
-            target = self.root / f"{name}{SUFFIX}"
+            target = self.root / f"{name}{suffix}"
             partial = target.with_suffix(".part")
             shutil.copyfile(local, partial)
-            if count_lines(partial) != manifest["rows"]:
+            if count(partial) != manifest["rows"]:
                 partial.unlink()
                 raise ArchiveVerificationError(f"{name}: copy into {self.root} lost rows")
             partial.replace(target)
             (self.root / f"{name}.manifest.json").write_text(body + "\n")
             return str(target)
         client = _s3_client()
-        key = f"{self.prefix}/{name}{SUFFIX}".lstrip("/")
+        key = f"{self.prefix}/{name}{suffix}".lstrip("/")
         client.upload_file(str(local), self.bucket, key)
         size = client.head_object(Bucket=self.bucket, Key=key)["ContentLength"]
         if size != manifest["bytes"]:
             raise ArchiveVerificationError(f"{name}: uploaded {size} bytes of {manifest['bytes']}")
         client.put_object(
-            Bucket=self.bucket, Key=f"{key[: -len(SUFFIX)]}.manifest.json", Body=body.encode()
+            Bucket=self.bucket, Key=f"{key[: -len(suffix)]}.manifest.json", Body=body.encode()
         )
         return f"s3://{self.bucket}/{key}"
 
@@ -163,7 +210,7 @@ class ArchiveStore:
             for path in sorted(self.root.glob("*.manifest.json")):
                 data = json.loads(path.read_text())
                 name = path.name.removesuffix(".manifest.json")
-                found.append({**data, "location": str(self.root / f"{name}{SUFFIX}")})
+                found.append({**data, "location": str(self.root / f"{name}{_suffix_of(data)}")})
             return found
         client = _s3_client()
         paginator = client.get_paginator("list_objects_v2")
@@ -172,9 +219,21 @@ class ArchiveStore:
                 key = item["Key"]
                 if key.endswith(".manifest.json"):
                     data = json.loads(client.get_object(Bucket=self.bucket, Key=key)["Body"].read())
-                    data_key = key.removesuffix(".manifest.json") + SUFFIX
+                    data_key = key.removesuffix(".manifest.json") + _suffix_of(data)
                     found.append({**data, "location": f"s3://{self.bucket}/{data_key}"})
         return sorted(found, key=lambda m: m["location"])
+
+
+def _suffix_of(manifest: dict[str, Any]) -> str:
+    return PARQUET_SUFFIX if manifest.get("format") == "parquet" else SUFFIX
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _s3_client():

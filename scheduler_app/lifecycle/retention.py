@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -30,7 +31,9 @@ from django.utils import timezone
 
 from scheduler_app.lifecycle import partitions
 from scheduler_app.lifecycle.archive_store import ArchiveFile, ArchiveStore
+from scheduler_app.lifecycle.parquet_archive import schema_for, select_list
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
+from scheduler_app.services.log_quota import log_bytes_release
 
 logger = logging.getLogger(__name__)
 
@@ -114,10 +117,13 @@ def partition_archive(
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(f"SELECT count(*) FROM {partition.name}")
             expected = cursor.fetchone()[0]
-        archived = store.write_lines(
+        archived = store.write_parquet(
             name=f"executions-{partition.name.removeprefix(partitions.PARTITION_PREFIX)}"
             f"-{_stamp(now)}",
-            chunks=_copy_json_lines(f"SELECT * FROM {partition.name}"),
+            json_lines=_copy_json_lines(
+                f"SELECT {select_list(TaskExecution)} FROM {partition.name}"
+            ),
+            schema=schema_for(TaskExecution),
             expected=expected,
             meta={
                 "kind": "executions",
@@ -203,7 +209,13 @@ def rows_archive(
             rows = list(_rows(cursor, spec.json_columns))
             if not rows:
                 return report
-            archived = store.write(
+            # Executions as Parquet, like the partitions; logs (text) as JSON Lines.
+            write = (
+                partial(store.write_parquet, schema=schema_for(TaskExecution))
+                if spec.kind == "executions"
+                else store.write
+            )
+            archived = write(
                 name=f"{spec.kind}-rows-{_stamp(now)}",
                 rows=rows,
                 expected=len(rows),
@@ -217,6 +229,8 @@ def rows_archive(
                 },
             )
             deleted = _delete_rows(cursor, spec, rows, before=before)
+            if spec.kind == "logs":
+                transaction.on_commit(lambda rows=rows: log_bytes_release(rows))
             if deleted != len(rows):
                 # Rows vanished under us (another archiver): the file holds a superset,
                 # which is harmless; say so rather than pretend.

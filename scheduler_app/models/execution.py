@@ -2,8 +2,11 @@ from __future__ import annotations
 
 import uuid
 
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Left
 
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
@@ -54,6 +57,9 @@ class TaskExecution(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
     error_class = models.CharField(max_length=64, blank=True, default="")
+    # The last progress the handler reported, {percent, message, updated_at}; stored when the
+    # run ends (while it runs the live value is in Redis, see scheduler_app.progress).
+    progress = models.JSONField(null=True, blank=True)
 
     # The rendered idempotency key of this fire ("" when its task has none); retries share
     # it. A run skipped because the key had already succeeded names that earlier execution.
@@ -122,6 +128,15 @@ class ExecutionLog(models.Model):
     size_bytes = models.BigIntegerField(default=0)
     truncated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # Log search (scheduler_app.log_search): the same expression as its queries.
+            GinIndex(
+                SearchVector(Left("text", 262_144), config="simple"),
+                name="idx_log_words",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"log {self.execution_id}"

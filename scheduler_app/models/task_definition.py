@@ -35,6 +35,11 @@ class TaskDefinition(models.Model):
     max_delay_seconds = models.FloatField(default=3600.0)
 
     priority = models.PositiveSmallIntegerField(default=5)
+    # A run not finished this long after its scheduled time raises `sla_missed` (None: no SLA).
+    sla_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # `"schedule": {"type": "event", "name", "match"}`: each matching posted event starts a run
+    # (stored as a manual schedule, so nothing fires on time); None for time schedules.
+    event_trigger = models.JSONField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     paused = models.BooleanField(default=False)
     tags = models.JSONField(default=list, blank=True)

@@ -24,6 +24,8 @@ class Tenant(models.Model):
     # Shell tasks of this tenant may ask for `"network": "egress"` (outbound internet through
     # a user-mode network; see the README). Off by default: the platform operator decides.
     shell_egress_allowed = models.BooleanField(default=False)
+    # Stored execution logs (scheduler_app.services.log_quota): over it, logs are cut.
+    max_log_bytes = models.BigIntegerField(default=100 * 1024**3)
 
     class Meta:
         ordering = ["slug"]

@@ -70,6 +70,11 @@ def _seconds_key(tenant_id: object, now: datetime) -> str:
     return redis_key(f"usage:{tenant_id}:seconds:{_month_window(now)}")
 
 
+def usage_counter_keys(*, tenant_id: object, now: datetime) -> tuple[str, str]:
+    """The Redis counters of a tenant's runs this hour and compute seconds this month."""
+    return _runs_key(tenant_id, now), _seconds_key(tenant_id, now)
+
+
 def tenant_usage(*, tenant: Tenant, now: datetime | None = None) -> Usage:
     now = now or timezone.now()
     running = TaskExecution.objects.filter(tenant=tenant, status=ExecutionStatus.RUNNING).count()

@@ -10,6 +10,7 @@ error names the field in the request's own dotted terms (`schedule.expression`).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -85,6 +86,37 @@ def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[s
         "schedule_expression": expression if schedule_type in ("cron", "interval") else "",
         "timezone": tz_name,
         "run_at": resolved_run_at,
+    }
+
+
+EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
+
+
+def schedule_fields_with_events(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
+    """`{"type": "event", "name", "match"}` is kept as a manual schedule (nothing fires on
+    time) plus `event_trigger`; every other schedule clears `event_trigger`."""
+    if schedule.get("type") != "event":
+        return {**_schedule_fields(schedule, anchor=anchor), "event_trigger": None}
+    unknown = set(schedule) - {"type", "name", "match", "timezone"}
+    if unknown:
+        raise ValidationFailed(
+            f"an event schedule has only name and match, not {', '.join(sorted(unknown))}",
+            field=f"schedule.{sorted(unknown)[0]}",
+        )
+    name = schedule.get("name")
+    if not isinstance(name, str) or not EVENT_NAME.match(name):
+        raise ValidationFailed(
+            "schedule.name must be 1 to 255 letters, digits or _ . : / -", field="schedule.name"
+        )
+    match = schedule.get("match") or {}
+    if not isinstance(match, Mapping):
+        raise ValidationFailed("schedule.match must be a JSON object", field="schedule.match")
+    return {
+        "schedule_type": ScheduleType.MANUAL,
+        "schedule_expression": "",
+        "timezone": "UTC",
+        "run_at": None,
+        "event_trigger": {"name": name, "match": dict(match)},
     }
 
 
@@ -224,7 +256,7 @@ def task_spec_to_fields(
         schedule = spec.get("schedule")
         if not isinstance(schedule, Mapping):
             raise ValidationFailed("schedule is required", field="schedule")
-        fields.update(_schedule_fields(schedule, anchor=anchor))
+        fields.update(schedule_fields_with_events(schedule, anchor=anchor))
     if "handler" in spec or not partial:
         handler = spec.get("handler")
         if not isinstance(handler, Mapping):
@@ -268,6 +300,7 @@ def task_spec_to_fields(
         if not isinstance(policy, Mapping):
             raise ValidationFailed("policy must be a JSON object", field="policy")
         fields.update(_policy_fields(policy))
+    fields.update(sla_fields(spec))
     return fields
 
 
@@ -289,6 +322,24 @@ def _timeout(spec: Mapping[str, Any]) -> tuple[str | None, Any]:
     if "timeout_seconds" in spec:
         return "timeout_seconds", outer
     return None, None
+
+
+MAX_SLA_SECONDS = 30 * 86400
+
+
+def sla_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`sla_seconds`: a whole number of seconds (1 s to 30 days), or null for none."""
+    if "sla_seconds" not in spec:
+        return {}
+    value = spec["sla_seconds"]
+    if value is None:
+        return {"sla_seconds": None}
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SLA_SECONDS:
+        raise ValidationFailed(
+            f"sla_seconds must be a whole number from 1 to {MAX_SLA_SECONDS}, or null",
+            field="sla_seconds",
+        )
+    return {"sla_seconds": value}
 
 
 NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq")

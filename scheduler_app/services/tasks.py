@@ -165,9 +165,13 @@ def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
 
 
 def task_trigger(
-    *, task: TaskDefinition, parameters: Mapping[str, Any] | None = None
+    *,
+    task: TaskDefinition,
+    parameters: Mapping[str, Any] | None = None,
+    trigger: str = Trigger.MANUAL,
 ) -> TaskExecution:
-    """Run now, outside the schedule. The row is committed first, then the doorbell rings."""
+    """Run now, outside the schedule. The row is committed first, then the doorbell rings.
+    `trigger`: `event` for a run an event schedule started."""
     if task.deleted_at is not None:
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
@@ -178,7 +182,7 @@ def task_trigger(
         tenant_id=task.tenant_id,
         task=task,
         status=ExecutionStatus.QUEUED,
-        trigger=Trigger.MANUAL,
+        trigger=trigger,
         priority=task.priority,
         queue=queue,
         scheduled_at=now,

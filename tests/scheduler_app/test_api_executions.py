@@ -149,8 +149,10 @@ def test_usage_reports_usage_and_quota(api, tenant):
         "max_concurrent_runs": 100,
         "max_runs_per_hour": 10000,
         "max_compute_minutes_per_month": 50000,
+        "max_log_bytes": 100 * 1024**3,
     }
     assert body["usage"]["concurrent_runs"] == 0
+    assert body["usage"]["log_bytes"] == 0
     assert body["rate_limit_per_minute"] == 1000
 
 

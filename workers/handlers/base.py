@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, quote_plus
@@ -58,6 +58,8 @@ class HandlerContext:
     cancel_event: threading.Event
     upstream_results: dict[str, Any] | None = None
     secrets_to_mask: tuple[str, ...] = ()
+    # progress(percent, message): the run's progress reporter (None where nothing listens).
+    progress: Callable[..., None] | None = None
 
 
 @dataclass

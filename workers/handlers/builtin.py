@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .base import HandlerContext, PermanentError
@@ -32,6 +33,23 @@ def sleep(seconds: float = 1.0, *, context: HandlerContext) -> dict[str, Any]:
     return {"slept": seconds, "interrupted": cancelled}
 
 
+@handler("steps")
+def steps(
+    count: int = 5,
+    seconds_per_step: float = 0.5,
+    *,
+    context: HandlerContext,
+    progress: Callable[..., None],
+) -> dict[str, Any]:
+    """Works through `count` steps, reporting its progress after each (cancellable)."""
+    count = int(count)
+    for done in range(1, count + 1):
+        if context.cancel_event.wait(float(seconds_per_step)):
+            return {"steps": done - 1, "interrupted": True}
+        progress(100 * done / count, f"step {done} of {count}")
+    return {"steps": count, "interrupted": False}
+
+
 @handler("fail")
 def fail(message: str = "failing on purpose") -> None:
     raise RuntimeError(message)
@@ -50,6 +68,19 @@ def flaky(
     are taken and ignored, so it can stand in for a real task."""
     if context.attempt < int(succeed_on_attempt):
         raise RuntimeError(
+            f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"
+        )
+    return {"attempt": context.attempt}
+
+
+@handler("fail_permanently_before")
+def fail_permanently_before(
+    succeed_on_attempt: int = 2, *, context: HandlerContext
+) -> dict[str, Any]:
+    """Fails with an error the worker does not retry, until the given attempt (what a DAG's
+    `retry` failure policy retries)."""
+    if context.attempt < int(succeed_on_attempt):
+        raise PermanentError(
             f"attempt {context.attempt} fails; attempt {int(succeed_on_attempt)} will succeed"
         )
     return {"attempt": context.attempt}

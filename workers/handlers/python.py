@@ -1,7 +1,8 @@
 """Python handler: call a registered function in the worker process.
 
 * Arguments: the task parameters as keyword arguments, plus ``context=`` (the
-  ``HandlerContext``) and ``upstream_results=`` when the function declares a parameter of that
+  ``HandlerContext``), ``upstream_results=`` and ``progress=`` (``progress(percent,
+  message="")`` reports the run's progress) when the function declares a parameter of that
   name. Parameters that the function cannot accept fail permanently before the call.
 * Return value: dict -> result, None -> ``{}``, any other JSON value -> ``{"value": v}``.
 * ``PermanentError`` -> failed, not retried; any other exception -> failed, retried.
@@ -41,9 +42,12 @@ from .base import (
     masking_sink,
     to_json_safe,
 )
+from .progress_lines import progress_value
 from .registry import get_handler
 
 RESERVED_ARGUMENTS = ("context", "upstream_results")
+# Also given to a function that declares it, but it does not need the upstream results.
+WORKER_ARGUMENTS = (*RESERVED_ARGUMENTS, "progress")
 MAX_TRACEBACK_LINES = 60
 
 
@@ -182,6 +186,11 @@ def _declares_reserved(fn: Callable[..., Any]) -> bool:
     )
 
 
+def _no_progress(percent: float, message: str = "") -> None:
+    """What `progress` is where nothing listens (the value is still checked)."""
+    progress_value(percent, message)
+
+
 def _build_arguments(
     fn: Callable[..., Any], ctx: HandlerContext
 ) -> tuple[dict[str, Any], str | None]:
@@ -190,8 +199,12 @@ def _build_arguments(
     sig = _signature(fn)
     if sig is None:
         return kwargs, None
-    extras = {"context": ctx, "upstream_results": ctx.upstream_results}
-    for arg in RESERVED_ARGUMENTS:
+    extras = {
+        "context": ctx,
+        "upstream_results": ctx.upstream_results,
+        "progress": ctx.progress or _no_progress,
+    }
+    for arg in WORKER_ARGUMENTS:
         param = sig.parameters.get(arg)
         if param is None or param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             continue

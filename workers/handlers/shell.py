@@ -57,6 +57,7 @@ from .base import (
     masking_sink,
 )
 from .egress import EgressNetwork, EgressSetupError
+from .progress_lines import progress_line_taker
 from .sandbox import (
     DEFAULT_BWRAP,
     DEFAULT_SCRATCH_BYTES,
@@ -224,9 +225,17 @@ class _LineSplitter:
     """Splits a byte stream into lines for the log without ever holding a whole long line."""
 
     def __init__(
-        self, stream: str, sink: LogSink, secrets: Sequence[str], *, keep_last_line: bool
+        self,
+        stream: str,
+        sink: LogSink,
+        secrets: Sequence[str],
+        *,
+        keep_last_line: bool,
+        take_line: Callable[[str], bool] | None = None,
     ) -> None:
         self.stream = stream
+        # Sees each line first: True when it took the line (a progress report), not logged.
+        self._take_line = take_line
         self._sink = sink
         self._masker = SecretMasker(secrets)
         # Keep a little more than we show so a secret straddling the cut is still masked.
@@ -286,7 +295,9 @@ class _LineSplitter:
     def emit_line(self, text: str) -> None:
         """Every complete line of the command's stdout or stderr passes here exactly once,
         already masked and cut to size: the one place to interpret a line (the log, the
-        last line kept for the JSON result)."""
+        last line kept for the JSON result, a `::progress` report taken out of both)."""
+        if self._take_line is not None and self._take_line(text):
+            return  # taken: neither logged nor the result line
         self._sink.write(self.stream, text)
         if text.strip():
             self.last_text = clip(text, MAX_STDERR_TAIL_CHARS)
@@ -550,7 +561,9 @@ class _Supervisor:
         self.kill_grace_seconds = kill_grace_seconds
         secrets = [s for s in ctx.secrets_to_mask if s]
         # The splitters mask before cutting long lines, so they can write to the raw sink.
-        self.stdout = _LineSplitter("stdout", ctx.log, secrets, keep_last_line=True)
+        self.stdout = _LineSplitter(
+            "stdout", ctx.log, secrets, keep_last_line=True, take_line=progress_line_taker(ctx)
+        )
         self.stderr = _LineSplitter("stderr", ctx.log, secrets, keep_last_line=False)
         self.selector = selectors.DefaultSelector()
         self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None

@@ -121,6 +121,19 @@
       });
   }
 
+  /* The execution page's progress bar, moved by the log stream's `progress` events between
+     the polls that re-render it. */
+  function showProgress(p) {
+    var box = document.getElementById("progress");
+    if (!box) return;
+    var bar = box.querySelector("progress");
+    var text = box.querySelector(".progress-text");
+    var percent = Math.round(p.percent * 100) / 100;
+    if (bar) { bar.value = p.percent; bar.textContent = percent + "%"; }
+    if (text) text.textContent = percent + "%" + (p.message ? " · " + p.message : "");
+    box.hidden = false;
+  }
+
   /* Live log tail: the server replays the run's Redis stream from its start and follows it
      (EventSource reconnects by itself, resuming from Last-Event-ID). When the run ends the
      stored log replaces the tail: it is the record (masked, capped) the run left behind. */
@@ -143,6 +156,7 @@
       if (atBottom) pre.scrollTop = pre.scrollHeight;
     };
     source.onerror = function () { say("log stream interrupted, reconnecting"); };
+    source.addEventListener("progress", function (event) { showProgress(JSON.parse(event.data)); });
     source.addEventListener("end", function (event) {
       source.close();
       say("run ended (" + event.data + "): loading the stored log");

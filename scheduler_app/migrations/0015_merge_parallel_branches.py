@@ -1,4 +1,4 @@
-"""Joins the 0009/0010 migrations written side by side on parallel branches (no operations)."""
+"""Joins the migrations written side by side on parallel branches (no operations)."""
 
 from django.db import migrations
 
@@ -9,6 +9,7 @@ class Migration(migrations.Migration):
         ("scheduler_app", "0009_member_invitations"),
         ("scheduler_app", "0009_tenant_shell_egress_allowed"),
         ("scheduler_app", "0010_task_idempotency_keys"),
+        ("scheduler_app", "0014_execution_log_word_search"),
     ]
 
     operations = []

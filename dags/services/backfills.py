@@ -1,0 +1,272 @@
+"""Backfills: one run per fire time of a task's or a DAG's schedule in [start, end).
+
+A backfill does not create its runs at once: the beat leader's housekeeping releases them in
+fire-time order, never more than `max_parallel` of them unfinished at a time
+(`backfills_advance`). Each fire is recorded at most once, whoever records it: a task's run is
+its first execution at that `scheduled_at` (UNIQUE(task, scheduled_at, attempt), inserted with
+ON CONFLICT DO NOTHING), a DAG's a run at that `scheduled_at` (the same unique index as the
+schedule's fires), so a fire the scheduler (or another backfill) already recorded is counted
+as `already_recorded` and not run again.
+
+A task's run is released as a `pending` execution due at its fire time, so the leader
+publishes it the way it publishes every due pending row (fair per tenant, quotas at claim);
+trigger `backfill`, which the schedule-to-start histogram leaves out (its lag is the age of
+the fire, not the scheduler's). A DAG's run starts at once (or waits as `queued` for a
+max_active_runs slot) with trigger `backfill`.
+
+Lives with the DAG engine because it starts DAG runs; the DAG app already depends on the
+task side, not the other way round.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from dags.choices import ACTIVE_RUN_STATUSES, BackfillStatus, RunStatus
+from dags.models import Backfill, BackfillRun, Dag, DagRun
+from dags.services.runs import dag_run_cancel, dag_trigger
+from scheduler_app.choices import (
+    ACTIVE_STATUSES,
+    WAITING_STATUSES,
+    ExecutionStatus,
+    Trigger,
+    tier_for_priority,
+)
+from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.schedules import Schedule
+from scheduler_app.task_schedule import schedule_for, schedule_of_task
+
+MAX_FIRES = 10_000
+MAX_PARALLEL = 100
+# How many running backfills one housekeeping round looks at.
+ADVANCE_BATCH = 200
+_JUST_BEFORE = timedelta(microseconds=1)
+
+
+def _schedule_of(*, task: TaskDefinition | None, dag: Dag | None) -> Schedule:
+    if task is not None:
+        return schedule_of_task(task)
+    assert dag is not None
+    return schedule_for(
+        schedule_type=dag.schedule_type,
+        expression=dag.schedule_expression,
+        timezone=dag.timezone,
+        run_at=dag.run_at,
+        anchor=dag.created_at,
+    )
+
+
+def _fires(schedule: Schedule, *, after: datetime, end: datetime, limit: int) -> list[datetime]:
+    """Up to `limit` fire times strictly after `after` and before `end`, in order."""
+    fires: list[datetime] = []
+    moment = schedule.next_after(after)
+    while moment is not None and moment < end and len(fires) < limit:
+        fires.append(moment)
+        moment = schedule.next_after(moment)
+    return fires
+
+
+def _validated_range(start: Any, end: Any, max_parallel: Any) -> tuple[datetime, datetime, int]:
+    for name, value in (("start", start), ("end", end)):
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise ValidationFailed(
+                f"{name} must be an ISO 8601 date-time with an offset", field=name
+            )
+    if end <= start:
+        raise ValidationFailed("end must be after start", field="end")
+    if isinstance(max_parallel, bool) or not isinstance(max_parallel, int):
+        raise ValidationFailed("max_parallel must be an integer", field="max_parallel")
+    if not 1 <= max_parallel <= MAX_PARALLEL:
+        raise ValidationFailed(
+            f"max_parallel must be between 1 and {MAX_PARALLEL}", field="max_parallel"
+        )
+    return start, end, max_parallel
+
+
+def backfill_create(
+    *,
+    tenant: Tenant,
+    task: TaskDefinition | None = None,
+    dag: Dag | None = None,
+    start: datetime,
+    end: datetime,
+    max_parallel: int = 1,
+) -> Backfill:
+    """A backfill of a task's or a DAG's schedule; its first runs are released at once."""
+    start, end, max_parallel = _validated_range(start, end, max_parallel)
+    target = task if task is not None else dag
+    if target is None or target.deleted_at is not None:
+        raise Conflict("a deleted task or DAG cannot be backfilled", field="id")
+    if target.schedule_type == "manual":
+        raise ValidationFailed("a manual schedule has no fire times to backfill", field="schedule")
+    schedule = _schedule_of(task=task, dag=dag)
+    total = len(_fires(schedule, after=start - _JUST_BEFORE, end=end, limit=MAX_FIRES + 1))
+    if total > MAX_FIRES:
+        raise ValidationFailed(
+            f"the range holds more than {MAX_FIRES} fire times; backfill it in parts",
+            field="end",
+        )
+    if total == 0:
+        raise ValidationFailed("the schedule has no fire time in this range", field="start")
+    with transaction.atomic():
+        backfill = Backfill.objects.create(
+            tenant=tenant,
+            task=task,
+            dag=dag,
+            start_at=start,
+            end_at=end,
+            max_parallel=max_parallel,
+            total=total,
+        )
+        _advance(Backfill.objects.select_for_update().get(id=backfill.id), now=timezone.now())
+    backfill.refresh_from_db()
+    return backfill
+
+
+def backfills_advance(*, now: datetime | None = None) -> int:
+    """Release the next runs of every running backfill that has room (the beat leader's
+    housekeeping). Returns how many runs were released."""
+    now = now or timezone.now()
+    released = 0
+    with transaction.atomic():
+        running = (
+            Backfill.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=BackfillStatus.RUNNING)
+            .select_related("task", "dag")
+            .order_by("created_at")[:ADVANCE_BATCH]
+        )
+        for backfill in running:
+            released += _advance(backfill, now=now)
+    return released
+
+
+def _active_runs(backfill: Backfill) -> int:
+    run_ids = BackfillRun.objects.filter(backfill=backfill, run_id__isnull=False).values("run_id")
+    if backfill.task_id is not None:
+        # A fire is unfinished while any attempt of its chain is waiting or running.
+        return (
+            TaskExecution.objects.filter(root_execution_id__in=run_ids, status__in=ACTIVE_STATUSES)
+            .values("root_execution_id")
+            .distinct()
+            .count()
+        )
+    return DagRun.objects.filter(id__in=run_ids, status__in=ACTIVE_RUN_STATUSES).count()
+
+
+def _advance(backfill: Backfill, *, now: datetime) -> int:
+    """The row is locked by the caller."""
+    active = _active_runs(backfill)
+    room = backfill.max_parallel - active
+    fires: list[datetime] = []
+    if room > 0 and backfill.released < backfill.total:
+        after = backfill.cursor or backfill.start_at - _JUST_BEFORE
+        schedule = _schedule_of(task=backfill.task, dag=backfill.dag)
+        fires = _fires(
+            schedule,
+            after=after,
+            end=backfill.end_at,
+            limit=min(room, backfill.total - backfill.released),
+        )
+    created = (
+        _release_task_runs(backfill, fires, now=now)
+        if backfill.task_id is not None
+        else _release_dag_runs(backfill, fires)
+    )
+    BackfillRun.objects.bulk_create(
+        [BackfillRun(backfill=backfill, scheduled_at=at, run_id=created.get(at)) for at in fires]
+    )
+    changes: dict[str, Any] = {}
+    if fires:
+        backfill.cursor = changes["cursor"] = fires[-1]
+        backfill.released = changes["released"] = backfill.released + len(fires)
+        backfill.already_recorded = changes["already_recorded"] = (
+            backfill.already_recorded + len(fires) - len(created)
+        )
+    # Every fire released (or the schedule has no more in the range) and none unfinished.
+    out_of_fires = backfill.released >= backfill.total or (room > 0 and len(fires) < room)
+    if out_of_fires and active == 0 and len(created) == 0:
+        backfill.status = changes["status"] = BackfillStatus.COMPLETED
+        backfill.completed_at = changes["completed_at"] = now
+    if changes:
+        Backfill.objects.filter(id=backfill.id).update(**changes)
+    return len(created)
+
+
+def _release_task_runs(
+    backfill: Backfill, fires: list[datetime], *, now: datetime
+) -> dict[datetime, uuid.UUID]:
+    """Pending first executions at the fire times; a fire already recorded is left alone."""
+    if not fires:
+        return {}
+    task = backfill.task
+    assert task is not None
+    rows = []
+    for at in fires:
+        execution_id = uuid.uuid4()
+        rows.append(
+            TaskExecution(
+                id=execution_id,
+                tenant_id=task.tenant_id,
+                task_id=task.id,
+                status=ExecutionStatus.PENDING,
+                trigger=Trigger.BACKFILL,
+                priority=task.priority,
+                queue=tier_for_priority(task.priority),
+                scheduled_at=at,
+                attempt=1,
+                max_attempts=task.max_attempts,
+                root_execution_id=execution_id,
+            )
+        )
+    TaskExecution.objects.bulk_create(rows, ignore_conflicts=True)
+    inserted = set(
+        TaskExecution.objects.filter(
+            id__in=[row.id for row in rows], scheduled_at__in=fires
+        ).values_list("id", flat=True)
+    )
+    return {row.scheduled_at: row.id for row in rows if row.id in inserted}
+
+
+def _release_dag_runs(backfill: Backfill, fires: list[datetime]) -> dict[datetime, uuid.UUID]:
+    dag = backfill.dag
+    assert dag is not None
+    created: dict[datetime, uuid.UUID] = {}
+    for at in fires:
+        run = dag_trigger(dag=dag, trigger="backfill", scheduled_at=at)
+        if run is not None:
+            created[at] = run.id
+    return created
+
+
+def backfill_cancel(*, backfill: Backfill) -> Backfill:
+    """Stop releasing; the runs it released that have not started are cancelled, the ones
+    already running finish."""
+    now = timezone.now()
+    with transaction.atomic():
+        locked = Backfill.objects.select_for_update().get(id=backfill.id)
+        if locked.status != BackfillStatus.RUNNING:
+            raise Conflict(f"the backfill is already {locked.status}", field="status")
+        Backfill.objects.filter(id=locked.id).update(
+            status=BackfillStatus.CANCELLED, completed_at=now
+        )
+        run_ids = BackfillRun.objects.filter(backfill=locked, run_id__isnull=False).values("run_id")
+        if locked.task_id is not None:
+            TaskExecution.objects.filter(
+                root_execution_id__in=run_ids, status__in=WAITING_STATUSES
+            ).update(
+                status=ExecutionStatus.CANCELLED,
+                completed_at=now,
+                error_message="backfill cancelled",
+                updated_at=now,
+            )
+        else:
+            for run in DagRun.objects.filter(id__in=run_ids, status=RunStatus.QUEUED):
+                dag_run_cancel(run=run)
+    backfill.refresh_from_db()
+    return backfill
