@@ -41,12 +41,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"browser tests skipped: {reason}"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls
-    # (setting up data, asserting on rows) are plain synchronous code all the same.
+    # Playwright's sync API keeps an event loop running in this thread for as long as it is
+    # open; the test's own ORM calls (setting up data, asserting on rows) are plain
+    # synchronous code all the same. One per module, not per session: a test file that runs
+    # after this one in the same process (its own Playwright, or asyncio.run) must find no
+    # loop running.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)

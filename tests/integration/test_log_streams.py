@@ -6,6 +6,7 @@ places of a killed web process free themselves when their leases end."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import urllib.error
@@ -143,7 +144,9 @@ def test_open_streams_do_not_delay_other_requests_and_a_tenant_is_capped(tenant_
             assert again.status == 200
             await _close_all(streams)
 
-        asyncio.run(scenario())
+        # On a thread of its own: a loop may already run in this one (Playwright's sync API).
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, scenario()).result()
         wait_until(
             lambda: log_followers_open_count(tenant_id=tenant.id) == 0,
             timeout=30,
