@@ -22,11 +22,12 @@ from dags.services import backfills
 from scheduler_app import selectors as task_selectors
 from scheduler_app.api.idempotency import idempotent
 from scheduler_app.api.pagination import PagePagination
+from scheduler_app.api.strict import StrictSerializer, refuse_body
 from scheduler_app.api.tenancy import request_tenant
 from scheduler_app.errors import ValidationFailed
 
 
-class BackfillInput(serializers.Serializer):
+class BackfillInput(StrictSerializer):
     start = serializers.CharField(help_text="ISO 8601 with offset; the first fire time counted")
     end = serializers.CharField(help_text="ISO 8601 with offset; fire times before it")
     max_parallel = serializers.IntegerField(required=False, default=1)
@@ -145,6 +146,7 @@ class BackfillCancelView(APIView):
 
     @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request, backfill_id: str) -> Response:
+        refuse_body(request)
         backfill = backfill_selectors.backfill_get(
             tenant=request_tenant(request), backfill_id=backfill_id
         )

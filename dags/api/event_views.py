@@ -16,10 +16,11 @@ from dags.models import Event
 from dags.services.events import event_post
 from scheduler_app.api.idempotency import idempotent
 from scheduler_app.api.pagination import PagePagination
+from scheduler_app.api.strict import StrictSerializer
 from scheduler_app.api.tenancy import request_tenant
 
 
-class EventInput(serializers.Serializer):
+class EventInput(StrictSerializer):
     name = serializers.CharField(max_length=255)
     payload = serializers.JSONField(required=False)
 

@@ -217,6 +217,7 @@ class TenantInvitationDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, invitation_id: str) -> Response:
+        refuse_body(request)
         members.invitation_revoke(tenant=request_tenant(request), invitation_id=invitation_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -241,6 +242,7 @@ class MyInvitationActionView(APIView):
 
     @extend_schema(request=None, responses={200: MemberOutput, 204: None})
     def post(self, request: Request, invitation_id: str, action: str) -> Response:
+        refuse_body(request)
         if action == "accept":
             member = members.invitation_accept(user=request.user, invitation_id=invitation_id)
             return Response(MemberOutput(member).data)

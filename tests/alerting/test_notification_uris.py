@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
+from scheduler_app.alerting.signing import signature_verify
 from scheduler_app.models import NotificationChannel, TaskDefinition
 from tests.alerting.services import ServiceReceiver
 from tests.alerting.smtp_receiver import SmtpReceiver
@@ -99,7 +100,10 @@ def test_a_webhook_target_is_signed(
     run_once(task, "failed", django_capture_on_commit_callbacks, transient=True)
     drain(notify_settings)
     [request] = [r for r in receiver.requests if r["path"] == "/hook"]
-    assert request["headers"]["X-Scheduler-Signature"].startswith("sha256=")
+    header = request["headers"]["X-Scheduler-Signature"]
+    assert header.startswith("t=") and ",v1=" in header
+    assert signature_verify("k", request["body"], header)
+    assert not signature_verify("other-secret", request["body"], header)
 
 
 def _task(api, notifications: dict) -> TaskDefinition:

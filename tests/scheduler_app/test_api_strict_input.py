@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 
 import pytest
 
@@ -71,6 +72,10 @@ def own_objects(tenant):
         "member_id": str(viewer.memberships.get().id),
         "dag_id": str(dag.id),
         "run_id": str(run.id),
+        # Endpoints that take no body refuse it before they look the object up.
+        "invitation_id": str(uuid.uuid4()),
+        "action": "accept",
+        "backfill_id": str(uuid.uuid4()),
     }
 
 
