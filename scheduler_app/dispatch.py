@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import redis
 
+from scheduler_app.redis_client import is_redis_url, redis_from_url
+
 logger = logging.getLogger(__name__)
 
 RUN_EXECUTION_TASK = "workers.run_execution"
@@ -57,7 +59,7 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     from project.celery import app  # models never import the Celery app; dispatch does
 
     url = app.conf.broker_url or ""
-    if not url.startswith(("redis://", "rediss://")):
+    if not is_redis_url(url):
         return None
     prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix") or ""
     # Keyed by everything that decides where a message lands: a forked child must not share
@@ -65,7 +67,7 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     identity = (os.getpid(), url, prefix)
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != identity:
-        cached = (identity, redis.Redis.from_url(url), prefix)
+        cached = (identity, redis_from_url(url), prefix)
         _local.client = cached
     return cached[1], cached[2]
 

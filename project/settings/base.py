@@ -12,6 +12,7 @@ from project.settings.env import (
     env_int,
     env_list,
     env_str,
+    sentinel_url,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -155,11 +156,31 @@ SIMPLE_JWT = {
 
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis behind Sentinel: the sentinels (host:port, comma separated) and the name of the
+# master they watch. Then every Redis client (broker, result backend, leader lock, counters,
+# live logs) asks them for the current master and follows a failover; REDIS_URL gives only
+# the master's password and database number. REDIS_SENTINEL_PASSWORD: the sentinels' own.
+REDIS_SENTINELS = env_list("REDIS_SENTINELS", [])
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "mymaster")
+REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD", "")
+# What Celery connects with: the sentinel:// form kombu and the result backend take.
+_CELERY_REDIS_URL = (
+    sentinel_url(REDIS_SENTINELS, redis_url=REDIS_URL) if REDIS_SENTINELS else REDIS_URL
+)
+_SENTINEL_OPTIONS = (
+    {
+        "master_name": REDIS_SENTINEL_MASTER,
+        "sentinel_kwargs": {"password": REDIS_SENTINEL_PASSWORD or None},
+    }
+    if REDIS_SENTINELS
+    else {}
+)
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", _CELERY_REDIS_URL)
 # Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
 # (fan-out shards count themselves done there); every other task ignores its result.
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _CELERY_REDIS_URL)
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = dict(_SENTINEL_OPTIONS)
 CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -176,6 +197,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 7200),
     "global_keyprefix": env_str("BROKER_KEY_PREFIX", ""),
+    **_SENTINEL_OPTIONS,
 }
 CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_SEND_EVENTS", True)
 CELERY_TASK_SEND_SENT_EVENT = False
