@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 
@@ -22,13 +23,21 @@ def server_bound_cursor():
     return psycopg.Cursor(connection.connection)
 
 
+def prepare_statements() -> bool:
+    """Whether the hot path's statements are prepared on the server. Not behind a
+    transaction-pooling PgBouncer (DATABASE_TRANSACTION_POOLING): a prepared statement lives
+    on one server connection, and the next transaction may run on another. Unprepared, they
+    are planned on every execution instead (the price of pooling)."""
+    return not settings.DATABASE_TRANSACTION_POOLING
+
+
 def execute_prepared(sql: str, params: Sequence[object]) -> tuple | None:
     """Run `sql` on Django's connection (same transaction) as a server-side prepared statement
     and return its first row. Unprepared, PostgreSQL would plan every execution again; on the
     partitioned executions table that planning costs more than the statement itself. Cast
     parameters whose type PostgreSQL cannot infer."""
     with server_bound_cursor() as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=prepare_statements())
         return cursor.fetchone()
 
 

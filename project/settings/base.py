@@ -73,6 +73,13 @@ DATABASES = {
         env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'scheduler.sqlite3'}"), base_dir=BASE_DIR
     )
 }
+# Behind PgBouncer in transaction pooling mode a client's transactions may each run on a
+# different server connection, so nothing may outlive a transaction on one: no server-side
+# cursors (Django's .iterator() opens them WITH HOLD outside a transaction), no prepared
+# statements (scheduler_app.db_rows). Nothing here holds session state otherwise: the leader
+# lock lives in Redis, not in an advisory lock, and SET is only ever SET LOCAL.
+DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
