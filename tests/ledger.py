@@ -20,10 +20,12 @@ MODULES = "workers.handlers.builtin,tests.ledger"
 
 
 @handler("ledger")
-def ledger(path: str, *, context: HandlerContext) -> dict[str, Any]:
+def ledger(path: str, seconds: float = 0.0, *, context: HandlerContext) -> dict[str, Any]:
     # O_APPEND writes of one short line are atomic between the worker's pool processes.
     with open(path, "a", encoding="utf-8") as file:
         file.write(f"{context.execution_id} {context.attempt} {os.getpid()}\n")
+    # Then stay busy, so that a fault can catch the run in flight.
+    context.cancel_event.wait(float(seconds))
     return {}
 
 

@@ -1,0 +1,128 @@
+"""Faults a real cluster sees, injected into real processes: each case asserts 0 runs
+doubled, 0 recorded runs that never end, and fires resumed (tests/chaos/harness.py says how
+each is measured). Short versions here; `make chaos` runs the long ones and writes
+bench/results/chaos.md."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+from django.conf import settings as django_settings
+
+from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.redis_client import get_redis, redis_key
+from tests.chaos.harness import chaos_stack, scaled
+from tests.processes import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LOCK_TTL = 1.5
+
+
+def _observer() -> LeaderLock:
+    return LeaderLock(
+        get_redis(),
+        key_prefix=django_settings.SCHEDULER["REDIS_KEY_PREFIX"],
+        node_id="observer",
+        ttl_seconds=LOCK_TTL,
+    )
+
+
+def _node_status(node: str) -> dict | None:
+    raw = get_redis().get(redis_key(f"scheduler:node:{node}"))
+    return json.loads(raw) if raw else None
+
+
+def test_a_leader_frozen_past_its_ttl_stops_firing_when_it_wakes(
+    tenant, tmp_path, settings, record_case
+):
+    with chaos_stack(tenant, tmp_path, settings, tasks=int(scaled(2, 10))) as stack:
+        stack.start_worker("w1")
+        stack.start_beat("a")
+        stack.start_beat("b")
+        observer = _observer()
+        leader = wait_until(observer.current_leader, timeout=30, message="a leader")
+        stack.wait_for_runs(3)
+        frozen = stack.beats[leader.node]
+        frozen.kill(signal.SIGSTOP)
+        stack.fault()
+        successor = wait_until(
+            lambda: (info := observer.current_leader()) and info.node != leader.node and info,
+            timeout=LOCK_TTL + 10,
+            message="the standby to take the lock",
+        )
+        assert successor.epoch == leader.epoch + 1
+        # Frozen well past its lease: when it wakes, its trust window is long gone.
+        time.sleep(scaled(3 * LOCK_TTL, 20))
+        frozen.kill(signal.SIGCONT)
+        stack.heal()
+        frozen.wait_for_log("lost leadership", timeout=15)
+        stack.wait_for_resume()
+        # It came back as a standby and stays one: the lock is the successor's.
+        status = wait_until(
+            lambda: (s := _node_status(leader.node)) and s["reported_at"] > time.time() - 1 and s,
+            timeout=10,
+            message="the woken node to report",
+        )
+        assert status["role"] == "standby"
+        assert observer.current_leader().node == successor.node
+        result = record_case(
+            stack.settle(case="leader-sigstop", fault=f"leader SIGSTOPped > {LOCK_TTL} s TTL")
+        )
+    result.assert_clean()
+
+
+def test_redis_killed_and_restarted_empty(tenant, tmp_path, settings, record_case):
+    with chaos_stack(tenant, tmp_path, settings, tasks=int(scaled(2, 10))) as stack:
+        stack.start_worker("w1")
+        stack.start_beat("a")
+        stack.start_beat("b")
+        stack.wait_for_runs(3)
+        stack.redis.kill()
+        stack.fault()
+        time.sleep(scaled(2, 10))
+        stack.redis.start()  # same port, nothing kept: the queues, lock and registry are gone
+        stack.heal()
+        stack.wait_for_resume()
+        stack.wait_for_runs(int(scaled(5, 30)))
+        result = record_case(
+            stack.settle(case="redis-restart-empty", fault="Redis SIGKILLed, restarted empty")
+        )
+    result.assert_clean()
+
+
+def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings, record_case):
+    # Several tasks of one tenant due each second ring as batch messages (one per worker
+    # process); each run stays busy a while so the kill catches a batch in flight.
+    tasks = int(scaled(6, 30))
+    with chaos_stack(tenant, tmp_path, settings, tasks=tasks, handler_seconds=0.4) as stack:
+        stack.start_worker("victim", concurrency=2)
+        stack.start_worker("survivor", concurrency=2)
+        stack.start_beat("a")
+        stack.wait_for_runs(tasks)
+        victim_host = f"victim-{django_settings.RUN_ID}"
+        wait_until(
+            lambda: (
+                stack.executions()
+                .filter(status="running", worker_id__startswith=victim_host)
+                .count()
+                >= 2
+            ),
+            timeout=30,
+            interval=0.05,
+            message="the victim mid-batch",
+        )
+        stack.kill_worker("victim")
+        stack.fault()
+        stack.heal()
+        stack.wait_for_resume()
+        stack.wait_for_runs(int(scaled(tasks * 3, tasks * 20)))
+        lost = stack.executions().filter(error_class="worker_lost").count()
+        result = record_case(
+            stack.settle(case="worker-sigkill-mid-batch", fault="worker SIGKILLed mid-batch")
+        )
+    assert lost >= 1, "the kill should have caught runs in flight"
+    result.assert_clean()
