@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
+from django.db import transaction
 
 from scheduler_app.redis_client import is_redis_url, redis_from_url
 
@@ -233,6 +234,27 @@ def publish(
     if len(pipe):
         pipe.execute()
     return sent
+
+
+def publish_after_commit(doorbells: list[Doorbell]) -> None:
+    """Ring `doorbells` once the current transaction commits, for a request or a service
+    that has just recorded their runs. By then the runs are in PostgreSQL, the record: if
+    Redis cannot take the doorbells (down, or full at maxmemory), each run waits as queued and
+    the leader rings it again after SCHEDULER_REQUEUE_GRACE. So the caller still succeeded,
+    and says so, instead of failing a request whose run exists (a client would retry it and
+    get a second run)."""
+
+    def ring() -> None:
+        try:
+            publish(doorbells)
+        except redis.RedisError as error:
+            logger.warning(
+                "%d doorbell(s) not rung (%s); the leader rings them again after the requeue grace",
+                len(doorbells),
+                error,
+            )
+
+    transaction.on_commit(ring)
 
 
 def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> int:

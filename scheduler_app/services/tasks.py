@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus, Trigger, tier_for_priority
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.dispatch import Doorbell, publish_after_commit
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
@@ -164,5 +164,5 @@ def task_trigger(
     with transaction.atomic():
         execution.save(force_insert=True)
         bell = Doorbell(str(execution.id), str(task.tenant_id), queue)
-        transaction.on_commit(lambda: publish([bell]))
+        publish_after_commit([bell])
     return execution

@@ -62,8 +62,8 @@ def render(results: list[CaseResult]) -> str:
     lines += [
         "- doubled = fires recorded twice + attempts whose handler ran twice (a ledger each "
         "attempt writes as it starts) + runs marked success whose handler never started",
-        "- never_ended = runs still pending/queued/running once the beats stopped and the "
-        "workers had 60 s to finish",
+        "- never_ended = runs still pending/queued/running 60 s after the tasks were paused "
+        "(beats and workers still running)",
         "- resumed_s = from the heal (or the kill) to the start of the first run due after it",
         "- worker_restarts = workers that exited and were started again by the test's "
         "supervisor, as compose and Kubernetes restart them",

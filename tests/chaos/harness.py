@@ -6,15 +6,18 @@ to a file as it starts). A case injects one fault, heals it, and `settle` scores
 
 - doubled: fires recorded twice (two first attempts of one task at one time) plus attempts
   whose handler ran twice (the ledger);
-- unended: runs still pending, queued or running once the beats are stopped and the workers
-  had time to finish (a run recorded and never ended);
+- unended: runs still pending, queued or running a minute after the tasks were paused, the
+  beats and workers still up (a run recorded and never ended);
 - resumed: seconds from the heal to the first run, due after the heal, that started.
 
 Workers run supervised, as compose (`restart: unless-stopped`) and Kubernetes run them: one
-that exits is started again (`restarts` counts it). Celery 5.7's worker exits on its own when
-Redis goes away while it holds unacknowledged messages (kombu, closing the dead connection,
-restores them through a connection that no longer exists: "Unrecoverable error:
-AttributeError ... 'hostname'"); the supervisor is what brings it back, in production too.
+that exits is started again (`restarts` counts it). Celery 5.7's worker exits on its own in
+two of these faults: when Redis goes away while it holds unacknowledged messages (kombu,
+closing the dead connection, restores them through a connection that no longer exists:
+"Unrecoverable error: AttributeError ... 'hostname'"), and when Redis refuses the
+acknowledgement at maxmemory ("Unrecoverable error: server:OutOfMemoryError"). The
+supervisor is what brings it back, in production too; the runs it held are reaped when
+their lease expires and retried.
 
 `make test` runs the short version of every case; `make chaos` (CHAOS_LONG=1) runs each
 fault longer and under more load and writes the table to bench/results/chaos.md.
@@ -36,6 +39,7 @@ from django.utils import timezone
 import tests.ledger  # noqa: F401 (registers the `ledger` handler in this process)
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.services.tasks import task_pause
 from tests.factories import make_task
 from tests.ledger import ledger_counts, ledger_env
 from tests.processes import ServiceProcess, start_beat, start_worker, wait_until
@@ -174,9 +178,11 @@ class ChaosStack:
         )
 
     def settle(self, *, case: str, fault: str, timeout: float = 60) -> CaseResult:
-        """Stop firing, let every recorded run end, stop the workers, and score."""
-        for beat in self.beats.values():
-            beat.stop()
+        """Stop firing (the tasks are paused; the beats keep reaping expired leases and
+        ringing forgotten runs again, as in production), let every recorded run end, stop
+        everything, and score."""
+        for task in self.tasks:
+            task_pause(task=task)
         with contextlib.suppress(AssertionError):
             wait_until(
                 lambda: not self.executions().exclude(status__in=TERMINAL_STATUSES).exists(),
@@ -184,6 +190,8 @@ class ChaosStack:
                 interval=0.5,
                 message="every recorded run to end",
             )
+        for beat in self.beats.values():
+            beat.stop()
         self.stop_supervising()
         for worker in self.workers.values():
             worker.stop()
@@ -220,6 +228,26 @@ class ChaosStack:
             unended=unended,
             resumed_seconds=resumed,
         )
+
+
+@contextlib.contextmanager
+def this_process_publishes_to(url: str) -> Iterator[None]:
+    """Doorbells this test process rings (an API trigger) go to `url`'s Redis meanwhile."""
+    from project.celery import app
+
+    previous = app.conf.broker_url
+
+    def use(broker_url: str) -> None:
+        # Drop (not close) the cached pools, as tests.processes.broker_key_prefix does.
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_url = broker_url
+
+    use(url)
+    try:
+        yield
+    finally:
+        use(previous)
 
 
 @contextlib.contextmanager
