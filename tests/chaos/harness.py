@@ -29,6 +29,7 @@ import collections
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -105,6 +106,11 @@ class ChaosStack:
     _unsupervised: set[str] = field(default_factory=set)
     _stop_supervising: threading.Event = field(default_factory=threading.Event)
     _supervisor: threading.Thread | None = None
+    _started: float = field(default_factory=time.monotonic)
+
+    def mark(self, phase: str) -> None:
+        """A timeline on stdout (pytest shows it when a case fails)."""
+        print(f"[chaos +{time.monotonic() - self._started:6.1f}s] {phase}", flush=True)
 
     # --- processes ---------------------------------------------------------------------
     def start_beat(self, node: str, **env: str) -> ServiceProcess:
@@ -154,6 +160,7 @@ class ChaosStack:
         return self.executions().filter(status="success", scheduled_at__gt=moment).count()
 
     def wait_for_runs(self, count: int, *, timeout: float = 60) -> None:
+        self.mark(f"waiting for {count} runs")
         since = timezone.now()
         wait_until(
             lambda: self.succeeded_after(since) >= count,
@@ -163,9 +170,11 @@ class ChaosStack:
         )
 
     def fault(self) -> None:
+        self.mark("fault")
         self.fault_at = timezone.now()
 
     def heal(self) -> None:
+        self.mark("heal")
         self.healed_at = timezone.now()
 
     def wait_for_resume(self, *, timeout: float = RESUME_LIMIT_SECONDS + 10) -> None:
@@ -181,6 +190,7 @@ class ChaosStack:
         """Stop firing (the tasks are paused; the beats keep reaping expired leases and
         ringing forgotten runs again, as in production), let every recorded run end, stop
         everything, and score."""
+        self.mark("settling: tasks paused")
         for task in self.tasks:
             task_pause(task=task)
         with contextlib.suppress(AssertionError):
@@ -190,11 +200,13 @@ class ChaosStack:
                 interval=0.5,
                 message="every recorded run to end",
             )
+        self.mark("stopping")
         for beat in self.beats.values():
             beat.stop()
         self.stop_supervising()
         for worker in self.workers.values():
             worker.stop()
+        self.mark("stopped")
         executions = list(self.executions())
         first_attempts = collections.Counter(
             (e.task_id, e.scheduled_at) for e in executions if e.attempt == 1
