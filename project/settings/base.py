@@ -240,6 +240,9 @@ SCHEDULER = {
     # Queued executions nobody started after this long are published again.
     "REQUEUE_GRACE_SECONDS": env_int("SCHEDULER_REQUEUE_GRACE", 300),
     "HOUSEKEEPING_SECONDS": env_float("SCHEDULER_HOUSEKEEPING_SECONDS", 2.0),
+    # Split the schedules over this many leader locks (scheduler_app/beat/shards.py): each
+    # beat keeps every shard warm and leads its fair share; 1 = one leader for all.
+    "SHARDS": env_int("SCHEDULER_SHARDS", 1),
 }
 
 WORKER = {
