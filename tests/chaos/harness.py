@@ -10,17 +10,8 @@ to a file as it starts). A case injects one fault, heals it, and `settle` scores
   beats and workers still up (a run recorded and never ended);
 - resumed: seconds from the heal to the first run, due after the heal, that started.
 
-Workers run supervised, as compose (`restart: unless-stopped`) and Kubernetes run them: one
-that exits is started again (`restarts` counts it). Celery 5.7's worker exits on its own in
-two of these faults: when Redis goes away while it holds unacknowledged messages (kombu,
-closing the dead connection, restores them through a connection that no longer exists:
-"Unrecoverable error: AttributeError ... 'hostname'"), and when Redis refuses the
-acknowledgement at maxmemory ("Unrecoverable error: server:OutOfMemoryError"). The
-supervisor is what brings it back, in production too; the runs it held are reaped when
-their lease expires and retried.
-
-`make test` runs the short version of every case; `make chaos` (CHAOS_LONG=1) runs each
-fault longer and under more load and writes the table to bench/results/chaos.md.
+Workers run supervised (tests/supervisor.py says why): one that exits is started again, and
+`restarts` counts it.
 """
 
 from __future__ import annotations
@@ -28,7 +19,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -43,8 +33,9 @@ from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.tasks import task_pause
 from tests.factories import make_task
 from tests.ledger import ledger_counts, ledger_env
-from tests.processes import ServiceProcess, start_beat, start_worker, wait_until
+from tests.processes import ServiceProcess, start_beat, wait_until
 from tests.redis_servers import RedisServer, new_server, queue_server_args
+from tests.supervisor import WorkerSupervisor
 
 LONG = os.environ.get("CHAOS_LONG") == "1"
 
@@ -98,14 +89,9 @@ class ChaosStack:
     tasks: list
     env: dict[str, str]
     beats: dict[str, ServiceProcess] = field(default_factory=dict)
-    workers: dict[str, ServiceProcess] = field(default_factory=dict)
     fault_at: datetime | None = None
     healed_at: datetime | None = None
-    restarts: int = 0
-    _specs: dict[str, dict] = field(default_factory=dict)
-    _unsupervised: set[str] = field(default_factory=set)
-    _stop_supervising: threading.Event = field(default_factory=threading.Event)
-    _supervisor: threading.Thread | None = None
+    supervisor: WorkerSupervisor = field(default_factory=WorkerSupervisor)
     _started: float = field(default_factory=time.monotonic)
 
     def mark(self, phase: str) -> None:
@@ -118,33 +104,18 @@ class ChaosStack:
         self.beats[node] = beat
         return beat
 
+    @property
+    def workers(self) -> dict[str, ServiceProcess]:
+        return self.supervisor.workers
+
     def start_worker(self, name: str, *, concurrency: int = 2, **env: str) -> ServiceProcess:
-        spec = {"concurrency": concurrency, "env_overrides": {**CHAOS_WORKER, **self.env, **env}}
-        self._specs[name] = spec
-        worker = start_worker(name=name, **spec)
-        self.workers[name] = worker
-        if self._supervisor is None:
-            self._supervisor = threading.Thread(target=self._supervise, daemon=True)
-            self._supervisor.start()
-        return worker
+        return self.supervisor.start(
+            name, concurrency=concurrency, env_overrides={**CHAOS_WORKER, **self.env, **env}
+        )
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker for good (its node is gone): the supervisor leaves it dead."""
-        self._unsupervised.add(name)
-        self.workers[name].kill()
-
-    def _supervise(self) -> None:
-        while not self._stop_supervising.wait(0.5):
-            for name, worker in list(self.workers.items()):
-                if name in self._unsupervised or worker.alive():
-                    continue
-                self.workers[name] = start_worker(name=name, wait=False, **self._specs[name])
-                self.restarts += 1
-
-    def stop_supervising(self) -> None:
-        self._stop_supervising.set()
-        if self._supervisor is not None:
-            self._supervisor.join(timeout=5)
+        self.supervisor.kill(name)
 
     def processes(self) -> list[ServiceProcess]:
         return [*self.beats.values(), *self.workers.values()]
@@ -203,7 +174,7 @@ class ChaosStack:
         self.mark("stopping")
         for beat in self.beats.values():
             beat.stop()
-        self.stop_supervising()
+        self.supervisor.stop_watching()
         for worker in self.workers.values():
             worker.stop()
         self.mark("stopped")
@@ -235,7 +206,7 @@ class ChaosStack:
             fault_seconds=fault_seconds,
             fires=len(first_attempts),
             attempts_run=sum(ran.values()),
-            restarts=self.restarts,
+            restarts=self.supervisor.restarts,
             doubled=doubled,
             unended=unended,
             resumed_seconds=resumed,
@@ -305,7 +276,7 @@ def chaos_stack(
         print(redis.log())
         raise
     finally:
-        stack.stop_supervising()
+        stack.supervisor.stop_watching()
         for process in stack.processes():
             process.stop(timeout=10)
         redis.stop()

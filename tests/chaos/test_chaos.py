@@ -98,7 +98,7 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
     # Several tasks of one tenant due each second ring as batch messages (one per worker
     # process); each run stays busy a while so the kill catches a batch in flight.
     tasks = int(scaled(6, 30))
-    with chaos_stack(tenant, tmp_path, settings, tasks=tasks, handler_seconds=0.4) as stack:
+    with chaos_stack(tenant, tmp_path, settings, tasks=tasks, handler_seconds=0.25) as stack:
         stack.start_worker("victim", concurrency=2)
         stack.start_worker("survivor", concurrency=2)
         stack.start_beat("a")
@@ -119,7 +119,7 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
         stack.fault()
         stack.heal()
         stack.wait_for_resume()
-        stack.wait_for_runs(int(scaled(tasks * 3, tasks * 20)))
+        stack.wait_for_runs(int(scaled(tasks * 2, tasks * 20)))
         lost = stack.executions().filter(error_class="worker_lost").count()
         result = record_case(
             stack.settle(case="worker-sigkill-mid-batch", fault="worker SIGKILLed mid-batch")
