@@ -21,6 +21,8 @@ from tests.processes import ROOT
 
 pytestmark = [
     pytest.mark.slow,
+    # Needs the test PostgreSQL (and is skipped with the suites that do when it is missing).
+    pytest.mark.usefixtures("django_db_setup"),
     pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer is not installed"),
 ]
 
