@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
-.PHONY: run test lint format bench bench-full migrate clean
+.PHONY: run test chaos lint format bench bench-full migrate clean
 
 # pyproject.toml: the project itself is installed too (editable, its dependencies pinned in
 # requirements.txt), which puts the `schedctl` console script in $(VENV)/bin.
@@ -23,6 +23,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m tests.run
+
+# The chaos suite's long versions (each fault longer, more load); writes the table to
+# bench/results/chaos.md. `make test` runs the short versions of the same cases.
+chaos: $(STAMP)
+	CHAOS_LONG=1 CHAOS_REPORT=bench/results/chaos.md DJANGO_SETTINGS_MODULE=project.settings.test \
+		$(PY) -m pytest -p no:xdist -q tests/chaos
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

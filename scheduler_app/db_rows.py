@@ -5,21 +5,45 @@ without a reload."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from functools import cache
+from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
 
 
-def server_bound_cursor():
+@contextlib.contextmanager
+def server_bound_cursor() -> Iterator[Any]:
     """A psycopg cursor with server-side binding on Django's connection (same transaction).
     Django's own cursor binds on the client: it quotes every value into the SQL text (what a
-    batch of arrays would spend most of its time on) and cannot prepare statements."""
+    batch of arrays would spend most of its time on) and cannot prepare statements.
+
+    It keeps Django's connection handling true: the health check runs first (as Django's
+    cursor does), and a failure flags the connection the way Django's error wrapper does,
+    so that `close_old_connections` replaces a dropped connection before the next task or
+    tick; a raw cursor that did not would fail every later task of this process on a
+    connection PostgreSQL had already closed."""
     import psycopg
 
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
-    return psycopg.Cursor(connection.connection)
+    try:
+        with psycopg.Cursor(connection.connection) as cursor:
+            yield cursor
+    except psycopg.Error:
+        connection.errors_occurred = True
+        raise
+
+
+def prepare_statements() -> bool:
+    """Whether the hot path's statements are prepared on the server. Not behind a
+    transaction-pooling PgBouncer (DATABASE_TRANSACTION_POOLING): a prepared statement lives
+    on one server connection, and the next transaction may run on another. Unprepared, they
+    are planned on every execution instead (the price of pooling)."""
+    return not settings.DATABASE_TRANSACTION_POOLING
 
 
 def execute_prepared(sql: str, params: Sequence[object]) -> tuple | None:
@@ -28,7 +52,7 @@ def execute_prepared(sql: str, params: Sequence[object]) -> tuple | None:
     partitioned executions table that planning costs more than the statement itself. Cast
     parameters whose type PostgreSQL cannot infer."""
     with server_bound_cursor() as cursor:
-        cursor.execute(sql, params, prepare=True)
+        cursor.execute(sql, params, prepare=prepare_statements())
         return cursor.fetchone()
 
 

@@ -44,6 +44,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import redis
+from django.db import transaction
+
+from scheduler_app.redis_client import is_redis_url, redis_from_url
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     from project.celery import app  # models never import the Celery app; dispatch does
 
     url = app.conf.broker_url or ""
-    if not url.startswith(("redis://", "rediss://")):
+    if not is_redis_url(url):
         return None
     prefix = (app.conf.broker_transport_options or {}).get("global_keyprefix") or ""
     # Keyed by everything that decides where a message lands: a forked child must not share
@@ -90,7 +93,7 @@ def _broker_client() -> tuple[redis.Redis, str] | None:
     identity = (os.getpid(), url, prefix)
     cached = getattr(_local, "client", None)
     if cached is None or cached[0] != identity:
-        cached = (identity, redis.Redis.from_url(url), prefix)
+        cached = (identity, redis_from_url(url), prefix)
         _local.client = cached
     return cached[1], cached[2]
 
@@ -351,6 +354,27 @@ def publish(
     if len(pipe):
         pipe.execute()
     return sent
+
+
+def publish_after_commit(doorbells: list[Doorbell]) -> None:
+    """Ring `doorbells` once the current transaction commits, for a request or a service
+    that has just recorded their runs. By then the runs are in PostgreSQL, the record: if
+    Redis cannot take the doorbells (down, or full at maxmemory), each run waits as queued and
+    the leader rings it again after SCHEDULER_REQUEUE_GRACE. So the caller still succeeded,
+    and says so, instead of failing a request whose run exists (a client would retry it and
+    get a second run)."""
+
+    def ring() -> None:
+        try:
+            publish(doorbells)
+        except redis.RedisError as error:
+            logger.warning(
+                "%d doorbell(s) not rung (%s); the leader rings them again after the requeue grace",
+                len(doorbells),
+                error,
+            )
+
+    transaction.on_commit(ring)
 
 
 def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> int:

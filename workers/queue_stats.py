@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import TIERS, ExecutionStatus
 from scheduler_app.models import TaskExecution
+from scheduler_app.redis_client import redis_from_url
 from workers.registry import STATE_ACTIVE, worker_records
 
 # kombu's Redis transport keeps priority sub-queues under "<queue>\x06\x16<step>".
@@ -26,7 +27,7 @@ _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
 def _broker_depths(queues: list[str]) -> dict[str, int | None]:
     prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
     try:
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=2)
+        client = redis_from_url(settings.CELERY_BROKER_URL, socket_timeout=2)
         pipe = client.pipeline(transaction=False)
         for queue in queues:
             for suffix in _PRIORITY_SUFFIXES:

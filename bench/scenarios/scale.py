@@ -4,6 +4,10 @@ Each size is measured in a fresh process (so RSS is the scheduler's own): the en
 every schedule from PostgreSQL into its heap, computing each next fire (next_fire_at is
 left empty, the worst case), then the cost of a tick is measured with nothing due (what a
 standby and an idle leader pay) and with 1,000 fires due (recorded and published).
+
+Each size is measured again as one beat of SCHEDULER_SHARDS=4 (`beat.shards`): four engines,
+each loading its shard, all four led by this process (a beat that alone leads every shard:
+the most any beat does), ticked together.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ QUICK = True
 DESCRIPTION = "100k (quick) / 100k+1M (full) schedules: load time, RSS, tick cost"
 DUE_PER_TICK = 1000
 INTERVALS = ["30s", "1m", "5m", "15m", "1h", "6h", "1d"]
+SHARDS = 4
 
 
 def _populate(count: int) -> None:
@@ -44,7 +49,7 @@ def _populate(count: int) -> None:
     support.tasks_copy(count, row=row, created_at=now - timedelta(seconds=60))
 
 
-def probe() -> None:
+def probe(shards: int = 1) -> None:
     """Runs in its own process: prints one JSON line of measurements."""
     import psutil
 
@@ -54,52 +59,79 @@ def probe() -> None:
 
     from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
     from scheduler_app.beat.lock import LeaderLock
+    from scheduler_app.beat.shards import BeatRoster, ShardSet, shard_key_prefix
     from scheduler_app.models import TaskDefinition
     from scheduler_app.redis_client import get_redis
 
     process = psutil.Process()
     connection.ensure_connection()
     rss_before = process.memory_info().rss
-    lock = LeaderLock(get_redis(), key_prefix="bench:scale:", node_id="scale", ttl_seconds=30)
-    engine = SchedulerEngine(
-        lock=lock,
-        config=EngineConfig(
-            tick_seconds=0.5,
-            batch_size=2000,
-            catchup_window_seconds=300,
-            requeue_grace_seconds=300,
-            housekeeping_seconds=3600,
-            lock_ttl_seconds=30,
-        ),
+    config = EngineConfig(
+        tick_seconds=0.5,
+        batch_size=2000,
+        catchup_window_seconds=300,
+        requeue_grace_seconds=300,
+        housekeeping_seconds=3600,
+        lock_ttl_seconds=30,
+    )
+    engines = [
+        SchedulerEngine(
+            lock=LeaderLock(
+                get_redis(),
+                key_prefix=shard_key_prefix("bench:scale:", index),
+                node_id=f"scale/shard-{index}",
+                ttl_seconds=30,
+            ),
+            config=config,
+            shard=(index, shards),
+        )
+        for index in range(shards)
+    ]
+    beat = (
+        ShardSet(
+            engines,
+            roster=BeatRoster(get_redis(), key_prefix="bench:scale:", node_id="scale", ttl=90),
+            lock_ttl=30,
+        )
+        if shards > 1
+        else engines[0]
     )
     started = time.perf_counter()
-    loaded = engine.load()
+    loaded = beat.load()
     load_seconds = time.perf_counter() - started
     rss_after = process.memory_info().rss
     # Schedules due within two minutes are moved past them (what firing them would do), so
     # that the idle ticks below are idle and the measured tick fires exactly 1,000.
     horizon = timezone.now() + timedelta(seconds=120)
-    for entry in engine.heap.pop_due(horizon, len(engine.heap)):
-        engine.heap.reschedule(entry, entry.schedule.next_after(horizon))
-    # Idle ticks: follow the change feed, try the lock, nothing due.
-    lock.try_acquire()
-    engine.tick()
+    for engine in engines:
+        for entry in engine.heap.pop_due(horizon, len(engine.heap)):
+            engine.heap.reschedule(entry, entry.schedule.next_after(horizon))
+    # Idle ticks: follow the change feed, try the lock(s), nothing due.
+    for engine in engines:
+        engine.lock.try_acquire()
+    beat.tick()
     idle = []
     for _ in range(20):
         started = time.perf_counter()
-        engine.tick()
+        beat.tick()
         idle.append(time.perf_counter() - started)
     names = [f"s{index}" for index in range(DUE_PER_TICK)]
     due_now = timezone.now()
     for task_id in TaskDefinition.objects.filter(name__in=names).values_list("id", flat=True):
-        entry = engine.heap.get(task_id)
-        if entry is not None:
-            engine.heap.reschedule(entry, due_now)
+        for engine in engines:
+            entry = engine.heap.get(task_id)
+            if entry is not None:
+                engine.heap.reschedule(entry, due_now)
+
+    def fired() -> int:
+        return sum(engine.fired_total for engine in engines)
+
     started = time.perf_counter()
-    while engine.fired_total < DUE_PER_TICK and time.perf_counter() - started < 30:
-        engine.tick()
+    while fired() < DUE_PER_TICK and time.perf_counter() - started < 30:
+        beat.tick()
     firing = time.perf_counter() - started
-    lock.release()
+    for engine in engines:
+        engine.lock.release()
     print(
         json.dumps(
             {
@@ -109,7 +141,7 @@ def probe() -> None:
                 "rss_delta_mib": (rss_after - rss_before) / 2**20,
                 "idle_tick_ms": sorted(idle)[len(idle) // 2] * 1000,
                 "fire_tick_ms": firing * 1000,
-                "fired": engine.fired_total,
+                "fired": fired(),
             }
         )
     )
@@ -122,6 +154,7 @@ def run(args: list[str]) -> Result:
         scenario=NAME,
         columns=[
             "schedules",
+            "shards",
             "insert_s",
             "load_s",
             "rss_mib",
@@ -135,34 +168,43 @@ def run(args: list[str]) -> Result:
             " 70% cron (12 expressions x 4 zones), 30% intervals; idle tick = median of 20;"
             " tick_1000_due = recording and publishing 1,000 due fires; before the tick"
             " measurements, schedules due in the next 2 min are moved past them (so the idle"
-            " tick is idle: at 1M, 30 s/1 min schedules otherwise fire thousands a second)"
+            " tick is idle: at 1M, 30 s/1 min schedules otherwise fire thousands a second)",
+            f"shards {SHARDS}: one beat process with SCHEDULER_SHARDS={SHARDS} leading all of"
+            " them (four engines, each loading and ticking its shard); every beat of a sharded"
+            " deployment keeps every shard warm, so its RSS is the whole heap's",
         ],
     )
     for count in sizes:
         started = time.perf_counter()
         _populate(count)
         insert_seconds = time.perf_counter() - started
-        output = subprocess.run(
-            [sys.executable, "-c", "from bench.scenarios.scale import probe; probe()"],
-            cwd=support.ROOT,
-            env=support.service_env(),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        lines = [line for line in output.stdout.splitlines() if line.startswith("{")]
-        if not lines:
-            result.notes.append(f"{count}: probe failed: {output.stderr[-500:]}")
-            continue
-        measured = json.loads(lines[-1])
-        result.add(
-            schedules=measured["loaded"],
-            insert_s=round(insert_seconds, 1),
-            load_s=round(measured["load_seconds"], 2),
-            rss_mib=round(measured["rss_mib"]),
-            rss_delta_mib=round(measured["rss_delta_mib"]),
-            idle_tick_ms=round(measured["idle_tick_ms"], 2),
-            tick_1000_due_ms=round(measured["fire_tick_ms"], 1),
-        )
+        for shards in (1, SHARDS):
+            output = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from bench.scenarios.scale import probe; probe({shards})",
+                ],
+                cwd=support.ROOT,
+                env=support.service_env(),
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            lines = [line for line in output.stdout.splitlines() if line.startswith("{")]
+            if not lines:
+                result.notes.append(f"{count} x {shards}: probe failed: {output.stderr[-500:]}")
+                continue
+            measured = json.loads(lines[-1])
+            result.add(
+                schedules=measured["loaded"],
+                shards=shards,
+                insert_s=round(insert_seconds, 1) if shards == 1 else "",
+                load_s=round(measured["load_seconds"], 2),
+                rss_mib=round(measured["rss_mib"]),
+                rss_delta_mib=round(measured["rss_delta_mib"]),
+                idle_tick_ms=round(measured["idle_tick_ms"], 2),
+                tick_1000_due_ms=round(measured["fire_tick_ms"], 1),
+            )
     return result

@@ -68,7 +68,7 @@ def node_executions_write(
         now,
     ]
     with db_rows.server_bound_cursor() as cursor:
-        cursor.execute(_wave_sql(), params, prepare=True)
+        cursor.execute(_wave_sql(), params, prepare=db_rows.prepare_statements())
 
 
 @cache

@@ -13,6 +13,7 @@ from project.settings.env import (
     env_list,
     env_secret,
     env_str,
+    sentinel_url,
 )
 from project.settings.keys import local_secrets_key
 
@@ -105,6 +106,13 @@ DATABASES = {
 }
 # Workers and beats keep their connection; the ASGI web tier sets 0 (project/asgi.py).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
+# Behind PgBouncer in transaction pooling mode a client's transactions may each run on a
+# different server connection, so nothing may outlive a transaction on one: no server-side
+# cursors (Django's .iterator() opens them WITH HOLD outside a transaction), no prepared
+# statements (scheduler_app.db_rows). Nothing here holds session state otherwise: the leader
+# lock lives in Redis, not in an advisory lock, and SET is only ever SET LOCAL.
+DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Every password a person sets through the API, the dashboard or the admin goes through these.
@@ -214,11 +222,31 @@ SIMPLE_JWT = {
 
 # --- Redis and Celery -------------------------------------------------------
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Redis behind Sentinel: the sentinels (host:port, comma separated) and the name of the
+# master they watch. Then every Redis client (broker, result backend, leader lock, counters,
+# live logs) asks them for the current master and follows a failover; REDIS_URL gives only
+# the master's password and database number. REDIS_SENTINEL_PASSWORD: the sentinels' own.
+REDIS_SENTINELS = env_list("REDIS_SENTINELS", [])
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "mymaster")
+REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD", "")
+# What Celery connects with: the sentinel:// form kombu and the result backend take.
+_CELERY_REDIS_URL = (
+    sentinel_url(REDIS_SENTINELS, redis_url=REDIS_URL) if REDIS_SENTINELS else REDIS_URL
+)
+_SENTINEL_OPTIONS = (
+    {
+        "master_name": REDIS_SENTINEL_MASTER,
+        "sentinel_kwargs": {"password": REDIS_SENTINEL_PASSWORD or None},
+    }
+    if REDIS_SENTINELS
+    else {}
+)
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", _CELERY_REDIS_URL)
 # Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
 # (fan-out shards count themselves done there); every other task ignores its result.
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _CELERY_REDIS_URL)
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = dict(_SENTINEL_OPTIONS)
 CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -235,6 +263,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 7200),
     "global_keyprefix": env_str("BROKER_KEY_PREFIX", ""),
+    **_SENTINEL_OPTIONS,
 }
 CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_SEND_EVENTS", True)
 CELERY_TASK_SEND_SENT_EVENT = False
@@ -273,6 +302,9 @@ SCHEDULER = {
     # A run whose handler type no live worker offers (a container run with no worker that
     # has a runtime) waits this long after its time, then fails with `no_capable_worker`.
     "CAPABILITY_WAIT_SECONDS": env_float("SCHEDULER_CAPABILITY_WAIT_SECONDS", 600.0),
+    # Split the schedules over this many leader locks (scheduler_app/beat/shards.py): each
+    # beat keeps every shard warm and leads its fair share; 1 = one leader for all.
+    "SHARDS": env_int("SCHEDULER_SHARDS", 1),
 }
 
 WORKER = {

@@ -48,6 +48,17 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def sentinel_url(sentinels: list[str], *, redis_url: str) -> str:
+    """The `sentinel://` URL kombu and Celery's result backend take for Redis behind
+    Sentinel: one `sentinel://[:password@]host:port/db` per sentinel, joined by `;`. The
+    master's password and database number come from `redis_url` (its host is not used: the
+    sentinels name the master)."""
+    parsed = urlparse(redis_url)
+    credentials = f":{parsed.password}@" if parsed.password else ""
+    database = parsed.path.lstrip("/") or "0"
+    return ";".join(f"sentinel://{credentials}{address}/{database}" for address in sentinels)
+
+
 def database_from_url(url: str) -> dict:
     """Turn DATABASE_URL into a Django DATABASES entry. PostgreSQL is the only engine: the
     claims, fires and DAG counts are single statements that need its SKIP LOCKED, unnest and

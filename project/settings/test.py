@@ -8,7 +8,7 @@ import os
 import uuid
 
 from project.settings.base import *  # noqa: F403
-from project.settings.base import LIFECYCLE, SCHEDULER, STORAGES
+from project.settings.base import DATABASE_TRANSACTION_POOLING, LIFECYCLE, SCHEDULER, STORAGES
 from project.settings.env import database_from_url, env_secret, env_str
 from project.settings.test_redis import claim_redis_db, release_redis_db
 
@@ -23,6 +23,7 @@ DATABASES = {
 # pytest-django appends the xdist worker's suffix (_gw0, _gw1, ...) to this name.
 DATABASES["default"]["TEST"] = {"NAME": f"test_sched_{RUN_ID}"}
 DATABASES["default"]["CONN_MAX_AGE"] = 0
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 
 WITHOUT_SERVICES = os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") == "1"
 if WITHOUT_SERVICES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import Http404
@@ -61,6 +62,16 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             _body("invalid", "the request contains a value that cannot be stored or searched"),
             status=status.HTTP_400_BAD_REQUEST,
         )
+    if isinstance(exc, redis.RedisError):
+        # Redis down, failing over or full (maxmemory, noeviction): what needed it did not
+        # happen, and PostgreSQL, the record, was not left half-written by it (recorded runs
+        # are rung again by the leader). The client may retry.
+        response = Response(
+            _body("unavailable", "the queue service is unavailable; retry shortly"),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
+        response["Retry-After"] = "5"
+        return response
     if isinstance(exc, Http404):
         return Response(_body("not_found", "not found"), status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, exceptions.ValidationError):

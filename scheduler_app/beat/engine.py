@@ -23,6 +23,7 @@ from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
+from scheduler_app.beat.shards import shard_of, shard_sql
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
@@ -112,9 +113,20 @@ class EngineConfig:
 
 
 class SchedulerEngine:
-    def __init__(self, *, lock: LeaderLock, config: EngineConfig) -> None:
+    def __init__(
+        self,
+        *,
+        lock: LeaderLock,
+        config: EngineConfig,
+        shard: tuple[int, int] | None = None,
+    ) -> None:
         self.lock = lock
         self.config = config
+        # (index, count) of the shard this engine schedules (`beat.shards`); None: all.
+        self.shard = shard if shard is not None and shard[1] > 1 else None
+        # Promoting pending runs, DAG schedules, reaping, requeueing, retention: once per
+        # fleet, by the unsharded leader or shard 0's.
+        self.fleet_duties = self.shard is None or self.shard[0] == 0
         self.heap = ScheduleHeap(ahead=timedelta(seconds=config.fire_ahead_seconds))
         self._seen_changes: dict[uuid.UUID, datetime] = {}
         self._change_cursor: datetime | None = None
@@ -160,6 +172,11 @@ class SchedulerEngine:
         rows = TaskDefinition.objects.filter(
             enabled=True, paused=False, deleted_at__isnull=True
         ).exclude(schedule_type=ScheduleType.MANUAL)
+        if self.shard is not None:
+            index, count = self.shard
+            # No user input in this SQL: our own expression, the shard index as a parameter.
+            where = f"{shard_sql('id', count)} = %s"
+            rows = rows.extra(where=[where], params=[index])  # noqa: S610
         # A million rows: a named (server-side) cursor in binary format, big fetches and
         # no ORM per row: half the load time goes into decoding timestamps as text otherwise.
         sql, params = rows.values_list(*_ENTRY_FIELDS).query.sql_with_params()
@@ -219,6 +236,9 @@ class SchedulerEngine:
         horizon = self._change_cursor - CHANGE_FEED_OVERLAP * 2
         self._seen_changes = {k: v for k, v in self._seen_changes.items() if v >= horizon}
 
+    def _in_shard(self, task_id: uuid.UUID) -> bool:
+        return self.shard is None or shard_of(task_id, self.shard[1]) == self.shard[0]
+
     def _apply_row(self, row: dict, *, now: datetime) -> bool:
         # Only changes the next poll can still see need remembering (not a million at load).
         if (
@@ -227,7 +247,8 @@ class SchedulerEngine:
         ):
             self._seen_changes[row["id"]] = row["changed_at"]
         schedulable = (
-            row["enabled"]
+            self._in_shard(row["id"])
+            and row["enabled"]
             and not row["paused"]
             and row["deleted_at"] is None
             and row["schedule_type"] != ScheduleType.MANUAL
@@ -282,21 +303,26 @@ class SchedulerEngine:
         return memo[key]
 
     # -- one tick ---------------------------------------------------------------------
-    def tick(self) -> float:
-        """Run one round; returns how long to sleep before the next."""
+    def tick(self, *, may_lead: bool = True) -> float:
+        """Run one round; returns how long to sleep before the next. `may_lead` False: stay
+        a standby unless this engine already leads (a sharded beat at its fair share)."""
         close_old_connections()
         started = time.monotonic()
         now = timezone.now()
         self.follow_changes(now=now)
         was_leading = self.leading
-        leading = self.leading = self.lock.try_acquire()
+        if may_lead or self.lock.is_held():
+            leading = self.leading = self.lock.try_acquire()
+        else:
+            leading = self.leading = False
         if leading and not was_leading:
             self._republish_after_takeover()
         if leading:
             self._fire_due()
-            self._promote_pending()
-            self._dags_tick()
-            self._housekeeping()
+            if self.fleet_duties:
+                self._promote_pending()
+                self._dags_tick()
+                self._housekeeping()
         else:
             self._shadow_leader(now=timezone.now())
         self.last_tick_at = timezone.now()

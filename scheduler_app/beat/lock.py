@@ -68,6 +68,7 @@ class LeaderLock:
         self._release = client.register_script(_RELEASE)
         self._state = threading.Lock()
         self._valid_until = 0.0
+        self._leading = False
         self.epoch = 0
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -82,10 +83,13 @@ class LeaderLock:
             self._valid_until = sent_at + self.ttl_ms / 1000 * SAFETY_FRACTION
 
     def _lose(self, reason: str) -> None:
+        # Said once per leadership, even when the trust window had already lapsed (a process
+        # frozen past its TTL learns only on waking that the lock is someone else's).
         with self._state:
-            was_held = self._valid_until > time.monotonic()
+            was_leading = self._leading
+            self._leading = False
             self._valid_until = 0.0
-        if was_held:
+        if was_leading:
             logger.warning("scheduler %s lost leadership: %s", self.node_id, reason)
 
     # -- operations ---------------------------------------------------------------
@@ -110,6 +114,8 @@ class LeaderLock:
             return False
         self.epoch = epoch
         self._trust_until(sent_at)
+        with self._state:
+            self._leading = True
         logger.info("scheduler %s is now the leader (epoch %s)", self.node_id, epoch)
         self._start_renewer()
         return True

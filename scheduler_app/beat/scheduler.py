@@ -34,29 +34,47 @@ class LeaderScheduler(beat.Scheduler):
 
         from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
         from scheduler_app.beat.lock import LeaderLock
+        from scheduler_app.beat.shards import BeatRoster, ShardSet, shard_key_prefix
         from scheduler_app.redis_client import get_redis
 
         config = settings.SCHEDULER
-        lock = LeaderLock(
-            get_redis(),
-            key_prefix=config["REDIS_KEY_PREFIX"],
-            node_id=_node_id(),
-            ttl_seconds=config["LOCK_TTL_SECONDS"],
+        engine_config = EngineConfig(
+            tick_seconds=config["TICK_SECONDS"],
+            batch_size=config["FIRE_BATCH_SIZE"],
+            catchup_window_seconds=config["CATCHUP_WINDOW_SECONDS"],
+            requeue_grace_seconds=config["REQUEUE_GRACE_SECONDS"],
+            housekeeping_seconds=config["HOUSEKEEPING_SECONDS"],
+            lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
+            lock_try_seconds=config["LOCK_TRY_SECONDS"],
+            fire_ahead_seconds=config["FIRE_AHEAD_SECONDS"],
+            capability_wait_seconds=config["CAPABILITY_WAIT_SECONDS"],
         )
-        self._engine = SchedulerEngine(
-            lock=lock,
-            config=EngineConfig(
-                tick_seconds=config["TICK_SECONDS"],
-                batch_size=config["FIRE_BATCH_SIZE"],
-                catchup_window_seconds=config["CATCHUP_WINDOW_SECONDS"],
-                requeue_grace_seconds=config["REQUEUE_GRACE_SECONDS"],
-                housekeeping_seconds=config["HOUSEKEEPING_SECONDS"],
-                lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
-                lock_try_seconds=config["LOCK_TRY_SECONDS"],
-                fire_ahead_seconds=config["FIRE_AHEAD_SECONDS"],
-                capability_wait_seconds=config["CAPABILITY_WAIT_SECONDS"],
-            ),
-        )
+        shards = max(1, config["SHARDS"])
+        node = _node_id()
+
+        def engine(index: int) -> SchedulerEngine:
+            lock = LeaderLock(
+                get_redis(),
+                key_prefix=shard_key_prefix(config["REDIS_KEY_PREFIX"], index),
+                node_id=node if shards == 1 else f"{node}/shard-{index}",
+                ttl_seconds=config["LOCK_TTL_SECONDS"],
+            )
+            return SchedulerEngine(lock=lock, config=engine_config, shard=(index, shards))
+
+        if shards == 1:
+            self._engine = engine(0)
+        else:
+            self._engine = ShardSet(
+                [engine(index) for index in range(shards)],
+                roster=BeatRoster(
+                    get_redis(),
+                    key_prefix=config["REDIS_KEY_PREFIX"],
+                    node_id=node,
+                    # A beat silent for this long no longer counts in the fair share.
+                    ttl=3 * config["LOCK_TTL_SECONDS"] + 2,
+                ),
+                lock_ttl=config["LOCK_TTL_SECONDS"],
+            )
         self._engine.load()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
@@ -75,7 +93,9 @@ class LeaderScheduler(beat.Scheduler):
         """Nothing to sync: every fire is written to the database when it happens."""
 
     def close(self) -> None:
-        if self._engine is not None:
+        if hasattr(self._engine, "engines"):  # a ShardSet: every shard, and the roster
+            self._engine.close()
+        elif self._engine is not None:
             self._engine.lock.release()
         super().close()
 
@@ -83,4 +103,7 @@ class LeaderScheduler(beat.Scheduler):
     def info(self) -> str:
         if self._engine is None:
             return "    . leader scheduler (not started)"
-        return f"    . leader scheduler node {self._engine.lock.node_id}"
+        lock = getattr(self._engine, "lock", None)
+        if lock is None:
+            return f"    . leader scheduler, {len(self._engine.engines)} shards"
+        return f"    . leader scheduler node {lock.node_id}"

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import TIERS
 from scheduler_app.models import TaskExecution
-from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.redis_client import get_redis, redis_from_url, redis_key
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def broker_redis() -> redis.Redis:
     url = settings.CELERY_BROKER_URL
     client = _broker_clients.get(url)
     if client is None:
-        client = redis.Redis.from_url(
+        client = redis_from_url(
             url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
         )
         _broker_clients[url] = client

@@ -110,7 +110,7 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
                 *(status.value for status in WAITING_STATUSES),
                 now + CLAIM_CLOCK_TOLERANCE,
             ],
-            prepare=True,
+            prepare=db_rows.prepare_statements(),
         )
         rows = cursor.fetchall()
     first = db_rows.width(TaskExecution)
@@ -150,7 +150,7 @@ def executions_give_back(claims: Sequence[Claim]) -> list[TaskExecution]:
             "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
             "WHERE e.id = u.id AND e.claim_token = u.token AND e.status = %s RETURNING e.id",
             [ExecutionStatus.QUEUED.value, now, now, ids, tokens, ExecutionStatus.RUNNING.value],
-            prepare=True,
+            prepare=db_rows.prepare_statements(),
         )
         given_ids = {row[0] for row in cursor.fetchall()}
     return [claim.execution for claim in claims if claim.execution.id in given_ids]
@@ -214,7 +214,7 @@ def _finish_postgres(succeeded: Sequence[Succeeded], *, now: datetime) -> list[S
                 [item.outcome.error_message[:10000] for item in succeeded],
                 ExecutionStatus.RUNNING.value,
             ],
-            prepare=True,
+            prepare=db_rows.prepare_statements(),
         )
         done = {row[0] for row in cursor.fetchall()}
     rejected = [item for item in succeeded if item.claim.execution.id not in done]

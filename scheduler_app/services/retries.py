@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.dispatch import Doorbell, publish_after_commit
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import execution_follow_up_create
@@ -44,5 +44,5 @@ def execution_retry(*, execution: TaskExecution) -> TaskExecution:
             priority=task.priority,
         )
         bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
-        transaction.on_commit(lambda: publish([bell]))
+        publish_after_commit([bell])
     return retry

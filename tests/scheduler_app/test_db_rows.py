@@ -52,3 +52,26 @@ def test_a_row_of_the_wrong_width_is_refused(tenant):
     row = _row(Tenant, tenant.id)
     with pytest.raises(ValueError, match="Tenant"):
         db_rows.instance(Tenant, row[:-1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_dropped_under_a_raw_cursor_is_replaced_before_the_next_task():
+    """Regression: a worker pool process whose connection PostgreSQL terminated failed every
+    later batch ("the connection is lost"): the raw cursor's error never flagged Django's
+    connection, so `close_old_connections` (run before each task) kept the dead one."""
+    import psycopg
+    from django.db import close_old_connections, connection
+
+    from tests.processes import database_url
+
+    connection.ensure_connection()
+    connection.close_at = None  # a persistent connection, as CONN_MAX_AGE gives the workers
+    backend = connection.connection.info.backend_pid
+    with psycopg.connect(database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [backend])
+    with pytest.raises(psycopg.OperationalError), db_rows.server_bound_cursor() as cursor:
+        cursor.execute("SELECT 1")
+    close_old_connections()  # what task_prerun does before the next task
+    with db_rows.server_bound_cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        assert cursor.fetchone()[0] != backend

@@ -1,0 +1,150 @@
+"""Scheduler shards: SCHEDULER_SHARDS=N splits the schedules over N leader locks.
+
+A task belongs to shard `first 32 bits of its id mod N` (stable: the id never changes, and
+PostgreSQL computes the same number, so a shard loads only its own rows). Each shard has its
+own lock, fencing epoch and standby, exactly as the single scheduler has; every beat process
+keeps a warm engine for every shard and leads some of them. Shard 0 keeps the unsharded
+lock's keys and does the fleet-wide duties (promoting pending runs, DAG schedules, reaping,
+requeueing, retention), so admin status, failover and readiness read it as before.
+
+Fair spread: each beat announces itself and how many shards it leads in a Redis hash every
+tick. A beat takes a free shard only while it leads fewer than its fair share
+(ceil(N / live beats)), and hands one back (releases its lock and stays out of it a while)
+when it leads more than that, or two more than the least loaded live beat. So the shards of
+a beat that dies are taken within the lock TTL by the others, and a beat that joins gets its
+share without a restart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import redis
+
+if TYPE_CHECKING:
+    from scheduler_app.beat.engine import SchedulerEngine
+
+logger = logging.getLogger(__name__)
+
+
+def shard_of(task_id: uuid.UUID, shards: int) -> int:
+    return int(task_id.hex[:8], 16) % shards
+
+
+def shard_sql(column: str, shards: int) -> str:
+    """`shard_of` in PostgreSQL, for a uuid column."""
+    return (
+        f"mod(('x' || lpad(substr(replace({column}::text, '-', ''), 1, 8), 16, '0'))"
+        f"::bit(64)::bigint, {int(shards)})"
+    )
+
+
+def shard_key_prefix(key_prefix: str, index: int) -> str:
+    """Shard 0 keeps the unsharded keys (status, failover and readiness read them)."""
+    return key_prefix if index == 0 else f"{key_prefix}shard-{index}:"
+
+
+class BeatRoster:
+    """Live beat processes and how many shards each leads, in one Redis hash."""
+
+    def __init__(self, client: redis.Redis, *, key_prefix: str, node_id: str, ttl: float):
+        self._redis = client
+        self.key = f"{key_prefix}scheduler:beats"
+        self.node_id = node_id
+        self.ttl = ttl
+
+    def report(self, leading: int) -> dict[str, int]:
+        """Say this beat is alive and leads `leading` shards; return the live beats' counts."""
+        now = time.time()
+        try:
+            self._redis.hset(self.key, self.node_id, json.dumps({"at": now, "leads": leading}))
+            raw = self._redis.hgetall(self.key)
+        except redis.RedisError as error:
+            logger.warning("beat roster unavailable: %s", error)
+            return {self.node_id: leading}
+        live, stale = {}, []
+        for node, value in raw.items():
+            entry = json.loads(value)
+            if now - entry["at"] <= self.ttl:
+                live[node] = int(entry["leads"])
+            elif now - entry["at"] > 10 * self.ttl:
+                stale.append(node)
+        if stale:
+            with contextlib.suppress(redis.RedisError):
+                self._redis.hdel(self.key, *stale)
+        live[self.node_id] = leading
+        return live
+
+    def leave(self) -> None:
+        with contextlib.suppress(redis.RedisError):
+            self._redis.hdel(self.key, self.node_id)
+
+
+class ShardSet:
+    """The engines of one beat process, one per shard, ticked together."""
+
+    def __init__(
+        self, engines: Sequence[SchedulerEngine], *, roster: BeatRoster, lock_ttl: float
+    ) -> None:
+        self.engines = list(engines)
+        self.roster = roster
+        # After handing a shard back, stay out of it long enough for another beat to take it.
+        self._hold_off = 4 * lock_ttl
+        self._held_off_until = [0.0] * len(self.engines)
+        self._last_handback = 0.0
+
+    def load(self) -> int:
+        return sum(engine.load() for engine in self.engines)
+
+    def leading(self) -> int:
+        return sum(1 for engine in self.engines if engine.lock.is_held())
+
+    def tick(self) -> float:
+        live = self.roster.report(self.leading())
+        fair = math.ceil(len(self.engines) / max(1, len(live)))
+        now = time.monotonic()
+        sleeps = []
+        for index, engine in enumerate(self.engines):
+            may_lead = engine.lock.is_held() or (
+                self.leading() < fair and now >= self._held_off_until[index]
+            )
+            sleeps.append(engine.tick(may_lead=may_lead))
+        self._hand_back_one(live, fair, now)
+        return min(sleeps)
+
+    def _hand_back_one(self, live: dict[str, int], fair: int, now: float) -> None:
+        leading = self.leading()
+        least = min(
+            (count for node, count in live.items() if node != self.roster.node_id), default=leading
+        )
+        if not (leading > fair or leading >= least + 2):
+            return
+        if now - self._last_handback < self._hold_off:
+            return
+        # The highest shard this beat leads; never shard 0 while another is left to give.
+        held = [i for i, engine in enumerate(self.engines) if engine.lock.is_held()]
+        index = held[-1]
+        self._last_handback = now
+        self._held_off_until[index] = now + self._hold_off
+        logger.info(
+            "beat %s hands shard %d back (leads %d, fair share %d, live beats %d)",
+            self.roster.node_id,
+            index,
+            leading,
+            fair,
+            len(live),
+        )
+        self.engines[index].lock.release()
+        self.engines[index].leading = False
+
+    def close(self) -> None:
+        for engine in self.engines:
+            engine.lock.release()
+        self.roster.leave()

@@ -1,0 +1,82 @@
+"""Collects each chaos case's scorecard; with CHAOS_REPORT set (`make chaos`), writes the
+table there at the end of the session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.harness import LONG, CaseResult
+
+_RESULTS: list[CaseResult] = []
+
+COLUMNS = (
+    ("case", "case"),
+    ("fault", "fault"),
+    ("fault_s", "fault_seconds"),
+    ("fires", "fires"),
+    ("attempts_run", "attempts_run"),
+    ("worker_restarts", "restarts"),
+    ("doubled", "doubled"),
+    ("never_ended", "unended"),
+    ("resumed_s", "resumed_seconds"),
+)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/chaos" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def record_case():
+    def record(result: CaseResult) -> CaseResult:
+        _RESULTS.append(result)
+        print(result)
+        return result
+
+    return record
+
+
+def render(results: list[CaseResult]) -> str:
+    from django.utils import timezone
+
+    rows = [[str(getattr(r, attr)) for _, attr in COLUMNS] for r in results]
+    header = [name for name, _ in COLUMNS]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    lines = [
+        "# chaos",
+        "",
+        f"Measured {timezone.now().isoformat(timespec='seconds')}"
+        f" ({'long' if LONG else 'short'} versions).",
+        "",
+        "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
+    for row in rows:
+        lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    lines += [
+        "- doubled = fires recorded twice + attempts whose handler ran twice (a ledger each "
+        "attempt writes as it starts) + runs marked success whose handler never started",
+        "- never_ended = runs still pending/queued/running 60 s after the tasks were paused "
+        "(beats and workers still running)",
+        "- resumed_s = from the heal (or the kill) to the start of the first run due after it",
+        "- worker_restarts = workers that exited and were started again by the test's "
+        "supervisor, as compose and Kubernetes restart them",
+        "- real processes (beats, prefork workers, a private redis-server) on the machine's "
+        "PostgreSQL; one-second schedules; a loaded 2-core machine",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    target = os.environ.get("CHAOS_REPORT")
+    if target and _RESULTS:
+        path = Path(target)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(_RESULTS))

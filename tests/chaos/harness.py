@@ -1,0 +1,282 @@
+"""The chaos suite's stack and scorecard.
+
+A stack is a private redis-server, beats and workers (real processes) against the test
+database, and one-second ledger tasks (tests/ledger.py: each attempt writes its execution id
+to a file as it starts). A case injects one fault, heals it, and `settle` scores the run:
+
+- doubled: fires recorded twice (two first attempts of one task at one time) plus attempts
+  whose handler ran twice (the ledger);
+- unended: runs still pending, queued or running a minute after the tasks were paused, the
+  beats and workers still up (a run recorded and never ended);
+- resumed: seconds from the heal to the first run, due after the heal, that started.
+
+Workers run supervised (tests/supervisor.py says why): one that exits is started again, and
+`restarts` counts it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from django.utils import timezone
+
+import tests.ledger  # noqa: F401 (registers the `ledger` handler in this process)
+from scheduler_app.choices import TERMINAL_STATUSES
+from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.services.tasks import task_pause
+from tests.factories import make_task
+from tests.ledger import ledger_counts, ledger_env
+from tests.processes import ServiceProcess, start_beat, wait_until
+from tests.redis_servers import RedisServer, new_server, queue_server_args
+from tests.supervisor import WorkerSupervisor
+
+LONG = os.environ.get("CHAOS_LONG") == "1"
+
+CHAOS_BEAT = {
+    "SCHEDULER_LOCK_TTL": "1.5",
+    "SCHEDULER_LOCK_TRY_SECONDS": "0.25",
+    "SCHEDULER_TICK_SECONDS": "0.2",
+    "SCHEDULER_HOUSEKEEPING_SECONDS": "0.5",
+    # Doorbells lost with Redis (or with a worker's unacknowledged messages) are rung again
+    # after this; production waits 300 s.
+    "SCHEDULER_REQUEUE_GRACE": "5",
+    "WORKER_HEARTBEAT_SECONDS": "0.5",
+}
+CHAOS_WORKER = {
+    "WORKER_KILL_GRACE_SECONDS": "1",
+    "WORKER_LEASE_SECONDS": "10",
+    "WORKER_HEARTBEAT_SECONDS": "0.5",
+    "WORKER_CANCEL_POLL_SECONDS": "0.2",
+}
+RESUME_LIMIT_SECONDS = 20.0
+
+
+def scaled(short: float, long: float) -> float:
+    return long if LONG else short
+
+
+@dataclass
+class CaseResult:
+    case: str
+    fault: str
+    fault_seconds: float
+    fires: int
+    attempts_run: int
+    restarts: int
+    doubled: int
+    unended: int
+    resumed_seconds: float | None
+
+    def assert_clean(self, *, resume_limit: float = RESUME_LIMIT_SECONDS) -> None:
+        assert self.doubled == 0, f"{self.case}: {self.doubled} doubled"
+        assert self.unended == 0, f"{self.case}: {self.unended} runs never ended"
+        assert self.resumed_seconds is not None, f"{self.case}: fires never resumed"
+        assert self.resumed_seconds <= resume_limit, f"{self.case}: {self.resumed_seconds}s"
+
+
+@dataclass
+class ChaosStack:
+    tenant: Tenant
+    redis: RedisServer
+    ledger: Path
+    tasks: list
+    env: dict[str, str]
+    beats: dict[str, ServiceProcess] = field(default_factory=dict)
+    fault_at: datetime | None = None
+    healed_at: datetime | None = None
+    supervisor: WorkerSupervisor = field(default_factory=WorkerSupervisor)
+    _started: float = field(default_factory=time.monotonic)
+
+    def mark(self, phase: str) -> None:
+        """A timeline on stdout (pytest shows it when a case fails)."""
+        print(f"[chaos +{time.monotonic() - self._started:6.1f}s] {phase}", flush=True)
+
+    # --- processes ---------------------------------------------------------------------
+    def start_beat(self, node: str, **env: str) -> ServiceProcess:
+        beat = start_beat(node_id=node, env_overrides={**CHAOS_BEAT, **self.env, **env})
+        self.beats[node] = beat
+        return beat
+
+    @property
+    def workers(self) -> dict[str, ServiceProcess]:
+        return self.supervisor.workers
+
+    def start_worker(self, name: str, *, concurrency: int = 2, **env: str) -> ServiceProcess:
+        return self.supervisor.start(
+            name, concurrency=concurrency, env_overrides={**CHAOS_WORKER, **self.env, **env}
+        )
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL a worker for good (its node is gone): the supervisor leaves it dead."""
+        self.supervisor.kill(name)
+
+    def processes(self) -> list[ServiceProcess]:
+        return [*self.beats.values(), *self.workers.values()]
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {p.name}\n{p.log()[-3000:]}" for p in self.processes())
+
+    # --- observations ------------------------------------------------------------------
+    def executions(self):
+        return TaskExecution.objects.filter(task__in=self.tasks)
+
+    def succeeded_after(self, moment: datetime) -> int:
+        return self.executions().filter(status="success", scheduled_at__gt=moment).count()
+
+    def wait_for_runs(self, count: int, *, timeout: float = 60) -> None:
+        self.mark(f"waiting for {count} runs")
+        since = timezone.now()
+        wait_until(
+            lambda: self.succeeded_after(since) >= count,
+            timeout=timeout,
+            interval=0.2,
+            message=f"{count} runs",
+        )
+
+    def fault(self) -> None:
+        self.mark("fault")
+        self.fault_at = timezone.now()
+
+    def heal(self) -> None:
+        self.mark("heal")
+        self.healed_at = timezone.now()
+
+    def wait_for_resume(self, *, timeout: float = RESUME_LIMIT_SECONDS + 10) -> None:
+        assert self.healed_at is not None
+        wait_until(
+            lambda: self.succeeded_after(self.healed_at) >= 3,
+            timeout=timeout,
+            interval=0.2,
+            message="fires to resume after the heal",
+        )
+
+    def settle(self, *, case: str, fault: str, timeout: float = 60) -> CaseResult:
+        """Stop firing (the tasks are paused; the beats keep reaping expired leases and
+        ringing forgotten runs again, as in production), let every recorded run end, stop
+        everything, and score."""
+        self.mark("settling: tasks paused")
+        for task in self.tasks:
+            task_pause(task=task)
+        with contextlib.suppress(AssertionError):
+            wait_until(
+                lambda: not self.executions().exclude(status__in=TERMINAL_STATUSES).exists(),
+                timeout=timeout,
+                interval=0.5,
+                message="every recorded run to end",
+            )
+        self.mark("stopping")
+        for beat in self.beats.values():
+            beat.stop()
+        self.supervisor.stop_watching()
+        for worker in self.workers.values():
+            worker.stop()
+        self.mark("stopped")
+        executions = list(self.executions())
+        first_attempts = collections.Counter(
+            (e.task_id, e.scheduled_at) for e in executions if e.attempt == 1
+        )
+        ran = ledger_counts(self.ledger)
+        doubled = sum(n - 1 for n in first_attempts.values() if n > 1)
+        doubled += sum(n - 1 for n in ran.values() if n > 1)
+        # A run that succeeded without its handler having started would be a lie.
+        doubled += len({str(e.id) for e in executions if e.status == "success"} - set(ran))
+        unended = sum(1 for e in executions if e.status not in TERMINAL_STATUSES)
+        resumed = None
+        if self.healed_at is not None:
+            after = [
+                e.started_at
+                for e in executions
+                if e.scheduled_at > self.healed_at and e.started_at is not None
+            ]
+            if after:
+                resumed = round((min(after) - self.healed_at).total_seconds(), 2)
+        fault_seconds = 0.0
+        if self.fault_at is not None and self.healed_at is not None:
+            fault_seconds = round((self.healed_at - self.fault_at).total_seconds(), 2)
+        return CaseResult(
+            case=case,
+            fault=fault,
+            fault_seconds=fault_seconds,
+            fires=len(first_attempts),
+            attempts_run=sum(ran.values()),
+            restarts=self.supervisor.restarts,
+            doubled=doubled,
+            unended=unended,
+            resumed_seconds=resumed,
+        )
+
+
+@contextlib.contextmanager
+def this_process_publishes_to(url: str) -> Iterator[None]:
+    """Doorbells this test process rings (an API trigger) go to `url`'s Redis meanwhile."""
+    from project.celery import app
+
+    previous = app.conf.broker_url
+
+    def use(broker_url: str) -> None:
+        # Drop (not close) the cached pools, as tests.processes.broker_key_prefix does.
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_url = broker_url
+
+    use(url)
+    try:
+        yield
+    finally:
+        use(previous)
+
+
+@contextlib.contextmanager
+def chaos_stack(
+    tenant: Tenant,
+    tmp_path: Path,
+    settings,
+    *,
+    tasks: int = 1,
+    handler_seconds: float = 0.0,
+    redis_args: tuple[str, ...] = (),
+) -> Iterator[ChaosStack]:
+    """A private Redis and `tasks` one-second ledger tasks; the case starts the processes.
+    This process's own Redis clients (registry, lock and status views) use the private Redis
+    too, through the `settings` fixture."""
+    redis = new_server(*queue_server_args(*redis_args)).start()
+    settings.REDIS_URL = redis.url
+    ledger = tmp_path / "ledger.txt"
+    created = [
+        make_task(
+            tenant,
+            name=f"chaos-{index}",
+            schedule={"type": "cron", "expression": "* * * * * *"},
+            handler={"type": "python", "callable": "ledger"},
+            parameters={"path": str(ledger), "seconds": handler_seconds},
+            retry_policy={"max_attempts": 5, "backoff": "fixed", "base_delay_seconds": 0},
+            timeout_seconds=60,
+        )
+        for index in range(tasks)
+    ]
+    env = {
+        "REDIS_URL": redis.url,
+        "CELERY_BROKER_URL": redis.url,
+        "CELERY_RESULT_BACKEND": redis.url,
+        "BROKER_KEY_PREFIX": "",
+        **ledger_env(),
+    }
+    stack = ChaosStack(tenant=tenant, redis=redis, ledger=ledger, tasks=created, env=env)
+    try:
+        yield stack
+    except BaseException:
+        print(stack.logs())
+        print(redis.log())
+        raise
+    finally:
+        stack.supervisor.stop_watching()
+        for process in stack.processes():
+            process.stop(timeout=10)
+        redis.stop()
