@@ -13,14 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from cryptography.fernet import Fernet
 
 from project.settings import keys
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 GOOD_SECRET_KEY = "k7Hq2-xW9pLz4vR8mN3bT6yJ1cF5gD0sA-eU2iO7pQ4wE9rT1yU6iO3pA8sD5fG2hJ"
-GOOD_SECRETS_KEY = Fernet.generate_key().decode()
+# A fixed valid Fernet key: test ids carry it, and every xdist worker must collect the same ids.
+GOOD_SECRETS_KEY = "Vz1o4fK2m8QyJ3rT7wX0cB5nL9hD6sA2eU4iP8gR1tM="
 ENV_EXAMPLE_SECRET_KEY = next(
     line.split("=", 1)[1]
     for line in (ROOT / ".env.example").read_text().splitlines()
