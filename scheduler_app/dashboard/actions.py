@@ -7,16 +7,29 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
 from scheduler_app.choices import Role
+from scheduler_app.dashboard.naming import is_dag_node_task
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.services import dead_letters, tasks
 
 WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
+
+
+def _say(request: HttpRequest, template: str, **parts: tuple[str, str | None]) -> None:
+    """A success message whose named parts link to what they name ("Triggered report-export:
+    run 1ef59a75" -> the run). Escaped by format_html; the template is ours."""
+    rendered = {
+        name: format_html('<a href="{}">{}</a>', url, text) if url else format_html("{}", text)
+        for name, (text, url) in parts.items()
+    }
+    messages.success(request, format_html(template, **rendered))
 
 
 def _operator_object(request: HttpRequest, getter, **lookup):
@@ -34,9 +47,16 @@ def _operator_object(request: HttpRequest, getter, **lookup):
 @require_POST
 def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse:
     task = _operator_object(request, selectors.task_get, task_id=task_id)
+    if is_dag_node_task(task):
+        raise PermissionDenied("this task runs a DAG node; trigger or pause its DAG instead")
     if action == "trigger":
         execution = tasks.task_trigger(task=task)
-        messages.success(request, f"Triggered {task.name}: execution {execution.id}")
+        _say(
+            request,
+            "Triggered {task}: run {run}",
+            task=(task.name, None),
+            run=(str(execution.id)[:8], reverse("dashboard:execution", args=[execution.id])),
+        )
     elif action == "pause":
         tasks.task_pause(task=task)
         messages.success(request, f"Paused {task.name}")
@@ -53,13 +73,48 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
 def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
     execution = _operator_object(request, selectors.dead_letter_get, execution_id=execution_id)
     if action == "retry":
+        link = dag_selectors.dag_node_of_execution(tenant=execution.tenant, execution=execution)
+        if link is not None:
+            return _dag_node_retry(request, execution, link)
         retry = dead_letters.dead_letter_retry(execution=execution)
-        messages.success(request, f"Retrying as {retry.id}" if retry else "Already retried")
+        if retry is None:
+            messages.success(request, "Already retried")
+        else:
+            _say(
+                request,
+                "Retrying {task}: run {run}",
+                task=(execution.task.name, reverse("dashboard:task", args=[execution.task_id])),
+                run=(str(retry.id)[:8], reverse("dashboard:execution", args=[retry.id])),
+            )
     elif action == "delete":
         dead_letters.dead_letter_delete(execution=execution)
         messages.success(request, "Removed from the dead-letter queue")
     else:
         raise Http404("unknown action")
+    return redirect("dashboard:dlq")
+
+
+def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
+    """A DAG node's dead letter is retried inside its run (dags.services.dead_letters)."""
+    from dags.services.dead_letters import dag_node_dead_letter_retry
+
+    try:
+        run = dag_node_dead_letter_retry(execution=execution, link=link)
+    except DomainError as error:  # the run is still going, or gone
+        messages.error(request, error.message)
+        return redirect("dashboard:dlq")
+    if run is None:
+        messages.success(request, "Already retried")
+        return redirect("dashboard:dlq")
+    _say(
+        request,
+        "Re-running node {node} inside {run}",
+        node=(link.node_id, None),
+        run=(
+            f"run {str(run.id)[:8]} of {link.run.dag.name}",
+            reverse("dashboard:dag-run", args=[run.dag_id, run.id]),
+        ),
+    )
     return redirect("dashboard:dlq")
 
 
@@ -77,7 +132,15 @@ def execution_action(request: HttpRequest, execution_id: str, action: str) -> Ht
     except DomainError as error:  # it had already ended
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Execution {execution.id}: {outcome}")
+        _say(
+            request,
+            "{run}: {outcome}",
+            run=(
+                f"Run {str(execution.id)[:8]}",
+                reverse("dashboard:execution", args=[execution.id]),
+            ),
+            outcome=(outcome, None),
+        )
     return redirect("dashboard:execution", execution_id=execution.id)
 
 
@@ -98,7 +161,13 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
         except DomainError as error:  # e.g. a DAG without a version
             messages.error(request, error.message)
             return redirect("dashboard:dag", dag_id=dag.id)
-        messages.success(request, f"Triggered {dag.name}: run {run.id} ({run.status})")
+        _say(
+            request,
+            "Triggered {dag}: {run} ({status})",
+            dag=(dag.name, None),
+            run=(f"run {str(run.id)[:8]}", reverse("dashboard:dag-run", args=[dag.id, run.id])),
+            status=(run.status.replace("_", " "), None),
+        )
         return redirect("dashboard:dag-run", dag_id=dag.id, run_id=run.id)
     if action not in ("pause", "resume"):
         raise Http404("unknown action")
@@ -120,5 +189,10 @@ def dag_run_action(request: HttpRequest, dag_id: str, run_id: str, action: str) 
     except DomainError as error:  # it had already ended / is not re-runnable
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Run {run.id}: {run.status}")
+        _say(
+            request,
+            "{run}: {status}",
+            run=(f"Run {str(run.id)[:8]}", reverse("dashboard:dag-run", args=[run.dag_id, run.id])),
+            status=(run.status.replace("_", " "), None),
+        )
     return redirect("dashboard:dag-run", dag_id=run.dag_id, run_id=run.id)

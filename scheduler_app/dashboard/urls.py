@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduler_app.dashboard import actions, dag_pages, logs, task_edit, views
+from scheduler_app.dashboard import actions, dag_pages, logs, runs, task_edit, task_list, views
 
 app_name = "dashboard"
 
@@ -13,6 +13,8 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
+    path("runs", runs.runs, name="runs"),
+    path("tasks", task_list.tasks, name="tasks"),
     # Before the task routes below, which would take "new" for an id and "edit" for an action.
     path("tasks/new", task_edit.task_new, name="task-new"),
     path("tasks/<str:task_id>/edit", task_edit.task_edit, name="task-edit"),

@@ -17,6 +17,7 @@ from dags import selectors as dag_selectors
 from scheduler_app import selectors
 from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
+from scheduler_app.dashboard.naming import is_dag_node_task, label_dag_nodes
 from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
 from scheduler_app.errors import NotFound
 from scheduler_app.monitoring import missed, stats, system
@@ -24,6 +25,11 @@ from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.schedules.preview import preview
 from scheduler_app.task_schedule import schedule_of_task
+
+# The overview shows the first tasks and the newest runs; the Tasks and Runs pages have all.
+OVERVIEW_TASKS = 20
+HISTORY_ROWS = 25
+DLQ_ROWS = 200
 
 
 def page_context(request: HttpRequest) -> dict[str, Any]:
@@ -77,6 +83,7 @@ def _workers_alive() -> int | None:
 def overview(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     summary = stats.overview(tenant=tenant)
+    tasks = selectors.task_list(tenant=tenant)
     return _page(
         request,
         "overview",
@@ -85,8 +92,11 @@ def overview(request: HttpRequest) -> HttpResponse:
             "statuses": sorted(set(summary["runs_last_day"]) | set(summary["runs_last_hour"])),
             "queues": _queues(),
             "workers_alive": _workers_alive(),
-            "recent": stats.recent_executions(tenant=tenant, limit=15),
-            "tasks": selectors.task_list(tenant=tenant)[:100],
+            "recent": label_dag_nodes(
+                tenant=tenant, executions=stats.recent_executions(tenant=tenant, limit=15)
+            ),
+            "tasks": tasks[:OVERVIEW_TASKS],
+            "task_count": tasks.count(),
             "charts": {
                 "hour": stats.runs_over_time(tenant=tenant, hours=1),
                 "day": stats.runs_over_time(tenant=tenant, hours=24),
@@ -113,13 +123,22 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         }
         for fire in upcoming
     ]
+    history = selectors.execution_list_for_task(tenant=tenant, task=task)
+    dag_owner = (
+        dag_selectors.dag_of_node_task(tenant=tenant, task_id=task.id)
+        if is_dag_node_task(task)
+        else None
+    )
     return _page(
         request,
         "task",
         {
             "task": task,
+            "dag_node_task": is_dag_node_task(task),
+            "dag_owner": dag_owner,
             "upcoming": upcoming,
-            "history": selectors.execution_list_for_task(tenant=tenant, task=task)[:25],
+            "history": label_dag_nodes(tenant=tenant, executions=history[:HISTORY_ROWS]),
+            "history_count": history.count(),
             "failures": stats.failure_breakdown(tenant=tenant, task=task),
             "misses": missed.missed_fires(
                 tenant=tenant,
@@ -138,6 +157,12 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
     # The log sits outside the polled fragment: the page's script follows the live tail.
     whole_page = not request.GET.get("fragment")
+    dag_node = (
+        dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
+        if execution.trigger in (Trigger.DAG, Trigger.RETRY)
+        else None
+    )
+    execution.dag_node = dag_node
     return _page(
         request,
         "execution",
@@ -152,9 +177,7 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             "log_tail_lines": TAIL_LINES,
             "log_follow": execution.status in ACTIVE_STATUSES,
             "cancellable": execution.status in ACTIVE_STATUSES,
-            "dag_node": dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
-            if execution.trigger == Trigger.DAG
-            else None,
+            "dag_node": dag_node,
         },
     )
 
@@ -176,7 +199,15 @@ def workers(request: HttpRequest) -> HttpResponse:
 @login_required
 def dead_letters(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    return _page(request, "dlq", {"dead_letters": selectors.dead_letter_list(tenant=tenant)[:200]})
+    dead_letters = selectors.dead_letter_list(tenant=tenant)
+    return _page(
+        request,
+        "dlq",
+        {
+            "dead_letters": label_dag_nodes(tenant=tenant, executions=dead_letters[:DLQ_ROWS]),
+            "dead_letter_count": dead_letters.count(),
+        },
+    )
 
 
 @login_required

@@ -8,3 +8,51 @@ register = template.Library()
 @register.filter
 def get_item(mapping, key):
     return mapping.get(key) if mapping else None
+
+
+# What people call the states the code names (snake_case stays in data-* attributes and CSS).
+STATE_LABELS = {
+    "partially_completed": "Partially completed",
+    "upstream_failed": "Upstream failed",
+    "timed_out": "Timed out",
+}
+
+
+@register.filter
+def state_label(status: str) -> str:
+    text = str(status or "")
+    return STATE_LABELS.get(text, text.replace("_", " ").capitalize())
+
+
+@register.filter
+def short_id(value) -> str:
+    """The first 8 characters of a UUID: what a person reads and types (the Runs page's search
+    takes a prefix)."""
+    return str(value or "")[:8]
+
+
+@register.filter
+def lag(seconds: float | None) -> str:
+    """Schedule lag for reading: a start a hair before its scheduled time (clock skew between
+    the beat and a worker, an early claim) is "on time", never "-0.490"."""
+    if seconds is None:
+        return "–"
+    if seconds < 0.0005:
+        return "on time"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **changes) -> str:
+    """This page's query string with `changes` applied (None drops a key), for paging links."""
+    query = context["request"].GET.copy()
+    query.pop("fragment", None)
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    encoded = query.urlencode()
+    return f"?{encoded}" if encoded else "?"
