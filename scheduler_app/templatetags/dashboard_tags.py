@@ -56,3 +56,22 @@ def query_with(context, **changes) -> str:
             query[key] = value
     encoded = query.urlencode()
     return f"?{encoded}" if encoded else "?"
+
+
+@register.simple_tag
+def described(field):
+    """The field's widget pointing (aria-describedby) at the help and error elements
+    _field.html renders with those ids, and only at those, and marked invalid on error."""
+    ids = []
+    if field.help_text:
+        ids.append(f"{field.auto_id}_helptext")
+    if field.errors:
+        ids.append(f"{field.auto_id}_errors")
+    attrs = {"aria-describedby": " ".join(ids)} if ids else {}
+    if field.errors:
+        attrs["aria-invalid"] = "true"
+    if not ids:
+        # Django adds a describedby of its own for help text; with none there is nothing to
+        # point at.
+        field.field.widget.attrs.pop("aria-describedby", None)
+    return field.as_widget(attrs=attrs)
