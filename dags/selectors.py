@@ -207,3 +207,15 @@ def dag_of_node_task(*, tenant: Tenant, task_id: uuid.UUID) -> tuple[Dag, str] |
         return None
     node_id = next(n for n, t in version.node_tasks.items() if t == str(task_id))
     return version.dag, node_id
+
+
+def dag_owner_among(*, kind: str, object_id: Any, tenant_ids: list[int]) -> int | None:
+    """Which of `tenant_ids` holds the DAG or DAG run `object_id` (None: none of them)."""
+    try:
+        wanted = _as_uuid(object_id, what=kind)
+    except NotFound:
+        return None
+    rows = Dag.objects.filter(deleted_at__isnull=True) if kind == "dag" else DagRun.objects.all()
+    return (
+        rows.filter(id=wanted, tenant_id__in=tenant_ids).values_list("tenant_id", flat=True).first()
+    )

@@ -16,7 +16,7 @@ from dags.graph import graph_of_version
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
 from scheduler_app.dashboard.dag_layout import TONES, format_duration, gantt, graph_layout
-from scheduler_app.dashboard.tenancy import dashboard_membership
+from scheduler_app.dashboard.tenancy import dashboard_membership, shows_other_tenant
 from scheduler_app.dashboard.views import _found, _page
 
 RECENT_RUNS_PER_DAG = 8
@@ -41,9 +41,10 @@ def dag_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@shows_other_tenant
 def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     version = dag_selectors.dag_version_get(dag=dag)
     now = timezone.now()
     runs = dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25]
@@ -59,9 +60,10 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
 
 
 @login_required
+@shows_other_tenant
 def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     run = _found(dag_selectors.dag_run_get, tenant=tenant, dag=dag, run_id=run_id)
     nodes = dag_selectors.dag_run_nodes(run=run)
     graph = graph_of_version(run.version_id)

@@ -18,7 +18,13 @@ from scheduler_app import selectors
 from scheduler_app.choices import ACTIVE_STATUSES, Trigger
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.naming import is_dag_node_task, label_dag_nodes
-from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
+from scheduler_app.dashboard.tenancy import (
+    dashboard_membership,
+    dashboard_memberships,
+    raise_if_elsewhere,
+    remember_tenant,
+    shows_other_tenant,
+)
 from scheduler_app.errors import NotFound
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
@@ -50,13 +56,17 @@ def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpRespo
     template = (
         f"dashboard/{name}_live.html" if request.GET.get("fragment") else f"dashboard/{name}.html"
     )
-    return render(request, template, context)
+    return remember_tenant(request, render(request, template, context))
 
 
-def _found(getter, **kwargs):
+def _found(getter, *, request: HttpRequest | None = None, kind: str = "", **kwargs):
+    """The object, or a 404; with `request`, an object of another of the user's tenants
+    raises InAnotherTenant (the page then offers the switch, see tenancy)."""
     try:
         return getter(**kwargs)
     except NotFound as error:
+        if request is not None:
+            raise_if_elsewhere(request, kind=kind, object_id=kwargs[f"{kind}_id"])
         raise Http404(str(error)) from error
 
 
@@ -106,9 +116,10 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@shows_other_tenant
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    task = _found(selectors.task_get, tenant=tenant, task_id=task_id)
+    task = _found(selectors.task_get, request=request, kind="task", tenant=tenant, task_id=task_id)
     try:
         upcoming = preview(schedule_of_task(task), count=5, now=timezone.now())
     except ScheduleError:
@@ -152,9 +163,16 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
 
 
 @login_required
+@shows_other_tenant
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
+    execution = _found(
+        selectors.execution_get,
+        request=request,
+        kind="execution",
+        tenant=tenant,
+        execution_id=execution_id,
+    )
     # The log sits outside the polled fragment: the page's script follows the live tail.
     whole_page = not request.GET.get("fragment")
     dag_node = (
