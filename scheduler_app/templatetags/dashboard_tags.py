@@ -75,3 +75,39 @@ def described(field):
         # point at.
         field.field.widget.attrs.pop("aria-describedby", None)
     return field.as_widget(attrs=attrs)
+
+
+@register.filter
+def as_fields(config) -> list[tuple[str, str]]:
+    """A handler's configuration as label/value pairs for reading (not a Python repr): lists
+    joined by spaces (a command line), objects as compact JSON, the type left out (shown
+    beside)."""
+    import json
+
+    if not isinstance(config, dict):
+        return [("", str(config))]
+    rows = []
+    for key, value in config.items():
+        if key == "type":
+            continue
+        if isinstance(value, list) and all(isinstance(part, str) for part in value):
+            shown = " ".join(value)
+        elif isinstance(value, dict | list):
+            shown = json.dumps(value, sort_keys=True)
+        else:
+            shown = str(value)
+        rows.append((key.replace("_", " "), shown))
+    return rows
+
+
+@register.filter
+def run_duration(execution) -> str:
+    """Wall time of a run (to now while it runs)."""
+    from django.utils import timezone
+
+    from scheduler_app.dashboard.dag_layout import format_duration
+
+    if execution is None or execution.started_at is None:
+        return "–"
+    end = execution.completed_at or timezone.now()
+    return format_duration((end - execution.started_at).total_seconds()) or "–"

@@ -1,0 +1,69 @@
+"""Task and execution pages say what people look for: the handler as fields (not a repr),
+the zone beside the cron expression, tags, policies, the last run and its duration, the full
+log and a download link; a DAG node's hidden task offers no buttons and names its DAG."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_app.choices import DAG_NODE_TAG, ExecutionStatus
+from scheduler_app.models import ExecutionLog, TaskDefinition
+from tests.dashboard.conftest import add_execution, make_dag
+from tests.factories import make_task
+
+pytestmark = pytest.mark.django_db
+
+
+def test_task_page_reads_like_a_definition(signed_in, tenant):
+    task = make_task(
+        tenant,
+        name="berlin-report",
+        description="Sends the morning report.",
+        tags=["reports", "daily"],
+        schedule={"type": "cron", "expression": "0 7 * * *", "timezone": "Europe/Berlin"},
+        handler={"type": "shell", "command": ["python3", "-c", "print(1)"]},
+    )
+    add_execution(task, minutes_ago=3, status=ExecutionStatus.FAILED, duration=2.5)
+    page = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
+    handler = page.split('id="task-handler"')[1].split("</td>")[0]
+    assert "<dt>command</dt><dd><code>python3 -c print(1)</code></dd>" in handler
+    assert "{'" not in handler and "['" not in handler  # no Python repr
+    assert '<code>0 7 * * *</code> <span class="zone">in Europe/Berlin</span>' in page
+    assert "Sends the morning report." in page
+    assert 'href="/dashboard/runs?tag=reports&amp;window=7d"' in page
+    assert "catch-up" in page.split('id="task-policies"')[1].split("</td>")[0]
+    last = page.split('id="task-last-run"')[1].split("</td>")[0]
+    assert "Failed" in last and "took 2.5 s" in last
+
+
+def test_execution_page_links_the_full_log_and_a_download(signed_in, tenant):
+    task = make_task(tenant, name="logged")
+    execution = add_execution(task, minutes_ago=1, status=ExecutionStatus.SUCCESS, duration=1.2)
+    ExecutionLog.objects.create(
+        execution_id=execution.id, tenant=tenant, text="\n".join(f"line {i}" for i in range(900))
+    )
+    page = signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
+    assert f'id="log-full" href="/dashboard/executions/{execution.id}/log?full=1"' in page
+    assert f'download="execution-{execution.id}.log"' in page
+    assert 'id="execution-duration">1.2 s<' in page
+    full = signed_in.get(f"/dashboard/executions/{execution.id}/log?full=1").content.decode()
+    assert full.startswith("line 0\n") and full.endswith("line 899")  # all of it, not the tail
+    download = signed_in.get(f"/dashboard/executions/{execution.id}/log?full=1&download=1")
+    assert download["Content-Disposition"].startswith("attachment;")
+
+
+def test_a_dag_nodes_hidden_task_has_no_buttons_and_refuses_them(signed_in, tenant):
+    dag = make_dag(tenant)
+    hidden = TaskDefinition.objects.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
+    page = signed_in.get(f"/dashboard/tasks/{hidden.id}").content.decode()
+    assert 'id="dag-node-task"' in page and f'href="/dashboard/dags/{dag.id}"' in page
+    for button in ("btn-trigger", "btn-pause", "btn-resume", "btn-edit"):
+        assert f'id="{button}"' not in page
+    # Posting the buttons' forms anyway is refused and runs nothing.
+    executions = hidden.executions.count()
+    assert signed_in.post(f"/dashboard/tasks/{hidden.id}/trigger").status_code == 403
+    assert signed_in.post(f"/dashboard/tasks/{hidden.id}/pause").status_code == 403
+    assert signed_in.get(f"/dashboard/tasks/{hidden.id}/edit").status_code == 403
+    assert hidden.executions.count() == executions
+    hidden.refresh_from_db()
+    assert not hidden.paused
