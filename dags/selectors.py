@@ -219,3 +219,14 @@ def dag_owner_among(*, kind: str, object_id: Any, tenant_ids: list[int]) -> int 
     return (
         rows.filter(id=wanted, tenant_id__in=tenant_ids).values_list("tenant_id", flat=True).first()
     )
+
+
+def dag_run_grid_states(*, tenant: Tenant, runs: Iterable[DagRun]) -> dict[tuple, DagNodeState]:
+    """(run id, node id) -> node state, for every node of `runs`, in one query (the grid of a
+    DAG's recent runs)."""
+    return {
+        (state.run_id, state.node_id): state
+        for state in DagNodeState.objects.filter(run__in=list(runs), run__tenant=tenant).only(
+            "run_id", "node_id", "status", "execution_id", "attempts"
+        )
+    }

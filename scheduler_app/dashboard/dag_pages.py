@@ -15,11 +15,43 @@ from dags.choices import ACTIVE_RUN_STATUSES
 from dags.graph import graph_of_version
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
-from scheduler_app.dashboard.dag_layout import TONES, format_duration, gantt, graph_layout
+from scheduler_app.dashboard.dag_layout import (
+    TONES,
+    format_duration,
+    gantt,
+    graph_layout,
+    tone_of,
+)
 from scheduler_app.dashboard.tenancy import dashboard_membership, shows_other_tenant
 from scheduler_app.dashboard.views import _found, _page
 
 RECENT_RUNS_PER_DAG = 8
+GRID_RUNS = 20
+
+
+def _grid(*, tenant, node_ids: list[str], runs: list[DagRun]) -> dict:
+    """Runs x nodes, Airflow-style: one column per run (oldest left), one row per node (the
+    current version's order, then nodes only older versions had), each cell in the node's
+    state colour."""
+    columns = list(reversed(runs))
+    states = dag_selectors.dag_run_grid_states(tenant=tenant, runs=columns)
+    extra = sorted({node for _, node in states} - set(node_ids))
+    rows = []
+    for node_id in [*node_ids, *extra]:
+        cells = []
+        for run in columns:
+            state = states.get((run.id, node_id))
+            status = state.status if state else ""
+            cells.append(
+                {
+                    "run": run,
+                    "status": status,
+                    "tone": tone_of(status) if status else "none",
+                    "execution_id": state.execution_id if state else None,
+                }
+            )
+        rows.append({"node_id": node_id, "cells": cells})
+    return {"runs": columns, "rows": rows}
 
 
 def _run_duration(run: DagRun, now) -> str:
@@ -47,14 +79,16 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     version = dag_selectors.dag_version_get(dag=dag)
     now = timezone.now()
-    runs = dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25]
+    runs = list(dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25])
+    node_ids = [node["id"] for node in version.spec["tasks"]] if version else []
     return _page(
         request,
         "dag",
         {
             "dag": dag,
-            "node_ids": [node["id"] for node in version.spec["tasks"]] if version else [],
+            "node_ids": node_ids,
             "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],
+            "grid": _grid(tenant=tenant, node_ids=node_ids, runs=runs[:GRID_RUNS]),
         },
     )
 

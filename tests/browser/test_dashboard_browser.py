@@ -98,7 +98,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     dead = TaskExecution.objects.get(task=task, dead_lettered=True)
     page.goto(f"{live_server.url}/dashboard/executions/{dead.id}")
     assert page.locator("#attempts tr").count() == 3  # header + two attempts
-    assert "dead-lettered" in page.inner_text("#timeline")
+    assert "Dead-lettered" in page.inner_text("#timeline")
     screenshot(page, "dashboard-execution")
 
     # Workers: a worker's heartbeat, as its heartbeat thread writes it, shows as a row.

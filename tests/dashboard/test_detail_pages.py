@@ -67,3 +67,23 @@ def test_a_dag_nodes_hidden_task_has_no_buttons_and_refuses_them(signed_in, tena
     assert hidden.executions.count() == executions
     hidden.refresh_from_db()
     assert not hidden.paused
+
+
+def test_dag_page_grid_shows_each_node_of_each_recent_run_in_its_state(signed_in, tenant):
+    import re
+
+    from tests.dashboard.conftest import RUN_STATES, make_dag_run
+
+    dag = make_dag(tenant)
+    older = make_dag_run(dag, started_seconds_ago=600)
+    newer = make_dag_run(dag, {**RUN_STATES, "b": ("success", 2.1, 3.0)}, started_seconds_ago=60)
+    page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
+    grid = page.split('id="dag-grid"')[1].split("</table>")[0]
+    runs = re.findall(r'href="/dashboard/dags/[^/]+/runs/([0-9a-f-]+)"', grid)
+    assert runs == [str(older.id), str(newer.id)]  # oldest left
+    rows = dict(re.findall(r'<tr data-node-id="(\w)">(.*?)</tr>', grid))
+    assert list(rows) == list("abcdefg")  # the definition's order
+    states = {node: re.findall(r'data-state="(\w*)"', cells) for node, cells in rows.items()}
+    assert states["b"] == ["failed", "success"]
+    assert states["c"] == ["upstream_failed", "upstream_failed"]
+    assert 'class="cell tone-failed"' in rows["b"] and "/dashboard/executions/" in rows["b"]
