@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -12,6 +14,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from dags import selectors as dag_selectors
+from dags.api.serializers import DagTriggerInput
 from scheduler_app import selectors
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.naming import is_dag_node_task
@@ -149,6 +152,21 @@ def _dag_run_get(*, tenant, dag_id: str, run_id: str):
     return dag_selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
 
 
+def _trigger_parameters(text: str) -> tuple[dict | None, str]:
+    """The run's parameters typed as a JSON object, checked as the API's trigger checks them
+    (DagTriggerInput); (None, "") when left blank, else (None, what is wrong, with its line)."""
+    if not text.strip():
+        return None, ""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        return None, f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+    body = DagTriggerInput(data={"parameters": parsed})
+    if not body.is_valid():
+        return None, 'must be a JSON object, for example {"date": "2030-01-01"}'
+    return body.validated_data.get("parameters"), ""
+
+
 @login_required
 @require_POST
 def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
@@ -156,8 +174,12 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
 
     dag = _operator_object(request, dag_selectors.dag_get, dag_id=dag_id)
     if action == "trigger":
+        parameters, problem = _trigger_parameters(request.POST.get("parameters", ""))
+        if problem:
+            messages.error(request, f"Nothing was triggered. Parameters: {problem}")
+            return redirect("dashboard:dag", dag_id=dag.id)
         try:
-            run = runs.dag_trigger(dag=dag)
+            run = runs.dag_trigger(dag=dag, parameters=parameters)
         except DomainError as error:  # e.g. a DAG without a version
             messages.error(request, error.message)
             return redirect("dashboard:dag", dag_id=dag.id)

@@ -87,3 +87,25 @@ def test_dag_page_grid_shows_each_node_of_each_recent_run_in_its_state(signed_in
     assert states["b"] == ["failed", "success"]
     assert states["c"] == ["upstream_failed", "upstream_failed"]
     assert 'class="cell tone-failed"' in rows["b"] and "/dashboard/executions/" in rows["b"]
+
+
+def test_a_dag_is_triggered_with_parameters_or_refused_at_the_line(signed_in, tenant):
+    from dags.models import DagRun
+
+    dag = make_dag(tenant)
+    response = signed_in.post(
+        f"/dashboard/dags/{dag.id}/trigger", {"parameters": '{\n  "date": "2030-01-01",\n}'}
+    )
+    assert response.status_code == 302
+    page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
+    assert "Nothing was triggered. Parameters: not valid JSON" in page and "(line 3," in page
+    assert not DagRun.objects.filter(dag=dag).exists()
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/trigger", {"parameters": "[1, 2]"})
+    assert not DagRun.objects.filter(dag=dag).exists()
+
+    response = signed_in.post(
+        f"/dashboard/dags/{dag.id}/trigger", {"parameters": '{"date": "2030-01-01"}'}, follow=True
+    )
+    run = DagRun.objects.get(dag=dag)
+    assert run.parameters == {"date": "2030-01-01"}
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in response.content.decode()
