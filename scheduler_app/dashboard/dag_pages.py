@@ -72,6 +72,25 @@ def dag_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _node_summary(node: dict) -> tuple[str, str]:
+    """Two short lines a definition's node box shows: what runs, and how it fans out."""
+    if "task" in node:
+        what = f"task {node['task']}"
+    else:
+        handler = node.get("handler") or {}
+        detail = handler.get("callable") or handler.get("url") or ""
+        what = f"{handler.get('type', '?')} {detail}".strip()
+    mapped = node.get("map_over") or {}
+    how = ""
+    if "field" in mapped:
+        how = f"fans out over {mapped['field']}"
+    elif "items" in mapped:
+        how = f"fans out over {len(mapped['items'])} items"
+    if node.get("trigger_rule") and node["trigger_rule"] != "all_success":
+        how = f"{how} · {node['trigger_rule']}".strip(" ·")
+    return what, how
+
+
 @login_required
 @shows_other_tenant
 def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
@@ -81,10 +100,24 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     now = timezone.now()
     runs = list(dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25])
     node_ids = [node["id"] for node in version.spec["tasks"]] if version else []
+    definition = (
+        graph_layout(
+            depends_on={node["id"]: node.get("depends_on", []) for node in version.spec["tasks"]},
+            states={},
+            now=now,
+        )
+        if version
+        else None
+    )
     return _page(
         request,
         "dag",
         {
+            "layout": definition,
+            "definition": True,
+            "node_meta": {node["id"]: _node_summary(node) for node in version.spec["tasks"]}
+            if version
+            else {},
             "dag": dag,
             "node_ids": node_ids,
             "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],

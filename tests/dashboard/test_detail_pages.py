@@ -109,3 +109,15 @@ def test_a_dag_is_triggered_with_parameters_or_refused_at_the_line(signed_in, te
     run = DagRun.objects.get(dag=dag)
     assert run.parameters == {"date": "2030-01-01"}
     assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in response.content.decode()
+
+
+def test_dag_page_draws_its_definition(signed_in, tenant):
+    import re
+
+    dag = make_dag(tenant)
+    page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
+    graph = page.split('id="dag-definition-graph"')[1].split("</svg>")[0]
+    assert sorted(re.findall(r'data-node-id="(\w)"', graph)) == list("abcdefg")
+    edges = set(re.findall(r'data-source="(\w)" data-target="(\w)"', graph))
+    assert edges == {("a", "b"), ("b", "c"), ("e", "f"), ("d", "g")}
+    assert "python noop" in graph  # what each node runs, not a run's state
