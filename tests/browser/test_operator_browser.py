@@ -140,13 +140,30 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         page.click("#dags a:text('fan-out-example')")
         page.wait_for_selector("#btn-dag-trigger")
         desk.settle("dag")
-        page.click("#btn-dag-trigger")
+        dag_path = page.url.split(stack["url"], 1)[1]
+        # The definition is drawn before any run.
+        drawn = page.eval_on_selector_all(
+            "#dag-definition-graph g.dag-node", "gs => gs.map(g => g.dataset.nodeId)"
+        )
+        assert sorted(drawn) == ["list", "merge", "process"], drawn
+        # Triggered with parameters, typed in the form.
+        page.click("#trigger-parameters summary")
+        page.fill("#dag-parameters", '{"batch": "b-17"}')
+        page.click("#btn-dag-trigger-parameters")
         page.wait_for_selector("#dag-graph")
         page.wait_for_selector("#live[data-polling='stopped']", timeout=180000)
         assert page.get_attribute("#run-summary", "data-run-status") == "success"
         assert "Triggered fan-out-example: run " in page.inner_text(".messages")
         desk.settle("dag-run")
         run_url = page.url
+        # The DAG's grid: a row per node, the run's column all green.
+        desk.visit(dag_path, "dag-grid", "#dag-grid")
+        states = page.eval_on_selector_all(
+            "#dag-grid tbody tr",
+            "rows => rows.map(r => [r.dataset.nodeId,"
+            " [...r.querySelectorAll('.cell')].map(c => c.dataset.state).pop()])",
+        )
+        assert dict(states) == dict.fromkeys(("list", "process", "merge"), "success"), states
         desk.visit("/dashboard/runs?dag=fan-out-example&window=1h", "runs-dag-nodes")
         runs_text = page.inner_text("#runs")
         assert "fan-out-example › run " in runs_text and "› process [0]" in runs_text
@@ -199,6 +216,7 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             ("/dashboard/tasks", "tasks"),
             ("/dashboard/dlq", "dlq"),
             ("/dashboard/dags", "dags"),
+            (dag_path, "dag"),
             (run_path, "dag-run"),
         ):
             phone.visit(path, name)
