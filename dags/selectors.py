@@ -230,3 +230,28 @@ def dag_run_grid_states(*, tenant: Tenant, runs: Iterable[DagRun]) -> dict[tuple
             "run_id", "node_id", "status", "execution_id", "attempts"
         )
     }
+
+
+def dag_run_shards(*, run: DagRun) -> list[dict[str, Any]]:
+    """Every shard of the run's mapped nodes with its latest attempt (node, index, execution),
+    in node then shard order: what a fan-out node's box summarises as "shards n/m"."""
+    links = list(
+        DagNodeExecution.objects.filter(run=run, shard_index__isnull=False).order_by(
+            "node_id", "shard_index"
+        )
+    )
+    if not links:
+        return []
+    latest: dict[uuid.UUID, TaskExecution] = {}
+    for execution in TaskExecution.objects.filter(
+        tenant_id=run.tenant_id, root_execution_id__in=[link.execution_root_id for link in links]
+    ).order_by("root_execution_id", "attempt"):
+        latest[execution.root_execution_id] = execution
+    return [
+        {
+            "node_id": link.node_id,
+            "shard_index": link.shard_index,
+            "execution": latest.get(link.execution_root_id),
+        }
+        for link in links
+    ]

@@ -156,6 +156,10 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         assert "Triggered fan-out-example: run " in page.inner_text(".messages")
         desk.settle("dag-run")
         run_url = page.url
+        # The fan-out node's shards, each with its run and its log.
+        assert page.locator("#shards tbody tr").count() == 3
+        log = page.locator("#shards a:text('log')").first.get_attribute("href")
+        assert page.request.get(stack["url"] + log).ok
         # The DAG's grid: a row per node, the run's column all green.
         desk.visit(dag_path, "dag-grid", "#dag-grid")
         states = page.eval_on_selector_all(

@@ -106,7 +106,10 @@ class Watched:
             "requestfailed",
             lambda r: (
                 # A live-log stream or poll cut short by leaving the page is not a failure.
-                None if "log-events" in r.url else self.failures.append(f"failed {r.url}")
+                None
+                if "log-events" in r.url
+                or ("fragment=1" in r.url and r.failure == "net::ERR_ABORTED")
+                else self.failures.append(f"failed {r.url} ({r.failure})")
             ),
         )
         self.page.on(

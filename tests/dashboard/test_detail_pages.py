@@ -121,3 +121,27 @@ def test_dag_page_draws_its_definition(signed_in, tenant):
     edges = set(re.findall(r'data-source="(\w)" data-target="(\w)"', graph))
     assert edges == {("a", "b"), ("b", "c"), ("e", "f"), ("d", "g")}
     assert "python noop" in graph  # what each node runs, not a run's state
+
+
+def test_dag_run_page_lists_each_shard_with_its_latest_attempt_and_log(signed_in, tenant):
+    from dags.models import DagNodeExecution
+    from tests.dashboard.conftest import make_dag_run
+
+    dag = make_dag(tenant)
+    run = make_dag_run(dag)
+    task = TaskDefinition.objects.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
+    first = add_execution(task, minutes_ago=1, status=ExecutionStatus.FAILED)
+    retry = add_execution(task, minutes_ago=0.5, status=ExecutionStatus.SUCCESS, root=first.id)
+    retry.attempt = 2
+    retry.save(update_fields=["attempt"])
+    other = add_execution(task, minutes_ago=1, status=ExecutionStatus.SUCCESS)
+    for index, root in enumerate((first, other)):
+        DagNodeExecution.objects.create(
+            execution_root_id=root.id, run=run, node_id="b", shard_index=index
+        )
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    shards = page.split('id="shards"')[1].split("</table>")[0]
+    assert shards.count("<tr data-node-id") == 2
+    assert f"/dashboard/executions/{retry.id}" in shards  # the latest attempt of shard 0
+    assert f"/dashboard/executions/{first.id}" not in shards
+    assert f"/dashboard/executions/{other.id}/log?full=1" in shards
