@@ -360,12 +360,15 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry dead-lettered runs")
     def retry_dead_lettered(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:
-        retried = sum(
-            1
-            for execution in queryset.select_related("task").filter(dead_lettered=True)
-            if dead_letters.dead_letter_retry(execution=execution) is not None
-        )
+        retried, refused = 0, []
+        for execution in queryset.select_related("task").filter(dead_lettered=True):
+            try:
+                retried += dead_letters.dead_letter_retry(execution=execution) is not None
+            except DomainError as error:  # a DAG node whose run is still going
+                refused.append(f"{str(execution.id)[:8]}: {error.message}")
         self.message_user(request, f"Retried {retried} dead-lettered run(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "Not retried: " + "; ".join(refused), messages.WARNING)
 
     @admin.action(description="Remove from the dead-letter queue")
     def dismiss_dead_lettered(

@@ -47,3 +47,25 @@ def dag_node_dead_letter_retry(
         run_nodes_rerun(locked, states, {link.node_id})
     run.refresh_from_db()
     return run
+
+
+def dag_node_dead_letter_retry_for(
+    *, execution: TaskExecution
+) -> tuple[bool, TaskExecution | None]:
+    """For the dead-letter queue's own retry (API, admin, retry-all): (False, None) when
+    `execution` is no DAG node's; else the node re-run inside its run and (True, the first
+    execution of its new chain), or (True, None) when it was no longer dead-lettered."""
+    root = execution.root_execution_id or execution.id
+    link = DagNodeExecution.objects.filter(
+        execution_root_id=root, run__tenant_id=execution.tenant_id
+    ).first()
+    if link is None:
+        return False, None
+    run = dag_node_dead_letter_retry(execution=execution, link=link)
+    if run is None:
+        return True, None
+    again = DagNodeExecution.objects.filter(run=run, node_id=link.node_id).order_by("shard_index")
+    first = again.first()
+    return True, (
+        TaskExecution.objects.filter(id=first.execution_root_id).first() if first else None
+    )

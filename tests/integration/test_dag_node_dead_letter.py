@@ -69,3 +69,40 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     again = client.post(f"/dashboard/dlq/{dead.id}/retry")
     assert again.status_code == 404
     assert DagRun.objects.get(id=run.id).status == "success"
+
+
+def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
+    tenant_and_user, api, live_worker, tmp_path
+):
+    tenant, _ = tenant_and_user
+    flag = tmp_path / "ready"
+    gate = {
+        "type": "shell",
+        "command": [
+            "python3",
+            "-c",
+            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
+        ],
+    }
+    run, _ = run_dag(
+        tenant, live_worker, [node("gate", handler=gate, retry_policy=ONCE), node("after", "gate")]
+    )
+    assert run.status == "failed"
+    wait_until(
+        lambda: TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists(),
+        timeout=30,
+        message="the gate's execution to be dead-lettered",
+    )
+    dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
+    flag.write_text("go")
+    response = api.post(f"/api/v1/admin/dlq/{dead.id}/retry")
+    assert response.status_code == 202, response.content
+    new_execution = response.json()["execution_id"]
+    assert DagNodeExecution.objects.get(execution_root_id=new_execution).run_id == run.id
+    wait_until(
+        lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+        timeout=60,
+        message="the re-run to end",
+    )
+    assert DagRun.objects.get(id=run.id).status == "success"
+    assert api.post(f"/api/v1/admin/dlq/{dead.id}/retry").status_code == 404
