@@ -1,7 +1,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from scheduler_app.dashboard import actions, dag_pages, logs, runs, task_edit, task_list, views
+from scheduler_app.dashboard import (
+    actions,
+    dag_edit,
+    dag_pages,
+    logs,
+    runs,
+    task_edit,
+    task_list,
+    views,
+)
 
 app_name = "dashboard"
 
@@ -38,6 +47,9 @@ urlpatterns = [
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),
     path("missed", views.missed_schedules, name="missed"),
     path("dags", dag_pages.dag_list, name="dags"),
+    # Before the DAG routes below, which would take "new" for an id and "edit" for an action.
+    path("dags/new", dag_edit.dag_new, name="dag-new"),
+    path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
     path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
     path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),

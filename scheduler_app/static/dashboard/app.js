@@ -274,6 +274,18 @@
     // A refused form: its summary of every mistake takes focus (read out, links to each field).
     var summary = document.getElementById("form-errors");
     if (summary) summary.focus();
+    // A refused definition: the error's line is selected in the editor when followed.
+    var lineLink = document.getElementById("error-line");
+    var editor = document.getElementById("definition");
+    if (lineLink && editor) {
+      lineLink.addEventListener("click", function (event) {
+        event.preventDefault();
+        var lines = editor.value.split("\n"), line = Number(lineLink.getAttribute("data-line")) - 1;
+        var start = lines.slice(0, line).join("\n").length + (line > 0 ? 1 : 0);
+        editor.focus();
+        editor.setSelectionRange(start, start + (lines[line] || "").length);
+      });
+    }
     var log = document.getElementById("log");
     if (log) followLog(log);
     var live = document.getElementById("live");
