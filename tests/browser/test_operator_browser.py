@@ -205,6 +205,34 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             f"Number(document.querySelector('#live').dataset.refreshes) > {held}", timeout=30000
         )
 
+        # Forms say everything at once: the summary takes focus; a DAG's error is at its line.
+        desk.visit("/dashboard/tasks/new", "task-new", "#task-form")
+        page.fill("#id_schedule_expression", "61 * * * *")
+        page.click("#btn-save")
+        page.wait_for_selector("#form-errors")
+        assert desk.active()["id"] == "form-errors"
+        assert page.locator("#form-errors li").count() >= 2  # the name and the cron expression
+        desk.settle("task-new-errors", "#form-errors")
+        desk.visit("/dashboard/dags/new", "dag-new", "#dag-form")
+        page.fill(
+            "#definition",
+            "dag: walk\ntasks:\n  - id: a\n    depends_on: [zz]\n"
+            "    handler: {type: python, callable: noop}\n",
+        )
+        page.click("#btn-save-dag")
+        page.wait_for_selector("#error-line")
+        assert page.inner_text("#error-line") == "Line 4"
+        page.click("#error-line")
+        assert desk.active()["id"] == "definition"
+        assert (
+            page.evaluate(
+                "() => { const e = document.getElementById('definition');"
+                " return e.value.substring(e.selectionStart, e.selectionEnd); }"
+            )
+            == "    depends_on: [zz]"
+        )
+        desk.settle("dag-new-errors", "#form-errors")
+
         for path, name in (
             ("/dashboard/dlq", "dlq"),
             ("/dashboard/missed?hours=1", "missed"),
