@@ -16,6 +16,7 @@ from django.utils import timezone
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
 from scheduler_app.choices import ACTIVE_STATUSES, Trigger
+from scheduler_app.dashboard.fire_calendar import fire_calendar
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
 from scheduler_app.dashboard.naming import is_dag_node_task, label_dag_nodes
 from scheduler_app.dashboard.tenancy import (
@@ -146,6 +147,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         {
             "task": task,
             "dag_node_task": is_dag_node_task(task),
+            "calendar": fire_calendar(tenant=tenant, task=task, now=timezone.now()),
             "dag_owner": dag_owner,
             "upcoming": upcoming,
             "history": label_dag_nodes(tenant=tenant, executions=history[:HISTORY_ROWS]),

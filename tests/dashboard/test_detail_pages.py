@@ -145,3 +145,28 @@ def test_dag_run_page_lists_each_shard_with_its_latest_attempt_and_log(signed_in
     assert f"/dashboard/executions/{retry.id}" in shards  # the latest attempt of shard 0
     assert f"/dashboard/executions/{first.id}" not in shards
     assert f"/dashboard/executions/{other.id}/log?full=1" in shards
+
+
+def test_task_page_calendar_counts_past_fires_by_outcome_and_plans_the_next(signed_in, tenant):
+    import re
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    task = make_task(
+        tenant,
+        name="daily",
+        schedule={"type": "cron", "expression": "0 6 * * *", "timezone": "UTC"},
+    )
+    add_execution(task, minutes_ago=60 * 24 * 2, status=ExecutionStatus.SUCCESS)
+    add_execution(task, minutes_ago=60 * 24 * 2 + 5, status=ExecutionStatus.FAILED)
+    page = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
+    calendar = page.split('id="fire-calendar"')[1].split("</table>")[0]
+    rows = dict(re.findall(r'<tr data-day="([\d-]+)"[^>]*>(.*?)</tr>', calendar))
+    assert len(rows) == 15  # a week back, today, a week ahead
+    two_days_ago = (timezone.now() - timedelta(days=2)).strftime("%Y-%m-%d")
+    cells = re.findall(r"<td>(.*?)</td>", rows[two_days_ago])
+    assert ">1</a>" in cells[0] and ">1</a>" in cells[1]  # one success, one failure, linked
+    assert f"since={two_days_ago}T00:00" in cells[0]
+    future = sorted(day for day in rows if day > timezone.now().strftime("%Y-%m-%d"))
+    assert all(re.findall(r"<td>(.*?)</td>", rows[day])[3] == "1" for day in future)
