@@ -63,7 +63,8 @@ def _remembered(request: HttpRequest) -> str | None:
 
 def remember_tenant(request: HttpRequest, response: HttpResponse) -> HttpResponse:
     slug = request.session.get(SESSION_KEY)
-    if slug and request.user.is_authenticated:
+    # Written when it changes, not on every poll of every page.
+    if slug and request.user.is_authenticated and _remembered(request) != slug:
         response.set_signed_cookie(
             COOKIE,
             f"{request.user.pk}:{slug}",

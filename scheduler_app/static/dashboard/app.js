@@ -100,7 +100,8 @@
      button keeps its focus, a scrolled table its scroll, a screen reader its place. Written
      here (about 60 lines) rather than vendored (htmx + idiomorph): the fragments are small,
      server-rendered and keyed by ids the templates already carry. */
-  var KEYS = ["id", "data-execution-id", "data-run-id", "data-node-id", "data-dag-id", "data-worker"];
+  var KEYS = ["id", "data-execution-id", "data-run-id", "data-node-id", "data-dag-id", "data-task-id",
+              "data-worker", "data-day"];
 
   function keyOf(node) {
     if (node.nodeType !== 1) return null;
