@@ -191,6 +191,18 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             timeout=30000,
         )
         assert desk.active()["id"] == "all-runs"
+        # A focused run stays focused when newer runs push it down the table (the stack's
+        # heartbeat task fires every 30 s).
+        first_row = "document.querySelector('#recent tbody tr').dataset.executionId"
+        focused = page.evaluate(f"() => {first_row}")
+        page.focus(f"#recent tr[data-execution-id='{focused}'] a[href*='/executions/']")
+        page.wait_for_function(f"{first_row} !== '{focused}'", timeout=120000)
+        still = page.evaluate(
+            "() => document.activeElement.closest('tr') &&"
+            " document.activeElement.closest('tr').dataset.executionId"
+        )
+        assert still == focused
+        page.focus("#all-runs")
         page.keyboard.press("Enter")
         page.wait_for_url("**/dashboard/runs")
         desk.visit("/dashboard/runs", "runs-paused")
