@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
+from django.template.defaultfilters import filesizeformat
 from django.urls import path
 
 from scheduler_app import selectors
@@ -384,9 +385,22 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
 @admin.register(ExecutionLog)
 class ExecutionLogAdmin(admin.ModelAdmin):
-    list_display = ["execution_id", "tenant", "size_bytes", "truncated", "created_at"]
+    list_display = ["execution", "tenant", "size", "truncated", "created"]
     list_filter = ["truncated", "tenant"]
     search_fields = ["execution_id"]
+
+    @admin.display(description="execution", ordering="execution_id")
+    def execution(self, obj: ExecutionLog) -> str:
+        return str(obj.execution_id)[:8]
+
+    @admin.display(description="size", ordering="size_bytes")
+    def size(self, obj: ExecutionLog) -> str:
+        return filesizeformat(obj.size_bytes)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, obj: ExecutionLog) -> str:
+        return _to_the_second(obj.created_at)
+
     readonly_fields = ["execution_id", "tenant", "text", "size_bytes", "truncated", "created_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
