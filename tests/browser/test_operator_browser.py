@@ -113,6 +113,7 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         page.keyboard.press("Enter")
         page.wait_for_selector("#btn-trigger")
         desk.settle("task")
+        task_path = page.url.split(stack["url"], 1)[1]
         desk.tab_to("Trigger now")
         page.keyboard.press("Enter")
         # The message names the run and links to it.
@@ -123,6 +124,7 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         page.keyboard.press("Enter")
         page.wait_for_selector("#timeline")
         desk.settle("execution")
+        execution_path = page.url.split(stack["url"], 1)[1]
 
         # The Runs page: search by keyboard, counted, the triggered run among the matches.
         desk.visit("/dashboard/runs", "runs")
@@ -261,6 +263,10 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             ("/dashboard/dlq", "dlq"),
             ("/dashboard/dags", "dags"),
             (dag_path, "dag"),
+            (task_path, "task"),
+            (execution_path, "execution"),
+            ("/dashboard/missed?hours=1", "missed"),
+            ("/dashboard/workers", "workers"),
             (run_path, "dag-run"),
         ):
             phone.visit(path, name)

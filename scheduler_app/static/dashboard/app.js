@@ -162,6 +162,14 @@
     while (from.childNodes.length > index) { from.removeChild(from.lastChild); changes.removed++; }
   }
 
+  // A table wider than the screen scrolls sideways (phones): it takes keyboard focus so it
+  // can be scrolled without a mouse.
+  function focusableScrollers(root) {
+    root.querySelectorAll("table, .table-scroll").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) box.setAttribute("tabindex", "0");
+    });
+  }
+
   function statusTexts(root) {
     return Array.prototype.map.call(root.querySelectorAll(".status"), function (s) { return s.textContent; });
   }
@@ -212,6 +220,7 @@
         if (busy(live)) return;  // focus moved into a form while the request was out
         patch(live, html);
         drawCharts(live);
+        focusableScrollers(live);
         var stamp = document.getElementById("updated-at");
         if (stamp) stamp.textContent = new Date().toISOString().substr(11, 8) + " UTC";
         live.setAttribute("data-refreshes", String(Number(live.getAttribute("data-refreshes") || 0) + 1));
@@ -292,6 +301,7 @@
     var live = document.getElementById("live");
     if (!live) return;
     drawCharts(live);
+    focusableScrollers(document);
     if (finished(live)) return;
     var seconds = parseFloat(live.getAttribute("data-poll-seconds")) || 3;
     window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
