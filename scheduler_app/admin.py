@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.defaultfilters import filesizeformat
+from django.urls import path
 
 from scheduler_app import selectors
+from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import DomainError
 from scheduler_app.models import (
     ApiKey,
@@ -28,6 +33,17 @@ class MembershipInline(admin.TabularInline):
     model = TenantMembership
     extra = 0
     autocomplete_fields = ["user"]
+
+
+def _to_the_second(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "–"
+
+
+TASK_BUTTONS = {
+    "trigger": tasks.task_trigger,
+    "pause": tasks.task_pause,
+    "resume": tasks.task_resume,
+}
 
 
 @admin.register(Tenant)
@@ -146,19 +162,18 @@ class DagNodeTaskFilter(admin.SimpleListFilter):
 @admin.register(TaskDefinition)
 class TaskDefinitionAdmin(admin.ModelAdmin):
     form = TaskDefinitionForm
+    # Chosen to fit a 1366 px screen: the schedule in one column, times to the second.
     list_display = [
         "name",
         "tenant",
-        "schedule_type",
-        "schedule_expression",
-        "timezone",
+        "schedule",
         "handler_type",
         "priority",
-        "enabled",
-        "paused",
-        "next_fire_at",
-        "last_fired_at",
+        "state",
+        "next_fire",
+        "last_fired",
     ]
+    change_form_template = "admin/scheduler_app/taskdefinition/change_form.html"
     list_filter = [
         DagNodeTaskFilter,
         "tenant",
@@ -188,6 +203,52 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         return (
             super().get_queryset(request).filter(deleted_at__isnull=True).select_related("tenant")
         )
+
+    @admin.display(description="schedule", ordering="schedule_type")
+    def schedule(self, obj: TaskDefinition) -> str:
+        if obj.schedule_type in ("cron", "interval"):
+            return f"{obj.schedule_type} {obj.schedule_expression} ({obj.timezone})"
+        return obj.schedule_type
+
+    @admin.display(description="state", ordering="paused")
+    def state(self, obj: TaskDefinition) -> str:
+        return "paused" if obj.paused else ("active" if obj.enabled else "disabled")
+
+    @admin.display(description="next fire (UTC)", ordering="next_fire_at")
+    def next_fire(self, obj: TaskDefinition) -> str:
+        return _to_the_second(obj.next_fire_at)
+
+    @admin.display(description="last fired (UTC)", ordering="last_fired_at")
+    def last_fired(self, obj: TaskDefinition) -> str:
+        return _to_the_second(obj.last_fired_at)
+
+    def get_urls(self):
+        own = [
+            path(
+                "<uuid:task_id>/run/<str:action>/",
+                self.admin_site.admin_view(self.button_view),
+                name="scheduler_app_taskdefinition_button",
+            )
+        ]
+        return own + super().get_urls()
+
+    def button_view(self, request: HttpRequest, task_id, action: str) -> HttpResponse:
+        """Trigger / Pause / Resume from the change form (POST), as the list's actions do."""
+        task = self.get_queryset(request).filter(pk=task_id).first()
+        if request.method != "POST" or task is None or action not in TASK_BUTTONS:
+            raise Http404("no such task or button")
+        if not self.has_change_permission(request, task) or DAG_NODE_TAG in (task.tags or []):
+            raise PermissionDenied("this task cannot be driven from here")
+        TASK_BUTTONS[action](task=task)
+        self.message_user(request, f"{action.capitalize()}: {task.name}", messages.SUCCESS)
+        return redirect("admin:scheduler_app_taskdefinition_change", task.pk)
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        obj = context.get("original")
+        context["task_buttons"] = (
+            obj is not None and obj.pk and DAG_NODE_TAG not in (obj.tags or [])
+        )
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: TaskDefinition, form, change: bool) -> None:
         """Admin edits go through the same service as the API, so validation and the
@@ -230,16 +291,16 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
 
 @admin.register(TaskExecution)
 class TaskExecutionAdmin(admin.ModelAdmin):
+    # Chosen to fit a 1366 px screen: a short id (the full one is on the change form and
+    # searchable), attempts as n/m, times to the second, the duration instead of two stamps.
     list_display = [
-        "id",
+        "short_id",
         "task",
         "status",
         "trigger",
-        "attempt",
-        "max_attempts",
-        "scheduled_at",
-        "started_at",
-        "completed_at",
+        "attempts",
+        "scheduled",
+        "duration",
         "worker_id",
         "error_class",
         "dead_lettered",
@@ -250,6 +311,24 @@ class TaskExecutionAdmin(admin.ModelAdmin):
     list_select_related = ["task"]
     actions = ["cancel_runs", "retry_dead_lettered", "dismiss_dead_lettered"]
     show_full_result_count = False  # COUNT(*) over a huge history on every page is too slow
+
+    @admin.display(description="id", ordering="id")
+    def short_id(self, obj: TaskExecution) -> str:
+        return str(obj.id)[:8]
+
+    @admin.display(description="attempt")
+    def attempts(self, obj: TaskExecution) -> str:
+        return f"{obj.attempt}/{obj.max_attempts}"
+
+    @admin.display(description="scheduled (UTC)", ordering="scheduled_at")
+    def scheduled(self, obj: TaskExecution) -> str:
+        return _to_the_second(obj.scheduled_at)
+
+    @admin.display(description="duration")
+    def duration(self, obj: TaskExecution) -> str:
+        if obj.started_at is None or obj.completed_at is None:
+            return "–"
+        return f"{(obj.completed_at - obj.started_at).total_seconds():.1f} s"
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: TaskExecution | None = None
@@ -283,12 +362,15 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry dead-lettered runs")
     def retry_dead_lettered(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:
-        retried = sum(
-            1
-            for execution in queryset.select_related("task").filter(dead_lettered=True)
-            if dead_letters.dead_letter_retry(execution=execution) is not None
-        )
+        retried, refused = 0, []
+        for execution in queryset.select_related("task").filter(dead_lettered=True):
+            try:
+                retried += dead_letters.dead_letter_retry(execution=execution) is not None
+            except DomainError as error:  # a DAG node whose run is still going
+                refused.append(f"{str(execution.id)[:8]}: {error.message}")
         self.message_user(request, f"Retried {retried} dead-lettered run(s).", messages.SUCCESS)
+        if refused:
+            self.message_user(request, "Not retried: " + "; ".join(refused), messages.WARNING)
 
     @admin.action(description="Remove from the dead-letter queue")
     def dismiss_dead_lettered(
@@ -304,9 +386,22 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
 @admin.register(ExecutionLog)
 class ExecutionLogAdmin(admin.ModelAdmin):
-    list_display = ["execution_id", "tenant", "size_bytes", "truncated", "created_at"]
+    list_display = ["execution", "tenant", "size", "truncated", "created"]
     list_filter = ["truncated", "tenant"]
     search_fields = ["execution_id"]
+
+    @admin.display(description="execution", ordering="execution_id")
+    def execution(self, obj: ExecutionLog) -> str:
+        return str(obj.execution_id)[:8]
+
+    @admin.display(description="size", ordering="size_bytes")
+    def size(self, obj: ExecutionLog) -> str:
+        return filesizeformat(obj.size_bytes)
+
+    @admin.display(description="created (UTC)", ordering="created_at")
+    def created(self, obj: ExecutionLog) -> str:
+        return _to_the_second(obj.created_at)
+
     readonly_fields = ["execution_id", "tenant", "text", "size_bytes", "truncated", "created_at"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

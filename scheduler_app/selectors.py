@@ -333,3 +333,21 @@ def channel_get(*, tenant: Tenant, channel_id: Any):
     if channel is None:
         raise NotFound("channel not found")
     return channel
+
+
+def owner_among(*, kind: str, object_id: Any, tenant_ids: list[int]) -> int | None:
+    """Which of `tenant_ids` holds the task or execution `object_id` (None: none of them).
+    Asked only for the tenants a user belongs to, so it reveals nothing beyond them."""
+    try:
+        wanted = _as_uuid(object_id, what=kind)
+    except NotFound:
+        return None
+    if kind == "task":
+        rows = TaskDefinition.objects.filter(deleted_at__isnull=True)
+    elif kind == "execution":
+        rows = TaskExecution.objects.all()
+    else:
+        raise ValueError(kind)
+    return (
+        rows.filter(id=wanted, tenant_id__in=tenant_ids).values_list("tenant_id", flat=True).first()
+    )

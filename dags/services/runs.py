@@ -121,47 +121,60 @@ def dag_run_rerun(*, run: DagRun) -> DagRun:
     """Run again the nodes that failed (or were cancelled / upstream_failed) and everything
     downstream of them that did not succeed; succeeded nodes keep their results."""
     with transaction.atomic():
-        locked = lock_run(run.id)
-        if locked.status not in RERUNNABLE:
-            raise Conflict(
-                f"only a failed, partially completed or cancelled run can be re-run "
-                f"(this one is {locked.status})",
-                field="status",
-            )
-        graph = graph_of_version(locked.version_id)
+        locked = rerunnable_run_lock(run)
         states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
-        failed = {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES}
-        again = failed | {
-            n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
-        }
-        now = timezone.now()
-        # Executions from before the re-run (a cancelled run's still-running ones, old
-        # shards) no longer belong to these nodes.
-        DagNodeExecution.objects.filter(run=locked, node_id__in=again).delete()
-        for node_id in again:
-            deps = graph.nodes[node_id]["depends_on"]
-            done = [states[d].status for d in deps if d not in again]
-            DagNodeState.objects.filter(id=states[node_id].id).update(
-                status=NodeStatus.WAITING,
-                remaining_upstream=len(deps) - len(done),
-                upstream_succeeded=sum(s == NodeStatus.SUCCESS for s in done),
-                upstream_failed=sum(s in FAILED_NODE_STATUSES for s in done),
-                upstream_skipped=sum(s == NodeStatus.SKIPPED for s in done),
-                execution_id=None,
-                attempts=0,
-                map_total=None,
-                map_finished=0,
-                result=None,
-                error_message="",
-                started_at=None,
-                completed_at=None,
-                updated_at=now,
-            )
-        DagRun.objects.filter(id=locked.id).update(
-            status=RunStatus.RUNNING, completed_at=None, remaining_nodes=len(again)
+        run_nodes_rerun(
+            locked, states, {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES}
         )
-        locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)
-        ready = [n for n in again if all(d not in again for d in graph.nodes[n]["depends_on"])]
-        nodes_ready(run=locked, node_ids=sorted(ready))
     run.refresh_from_db()
     return run
+
+
+def rerunnable_run_lock(run: DagRun) -> DagRun:
+    locked = lock_run(run.id)
+    if locked.status not in RERUNNABLE:
+        raise Conflict(
+            f"only a failed, partially completed or cancelled run can be re-run "
+            f"(this one is {locked.status})",
+            field="status",
+        )
+    return locked
+
+
+def run_nodes_rerun(locked: DagRun, states: dict[str, DagNodeState], failed: set[str]) -> set[str]:
+    """Reset `failed` and their descendants that did not succeed, restart the run and
+    dispatch those whose upstream is done. The caller holds the run's lock."""
+    graph = graph_of_version(locked.version_id)
+    again = failed | {
+        n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
+    }
+    now = timezone.now()
+    # Executions from before the re-run (a cancelled run's still-running ones, old
+    # shards) no longer belong to these nodes.
+    DagNodeExecution.objects.filter(run=locked, node_id__in=again).delete()
+    for node_id in again:
+        deps = graph.nodes[node_id]["depends_on"]
+        done = [states[d].status for d in deps if d not in again]
+        DagNodeState.objects.filter(id=states[node_id].id).update(
+            status=NodeStatus.WAITING,
+            remaining_upstream=len(deps) - len(done),
+            upstream_succeeded=sum(s == NodeStatus.SUCCESS for s in done),
+            upstream_failed=sum(s in FAILED_NODE_STATUSES for s in done),
+            upstream_skipped=sum(s == NodeStatus.SKIPPED for s in done),
+            execution_id=None,
+            attempts=0,
+            map_total=None,
+            map_finished=0,
+            result=None,
+            error_message="",
+            started_at=None,
+            completed_at=None,
+            updated_at=now,
+        )
+    DagRun.objects.filter(id=locked.id).update(
+        status=RunStatus.RUNNING, completed_at=None, remaining_nodes=len(again)
+    )
+    locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)
+    ready = [n for n in again if all(d not in again for d in graph.nodes[n]["depends_on"])]
+    nodes_ready(run=locked, node_ids=sorted(ready))
+    return again

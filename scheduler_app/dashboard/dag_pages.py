@@ -17,11 +17,43 @@ from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.graph import graph_of_version
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
-from scheduler_app.dashboard.dag_layout import TONES, format_duration, gantt, graph_layout
-from scheduler_app.dashboard.tenancy import dashboard_membership
+from scheduler_app.dashboard.dag_layout import (
+    TONES,
+    format_duration,
+    gantt,
+    graph_layout,
+    tone_of,
+)
+from scheduler_app.dashboard.tenancy import dashboard_membership, shows_other_tenant
 from scheduler_app.dashboard.views import _found, _page
 
 RECENT_RUNS_PER_DAG = 8
+GRID_RUNS = 20
+
+
+def _grid(*, tenant, node_ids: list[str], runs: list[DagRun]) -> dict:
+    """Runs x nodes, Airflow-style: one column per run (oldest left), one row per node (the
+    current version's order, then nodes only older versions had), each cell in the node's
+    state colour."""
+    columns = list(reversed(runs))
+    states = dag_selectors.dag_run_grid_states(tenant=tenant, runs=columns)
+    extra = sorted({node for _, node in states} - set(node_ids))
+    rows = []
+    for node_id in [*node_ids, *extra]:
+        cells = []
+        for run in columns:
+            state = states.get((run.id, node_id))
+            status = state.status if state else ""
+            cells.append(
+                {
+                    "run": run,
+                    "status": status,
+                    "tone": tone_of(status) if status else "none",
+                    "execution_id": state.execution_id if state else None,
+                }
+            )
+        rows.append({"node_id": node_id, "cells": cells})
+    return {"runs": columns, "rows": rows}
 
 
 def _run_duration(run: DagRun, now) -> str:
@@ -42,20 +74,56 @@ def dag_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _node_summary(node: dict) -> tuple[str, str]:
+    """Two short lines a definition's node box shows: what runs, and how it fans out."""
+    if "task" in node:
+        what = f"task {node['task']}"
+    else:
+        handler = node.get("handler") or {}
+        detail = handler.get("callable") or handler.get("url") or ""
+        what = f"{handler.get('type', '?')} {detail}".strip()
+    mapped = node.get("map_over") or {}
+    how = ""
+    if "field" in mapped:
+        how = f"fans out over {mapped['field']}"
+    elif "items" in mapped:
+        how = f"fans out over {len(mapped['items'])} items"
+    if node.get("trigger_rule") and node["trigger_rule"] != "all_success":
+        how = f"{how} · {node['trigger_rule']}".strip(" ·")
+    return what, how
+
+
 @login_required
+@shows_other_tenant
 def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     version = dag_selectors.dag_version_get(dag=dag)
     now = timezone.now()
-    runs = dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25]
+    runs = list(dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25])
+    node_ids = [node["id"] for node in version.spec["tasks"]] if version else []
+    definition = (
+        graph_layout(
+            depends_on={node["id"]: node.get("depends_on", []) for node in version.spec["tasks"]},
+            states={},
+            now=now,
+        )
+        if version
+        else None
+    )
     return _page(
         request,
         "dag",
         {
+            "layout": definition,
+            "definition": True,
+            "node_meta": {node["id"]: _node_summary(node) for node in version.spec["tasks"]}
+            if version
+            else {},
             "dag": dag,
-            "node_ids": [node["id"] for node in version.spec["tasks"]] if version else [],
+            "node_ids": node_ids,
             "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],
+            "grid": _grid(tenant=tenant, node_ids=node_ids, runs=runs[:GRID_RUNS]),
         },
     )
 
@@ -80,9 +148,10 @@ def _event_waits(run: DagRun) -> list[dict]:
 
 
 @login_required
+@shows_other_tenant
 def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    dag = _found(dag_selectors.dag_get, tenant=tenant, dag_id=dag_id)
+    dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     run = _found(dag_selectors.dag_run_get, tenant=tenant, dag=dag, run_id=run_id)
     nodes = dag_selectors.dag_run_nodes(run=run)
     graph = graph_of_version(run.version_id)
@@ -112,6 +181,7 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             ),
             "errors": [node for node in nodes if node.error_message],
             "event_waits": _event_waits(run),
+            "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,
         },

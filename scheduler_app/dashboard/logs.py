@@ -54,10 +54,16 @@ def execution_log_events(
 @login_required
 @require_GET
 def execution_log_text(request: HttpRequest, execution_id: str) -> HttpResponse:
+    """The stored log's tail (what the page shows when a run ends); `?full=1` all of it (as
+    stored: masked and capped), `&download=1` as a file."""
     tenant, execution = _execution(request, execution_id)
-    response = HttpResponse(
-        stored_log_tail(tenant=tenant, execution=execution),
-        content_type="text/plain; charset=utf-8",
-    )
+    if request.GET.get("full"):
+        log = selectors.execution_log_get(tenant=tenant, execution=execution)
+        text = log.text if log else ""
+    else:
+        text = stored_log_tail(tenant=tenant, execution=execution)
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     response["Cache-Control"] = "no-store"
+    if request.GET.get("download"):
+        response["Content-Disposition"] = f'attachment; filename="execution-{execution.id}.log"'
     return response

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from scheduler_app import selectors
 from scheduler_app.choices import Role
+from scheduler_app.dashboard.naming import is_dag_node_task
 from scheduler_app.dashboard.task_form import (
     TaskForm,
     initial_for,
@@ -56,6 +57,9 @@ def task_edit(request: HttpRequest, task_id: str) -> HttpResponse:
         task = selectors.task_get(tenant=membership.tenant, task_id=task_id)
     except NotFound as error:
         raise Http404(str(error)) from error
+    if is_dag_node_task(task):
+        # Its DAG's definition is its source: a change here would be lost at the next version.
+        raise PermissionDenied("this task runs a DAG node; edit its DAG instead")
     if request.method == "POST":
         return _saved(request, TaskForm(request.POST), membership, task)
     return _form_page(request, TaskForm(initial=initial_for(task)), task)

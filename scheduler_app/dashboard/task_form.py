@@ -17,6 +17,7 @@ from zoneinfo import available_timezones
 
 from django import forms
 from django.db import DataError, transaction
+from django.utils import timezone
 
 from scheduler_app.api.errors import flatten_errors
 from scheduler_app.api.serializers import TaskInput, TaskOutput
@@ -25,6 +26,7 @@ from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services import tasks
 from scheduler_app.services.audit import audit_record
+from scheduler_app.services.task_spec import task_spec_errors
 from workers.handlers.validation import HANDLER_TYPES
 
 # The API's error names -> the form field showing them. A name not listed here is matched
@@ -142,12 +144,13 @@ class TaskForm(forms.Form):
         does not parse. Blank numbers are left out, as an API client would leave them."""
         data = self.cleaned_data
         parsed = {name: self._json_object(name) for name in JSON_OBJECT_FIELDS}
-        if self.errors:
-            return None
+        # A field that does not parse stands in as {} so the rest is still judged: every
+        # mistake is reported in one submit (the errors keep the form from saving).
+        parsed = {name: {} if value is None else value for name, value in parsed.items()}
         handler = parsed["handler_config"]
         if not isinstance(handler, dict):
             self.add_error("handler_config", "must be a JSON object")
-            return None
+            handler = {}
         schedule = {"type": data["schedule_type"], "timezone": data["timezone"]}
         if data["schedule_expression"]:
             schedule["expression"] = data["schedule_expression"]
@@ -276,10 +279,24 @@ def task_save_from_form(
     if body is None:
         return None
     request = TaskInput(data=body)
-    if not request.is_valid():
-        for api_field, messages in flatten_errors(request.errors).items():
+    checked: dict[str, Any] = {}
+    if request.is_valid():
+        checked = request.validated_data
+    else:
+        refused = flatten_errors(request.errors)
+        for api_field, messages in refused.items():
             for message in messages:
                 form.add_api_error(api_field, message)
+        # The parts the serializer accepted are still judged below (partial, as a PATCH).
+        tops = {(api_field or "").split(".")[0] for api_field in refused}
+        rest = TaskInput(data={k: v for k, v in body.items() if k not in tops}, partial=True)
+        checked = rest.validated_data if rest.is_valid() else {}
+    # The services stop at their first refusal; each part of the spec is judged on its own
+    # first, by the same code, so the form lists every mistake at once.
+    for error in task_spec_errors(checked, anchor=timezone.now(), require=False):
+        if _form_field_for(error.field) not in form.errors:  # one stage's word per field
+            form.add_api_error(error.field, error.message)
+    if form.errors:
         return None
     try:
         with transaction.atomic():

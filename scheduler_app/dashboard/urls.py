@@ -5,10 +5,13 @@ from scheduler_app.dashboard import (
     actions,
     backfill_pages,
     channel_pages,
+    dag_edit,
     dag_pages,
     invitations,
     logs,
+    runs,
     task_edit,
+    task_list,
     views,
 )
 
@@ -22,6 +25,8 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
+    path("runs", runs.runs, name="runs"),
+    path("tasks", task_list.tasks, name="tasks"),
     # Before the task routes below, which would take "new" for an id and "edit" for an action.
     path("tasks/new", task_edit.task_new, name="task-new"),
     path("tasks/<str:task_id>/edit", task_edit.task_edit, name="task-edit"),
@@ -63,6 +68,9 @@ urlpatterns = [
         name="backfill-cancel",
     ),
     path("dags", dag_pages.dag_list, name="dags"),
+    # Before the DAG routes below, which would take "new" for an id and "edit" for an action.
+    path("dags/new", dag_edit.dag_new, name="dag-new"),
+    path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
     path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
     path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),

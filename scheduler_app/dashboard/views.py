@@ -18,9 +18,17 @@ from scheduler_app import selectors
 from scheduler_app.alerting.sla import sla_misses_list
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
+from scheduler_app.dashboard.fire_calendar import fire_calendar
 from scheduler_app.dashboard.logs import TAIL_LINES, stored_log_tail
+from scheduler_app.dashboard.naming import is_dag_node_task, label_dag_nodes
 from scheduler_app.dashboard.progress import progress_attach
-from scheduler_app.dashboard.tenancy import dashboard_membership, dashboard_memberships
+from scheduler_app.dashboard.tenancy import (
+    dashboard_membership,
+    dashboard_memberships,
+    raise_if_elsewhere,
+    remember_tenant,
+    shows_other_tenant,
+)
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
@@ -28,6 +36,11 @@ from scheduler_app.schedules import ScheduleError
 from scheduler_app.schedules.preview import preview
 from scheduler_app.task_schedule import schedule_of_task
 from workers.capabilities import live_capabilities, task_warnings
+
+# The overview shows the first tasks and the newest runs; the Tasks and Runs pages have all.
+OVERVIEW_TASKS = 20
+HISTORY_ROWS = 25
+DLQ_ROWS = 200
 
 
 def page_context(request: HttpRequest) -> dict[str, Any]:
@@ -48,13 +61,17 @@ def _page(request: HttpRequest, name: str, context: dict[str, Any]) -> HttpRespo
     template = (
         f"dashboard/{name}_live.html" if request.GET.get("fragment") else f"dashboard/{name}.html"
     )
-    return render(request, template, context)
+    return remember_tenant(request, render(request, template, context))
 
 
-def _found(getter, **kwargs):
+def _found(getter, *, request: HttpRequest | None = None, kind: str = "", **kwargs):
+    """The object, or a 404; with `request`, an object of another of the user's tenants
+    raises InAnotherTenant (the page then offers the switch, see tenancy)."""
     try:
         return getter(**kwargs)
     except NotFound as error:
+        if request is not None:
+            raise_if_elsewhere(request, kind=kind, object_id=kwargs[f"{kind}_id"])
         raise Http404(str(error)) from error
 
 
@@ -81,6 +98,7 @@ def _workers_alive() -> int | None:
 def overview(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     summary = stats.overview(tenant=tenant)
+    tasks = selectors.task_list(tenant=tenant)
     return _page(
         request,
         "overview",
@@ -89,7 +107,11 @@ def overview(request: HttpRequest) -> HttpResponse:
             "statuses": sorted(set(summary["runs_last_day"]) | set(summary["runs_last_hour"])),
             "queues": _queues(),
             "workers_alive": _workers_alive(),
-            "recent": stats.recent_executions(tenant=tenant, limit=15),
+            "recent": label_dag_nodes(
+                tenant=tenant, executions=stats.recent_executions(tenant=tenant, limit=15)
+            ),
+            "tasks": tasks[:OVERVIEW_TASKS],
+            "task_count": tasks.count(),
             "sla_misses": [
                 {
                     "incident": incident,
@@ -101,7 +123,6 @@ def overview(request: HttpRequest) -> HttpResponse:
                     tenant=tenant, since=timezone.now() - timedelta(hours=24)
                 )[:20]
             ],
-            "tasks": selectors.task_list(tenant=tenant)[:100],
             "charts": {
                 "hour": stats.runs_over_time(tenant=tenant, hours=1),
                 "day": stats.runs_over_time(tenant=tenant, hours=24),
@@ -110,24 +131,30 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _task_history(request: HttpRequest, *, tenant, task) -> tuple[list, str, str]:
-    """The task's last 25 runs, or those whose stored log has the words searched for."""
+def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, str, str]:
+    """The task's runs (newest first), or those whose stored log has the words searched for:
+    (queryset, the words, the search's error)."""
     words = request.GET.get("log_contains", "").strip()
     if not words:
-        return list(selectors.execution_list_for_task(tenant=tenant, task=task)[:25]), "", ""
+        return selectors.execution_list_for_task(tenant=tenant, task=task), "", ""
     try:
         found = selectors.execution_list(
             tenant=tenant, filters={"task": str(task.id), "log_contains": words}
-        ).order_by("-scheduled_at", "-attempt")[:25]
-        return list(found), words, ""
+        ).order_by("-scheduled_at", "-attempt")
+        return found, words, ""
     except ValidationFailed as error:
-        return [], words, error.message
+        return (
+            selectors.execution_list_for_task(tenant=tenant, task=task).none(),
+            words,
+            error.message,
+        )
 
 
 @login_required
+@shows_other_tenant
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    task = _found(selectors.task_get, tenant=tenant, task_id=task_id)
+    task = _found(selectors.task_get, request=request, kind="task", tenant=tenant, task_id=task_id)
     try:
         upcoming = preview(schedule_of_task(task), count=5, now=timezone.now())
     except ScheduleError:
@@ -143,13 +170,24 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         }
         for fire in upcoming
     ]
+    dag_owner = (
+        dag_selectors.dag_of_node_task(tenant=tenant, task_id=task.id)
+        if is_dag_node_task(task)
+        else None
+    )
     return _page(
         request,
         "task",
         {
             "task": task,
+            "dag_node_task": is_dag_node_task(task),
+            "calendar": fire_calendar(tenant=tenant, task=task, now=timezone.now()),
+            "dag_owner": dag_owner,
             "upcoming": upcoming,
-            "history": progress_attach(history),
+            "history": progress_attach(
+                label_dag_nodes(tenant=tenant, executions=history[:HISTORY_ROWS])
+            ),
+            "history_count": history.count(),
             "log_contains": log_contains,
             "log_search_error": log_search_error,
             "failures": stats.failure_breakdown(tenant=tenant, task=task),
@@ -189,12 +227,25 @@ def _waiting_for(execution) -> dict[str, Any] | None:
 
 
 @login_required
+@shows_other_tenant
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    execution = _found(selectors.execution_get, tenant=tenant, execution_id=execution_id)
+    execution = _found(
+        selectors.execution_get,
+        request=request,
+        kind="execution",
+        tenant=tenant,
+        execution_id=execution_id,
+    )
     progress_attach([execution])
     # The log sits outside the polled fragment: the page's script follows the live tail.
     whole_page = not request.GET.get("fragment")
+    dag_node = (
+        dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
+        if execution.trigger in (Trigger.DAG, Trigger.RETRY)
+        else None
+    )
+    execution.dag_node = dag_node
     return _page(
         request,
         "execution",
@@ -210,9 +261,7 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             "log_follow": execution.status in ACTIVE_STATUSES,
             "cancellable": execution.status in ACTIVE_STATUSES,
             "waiting_for": _waiting_for(execution),
-            "dag_node": dag_selectors.dag_node_of_execution(tenant=tenant, execution=execution)
-            if execution.trigger == Trigger.DAG
-            else None,
+            "dag_node": dag_node,
         },
     )
 
@@ -248,7 +297,15 @@ def workers(request: HttpRequest) -> HttpResponse:
 @login_required
 def dead_letters(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
-    return _page(request, "dlq", {"dead_letters": selectors.dead_letter_list(tenant=tenant)[:200]})
+    dead_letters = selectors.dead_letter_list(tenant=tenant)
+    return _page(
+        request,
+        "dlq",
+        {
+            "dead_letters": label_dag_nodes(tenant=tenant, executions=dead_letters[:DLQ_ROWS]),
+            "dead_letter_count": dead_letters.count(),
+        },
+    )
 
 
 @login_required

@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler_app.choices import ExecutionStatus
+from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, publish_after_commit
+from scheduler_app.errors import DomainError
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.executions import execution_follow_up_create
 
@@ -15,8 +16,17 @@ def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
     """Start a fresh run (attempt 1, the task's full retry budget) of a dead-lettered one.
 
     The conditional UPDATE takes it out of the queue first, so a double click retries once.
-    Returns None when it was no longer dead-lettered.
+    Returns None when it was no longer dead-lettered. A DAG node's dead letter is re-run
+    inside its run instead (a lone run would leave the run unfinished for ever); that
+    raises Conflict while the run is still going.
     """
+    if execution.trigger in (Trigger.DAG, Trigger.RETRY):
+        # Imported here: the DAG engine's services import this package's (a cycle).
+        from dags.services.dead_letters import dag_node_dead_letter_retry_for
+
+        handled, retry = dag_node_dead_letter_retry_for(execution=execution)
+        if handled:
+            return retry
     now = timezone.now()
     with transaction.atomic():
         taken = TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
@@ -52,6 +62,9 @@ def dead_letters_retry_all(*, tenant: Tenant) -> int:
     retried = 0
     pending = TaskExecution.objects.select_related("task").filter(tenant=tenant, dead_lettered=True)
     for execution in pending.iterator(chunk_size=500):
-        if dead_letter_retry(execution=execution) is not None:
-            retried += 1
+        try:
+            if dead_letter_retry(execution=execution) is not None:
+                retried += 1
+        except DomainError:  # a DAG node whose run is still going: it stays queued
+            continue
     return retried

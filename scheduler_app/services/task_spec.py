@@ -366,3 +366,22 @@ def _notifications(value: Mapping[str, Any]) -> dict[str, list[str]]:
 def policy_check(fields: Mapping[str, Any], *, anchor: datetime) -> None:
     """Cross-field checks on the task's final fields (after a PATCH merged them)."""
     _check_policy_fits(fields, anchor=anchor)
+
+
+def task_spec_errors(
+    spec: Mapping[str, Any], *, anchor: datetime, require: bool = True
+) -> list[ValidationFailed]:
+    """Every refusal `task_spec_to_fields` would make of the full `spec`, not only the first:
+    each key is judged on its own by the same code (a partial spec of that one key), and the
+    required ones are reported when missing (unless `require` is False: the caller reported
+    them). For forms that show all mistakes in one submit."""
+    errors: list[ValidationFailed] = []
+    for key in ("name", "schedule", "handler") if require else ():
+        if key not in spec:
+            errors.append(ValidationFailed(f"{key} is required", field=key))
+    for key, value in spec.items():
+        try:
+            task_spec_to_fields({key: value}, anchor=anchor, partial=True)
+        except ValidationFailed as error:
+            errors.append(error)
+    return errors

@@ -16,7 +16,7 @@ from tests.dashboard.conftest import make_dag, make_dag_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # The fills app.css gives each tone, as getComputedStyle reports them.
-GREEN, YELLOW, RED = "rgb(76, 175, 80)", "rgb(255, 212, 59)", "rgb(229, 72, 77)"
+GREEN, YELLOW, RED = "rgb(76, 175, 80)", "rgb(255, 212, 59)", "rgb(201, 42, 42)"
 GRAY, WHITE = "rgb(195, 200, 206)", "rgb(255, 255, 255)"
 
 NODE_FILLS = """() => Object.fromEntries(

@@ -64,7 +64,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     sign_in(page, live_server)
 
     # Overview: cards, status table, bar charts drawn as SVG by our own script.
-    assert page.locator("#runs-by-status").inner_text().count("success") == 1
+    assert page.locator("#runs-by-status").inner_text().count("Success") == 1
     assert page.locator(".chart svg rect.bar-success").count() > 0
     assert page.locator(".chart svg rect.bar-failed").count() > 0
     screenshot(page, "dashboard-overview")
@@ -72,7 +72,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     # Live: a run that appears in the database shows up without a reload.
     add_execution(task, minutes_ago=0.1, status=ExecutionStatus.RUNNING)
     page.wait_for_function(
-        "document.querySelector('#recent').innerText.includes('running')", timeout=15000
+        "document.querySelector('#recent').innerText.includes('Running')", timeout=15000
     )
     assert int(page.get_attribute("#live", "data-refreshes")) >= 1
 
@@ -99,7 +99,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     dead = TaskExecution.objects.get(task=task, dead_lettered=True)
     page.goto(f"{live_server.url}/dashboard/executions/{dead.id}")
     assert page.locator("#attempts tr").count() == 3  # header + two attempts
-    assert "dead-lettered" in page.inner_text("#timeline")
+    assert "Dead-lettered" in page.inner_text("#timeline")
     screenshot(page, "dashboard-execution")
 
     # Workers: a worker's heartbeat, as its heartbeat thread writes it, shows as a row.

@@ -27,7 +27,7 @@ GREEN = "rgb(76, 175, 80)"
 STATE_FILLS = {
     GREEN,
     "rgb(255, 212, 59)",
-    "rgb(229, 72, 77)",
+    "rgb(201, 42, 42)",
     "rgb(195, 200, 206)",
     "rgb(255, 255, 255)",
 }
@@ -105,10 +105,10 @@ class Watched:
         self.page.on(
             "requestfailed",
             lambda r: (
-                # A poll or stream the browser itself cancels by leaving the page is not a
-                # failure; anything else (refused, reset, timed out) is.
+                # A live-log stream, a poll or a stream the browser itself cancels by leaving
+                # the page is not a failure; anything else (refused, reset, timed out) is.
                 None
-                if "ERR_ABORTED" in (r.failure or "")
+                if "ERR_ABORTED" in (r.failure or "") or "log-events" in r.url
                 else self.failures.append(f"failed {r.url}: {r.failure}")
             ),
         )

@@ -263,3 +263,34 @@ def test_new_task_with_a_bad_schedule_creates_nothing(signed_in, tenant):
     assert response.status_code == 400
     assert "run_at" in response.context["form"].errors
     assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+
+
+def test_every_mistake_is_reported_in_one_submit_with_existing_describedby_ids(signed_in, task):
+    """Four mistakes, one submit: the name, the cron expression, the handler and a JSON
+    field (each was a round trip of its own: the services stop at their first refusal)."""
+    import re
+
+    before = snapshot(task)
+    response = edit(
+        signed_in,
+        task,
+        name="",
+        schedule_expression="61 * * * *",
+        handler_config='{"command": "not a list"}',
+        parameters="{not json",
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    summary = html.split('id="form-errors"')[1].split("</div>")[0]
+    for field in ("name", "schedule_expression", "handler_config", "parameters"):
+        assert f'href="#id_{field}"' in summary, field
+        assert re.search(f'class="field has-error[^"]*" id="field-{field}"', html), field
+    assert "4 fields to correct" in summary
+    assert snapshot(task) == before
+    # Every aria-describedby names elements that are on the page.
+    ids = set(re.findall(r'\sid="([^"]+)"', html))
+    described = re.findall(r'aria-describedby="([^"]+)"', html)
+    assert described
+    for value in described:
+        for target in value.split():
+            assert target in ids, target

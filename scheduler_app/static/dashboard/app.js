@@ -18,7 +18,7 @@
     var width = container.clientWidth || 480, height = 160;
     container.innerHTML = "";
     var svg = el("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height,
-                          role: "img" }, container);
+                          role: "img", "aria-label": container.getAttribute("aria-label") || "chart" }, container);
     return { svg: svg, w: width, h: height, pad: 28 };
   }
 
@@ -95,18 +95,132 @@
     return true;
   }
 
+  /* Patching instead of replacing: the new fragment is merged into the live region node by
+     node, so an element that did not change is the same element afterwards. A focused link or
+     button keeps its focus, a scrolled table its scroll, a screen reader its place. Written
+     here (about 60 lines) rather than vendored (htmx + idiomorph): the fragments are small,
+     server-rendered and keyed by ids the templates already carry. */
+  var KEYS = ["id", "data-execution-id", "data-run-id", "data-node-id", "data-dag-id", "data-task-id",
+              "data-worker", "data-day"];
+
+  function keyOf(node) {
+    if (node.nodeType !== 1) return null;
+    for (var i = 0; i < KEYS.length; i++) {
+      var value = node.getAttribute(KEYS[i]);
+      if (value) return KEYS[i] + "=" + value;
+    }
+    return null;
+  }
+
+  function sameKind(a, b) {
+    return a.nodeType === b.nodeType && a.nodeName === b.nodeName && keyOf(a) === keyOf(b);
+  }
+
+  function morphAttributes(from, to) {
+    Array.prototype.slice.call(from.attributes).forEach(function (attr) {
+      if (!to.hasAttribute(attr.name)) from.removeAttribute(attr.name);
+    });
+    Array.prototype.slice.call(to.attributes).forEach(function (attr) {
+      if (from.getAttribute(attr.name) !== attr.value) from.setAttribute(attr.name, attr.value);
+    });
+  }
+
+  function morphChildren(from, to, changes) {
+    if (from.hasAttribute && from.hasAttribute("data-chart")) return;  // drawn by script
+    var wanted = Array.prototype.slice.call(to.childNodes);
+    var index = 0;
+    wanted.forEach(function (next) {
+      var current = from.childNodes[index];
+      if (current && !sameKind(current, next)) {
+        // A keyed element further on (a row that moved): bring it here instead of rebuilding.
+        var key = keyOf(next), found = null;
+        if (key) {
+          for (var j = index + 1; j < from.childNodes.length; j++) {
+            if (keyOf(from.childNodes[j]) === key && from.childNodes[j].nodeName === next.nodeName) {
+              found = from.childNodes[j]; break;
+            }
+          }
+        }
+        if (found) { from.insertBefore(found, current); current = found; }
+        else { current = null; }
+      }
+      if (!current) {
+        from.insertBefore(document.importNode(next, true), from.childNodes[index] || null);
+        changes.added++;
+      } else if (current.nodeType === 3 || current.nodeType === 8) {
+        if (current.nodeValue !== next.nodeValue) { current.nodeValue = next.nodeValue; changes.text++; }
+      } else if (current.nodeType === 1) {
+        morphAttributes(current, next);
+        if (current === document.activeElement && /^(INPUT|SELECT|TEXTAREA)$/.test(current.nodeName)) {
+          // never overwrite what someone is typing
+        } else {
+          morphChildren(current, next, changes);
+        }
+      }
+      index++;
+    });
+    while (from.childNodes.length > index) { from.removeChild(from.lastChild); changes.removed++; }
+  }
+
+  // A table wider than the screen scrolls sideways (phones): it takes keyboard focus so it
+  // can be scrolled without a mouse.
+  function focusableScrollers(root) {
+    root.querySelectorAll("table, .table-scroll").forEach(function (box) {
+      if (box.scrollWidth > box.clientWidth + 1) box.setAttribute("tabindex", "0");
+    });
+  }
+
+  function statusTexts(root) {
+    return Array.prototype.map.call(root.querySelectorAll(".status"), function (s) { return s.textContent; });
+  }
+
+  // While someone is filling a form, choosing in a select or a menu is open, the page waits:
+  // a refresh would move what they are working on.
+  function busy(live) {
+    var active = document.activeElement;
+    if (active && active.closest && active.closest("form") && /^(INPUT|SELECT|TEXTAREA)$/.test(active.nodeName)) return true;
+    return !!live.querySelector("details[open]") || live.getAttribute("data-paused") === "true";
+  }
+
+  function announce(text) {
+    var region = document.getElementById("live-announcer");
+    if (!region || !text) return;
+    region.textContent = "";
+    window.setTimeout(function () { region.textContent = text; }, 50);
+  }
+
+  function patch(live, html) {
+    var fresh = document.createElement("div");
+    fresh.innerHTML = html;
+    var before = statusTexts(live);
+    var changes = { added: 0, removed: 0, text: 0 };
+    morphChildren(live, fresh, changes);
+    var after = statusTexts(live), changed = 0;
+    for (var i = 0; i < Math.max(before.length, after.length); i++) if (before[i] !== after[i]) changed++;
+    if (changed) announce(changed + " state" + (changed === 1 ? "" : "s") + " changed: " + after.slice(0, 3).join(", "));
+    live.setAttribute("data-last-patch", changes.added + "+" + changes.removed + "-" + changes.text + "~");
+  }
+
   function poll(live, seconds) {
     var url = new URL(window.location.href);
     url.searchParams.set("fragment", "1");
     var done = false;
+    if (busy(live)) {
+      var waiting = document.getElementById("updated-at");
+      if (waiting) waiting.textContent = "paused while you use a form";
+      window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
+      return;
+    }
     fetch(url.toString(), { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
       .then(function (response) {
         if (response.redirected || !response.ok) throw new Error("status " + response.status);
         return response.text();
       })
       .then(function (html) {
-        live.innerHTML = html;
+        if (busy(live)) return;  // focus moved into a form while the request was out
+        patch(live, html);
         drawCharts(live);
+        focusableScrollers(live);
         var stamp = document.getElementById("updated-at");
         if (stamp) stamp.textContent = new Date().toISOString().substr(11, 8) + " UTC";
         live.setAttribute("data-refreshes", String(Number(live.getAttribute("data-refreshes") || 0) + 1));
@@ -133,6 +247,12 @@
     if (text) text.textContent = percent + "%" + (p.message ? " · " + p.message : "");
     box.hidden = false;
   }
+
+  // Delete and cancel ask first: a form with data-confirm submits only when confirmed.
+  document.addEventListener("submit", function (event) {
+    var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) event.preventDefault();
+  });
 
   /* Live log tail: the server replays the run's Redis stream from its start and follows it
      (EventSource reconnects by itself, resuming from Last-Event-ID). When the run ends the
@@ -175,11 +295,27 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    // A refused form: its summary of every mistake takes focus (read out, links to each field).
+    var summary = document.getElementById("form-errors");
+    if (summary) summary.focus();
+    // A refused definition: the error's line is selected in the editor when followed.
+    var lineLink = document.getElementById("error-line");
+    var editor = document.getElementById("definition");
+    if (lineLink && editor) {
+      lineLink.addEventListener("click", function (event) {
+        event.preventDefault();
+        var lines = editor.value.split("\n"), line = Number(lineLink.getAttribute("data-line")) - 1;
+        var start = lines.slice(0, line).join("\n").length + (line > 0 ? 1 : 0);
+        editor.focus();
+        editor.setSelectionRange(start, start + (lines[line] || "").length);
+      });
+    }
     var log = document.getElementById("log");
     if (log) followLog(log);
     var live = document.getElementById("live");
     if (!live) return;
     drawCharts(live);
+    focusableScrollers(document);
     if (finished(live)) return;
     var seconds = parseFloat(live.getAttribute("data-poll-seconds")) || 3;
     window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);

@@ -1,0 +1,294 @@
+"""An operator's day on the stack `make run` starts (`manage.py runstack`, the same fixture as
+test_stack_browser): finding runs, triggering by keyboard alone, following a message's link,
+a DAG's node executions named by their run, live refreshes that keep focus and pause while a
+form is in use, the pages at 390x844 (no sideways scrolling, a usable Gantt), and axe-core on
+every page with no serious or critical violation.
+
+axe-core (4.10.3, from the npm registry, MPL-2.0) is vendored in tests/browser/vendor and
+injected with Playwright's add_script_tag: nothing is fetched. Screenshots go to
+tests/artifacts/operator-*.png; every page's axe result to tests/artifacts/axe-results.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tests.browser.conftest import ARTIFACTS, screenshot
+from tests.browser.test_stack_browser import stack, stack_browser  # noqa: F401 (fixtures)
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.3.min.js"
+BLOCKING = ("serious", "critical")
+PHONE = {"width": 390, "height": 844}
+
+
+class Operator:
+    """One signed-in browser context; every page it visits is checked by axe."""
+
+    def __init__(self, browser, running, viewport, label):
+        self.base = running["url"]
+        self.label = label
+        self.context = browser.new_context(viewport=viewport)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda dialog: dialog.accept())
+        self.axe: dict[str, list[dict]] = {}
+        self.page.goto(f"{self.base}/dashboard/")
+        self.page.fill("input[name=username]", running["username"])
+        self.page.fill("input[name=password]", running["password"])
+        self.page.click("button[type=submit]")
+        self.page.wait_for_selector("#live")
+
+    def visit(self, path: str, name: str, ready: str = "#live") -> None:
+        response = self.page.goto(self.base + path if path.startswith("/") else path)
+        assert response is not None and response.status == 200, (path, response.status)
+        self.settle(name, ready)
+
+    def settle(self, name: str, ready: str = "#live") -> None:
+        self.page.wait_for_selector(ready, timeout=30000)
+        self.page.wait_for_load_state("networkidle")
+        screenshot(self.page, f"operator-{self.label}-{name}")
+        self.check_axe(name)
+
+    def check_axe(self, name: str) -> None:
+        self.page.add_script_tag(path=str(AXE))
+        result = self.page.evaluate(
+            "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
+            " return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})); }"
+        )
+        self.axe[f"{self.label}/{name}"] = result
+
+    def blocking(self) -> dict[str, list[dict]]:
+        return {
+            page: [v for v in found if v["impact"] in BLOCKING]
+            for page, found in self.axe.items()
+            if any(v["impact"] in BLOCKING for v in found)
+        }
+
+    def active(self) -> dict:
+        return self.page.evaluate(
+            "() => ({id: document.activeElement.id, tag: document.activeElement.tagName,"
+            " text: document.activeElement.textContent.trim()})"
+        )
+
+    def tab_to(self, text: str, limit: int = 40) -> None:
+        """Press Tab until the focused element reads `text` (keyboard only, no clicks)."""
+        for _ in range(limit):
+            self.page.keyboard.press("Tab")
+            if self.active()["text"] == text:
+                return
+        raise AssertionError(f"{text!r} not reachable by Tab; last focus {self.active()}")
+
+    def refreshes(self) -> int:
+        return int(self.page.get_attribute("#live", "data-refreshes") or 0)
+
+
+def _save_axe(*operators: Operator) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    merged: dict[str, list[dict]] = {}
+    for operator in operators:
+        merged.update(operator.axe)
+    (ARTIFACTS / "axe-results.json").write_text(json.dumps(merged, indent=2, sort_keys=True))
+
+
+def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
+    desk = Operator(stack_browser, stack, {"width": 1366, "height": 900}, "desk")
+    phone = None
+    page = desk.page
+    try:
+        desk.visit("/dashboard/", "overview")
+        # Keyboard alone: the skip link comes first, then the nav; Enter opens Tasks.
+        page.keyboard.press("Tab")
+        assert desk.active()["text"] == "Skip to the page"
+        desk.tab_to("Tasks")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/dashboard/tasks")
+        desk.settle("tasks")
+        assert "task" in page.inner_text("#tasks-count")
+        task_name = page.inner_text("#tasks tbody tr td a")
+        desk.tab_to(task_name)
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#btn-trigger")
+        desk.settle("task")
+        task_path = page.url.split(stack["url"], 1)[1]
+        desk.tab_to("Trigger now")
+        page.keyboard.press("Enter")
+        # The message names the run and links to it.
+        link = page.wait_for_selector(".messages a[href*='/dashboard/executions/']")
+        assert link.inner_text() in page.inner_text(".messages")
+        assert page.inner_text(".messages").startswith(f"Triggered {task_name}: run ")
+        link.focus()
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#timeline")
+        desk.settle("execution")
+        execution_path = page.url.split(stack["url"], 1)[1]
+
+        # The Runs page: search by keyboard, counted, the triggered run among the matches.
+        desk.visit("/dashboard/runs", "runs")
+        page.focus("#f-q")
+        page.keyboard.type(task_name)
+        page.keyboard.press("Enter")
+        page.wait_for_url("**q=*")
+        desk.settle("runs-search")
+        count = page.inner_text("#runs-count")
+        assert "task run" in count and not count.startswith("0 "), count
+        assert task_name in page.inner_text("#runs")
+
+        # A DAG run by the stack's worker; its node executions are named by DAG, run and node.
+        desk.visit("/dashboard/dags", "dags", "#dags")
+        page.click("#dags a:text('fan-out-example')")
+        page.wait_for_selector("#btn-dag-trigger")
+        desk.settle("dag")
+        dag_path = page.url.split(stack["url"], 1)[1]
+        # The definition is drawn before any run.
+        drawn = page.eval_on_selector_all(
+            "#dag-definition-graph g.dag-node", "gs => gs.map(g => g.dataset.nodeId)"
+        )
+        assert sorted(drawn) == ["list", "merge", "process"], drawn
+        # Triggered with parameters, typed in the form.
+        page.click("#trigger-parameters summary")
+        page.fill("#dag-parameters", '{"batch": "b-17"}')
+        page.click("#btn-dag-trigger-parameters")
+        page.wait_for_selector("#dag-graph")
+        page.wait_for_selector("#live[data-polling='stopped']", timeout=180000)
+        assert page.get_attribute("#run-summary", "data-run-status") == "success"
+        assert "Triggered fan-out-example: run " in page.inner_text(".messages")
+        desk.settle("dag-run")
+        run_url = page.url
+        # The fan-out node's shards, each with its run and its log.
+        assert page.locator("#shards tbody tr").count() == 3
+        log = page.locator("#shards a:text('log')").first.get_attribute("href")
+        assert page.request.get(stack["url"] + log).ok
+        # The DAG's grid: a row per node, the run's column all green.
+        desk.visit(dag_path, "dag-grid", "#dag-grid")
+        states = page.eval_on_selector_all(
+            "#dag-grid tbody tr",
+            "rows => rows.map(r => [r.dataset.nodeId,"
+            " [...r.querySelectorAll('.cell')].map(c => c.dataset.state).pop()])",
+        )
+        assert dict(states) == dict.fromkeys(("list", "process", "merge"), "success"), states
+        desk.visit("/dashboard/runs?dag=fan-out-example&window=1h", "runs-dag-nodes")
+        runs_text = page.inner_text("#runs")
+        assert "fan-out-example › run " in runs_text and "› process [0]" in runs_text
+        run_path = run_url.split(stack["url"], 1)[1]
+        assert page.locator(f"#runs a[href='{run_path}']").count() >= 4  # list, 3 shards, merge
+        assert page.locator("#runs a[href*='/dashboard/tasks/']").count() == 0
+        desk.visit("/dashboard/runs?kind=dags", "runs-dags")
+        assert page.locator(f"#runs a[href='{run_path}']").count() == 1
+        # The node's execution page is titled by its run, and its task offers no buttons.
+        page.goto(run_url)
+        page.click("#dag-graph g[data-node-id='merge'] a")
+        page.wait_for_selector("#timeline")
+        assert page.inner_text("h1").startswith("Execution of fan-out-example › run ")
+
+        # Live refreshes keep a focused link focused, and wait while a form is in use.
+        desk.visit("/dashboard/", "overview-live")
+        page.focus("#all-runs")
+        before = desk.refreshes()
+        page.wait_for_function(
+            f"Number(document.querySelector('#live').dataset.refreshes || 0) >= {before + 3}",
+            timeout=30000,
+        )
+        assert desk.active()["id"] == "all-runs"
+        # A focused run stays focused when newer runs push it down the table (the stack's
+        # heartbeat task fires every 30 s).
+        first_row = "document.querySelector('#recent tbody tr').dataset.executionId"
+        focused = page.evaluate(f"() => {first_row}")
+        page.focus(f"#recent tr[data-execution-id='{focused}'] a[href*='/executions/']")
+        page.wait_for_function(f"{first_row} !== '{focused}'", timeout=120000)
+        still = page.evaluate(
+            "() => document.activeElement.closest('tr') &&"
+            " document.activeElement.closest('tr').dataset.executionId"
+        )
+        assert still == focused
+        page.focus("#all-runs")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/dashboard/runs")
+        desk.visit("/dashboard/runs", "runs-paused")
+        page.wait_for_function("Number(document.querySelector('#live').dataset.refreshes) >= 1")
+        page.focus("#f-worker")
+        held = desk.refreshes()
+        time.sleep(4)  # four poll intervals of the stack (DASHBOARD_POLL_SECONDS=1)
+        assert desk.refreshes() == held
+        assert "paused" in page.inner_text("#updated-at")
+        page.evaluate("document.activeElement.blur()")
+        page.wait_for_function(
+            f"Number(document.querySelector('#live').dataset.refreshes) > {held}", timeout=30000
+        )
+
+        # Forms say everything at once: the summary takes focus; a DAG's error is at its line.
+        desk.visit("/dashboard/tasks/new", "task-new", "#task-form")
+        page.fill("#id_schedule_expression", "61 * * * *")
+        page.click("#btn-save")
+        page.wait_for_selector("#form-errors")
+        assert desk.active()["id"] == "form-errors"
+        assert page.locator("#form-errors li").count() >= 2  # the name and the cron expression
+        desk.settle("task-new-errors", "#form-errors")
+        desk.visit("/dashboard/dags/new", "dag-new", "#dag-form")
+        page.fill(
+            "#definition",
+            "dag: walk\ntasks:\n  - id: a\n    depends_on: [zz]\n"
+            "    handler: {type: python, callable: noop}\n",
+        )
+        page.click("#btn-save-dag")
+        page.wait_for_selector("#error-line")
+        assert page.inner_text("#error-line") == "Line 4"
+        page.click("#error-line")
+        assert desk.active()["id"] == "definition"
+        assert (
+            page.evaluate(
+                "() => { const e = document.getElementById('definition');"
+                " return e.value.substring(e.selectionStart, e.selectionEnd); }"
+            )
+            == "    depends_on: [zz]"
+        )
+        desk.settle("dag-new-errors", "#form-errors")
+
+        for path, name in (
+            ("/dashboard/dlq", "dlq"),
+            ("/dashboard/missed?hours=1", "missed"),
+            ("/dashboard/workers", "workers"),
+        ):
+            desk.visit(path, name)
+
+        # A phone: nothing scrolls sideways, the nav wraps and stays readable, a usable Gantt.
+        phone = Operator(stack_browser, stack, PHONE, "phone")
+        for path, name in (
+            ("/dashboard/", "overview"),
+            ("/dashboard/runs", "runs"),
+            ("/dashboard/tasks", "tasks"),
+            ("/dashboard/dlq", "dlq"),
+            ("/dashboard/dags", "dags"),
+            (dag_path, "dag"),
+            (task_path, "task"),
+            (execution_path, "execution"),
+            ("/dashboard/missed?hours=1", "missed"),
+            ("/dashboard/workers", "workers"),
+            (run_path, "dag-run"),
+        ):
+            phone.visit(path, name)
+            overflow = phone.page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 1, (name, overflow)
+            nav = phone.page.evaluate(
+                "() => [...document.querySelectorAll('.top nav a')].map(a => "
+                "a.getBoundingClientRect().right)"
+            )
+            assert nav and max(nav) <= PHONE["width"], (name, nav)
+        track = phone.page.eval_on_selector(
+            "#gantt .gantt-row[data-node-id] .gantt-track", "t => t.getBoundingClientRect().width"
+        )
+        assert track >= 200, track
+
+        assert desk.errors == [] and phone.errors == [], desk.errors + phone.errors
+    finally:
+        _save_axe(*(o for o in (desk, phone) if o is not None))
+        desk.context.close()
+        if phone is not None:
+            phone.context.close()
+    blocking = desk.blocking() | phone.blocking()
+    assert blocking == {}, json.dumps(blocking, indent=1)

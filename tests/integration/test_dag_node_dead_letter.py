@@ -1,0 +1,108 @@
+"""A DAG node that ran out of attempts lands in the dead-letter queue; retrying it from the
+dashboard re-runs it inside its run (real PostgreSQL, Redis and Celery worker), so the run
+finishes instead of staying partially completed."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from dags.models import DagNodeExecution, DagNodeState, DagRun
+from scheduler_app.models import TaskExecution
+from tests.integration.test_dag_runs import ONCE, node, run_dag
+from tests.processes import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_worker, tmp_path):
+    tenant, user = tenant_and_user
+    flag = tmp_path / "ready"
+    gate = {
+        "type": "shell",
+        "command": [
+            "python3",
+            "-c",
+            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
+        ],
+    }
+    tasks = [
+        node("first"),
+        node("gate", "first", handler=gate, retry_policy=ONCE),
+        node("after", "gate"),
+        node("side", "first"),
+    ]
+    run, _ = run_dag(tenant, live_worker, tasks)
+    assert run.status == "partially_completed"
+    wait_until(
+        lambda: TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists(),
+        timeout=30,
+        message="the gate's execution to be dead-lettered",
+    )
+    dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
+    assert DagNodeExecution.objects.get(execution_root_id=dead.root_execution_id).node_id == "gate"
+
+    client = Client()
+    assert client.login(username=user.username, password="pw-123456")
+    dlq = client.get("/dashboard/dlq").content.decode()
+    assert f"/dashboard/dags/{run.dag_id}/runs/{run.id}" in dlq  # named by its run
+    flag.write_text("go")
+    response = client.post(f"/dashboard/dlq/{dead.id}/retry", follow=True)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "Re-running node gate inside" in page
+    assert f'href="/dashboard/dags/{run.dag_id}/runs/{run.id}"' in page  # the message links
+
+    wait_until(
+        lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+        timeout=60,
+        message="the re-run to end",
+    )
+    states = {s.node_id: s.status for s in DagNodeState.objects.filter(run=run)}
+    assert DagRun.objects.get(id=run.id).status == "success", states
+    assert states == dict.fromkeys(("first", "gate", "after", "side"), "success")
+    assert not TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists()
+    # Succeeded nodes were not run again: one execution each for first and side.
+    assert TaskExecution.objects.filter(tenant=tenant, status="success").count() == 4
+
+    # A second click on the stale button changes nothing.
+    again = client.post(f"/dashboard/dlq/{dead.id}/retry")
+    assert again.status_code == 404
+    assert DagRun.objects.get(id=run.id).status == "success"
+
+
+def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
+    tenant_and_user, api, live_worker, tmp_path
+):
+    tenant, _ = tenant_and_user
+    flag = tmp_path / "ready"
+    gate = {
+        "type": "shell",
+        "command": [
+            "python3",
+            "-c",
+            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
+        ],
+    }
+    run, _ = run_dag(
+        tenant, live_worker, [node("gate", handler=gate, retry_policy=ONCE), node("after", "gate")]
+    )
+    assert run.status == "failed"
+    wait_until(
+        lambda: TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists(),
+        timeout=30,
+        message="the gate's execution to be dead-lettered",
+    )
+    dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
+    flag.write_text("go")
+    response = api.post(f"/api/v1/admin/dlq/{dead.id}/retry")
+    assert response.status_code == 202, response.content
+    new_execution = response.json()["execution_id"]
+    assert DagNodeExecution.objects.get(execution_root_id=new_execution).run_id == run.id
+    wait_until(
+        lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+        timeout=60,
+        message="the re-run to end",
+    )
+    assert DagRun.objects.get(id=run.id).status == "success"
+    assert api.post(f"/api/v1/admin/dlq/{dead.id}/retry").status_code == 404
