@@ -78,6 +78,10 @@ def _node_summary(node: dict) -> tuple[str, str]:
     """Two short lines a definition's node box shows: what runs, and how it fans out."""
     if "task" in node:
         what = f"task {node['task']}"
+    elif "wait_for_event" in node:
+        what = f"waits for event {node['wait_for_event'].get('name', '?')}"
+    elif isinstance(node.get("handler"), str):
+        what = f"python {node['handler']}"  # the design document's spelling: a handler's name
     else:
         handler = node.get("handler") or {}
         detail = handler.get("callable") or handler.get("url") or ""

@@ -4,6 +4,8 @@ finishes instead of staying partially completed."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import Client
 
@@ -15,17 +17,32 @@ from tests.processes import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_worker, tmp_path):
-    tenant, user = tenant_and_user
-    flag = tmp_path / "ready"
+# A shell task sees nothing of the host (its sandbox), so the gate cannot wait for a flag file
+# the test writes: it fails until a moment the test then waits for, and succeeds after it. The
+# moment leaves the first run ample time on a loaded machine; the test checks it did fail.
+GATE_OPENS_AFTER_SECONDS = 25.0
+
+
+def _gate_opening_later() -> tuple[dict, float]:
+    opens_at = time.time() + GATE_OPENS_AFTER_SECONDS
     gate = {
         "type": "shell",
         "command": [
             "python3",
             "-c",
-            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
+            f"import sys,time; sys.exit(0 if time.time() >= {opens_at} else 3)",
         ],
     }
+    return gate, opens_at
+
+
+def _wait_for(opens_at: float) -> None:
+    time.sleep(max(0.0, opens_at - time.time()) + 0.5)
+
+
+def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_worker, tmp_path):
+    tenant, user = tenant_and_user
+    gate, opens_at = _gate_opening_later()
     tasks = [
         node("first"),
         node("gate", "first", handler=gate, retry_policy=ONCE),
@@ -46,7 +63,7 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     assert client.login(username=user.username, password="pw-123456")
     dlq = client.get("/dashboard/dlq").content.decode()
     assert f"/dashboard/dags/{run.dag_id}/runs/{run.id}" in dlq  # named by its run
-    flag.write_text("go")
+    _wait_for(opens_at)
     response = client.post(f"/dashboard/dlq/{dead.id}/retry", follow=True)
     assert response.status_code == 200
     page = response.content.decode()
@@ -75,15 +92,7 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
     tenant_and_user, api, live_worker, tmp_path
 ):
     tenant, _ = tenant_and_user
-    flag = tmp_path / "ready"
-    gate = {
-        "type": "shell",
-        "command": [
-            "python3",
-            "-c",
-            f"import os,sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 3)",
-        ],
-    }
+    gate, opens_at = _gate_opening_later()
     run, _ = run_dag(
         tenant, live_worker, [node("gate", handler=gate, retry_policy=ONCE), node("after", "gate")]
     )
@@ -94,7 +103,7 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
         message="the gate's execution to be dead-lettered",
     )
     dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
-    flag.write_text("go")
+    _wait_for(opens_at)
     response = api.post(f"/api/v1/admin/dlq/{dead.id}/retry")
     assert response.status_code == 202, response.content
     new_execution = response.json()["execution_id"]

@@ -3,10 +3,14 @@ stream and the dashboard; stored with the execution when it ends."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+
 import pytest
 
 from scheduler_app.api.log_events import follow_log
 from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.services.log_followers import log_follower_open
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.processes import wait_until
@@ -51,7 +55,7 @@ def test_shell_progress_is_seen_while_running_and_stored_at_the_end(tenant, api,
     listed = api.get(f"/api/v1/executions?task={task.id}&status=running").json()["results"]
     assert [e["progress"]["message"] for e in listed] == ["copying"]
 
-    events = "".join(follow_log(execution=TaskExecution.objects.get(id=execution.id)))
+    events = _followed(execution.id, tenant_id=tenant.id)
     assert "event: progress" in events
     assert '"percent": 40.0' in events and '"percent": 90.0' in events
     # (the worker's `running sh -c ...` line quotes the command, progress lines included)
@@ -91,3 +95,17 @@ def test_python_progress_shows_on_the_dashboard_while_running(tenant_and_user, c
         message="the run to end",
     )
     assert TaskExecution.objects.get(id=execution.id).progress["message"] == "step 4 of 4"
+
+
+def _followed(execution_id, *, tenant_id) -> str:
+    """Every event the live-log stream sends for a run that has ended (its stream in Redis),
+    read on a thread and loop of its own, as the ASGI server's stream would send them."""
+
+    async def read() -> str:
+        follower = log_follower_open(tenant_id=tenant_id)
+        return "".join(
+            [event async for event in follow_log(execution_id=execution_id, follower=follower)]
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, read()).result()

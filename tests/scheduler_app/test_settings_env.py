@@ -40,7 +40,7 @@ def test_setting_both_is_refused(tmp_path, monkeypatch):
 
 def test_production_settings_take_all_three_keys_from_files(tmp_path):
     files = {
-        "SECRET_KEY": "k" * 50,
+        "SECRET_KEY": "k7Hq2-xW9pLz4vR8mN3bT6yJ1cF5gD0sA-eU2iO7pQ4wE9rT1yU6iO3pA8sD5fG2hJ",
         "SECRETS_KEY": "Zm9vYmFyZm9vYmFyZm9vYmFyZm9vYmFyZm9vYmFyMTI=",
         "DATABASE_URL": "postgres://app:pw@db.internal:5432/scheduler",
     }
