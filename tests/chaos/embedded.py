@@ -129,11 +129,11 @@ def embedded_chaos_stack(
     database = EmbeddedDatabase(
         var_dir=tmp_path / "var", log_path=tmp_path / "postgres.log", port=_free_port()
     )
-    database.start()
     ledger = tmp_path / "ledger.txt"
-    env = {**stack_env(redis), "DATABASE_URL": database.url}
     stack = None
     try:
+        database.start()
+        env = {**stack_env(redis), "DATABASE_URL": database.url}
         created = json.loads(
             _manage(env, "setup", str(ledger), str(tasks), str(handler_seconds)).splitlines()[-1]
         )
