@@ -68,7 +68,8 @@ def render(results: list[CaseResult]) -> str:
         "- worker_restarts = workers that exited and were started again by the test's "
         "supervisor, as compose and Kubernetes restart them",
         "- real processes (beats, prefork workers, a private redis-server) on the machine's "
-        "PostgreSQL; one-second schedules; a loaded 2-core machine",
+        "PostgreSQL (postgres-restart: on an embedded PostgreSQL the test stops and starts); "
+        "one-second schedules; a loaded 2-core machine",
         "",
     ]
     return "\n".join(lines)

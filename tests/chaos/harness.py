@@ -83,7 +83,8 @@ class CaseResult:
 
 @dataclass
 class ChaosStack:
-    tenant: Tenant
+    # None when the stack runs on a database of its own (tests/chaos/embedded.py).
+    tenant: Tenant | None
     redis: RedisServer
     ledger: Path
     tasks: list
@@ -130,6 +131,20 @@ class ChaosStack:
     def succeeded_after(self, moment: datetime) -> int:
         return self.executions().filter(status="success", scheduled_at__gt=moment).count()
 
+    # What `settle` reads and writes, so that a stack on another database (the embedded
+    # PostgreSQL case) is scored by the same code.
+    def pause_tasks(self) -> None:
+        for task in self.tasks:
+            task_pause(task=task)
+
+    def open_runs(self) -> bool:
+        return self.executions().exclude(status__in=TERMINAL_STATUSES).exists()
+
+    def execution_rows(self) -> list:
+        """The stack's runs: objects with id, task_id, scheduled_at, attempt, status and
+        started_at."""
+        return list(self.executions())
+
     def wait_for_runs(self, count: int, *, timeout: float = 60) -> None:
         self.mark(f"waiting for {count} runs")
         since = timezone.now()
@@ -162,11 +177,10 @@ class ChaosStack:
         ringing forgotten runs again, as in production), let every recorded run end, stop
         everything, and score."""
         self.mark("settling: tasks paused")
-        for task in self.tasks:
-            task_pause(task=task)
+        self.pause_tasks()
         with contextlib.suppress(AssertionError):
             wait_until(
-                lambda: not self.executions().exclude(status__in=TERMINAL_STATUSES).exists(),
+                lambda: not self.open_runs(),
                 timeout=timeout,
                 interval=0.5,
                 message="every recorded run to end",
@@ -178,7 +192,7 @@ class ChaosStack:
         for worker in self.workers.values():
             worker.stop()
         self.mark("stopped")
-        executions = list(self.executions())
+        executions = self.execution_rows()
         first_attempts = collections.Counter(
             (e.task_id, e.scheduled_at) for e in executions if e.attempt == 1
         )
@@ -233,6 +247,29 @@ def this_process_publishes_to(url: str) -> Iterator[None]:
         use(previous)
 
 
+def ledger_task_spec(index: int, ledger: Path, handler_seconds: float) -> dict:
+    """A one-second ledger task (the spec `make_task` takes)."""
+    return {
+        "name": f"chaos-{index}",
+        "schedule": {"type": "cron", "expression": "* * * * * *"},
+        "handler": {"type": "python", "callable": "ledger"},
+        "parameters": {"path": str(ledger), "seconds": handler_seconds},
+        "retry_policy": {"max_attempts": 5, "backoff": "fixed", "base_delay_seconds": 0},
+        "timeout_seconds": 60,
+    }
+
+
+def stack_env(redis: RedisServer) -> dict[str, str]:
+    """What the stack's beats and workers get on top of tests.processes.service_env."""
+    return {
+        "REDIS_URL": redis.url,
+        "CELERY_BROKER_URL": redis.url,
+        "CELERY_RESULT_BACKEND": redis.url,
+        "BROKER_KEY_PREFIX": "",
+        **ledger_env(),
+    }
+
+
 @contextlib.contextmanager
 def chaos_stack(
     tenant: Tenant,
@@ -250,24 +287,10 @@ def chaos_stack(
     settings.REDIS_URL = redis.url
     ledger = tmp_path / "ledger.txt"
     created = [
-        make_task(
-            tenant,
-            name=f"chaos-{index}",
-            schedule={"type": "cron", "expression": "* * * * * *"},
-            handler={"type": "python", "callable": "ledger"},
-            parameters={"path": str(ledger), "seconds": handler_seconds},
-            retry_policy={"max_attempts": 5, "backoff": "fixed", "base_delay_seconds": 0},
-            timeout_seconds=60,
-        )
+        make_task(tenant, **ledger_task_spec(index, ledger, handler_seconds))
         for index in range(tasks)
     ]
-    env = {
-        "REDIS_URL": redis.url,
-        "CELERY_BROKER_URL": redis.url,
-        "CELERY_RESULT_BACKEND": redis.url,
-        "BROKER_KEY_PREFIX": "",
-        **ledger_env(),
-    }
+    env = stack_env(redis)
     stack = ChaosStack(tenant=tenant, redis=redis, ledger=ledger, tasks=created, env=env)
     try:
         yield stack

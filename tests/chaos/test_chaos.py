@@ -286,3 +286,32 @@ def test_redis_at_maxmemory_answers_503_never_500(tenant, api, tmp_path, setting
     # recorded nothing.
     assert recorded == (1 if trigger < 300 else 0), (trigger, recorded)
     result.assert_clean()
+
+
+def test_postgresql_itself_stopped_and_started_again(tmp_path, settings, record_case):
+    from tests.chaos.embedded import embedded_chaos_stack
+
+    with embedded_chaos_stack(
+        tmp_path, settings, tasks=int(scaled(2, 10)), handler_seconds=0.2
+    ) as stack:
+        stack.start_worker("w1")
+        stack.start_beat("a")
+        stack.wait_for_runs(3)
+        stack.fault()
+        stack.database.stop()
+        # Down for many ticks (0.2 s), housekeeping rounds (0.5 s) and lock TTLs (1.5 s).
+        time.sleep(scaled(4, 20))
+        stack.database.start()  # the same port, the same data
+        stack.heal()
+        stack.wait_for_resume()
+        stack.wait_for_runs(int(scaled(5, 30)))
+        # Nothing supervises the beat here: it must ride out the outage by itself.
+        beat_alive = stack.beats["a"].alive()
+        result = record_case(
+            stack.settle(
+                case="postgres-restart",
+                fault="PostgreSQL stopped (fast shutdown), started again",
+            )
+        )
+    assert beat_alive
+    result.assert_clean()
