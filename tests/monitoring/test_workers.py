@@ -36,7 +36,9 @@ def signed_in(tenant_and_user) -> Client:
 def fleet(settings):
     """Four workers as their heartbeats leave them: one live (this process, through the
     worker's own heartbeat code), one draining, one whose heartbeats stopped, one dead."""
-    settings.FLEET = {**settings.FLEET, "HEARTBEAT_SECONDS": 2.0}
+    # Heartbeats every 10 s: the live and the draining worker stay alive for 20 s after the
+    # fixture (two missed heartbeats), however slowly a loaded machine reaches the assertions.
+    settings.FLEET = {**settings.FLEET, "HEARTBEAT_SECONDS": 10.0}
     now = time.time()
     run = uuid.uuid4().hex[:8]  # the hourly counters of a hostname outlive this test
     live = Fleet(hostname=f"obs-live@{run}", queues=["critical", "normal"], concurrency=4)
@@ -57,7 +59,7 @@ def fleet(settings):
             version="test",
             pid=1,
             started_at=now - 600,
-            heartbeat_seconds=2.0,
+            heartbeat_seconds=10.0,
             last_heartbeat=now - silent,
             state=state,
             cpu_percent=12.5,
