@@ -45,8 +45,9 @@ class TaskDefinition(models.Model):
     tags = models.JSONField(default=list, blank=True)
     notifications = models.JSONField(default=dict, blank=True)
     # A template over a run's parameters and time (scheduler_app.idempotency_keys); a run
-    # whose key already succeeded for this task is skipped. "" = no key.
-    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    # whose key already succeeded for this task is skipped. "" = no key (also the database's
+    # default: bulk loads such as the benchmarks' COPY name only the columns they fill).
+    idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")
 
     # Scheduling policies (ARCHITECTURE §6).
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
