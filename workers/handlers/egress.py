@@ -30,6 +30,7 @@ from .sandbox import tool_path
 
 SETUP_TIMEOUT_SECONDS = 10.0
 TAP_NAME = "tap0"
+LOOPBACK_UP_MARK = "/8 host LOCAL"  # 127.0.0.0/8 in /proc/<pid>/net/fib_trie, once `lo` is up
 NS_GET_USERNS = 0xB701  # _IO(0xb7, 0x1): the user namespace owning a namespace
 
 
@@ -62,6 +63,7 @@ class EgressNetwork:
                 os.close(fd)
         self._info_write = self._block_read = -1
         sandbox_pid = self._read_sandbox_pid()
+        self._wait_for_loopback(sandbox_pid)
         # bwrap nests a second user namespace inside the one that owns the sandbox's network
         # namespace; slirp4netns must join the owner, which the kernel names (NS_GET_USERNS).
         net_fd = os.open(f"/proc/{sandbox_pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -117,6 +119,22 @@ class EgressNetwork:
                     if not chunk:
                         raise EgressSetupError("bwrap did not report its sandbox") from error
         raise EgressSetupError("timed out waiting for the sandbox to start")
+
+    def _wait_for_loopback(self, sandbox_pid: int) -> None:
+        """bwrap reports the sandbox's pid before its child brings up the namespace's loopback
+        (an address, then the link); slirp4netns, which also brings `lo` up, must not race it
+        (bwrap then dies with "loopback: Failed RTM_NEWADDR", seen in CI). 127.0.0.0/8's local
+        route appears in the namespace's routing table only once both steps are done."""
+        deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{sandbox_pid}/net/fib_trie") as table:
+                    if LOOPBACK_UP_MARK in table.read():
+                        return
+            except OSError as error:
+                raise EgressSetupError("the sandbox exited while it was being set up") from error
+            time.sleep(0.0005)
+        raise EgressSetupError("timed out waiting for the sandbox's loopback")
 
     def _read_within(self, fd: int, size: int) -> bytes:
         deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
