@@ -18,8 +18,10 @@ $(STAMP): requirements.txt pyproject.toml
 
 $(VENV): $(STAMP)
 
+# RUN_ARGS: e.g. `make run RUN_ARGS="--port 8001"`.
+RUN_ARGS ?=
 run: $(STAMP)
-	$(PY) manage.py runstack
+	$(PY) manage.py runstack $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m tests.run

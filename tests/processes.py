@@ -266,3 +266,28 @@ def start_web(*, env_overrides: dict[str, str] | None = None, workers: int = 1) 
     web.extra["url"] = f"http://127.0.0.1:{port}"
     web.wait_for_log("Application startup complete", timeout=60)
     return web
+
+
+def quiesce(prefix: str, timeout: float = 30.0) -> None:
+    """After a test that used a worker reading under `prefix`: drop what it left queued there
+    and wait until the worker has finished what it holds, so the worker writes nothing while
+    the tables are flushed (a flood test's leftovers deadlocked the flush once, in CI)."""
+    import redis
+
+    from scheduler_app.models import TaskExecution
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    try:
+        for key in client.scan_iter(match=f"{prefix}*", count=500):
+            if client.type(key) == b"list":  # the queues; the bindings (sets) stay
+                client.delete(key)
+    finally:
+        client.close()
+    # Messages the worker already prefetched then find their runs over and do nothing.
+    TaskExecution.objects.filter(status__in=["pending", "queued"]).update(status="cancelled")
+    deadline = time.monotonic() + timeout
+    idle_polls = 0
+    while time.monotonic() < deadline and idle_polls < 3:
+        running = TaskExecution.objects.filter(status="running").exists()
+        idle_polls = 0 if running else idle_polls + 1
+        time.sleep(0.3)

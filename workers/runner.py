@@ -58,6 +58,9 @@ from workers.shell_sandbox import shell_sandbox_for
 
 logger = logging.getLogger(__name__)
 
+# How often a keyed run waiting for another run of its key looks again.
+KEY_WAIT_POLL_SECONDS = 0.25
+
 
 class _SecretUnavailable(Exception):
     pass
@@ -248,7 +251,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         try:
             if resolved.error:
                 raise _SecretUnavailable(resolved.error)
-            handler_outcome = _idempotent_outcome(claim) or run_handler(
+            handler_outcome = _idempotent_outcome(claim, cancel_event) or run_handler(
                 resolved.handler_config,
                 context,
                 allowed_hosts=config["HTTP_ALLOWED_HOSTS"],
@@ -281,12 +284,19 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     )
 
 
-def _idempotent_outcome(claim: Claim) -> HandlerOutcome | None:
+def _idempotent_outcome(claim: Claim, cancel_event: threading.Event) -> HandlerOutcome | None:
     """The outcome of a keyed run that must not run (its key already succeeded, or cannot be
-    rendered); None when the handler should run."""
-    run_key = execution_key_settle(
-        execution=claim.execution, task=claim.task, claim_token=claim.claim_token
-    )
+    rendered); None when the handler should run. While another run of the key is running,
+    this one waits for it (under the run watcher: its lease held, a cancel or timeout ends
+    the wait, and the handler then does not start)."""
+    while True:
+        run_key = execution_key_settle(
+            execution=claim.execution, task=claim.task, claim_token=claim.claim_token
+        )
+        if run_key is None or run_key.running_elsewhere is None:
+            break
+        if cancel_event.wait(KEY_WAIT_POLL_SECONDS):
+            return None
     if run_key is None:
         return None
     if run_key.error:

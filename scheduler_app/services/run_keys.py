@@ -4,15 +4,21 @@ The key is rendered once per fire (its first attempt) and recorded on the execut
 retries carry it (execution_follow_up_create). If an execution of the same task already
 succeeded under that key, this run is not run: it ends `skipped`, naming that execution.
 
-The check is a read before the handler, not a lock: two runs of one key that start at the
-same instant both run (at-least-once, like every run); one that starts after the other
-succeeded is skipped.
+The check holds a transaction-scoped advisory lock on (task, key) while it reads and records
+the key, so of two runs of one key that start at the same instant, one sees the other's key
+recorded: while that one is `running` (and its lease holds) this one waits
+(`running_elsewhere`, its own key not yet recorded), then settles again and is skipped if
+the other succeeded, or runs if it did not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.idempotency_keys import KeyTemplateError, key_render
@@ -24,6 +30,12 @@ class RunKey:
     key: str
     succeeded_before: uuid.UUID | None = None  # the earlier success under the same key
     error: str = ""  # the key could not be rendered (a parameter it names is missing)
+    running_elsewhere: uuid.UUID | None = None  # a run of the same key that is running now
+
+
+def _key_lock_id(task_id: uuid.UUID, key: str) -> int:
+    digest = hashlib.sha256(f"{task_id}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def execution_key_settle(
@@ -44,20 +56,37 @@ def execution_key_settle(
             )
         except KeyTemplateError as error:
             return RunKey(key="", error=f"idempotency_key: {error}")
-    earlier = (
-        TaskExecution.objects.filter(
-            task_id=task.id, idempotency_key=key, status=ExecutionStatus.SUCCESS
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_key_lock_id(task.id, key)])
+        same_key = TaskExecution.objects.filter(task_id=task.id, idempotency_key=key).exclude(
+            id=execution.id
         )
-        .exclude(id=execution.id)
-        .order_by("completed_at")
-        .values_list("id", flat=True)
-        .first()
-    )
-    TaskExecution.objects.filter(
-        id=execution.id,
-        scheduled_at=execution.scheduled_at,
-        claim_token=claim_token,
-        status=ExecutionStatus.RUNNING,
-    ).update(idempotency_key=key, skipped_for_execution_id=earlier)
+        earlier = (
+            same_key.filter(status=ExecutionStatus.SUCCESS)
+            .order_by("completed_at")
+            .values_list("id", flat=True)
+            .first()
+        )
+        running = None
+        if earlier is None:
+            running = (
+                same_key.filter(status=ExecutionStatus.RUNNING, lease_expires_at__gt=timezone.now())
+                .values_list("id", flat=True)
+                .first()
+            )
+        mine = TaskExecution.objects.filter(
+            id=execution.id,
+            scheduled_at=execution.scheduled_at,
+            claim_token=claim_token,
+            status=ExecutionStatus.RUNNING,
+        )
+        if earlier is None and running is not None:
+            # Not recorded while waiting (a retry's key, carried from creation, is taken off):
+            # waiters are invisible to each other, so when the running one fails, the first
+            # waiter through this lock runs and the rest wait for it.
+            mine.update(idempotency_key="")
+            return RunKey(key=key, running_elsewhere=running)
+        mine.update(idempotency_key=key, skipped_for_execution_id=earlier)
     execution.idempotency_key, execution.skipped_for_execution_id = key, earlier
     return RunKey(key=key, succeeded_before=earlier)

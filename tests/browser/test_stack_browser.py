@@ -1,4 +1,4 @@
-"""The stack a newcomer runs, in a real browser: `manage.py runstack` (what `make run` runs) on
+"""The stack a newcomer runs, in a real browser: `make run` on
 its embedded defaults (embedded PostgreSQL and redis, free ports, its var dir in a temporary
 folder), started once for this module. On every dashboard page, the admin's task list and
 change form and /api/docs/ the browser must see no failed request (no response >= 400, no
@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -45,19 +44,19 @@ def _postgres_on(var_dir: Path) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
-    """`manage.py runstack` exactly as `make run` starts it: no DATABASE_URL, no REDIS_URL."""
+    """`make run` itself (free ports through RUN_ARGS): no DATABASE_URL, no REDIS_URL."""
     var_dir = tmp_path_factory.mktemp("stack") / "var"
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS")
         and not key.startswith(("PYTEST_", "SCHEDULER_"))
     }
     env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1")
     output = var_dir.parent / "runstack.out"
     with output.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "runstack", "--port", "0", "--flower-port", "0"],
+        make = subprocess.Popen(
+            ["make", "--no-print-directory", "run", "RUN_ARGS=--port 0 --flower-port 0"],
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -67,17 +66,21 @@ def stack(tmp_path_factory):
         )
     deadline = time.monotonic() + 240
     while "Dashboard:" not in output.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"runstack did not come up:\n{output.read_text(errors='replace')}")
+        if make.poll() is not None or time.monotonic() > deadline:
+            os.killpg(make.pid, signal.SIGKILL)
+            pytest.fail(f"make run did not come up:\n{output.read_text(errors='replace')}")
         time.sleep(0.5)
     text = output.read_text()
     base = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/dashboard/", text).group(1)
     login = re.search(r"user (\S+) / password (\S+)", text)
+    (runstack,) = psutil.Process(make.pid).children()
     yield {"url": base, "username": login.group(1), "password": login.group(2)}
-    # Ctrl-C: everything stops, the embedded PostgreSQL last; no process is left behind.
-    os.killpg(process.pid, signal.SIGINT)
-    assert process.wait(timeout=90) == 0, output.read_text(errors="replace")
+    # A supervisor's SIGTERM to make alone (make passes it on to nobody): the stack stops by
+    # itself, the embedded PostgreSQL last, and no process is left behind.
+    make.send_signal(signal.SIGTERM)
+    make.wait(timeout=30)
+    runstack.wait(timeout=90)  # not our child: its exit code is make's to see, and make is gone
+    assert "stopping..." in output.read_text(errors="replace")
     assert _postgres_on(var_dir) == []
 
 

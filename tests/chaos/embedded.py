@@ -58,9 +58,12 @@ class EmbeddedDatabase:
         )
 
     def stop(self) -> None:
-        """Fast shutdown: open transactions rolled back, every session cut."""
+        """Fast shutdown: open transactions rolled back, every session cut; returns once the
+        server is gone (a start on the same data before that fails on its lock file, as it
+        did on a loaded machine)."""
         if self.server is not None:
             embedded_postgres.stop(self.server)
+            self.server.process.wait(timeout=120)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
 from django.conf import settings
 
-from tests.processes import broker_key_prefix, start_beat, start_worker
+from tests.processes import broker_key_prefix, quiesce, start_beat, start_worker
 
 FAST_WORKER = {"WORKER_KILL_GRACE_SECONDS": "1", "WORKER_LEASE_SECONDS": "10"}
 FAST_BEAT = {
@@ -58,31 +57,6 @@ def live_worker(shared_worker):
     with broker_key_prefix(prefix):
         yield worker
     quiesce(prefix)
-
-
-def quiesce(prefix: str, timeout: float = 30.0) -> None:
-    """After a test that used the shared worker: drop what it left queued under `prefix` and
-    wait until the worker has finished what it holds, so the worker writes nothing while the
-    tables are flushed (a flood test's leftovers deadlocked the flush once, in CI)."""
-    import redis
-
-    from scheduler_app.models import TaskExecution
-
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    try:
-        for key in client.scan_iter(match=f"{prefix}*", count=500):
-            if client.type(key) == b"list":  # the queues; the bindings (sets) stay
-                client.delete(key)
-    finally:
-        client.close()
-    # Messages the worker already prefetched then find their runs over and do nothing.
-    TaskExecution.objects.filter(status__in=["pending", "queued"]).update(status="cancelled")
-    deadline = time.monotonic() + timeout
-    idle_polls = 0
-    while time.monotonic() < deadline and idle_polls < 3:
-        running = TaskExecution.objects.filter(status="running").exists()
-        idle_polls = 0 if running else idle_polls + 1
-        time.sleep(0.3)
 
 
 @pytest.fixture

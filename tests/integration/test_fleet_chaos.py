@@ -97,7 +97,9 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
     executions = list(TaskExecution.objects.filter(task=task))
     lost = [e for e in executions if e.error_class == "worker_lost"]
     assert lost, "the kill should have caught runs in flight"
-    assert all(e.worker_id == victim_name for e in lost)
+    assert all(e.worker_id == victim_name for e in lost), [
+        (e.worker_id, e.error_message) for e in lost if e.worker_id != victim_name
+    ]
     # Each lost attempt got exactly one next attempt.
     retries = collections.Counter(e.retry_of_id for e in executions if e.retry_of_id)
     assert all(retries[e.id] == 1 for e in lost)
