@@ -5,11 +5,10 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler_app.choices import ExecutionStatus, Trigger
-from scheduler_app.dispatch import Doorbell, publish_after_commit
+from scheduler_app.choices import Trigger
 from scheduler_app.errors import DomainError
 from scheduler_app.models import TaskExecution, Tenant
-from scheduler_app.services.executions import execution_follow_up_create
+from scheduler_app.services.retries import fresh_run_create
 
 
 def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
@@ -34,18 +33,7 @@ def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
         )
         if taken != 1:
             return None
-        task = execution.task
-        retry = execution_follow_up_create(
-            previous=execution,
-            status=ExecutionStatus.QUEUED,
-            scheduled_at=now,
-            attempt=1,
-            max_attempts=task.max_attempts,
-            priority=task.priority,
-        )
-        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
-        publish_after_commit([bell])
-    return retry
+        return fresh_run_create(previous=execution, now=now)
 
 
 def dead_letter_delete(*, execution: TaskExecution) -> bool:

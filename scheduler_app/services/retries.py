@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,15 +36,21 @@ def execution_retry(*, execution: TaskExecution) -> TaskExecution:
         TaskExecution.objects.filter(id=locked.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=now
         )
-        task = locked.task
-        retry = execution_follow_up_create(
-            previous=locked,
-            status=ExecutionStatus.QUEUED,
-            scheduled_at=now,
-            attempt=1,
-            max_attempts=task.max_attempts,
-            priority=task.priority,
-        )
-        bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
-        publish_after_commit([bell])
+        return fresh_run_create(previous=locked, now=now)
+
+
+def fresh_run_create(*, previous: TaskExecution, now: datetime) -> TaskExecution:
+    """A new first attempt of `previous`'s fire with the task's full retry budget, queued now
+    and rung once the caller's transaction commits (a manual retry, a dead letter's retry)."""
+    task = previous.task
+    retry = execution_follow_up_create(
+        previous=previous,
+        status=ExecutionStatus.QUEUED,
+        scheduled_at=now,
+        attempt=1,
+        max_attempts=task.max_attempts,
+        priority=task.priority,
+    )
+    bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
+    publish_after_commit([bell])
     return retry
