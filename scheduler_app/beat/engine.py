@@ -56,6 +56,9 @@ CHANGE_FEED_OVERLAP = timedelta(seconds=5)
 # Bound on catch-up fires per task per tick (an every-second cron after a long outage).
 MAX_CATCHUP_FIRES_PER_TASK = 1000
 TICK_BUDGET_SECONDS = 1.0
+# After a takeover, the previous leader's last seconds are rung again once more this much
+# later (a COMMIT it sent before it died may land after the takeover).
+REPUBLISH_AGAIN_SECONDS = 2.0
 
 _ENTRY_FIELDS = (
     "id",
@@ -131,6 +134,8 @@ class SchedulerEngine:
         self._seen_changes: dict[uuid.UUID, datetime] = {}
         self._change_cursor: datetime | None = None
         self._last_housekeeping = 0.0
+        # A takeover's second republish pass: (when, since, until), see _republish_after_takeover.
+        self._republish_again: tuple[float, datetime, datetime] | None = None
         self.fired_total = 0
         self.published_total = 0
         self.last_tick_at: datetime | None = None
@@ -315,10 +320,16 @@ class SchedulerEngine:
             leading = self.leading = self.lock.try_acquire()
         else:
             leading = self.leading = False
-        if leading and not was_leading:
-            self._republish_after_takeover()
         if leading:
             self._fire_due()
+            # After the fires due now: what a dead predecessor may have left unrung is late
+            # already, and a fire due now must not wait behind it.
+            if not was_leading:
+                self._republish_after_takeover(until=now)
+            elif self._republish_again and time.monotonic() >= self._republish_again[0]:
+                _, since, until = self._republish_again
+                self._republish_again = None
+                self._republish_queued(since=since, until=until)
             if self.fleet_duties:
                 self._promote_pending()
                 self._dags_tick()
@@ -341,6 +352,8 @@ class SchedulerEngine:
                 # later for the ones that ring ahead (`heap.Entry.ring_ahead`).
                 due = self.heap.pop_due(now, self.config.batch_size)
                 if not due:
+                    # Every fire due by `now` is recorded: standbys may shadow up to here.
+                    self.lock.mark_fired_through(now)
                     return
                 fires, updates = self._expand(due, now=now)
                 # The fires and where each schedule goes next commit together (one commit).
@@ -404,12 +417,18 @@ class SchedulerEngine:
     def _shadow_leader(self, *, now: datetime) -> None:
         """A standby moves its heap along behind a live leader, so that a takeover starts
         from where the leader stood instead of replaying its history. It stays two lock
-        TTLs behind: anything newer may still be owed by a leader that just died. An entry
+        TTLs behind, or at the leader's fired-through mark when that is later: anything
+        newer may still be owed by a leader that just died. An entry
         that rings ahead moves to its first fire past the horizon plus its lead (it rings
         after the horizon): the leader alive at the horizon had rung that far already."""
         if self.lock.current_leader() is None:
             return
         horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
+        # Closer behind when the leader says how far it has recorded every due fire: a
+        # takeover then owes only what came after that mark, not two TTLs of fires.
+        recorded_through = self.lock.fired_through()
+        if recorded_through is not None:
+            horizon = max(horizon, min(recorded_through, now))
         while True:
             due = self.heap.pop_due(horizon, self.config.batch_size)
             if not due:
@@ -418,11 +437,19 @@ class SchedulerEngine:
                 lead = entry.ring_ahead(self.heap.ahead)
                 self.heap.reschedule(entry, entry.schedule.next_after(horizon + lead))
 
-    def _republish_after_takeover(self) -> None:
-        now = timezone.now()
-        since = now - self.config.late_grace - timedelta(seconds=TICK_BUDGET_SECONDS)
+    def _republish_after_takeover(self, *, until: datetime) -> None:
+        """Ring again what the previous leader recorded in its last seconds, at once, and
+        once more REPUBLISH_AGAIN_SECONDS later for the same window: a leader SIGKILLed
+        while its COMMIT was on the wire has that transaction land after a takeover as fast
+        as presence makes it (seen: a whole second of fires left without a doorbell).
+        `until`: the takeover's instant; what this leader recorded since is rung already."""
+        since = until - self.config.late_grace - timedelta(seconds=TICK_BUDGET_SECONDS)
+        self._republish_queued(since=since, until=until)
+        self._republish_again = (time.monotonic() + REPUBLISH_AGAIN_SECONDS, since, until)
+
+    def _republish_queued(self, *, since: datetime, until: datetime) -> None:
         while self.lock.is_held():
-            bells = takeover_queued_republish(since=since, now=now, limit=self.config.batch_size)
+            bells = takeover_queued_republish(since=since, now=until, limit=self.config.batch_size)
             if bells:
                 self.published_total += publish(bells)
                 logger.info("republished %d queued executions of the previous leader", len(bells))

@@ -6,6 +6,17 @@ compare-and-delete. Each acquisition increments a fencing epoch. The holder trus
 leadership only until `valid_until`, measured from *before* the renewal was sent and cut
 short by a safety margin, so a leader that cannot renew stops firing before the lock
 could have expired in Redis and a standby could take it.
+
+Presence, for a failover faster than the TTL: before it tries for the lock, a node
+subscribes, on a connection of its own, to a channel named after its token. A process that
+dies (SIGKILL, OOM kill, a crash) has its connections closed by the kernel at once, so the
+channel's subscriber count (PUBSUB NUMSUB) drops to 0 while the lock still has most of its
+TTL to run; a standby that sees that takes the lock over in one script, without waiting out
+the TTL. A leader that is alive but stalled (SIGSTOP, CPU starvation) keeps its connection
+and its presence, so only the TTL can move the lock away from it, as before. Two leaders
+overlapping for a moment (a presence connection lost while its process lives on for the
+rest of its trust window) cannot double a fire: fires are recorded with ON CONFLICT DO
+NOTHING on (task, fire time, attempt) and only recorded fires are published.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import redis
 
@@ -24,10 +36,29 @@ logger = logging.getLogger(__name__)
 _ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local epoch = redis.call('INCR', KEYS[2])
-  redis.call('HSET', KEYS[3], 'node', ARGV[3], 'epoch', epoch, 'since', ARGV[4])
+  redis.call('HSET', KEYS[3], 'node', ARGV[3], 'epoch', epoch, 'since', ARGV[4],
+             'presence', ARGV[1])
   return epoch
 end
 return 0
+"""
+# The same, over a holder whose presence channel has no subscriber left (its process died).
+# Only a holder that took the lock announcing its presence (the info names its token) is
+# judged so; one that set the lock any other way keeps it until its TTL.
+# KEYS: lock, epoch, info; ARGV: token, ttl_ms, node_id, now_epoch_seconds, channel_prefix
+_TAKE_OVER = """
+local holder = redis.call('GET', KEYS[1])
+if not holder or redis.call('HGET', KEYS[3], 'presence') ~= holder then
+  return 0
+end
+if redis.call('PUBSUB', 'NUMSUB', ARGV[5] .. holder)[2] ~= 0 then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local epoch = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[3], 'node', ARGV[3], 'epoch', epoch, 'since', ARGV[4],
+           'presence', ARGV[1])
+return epoch
 """
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -60,10 +91,15 @@ class LeaderLock:
         self.info_key = f"{key_prefix}scheduler:leader-info"
         # Set by the failover endpoint: this node releases the lock and stays out a while.
         self.yield_key = f"{key_prefix}scheduler:yield:{node_id}"
+        self.presence_prefix = f"{key_prefix}scheduler:alive:"
+        # How far the leader has recorded every due fire (engine._fire_due), for standbys.
+        self.progress_key = f"{key_prefix}scheduler:fired-through"
         self.node_id = node_id
         self.ttl_ms = int(ttl_seconds * 1000)
         self._token = f"{node_id}:{uuid.uuid4().hex}"
         self._acquire = client.register_script(_ACQUIRE)
+        self._take_over = client.register_script(_TAKE_OVER)
+        self._presence: redis.client.PubSub | None = None
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._state = threading.Lock()
@@ -100,13 +136,15 @@ class LeaderLock:
         if self._asked_to_yield():
             return False
         sent_at = time.monotonic()
+        keys = [self.lock_key, self.epoch_key, self.info_key]
+        args = [self._token, self.ttl_ms, self.node_id, f"{time.time():.3f}"]
+        took_over = False
         try:
-            epoch = int(
-                self._acquire(
-                    keys=[self.lock_key, self.epoch_key, self.info_key],
-                    args=[self._token, self.ttl_ms, self.node_id, f"{time.time():.3f}"],
-                )
-            )
+            self._announce_presence()
+            epoch = int(self._acquire(keys=keys, args=args))
+            if epoch == 0:
+                epoch = int(self._take_over(keys=keys, args=[*args, self.presence_prefix]))
+                took_over = epoch != 0
         except redis.RedisError as error:
             logger.warning("leader lock acquire failed: %s", error)
             return False
@@ -116,9 +154,38 @@ class LeaderLock:
         self._trust_until(sent_at)
         with self._state:
             self._leading = True
-        logger.info("scheduler %s is now the leader (epoch %s)", self.node_id, epoch)
+        how = " from a leader whose process is gone" if took_over else ""
+        logger.info("scheduler %s is now the leader (epoch %s)%s", self.node_id, epoch, how)
         self._start_renewer()
         return True
+
+    def _announce_presence(self) -> None:
+        """Subscribe (once, and again after the connection broke) to this node's presence
+        channel, and wait for Redis to confirm it: the lock must never be held by a node
+        whose presence Redis has not registered yet."""
+        if self._presence is not None:
+            try:
+                self._presence.ping()  # a dead connection fails here (or at the next try)
+                while self._presence.get_message(timeout=0) is not None:
+                    pass  # the PONGs: nothing may pile up on a connection nobody reads
+                return
+            except redis.RedisError:
+                self._presence.close()
+                self._presence = None
+        presence = self._redis.pubsub()
+        try:
+            presence.subscribe(self.presence_prefix + self._token)
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                message = presence.get_message(timeout=0.1)
+                if message is not None and message["type"] in ("subscribe", b"subscribe"):
+                    self._presence = presence
+                    return
+        except redis.RedisError:
+            presence.close()
+            raise
+        presence.close()
+        raise redis.TimeoutError("Redis did not confirm the presence subscription")
 
     def renew(self) -> bool:
         sent_at = time.monotonic()
@@ -146,6 +213,20 @@ class LeaderLock:
             return bool(self._redis.exists(self.yield_key))
         except redis.RedisError:
             return False
+
+    def mark_fired_through(self, instant: datetime) -> None:
+        """Say that every fire due by `instant` is recorded (by this leader or before it)."""
+        try:
+            self._redis.set(self.progress_key, f"{instant.timestamp():.6f}", px=self.ttl_ms * 20)
+        except redis.RedisError as error:
+            logger.debug("could not record the fired-through mark: %s", error)
+
+    def fired_through(self) -> datetime | None:
+        try:
+            value = self._redis.get(self.progress_key)
+        except redis.RedisError:
+            return None
+        return datetime.fromtimestamp(float(value), tz=UTC) if value else None
 
     def current_leader(self) -> LeaderInfo | None:
         """Who holds the lock now, as far as Redis knows (None when nobody does)."""

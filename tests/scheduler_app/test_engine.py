@@ -202,3 +202,56 @@ def test_the_change_feed_window_moves_on_with_the_clock_and_still_catches_late_c
     )
     assert engine.follow_changes(now=poll + timedelta(seconds=1)) == 1
     assert late.id not in engine.heap
+
+
+def test_a_standby_shadows_up_to_the_leaders_fired_through_mark(tenant, make_engine):
+    """With the leader's mark, a standby's heap stands where the leader's does, so a takeover
+    owes only what came after it (without it, two lock TTLs of fires)."""
+    task = make_task(tenant, name="secondly", schedule={"type": "interval", "expression": "1s"})
+    leader, standby = make_engine("alpha"), make_engine("beta")
+    leader.tick()
+    standby.tick()
+    mark = leader.lock.fired_through()
+    assert mark is not None and timezone.now() - mark < timedelta(seconds=CONFIG.lock_ttl_seconds)
+    # The standby's next fire for the task is past the mark, not two TTLs behind now.
+    assert standby.heap.get(task.id).next_fire_at > mark
+    # Killed here, the leader's successor records nothing the leader had already recorded.
+    recorded = TaskExecution.objects.filter(task=task).count()
+    leader.lock._stop.set()
+    leader.lock._redis.delete(leader.lock.lock_key)
+    standby.tick()
+    assert standby.lock.is_held()
+    times = list(TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True))
+    assert len(times) == len(set(times)) >= recorded
+
+
+def test_a_takeover_rings_again_a_fire_its_predecessor_committed_after_it(
+    tenant, make_engine, monkeypatch
+):
+    """A leader SIGKILLed with its COMMIT on the wire: the rows land after the takeover's
+    first republish pass, and the second pass rings them."""
+    from scheduler_app.beat import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "REPUBLISH_AGAIN_SECONDS", 0.0)
+    task = make_task(tenant, name="by-hand", schedule={"type": "manual"})
+    old, new = make_engine("alpha"), make_engine("beta")
+    old.tick()
+    old.lock._stop.set()
+    old.lock._redis.delete(old.lock.lock_key)  # gone; its lock taken over at once
+    new.tick()
+    assert new.lock.is_held()
+    published = new.published_total
+    landed_late = TaskExecution.objects.create(
+        task=task,
+        tenant=tenant,
+        scheduled_at=timezone.now() - timedelta(seconds=1),
+        status="queued",
+        queued_at=timezone.now() - timedelta(seconds=1),
+        queue="normal",
+    )
+    new.tick()
+    assert new.published_total == published + 1
+    new.tick()
+    assert new.published_total == published + 1  # one second pass, not one per tick
+    landed_late.refresh_from_db()
+    assert landed_late.status == "queued"
