@@ -16,6 +16,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
+from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
 from scheduler_app import db_rows
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
 from scheduler_app.choices import (
@@ -28,7 +29,6 @@ from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Te
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
-from workers.handlers.base import HandlerOutcome as Outcome  # what a handler reported
 
 __all__ = [
     "Claim",
