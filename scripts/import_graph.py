@@ -37,6 +37,9 @@ DIRECTIONS = (
     ("handler_contract", "scheduler_app"),
     ("handler_contract", "workers"),
     ("handler_contract", "dags"),
+    ("scheduler_app", "handler_contract"),
+    ("workers", "handler_contract"),
+    ("dags", "handler_contract"),
 )
 
 
@@ -209,7 +212,7 @@ def report(graph: Graph, details: bool) -> str:
         lines.append(f"| mutual imports (A->B and B->A) over {label} | {mutual_pairs(edges)} |")
     for source, target in DIRECTIONS:
         edges = [e for e in graph.all_edges if app_of(e[0]) == source and app_of(e[1]) == target]
-        if not edges and source == "handler_contract" and "handler_contract" not in graph.modules:
+        if "handler_contract" in (source, target) and "handler_contract" not in graph.modules:
             continue
         local = [e for e in edges if e not in graph.load_edges]
         lines.append(
