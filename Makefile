@@ -35,6 +35,7 @@ chaos: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workers.handlers.base import HandlerContext
-from workers.handlers.registry import handler
+from handler_contract.base import HandlerContext
+from handler_contract.registry import handler
 
 MODULES = "workers.handlers.builtin,tests.ledger"
 

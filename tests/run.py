@@ -1,4 +1,5 @@
-"""`make test`: lint, then the whole pytest suite in parallel (pytest-xdist).
+"""`make test`: lint (ruff, then import-linter's contracts in .importlinter), then the whole
+pytest suite in parallel (pytest-xdist).
 
 When PostgreSQL or Redis is missing it says which suites need them, runs the rest, and
 fails: a run that could not test everything must not look green.
@@ -18,6 +19,13 @@ def main() -> int:
     if lint != 0:
         print("ruff found problems (see above)", file=sys.stderr)
         return lint
+    # The import contracts (services never import workers, the layers, ...): .importlinter.
+    contracts = subprocess.call(
+        [os.path.join(os.path.dirname(sys.executable), "lint-imports"), "--no-logo"]
+    )
+    if contracts != 0:
+        print("import-linter found broken import contracts (see above)", file=sys.stderr)
+        return contracts
     missing = missing_services()
     # Importing the project sets DJANGO_SETTINGS_MODULE to the runtime settings as a
     # default; the suite must run with the test settings whatever the caller's shell has.

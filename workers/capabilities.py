@@ -13,9 +13,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from handler_contract.validation import SUPPORTED_CONTAINER_RUNTIMES
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES
 from scheduler_app.choices import TIERS
-from workers.handlers.validation import SUPPORTED_CONTAINER_RUNTIMES
 from workers.registry import STATE_ACTIVE, worker_records
 
 ALWAYS_OFFERED = ("shell", "http", "python", "celery")

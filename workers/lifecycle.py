@@ -151,7 +151,7 @@ class Fleet:
         """Give every run still held back to the queue and tell its process to stop."""
         from scheduler_app.dispatch import publish
         from scheduler_app.services.fleet import worker_executions_release
-        from workers.control import abandon_request
+        from scheduler_app.services.run_signals import abandon_request
 
         close_old_connections()
         released = worker_executions_release(worker_id=self.record.hostname)

@@ -15,8 +15,8 @@ from collections import deque
 
 from django.conf import settings
 
+from handler_contract.base import BufferedLogSink
 from scheduler_app.redis_client import get_redis, redis_key
-from workers.handlers.base import BufferedLogSink
 
 logger = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from typing import Any
 
 from django.conf import settings
 
+from handler_contract.base import SecretMasker
 from scheduler_app.progress import LIVE_TTL_SECONDS, progress_key
 from scheduler_app.redis_client import get_redis
-from workers.handlers.base import SecretMasker
 from workers.handlers.progress_lines import progress_value
 
 logger = logging.getLogger(__name__)

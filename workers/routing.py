@@ -1,7 +1,8 @@
 """Sticky routing: send a follow-up run (a retry, the next node of a DAG run) to the worker
 that ran the step before it, when that worker is alive and has a free slot. Its caches
 (pip wheels, downloaded inputs, warm imports) are likely still there. Otherwise the run
-goes to its tier queue, so stickiness never delays anything.
+goes to its tier queue, so stickiness never delays anything. The hints are written by
+`scheduler_app.services.sticky_hints`; this module reads them.
 """
 
 from __future__ import annotations
@@ -15,31 +16,10 @@ from django.conf import settings
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.dispatch import Doorbell
 from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.services.sticky_hints import hint_key
 from workers.registry import STATE_ACTIVE, WorkerRecord, sticky_queue_name, worker_records
 
-HINT_TTL_SECONDS = 6 * 3600
 HITS, MISSES = "hit", "miss"
-
-
-def _hint_key(execution_id: str) -> str:
-    return redis_key(f"sticky:{execution_id}")
-
-
-def sticky_hint_set(*, execution_id: str, worker_id: str, ttl_seconds: float = 0) -> None:
-    """Remember which worker should preferably run `execution_id` (set when it is created)."""
-    if worker_id and settings.FLEET["STICKY_ROUTING"]:
-        ttl = int(max(ttl_seconds, 0) + HINT_TTL_SECONDS)
-        get_redis().set(_hint_key(execution_id), worker_id, ex=ttl)
-
-
-def sticky_hints_set(*, execution_ids: Sequence[str], worker_id: str) -> None:
-    """`sticky_hint_set` for many executions in one round trip (a DAG node's successors)."""
-    if not execution_ids or not worker_id or not settings.FLEET["STICKY_ROUTING"]:
-        return
-    pipe = get_redis().pipeline(transaction=False)
-    for execution_id in execution_ids:
-        pipe.set(_hint_key(execution_id), worker_id, ex=HINT_TTL_SECONDS)
-    pipe.execute()
 
 
 def _usable(record: WorkerRecord | None, now: float) -> bool:
@@ -81,7 +61,7 @@ def route(bells: Sequence[Doorbell]) -> list[Doorbell]:
     if not bells or not settings.FLEET["STICKY_ROUTING"]:
         return bells
     client = get_redis()
-    hints = client.mget([_hint_key(bell.execution_id) for bell in bells])
+    hints = client.mget([hint_key(bell.execution_id) for bell in bells])
     if not any(hints):
         return bells
     workers = {record.hostname: record for record in worker_records()}

@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
 from scheduler_app.fairness import fair_release, fair_release_into
 from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
@@ -49,8 +50,7 @@ from scheduler_app.services.secrets import (
 from workers import registry
 from workers.control import stop_requested_into
 from workers.due import wait_until_due
-from workers.handlers import mask_outcome, run_handler
-from workers.handlers.base import HandlerContext, HandlerOutcome
+from workers.handlers import run_handler
 from workers.live_logs import LiveLogSink, log_stream_key
 from workers.progress import ProgressReporter
 from workers.run_watch import WatchedRun, run_watcher

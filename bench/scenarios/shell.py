@@ -50,7 +50,7 @@ def _cpu_seconds() -> float:
 def _spawn_costs(runs: int) -> list[dict]:
     import subprocess
 
-    from workers.handlers.base import BufferedLogSink, HandlerContext
+    from handler_contract.base import BufferedLogSink, HandlerContext
     from workers.handlers.shell import ShellSandbox, run_shell
 
     # A worker pool process is this big; fork() copies page tables in proportion.

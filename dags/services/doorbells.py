@@ -31,6 +31,7 @@ from scheduler_app import db_rows
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, batch_size, publish
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.sticky_hints import sticky_hints_set
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +154,6 @@ def wave_batch(nodes: int) -> int:
 
 
 def _sticky_hints_set(bells: Sequence[Doorbell], *, worker_id: str) -> None:
-    from workers.routing import sticky_hints_set
-
     try:
         sticky_hints_set(execution_ids=[bell.execution_id for bell in bells], worker_id=worker_id)
     except Exception:  # stickiness is an optimisation: the doorbells ring to their tier

@@ -44,6 +44,7 @@ from dags.services.node_retry import node_max_attempts, node_retries, node_retry
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)
 
@@ -574,8 +575,6 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> None:
 
 def _running_executions_stop(execution_ids: list[str]) -> None:
     """The same signal as `POST /executions/{id}/cancel`: the worker kills the run."""
-    from workers.control import cancel_request
-
     for execution_id in execution_ids:
         try:
             cancel_request(execution_id=execution_id)

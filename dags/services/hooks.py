@@ -18,6 +18,7 @@ from dags.services.links import (
     link_remember,
     upstream_results_load,
 )
+from handler_contract.python_signature import python_handler_reads_upstream
 from scheduler_app.choices import Trigger
 
 __all__ = ["NodeLink", "dag_execution_settled", "dag_upstream_results", "link_remember"]
@@ -110,8 +111,6 @@ def dag_upstream_results(*, execution) -> dict[str, Any] | None:
 
 
 def _handler_reads_upstream(execution) -> bool:
-    from workers.handlers.python import python_handler_reads_upstream
-
     task_field = execution._meta.get_field("task")
     if not task_field.is_cached(execution):  # the claim loads it; do not query for it here
         return True

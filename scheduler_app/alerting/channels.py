@@ -1,7 +1,7 @@
 """Delivering one message to one channel: signed webhook, Slack (incoming webhook or bot
 token), PagerDuty Events API v2, email.
 
-Every HTTP delivery goes through the worker's SSRF guard (workers.handlers.http): a URL that
+Every HTTP delivery goes through the http handler's SSRF guard (handler_contract.http): a URL that
 resolves to a private or loopback address is refused unless its host is in
 ALERTS["WEBHOOK_ALLOWED_HOSTS"].
 """
@@ -9,17 +9,15 @@ ALERTS["WEBHOOK_ALLOWED_HOSTS"].
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
 
+from handler_contract.http import post_json
 from scheduler_app.alerting.signing import signature_header
 from scheduler_app.models import ChannelKind
-from workers.handlers.base import BufferedLogSink, HandlerContext
-from workers.handlers.http import run_http
 
 SIGNATURE_HEADER = "X-Scheduler-Signature"
 EVENT_HEADER = "X-Scheduler-Event"
@@ -60,16 +58,13 @@ def _answer(result: dict[str, Any] | None) -> str:
 
 
 def _post_json(url: str, payload: dict[str, Any], headers: dict[str, str]) -> DeliveryResult:
-    ctx = HandlerContext(
-        execution_id="notification",
-        attempt=1,
+    outcome = post_json(
+        url,
+        payload,
+        headers=headers,
         timeout_seconds=settings.ALERTS["WEBHOOK_TIMEOUT_SECONDS"],
-        parameters={},
-        log=BufferedLogSink(64 * 1024),
-        cancel_event=threading.Event(),
+        allowed_hosts=settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"],
     )
-    config = {"url": url, "method": "POST", "body": payload, "headers": headers}
-    outcome = run_http(config, ctx, allowed_hosts=settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"])
     if outcome.succeeded:
         result = outcome.result or {}
         # Slack's Web API answers 200 with {"ok": false, "error": ...} when it refuses.
@@ -151,7 +146,7 @@ def deliver(
     target: Target, message: dict[str, Any], *, signing_secret: str = "", credential: str = ""
 ) -> DeliveryResult:
     if target.kind == ChannelKind.WEBHOOK:
-        # run_http sends json.dumps(body) exactly; the signature covers those bytes and the
+        # post_json sends json.dumps(body) exactly; the signature covers those bytes and the
         # time of signing.
         body = json.dumps(message).encode("utf-8")
         headers = {EVENT_HEADER: str(message.get("event", ""))}

@@ -19,6 +19,7 @@ from django import forms
 from django.db import DataError, transaction
 from django.utils import timezone
 
+from handler_contract.validation import HANDLER_TYPES
 from scheduler_app.api.errors import flatten_errors
 from scheduler_app.api.serializers import TaskInput, TaskOutput
 from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
@@ -27,7 +28,6 @@ from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services import tasks
 from scheduler_app.services.audit import audit_record
 from scheduler_app.services.task_spec import task_spec_errors
-from workers.handlers.validation import HANDLER_TYPES
 
 # The API's error names -> the form field showing them. A name not listed here is matched
 # on its first part ("handler.headers.X" -> handler_config), else shown above the form.

@@ -17,13 +17,13 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email, validate_slug
 from django.db import IntegrityError, transaction
 
+from handler_contract.base import HandlerConfigError
+from handler_contract.http import url_target_refused
+from handler_contract.validation import validate_handler_config
 from scheduler_app.alerting.channels import DeliveryResult, Target, deliver
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import ChannelKind, NotificationChannel, Tenant
 from scheduler_app.services.secrets import cipher
-from workers.handlers.base import HandlerConfigError
-from workers.handlers.http import url_target_refused
-from workers.handlers.validation import validate_handler_config
 
 MAX_SIGNING_SECRET_BYTES = 1024
 MAX_CREDENTIAL_BYTES = 2048

@@ -16,6 +16,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
+from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
 from scheduler_app import db_rows
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
 from scheduler_app.choices import (
@@ -28,7 +29,7 @@ from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Te
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
-from workers.handlers.base import HandlerOutcome as Outcome  # what a handler reported
+from scheduler_app.services.sticky_hints import sticky_hint_set
 
 __all__ = [
     "Claim",
@@ -253,8 +254,6 @@ def _within_retry_budget(due_at: datetime, *, now: datetime) -> datetime:
 
 def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now: datetime) -> None:
     """Sticky routing hint: the worker of this attempt is asked to take the next one."""
-    from workers.routing import sticky_hint_set
-
     ttl = (next_attempt.scheduled_at - now).total_seconds()
 
     def hint() -> None:

@@ -16,6 +16,7 @@ from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
+from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)
 
@@ -130,8 +131,6 @@ def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:
 def execution_cancel(*, execution: TaskExecution) -> str:
     """Cancel one run. Returns "cancelled" (it never starts) or "cancelling" (its worker was
     told and kills it within a poll interval); Conflict if it had already ended."""
-    from workers.control import cancel_request  # the worker side of the signal
-
     if execution_cancel_waiting(execution_id=execution.id):
         return ExecutionStatus.CANCELLED.value
     execution.refresh_from_db(fields=["status"])

@@ -17,6 +17,10 @@ from typing import Any
 
 from django.conf import settings
 
+from handler_contract.base import HandlerConfigError
+from handler_contract.http import url_target_refused
+from handler_contract.registry import registered_names
+from handler_contract.validation import validate_handler_config
 from scheduler_app.choices import (
     SCHEDULE_TYPE_SPELLINGS,
     SCHEDULE_TYPES_ACCEPTED,
@@ -37,10 +41,6 @@ from scheduler_app.limits import (
 )
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.task_schedule import schedule_for
-from workers.handlers.base import HandlerConfigError
-from workers.handlers.http import url_target_refused
-from workers.handlers.registry import registered_names
-from workers.handlers.validation import validate_handler_config
 
 POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
 

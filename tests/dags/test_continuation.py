@@ -11,10 +11,10 @@ from dags.models import DagNodeState
 from dags.services.continuation import continuing
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
+from handler_contract.base import HandlerOutcome
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.executions import execution_claim, execution_finish
-from workers.handlers.base import HandlerOutcome
 
 pytestmark = pytest.mark.django_db
 

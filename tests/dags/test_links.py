@@ -12,8 +12,8 @@ from dags.services import links
 from dags.services.definitions import dag_create
 from dags.services.hooks import dag_execution_settled, dag_upstream_results
 from dags.services.runs import dag_trigger
+from handler_contract.base import HandlerOutcome
 from scheduler_app.services.executions import execution_claim, execution_finish
-from workers.handlers.base import HandlerOutcome
 
 ECHO = {"type": "python", "callable": "echo"}
 NOOP = {"type": "python", "callable": "noop"}

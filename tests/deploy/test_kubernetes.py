@@ -82,7 +82,7 @@ def _env_names_read_by_the_project() -> set[str]:
         if not path.name.startswith("test"):
             names |= set(helper.findall(path.read_text()))
     direct = re.compile(r"os\.environ\.get\(\s*\"([A-Z0-9_]+)\"")
-    for package in ("scheduler_app", "workers", "dags", "project"):
+    for package in ("scheduler_app", "workers", "dags", "handler_contract", "project"):
         for path in (ROOT / package).rglob("*.py"):
             names |= set(direct.findall(path.read_text()))
     return names

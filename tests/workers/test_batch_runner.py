@@ -166,7 +166,7 @@ def test_a_slow_handler_hands_back_the_runs_its_batch_has_not_started(tenant, se
 
 
 def test_a_cancel_requested_while_queued_stops_that_run_only(tenant):
-    from workers.control import cancel_request
+    from scheduler_app.services.run_signals import cancel_request
 
     task = make_task(tenant, name="cancellable", schedule={"type": "manual"})
     runs = _queued(task, 3)

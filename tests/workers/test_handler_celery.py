@@ -8,13 +8,9 @@ import uuid
 
 import pytest
 
-from workers.handlers import (
-    HandlerConfigError,
-    HandlerContext,
-    run_handler,
-    validate_handler_config,
-)
-from workers.handlers.base import BufferedLogSink
+from handler_contract.base import BufferedLogSink, HandlerConfigError, HandlerContext
+from handler_contract.validation import validate_handler_config
+from workers.handlers import run_handler
 
 ALLOWED = ("proj.tasks.report", "a.b", "reports.nightly@legacy")
 
@@ -85,8 +81,8 @@ def test_the_platforms_queues_are_refused_even_when_listed(queue):
 
 
 def test_the_refused_queues_are_the_platforms_tiers():
+    from handler_contract.validation import PLATFORM_QUEUES
     from scheduler_app.choices import TIERS
-    from workers.handlers.validation import PLATFORM_QUEUES
 
     assert set(PLATFORM_QUEUES) == set(TIERS)
 

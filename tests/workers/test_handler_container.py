@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from handler_contract.base import BufferedLogSink, HandlerContext
 from workers.handlers import run_handler
-from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.container import (
     NO_RUNTIME_MESSAGE,
     ContainerRuntimeError,

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from workers.handlers import run_handler
-from workers.handlers.base import HandlerContext, PermanentError
-from workers.handlers.python import run_python
-from workers.handlers.registry import (
+from handler_contract.base import HandlerContext, PermanentError
+from handler_contract.registry import (
     HandlerRegistrationError,
     get_handler,
     handler,
@@ -20,6 +18,8 @@ from workers.handlers.registry import (
     registered_names,
     unregister,
 )
+from workers.handlers import run_handler
+from workers.handlers.python import run_python
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -415,6 +415,6 @@ def test_dispatcher_runs_python_and_validates_the_name() -> None:
     ],
 )
 def test_which_handlers_read_upstream_results(config: dict[str, Any], reads: bool) -> None:
-    from workers.handlers.python import python_handler_reads_upstream
+    from handler_contract.python_signature import python_handler_reads_upstream
 
     assert python_handler_reads_upstream(config) is reads

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from handler_contract.base import BufferedLogSink, HandlerContext
 from tests.processes import host_pids_running, unique_sleep_seconds
 from workers.handlers import run_handler
-from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.shell import (
     DEFAULT_LIMITS,
     MAX_LOG_LINE_BYTES,
@@ -393,7 +393,7 @@ def test_unsandboxed_child_has_parent_death_signal_set() -> None:
 
 WORKER_SCRIPT = """
 import sys, threading
-from workers.handlers.base import HandlerContext
+from handler_contract.base import HandlerContext
 from workers.handlers.shell import ShellSandbox, run_shell
 
 class PrintSink:

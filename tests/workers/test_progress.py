@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from handler_contract.base import BufferedLogSink, HandlerContext
+from handler_contract.registry import handler
 from workers.handlers import run_handler
-from workers.handlers.base import BufferedLogSink, HandlerContext
 from workers.handlers.progress_lines import progress_line_parse, progress_value
-from workers.handlers.registry import handler
 
 
 def test_progress_lines_parse():

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from handler_contract.base import BufferedLogSink, HandlerContext
 from tests.processes import host_pids_running, unique_sleep_seconds
-from workers.handlers import BufferedLogSink, HandlerContext
 from workers.handlers.shell import live_group_members, run_shell
 
 needs_root = pytest.mark.skipif(

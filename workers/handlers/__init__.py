@@ -2,7 +2,9 @@
 
 Pure Python on purpose: no Django, no Celery. The worker passes settings (allowed hosts,
 container runtime, grace periods) in as arguments, so every handler can be tested with real
-processes and sockets and nothing else.
+processes and sockets and nothing else. The contract types, config validation, the
+registry of python callables and the HTTP handler live in `handler_contract`, which the
+server imports too; import them from there.
 """
 
 from __future__ import annotations
@@ -10,55 +12,25 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from . import builtin  # noqa: F401  (registers the demo python handlers)
-from .base import (
-    MASK,
-    STATUS_CANCELLED,
+from handler_contract.base import (
     STATUS_FAILED,
-    STATUS_SUCCESS,
-    STATUS_TIMED_OUT,
-    BufferedLogSink,
     HandlerConfigError,
     HandlerContext,
     HandlerOutcome,
-    LogSink,
-    PermanentError,
     clip,
     mask_outcome,
 )
+from handler_contract.http import run_http
+from handler_contract.registry import registered_names
+from handler_contract.validation import validate_handler_config
+
+from . import builtin  # noqa: F401  (registers the demo python handlers)
 from .celery_task import SendTask, run_celery
 from .container import ContainerRuntimeError, run_container
-from .http import run_http
 from .python import run_python
-from .registry import get_handler, handler, registered_names
 from .shell import ShellSandbox, run_shell
-from .validation import validate_handler_config
 
-__all__ = [
-    "MASK",
-    "STATUS_CANCELLED",
-    "STATUS_FAILED",
-    "STATUS_SUCCESS",
-    "STATUS_TIMED_OUT",
-    "BufferedLogSink",
-    "ContainerRuntimeError",
-    "HandlerConfigError",
-    "HandlerContext",
-    "HandlerOutcome",
-    "LogSink",
-    "PermanentError",
-    "ShellSandbox",
-    "get_handler",
-    "handler",
-    "registered_names",
-    "run_celery",
-    "run_container",
-    "run_handler",
-    "run_http",
-    "run_python",
-    "run_shell",
-    "validate_handler_config",
-]
+__all__ = ["run_handler"]
 
 
 def run_handler(

@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .base import HandlerContext, PermanentError
-from .registry import handler
+from handler_contract.base import HandlerContext, PermanentError
+from handler_contract.registry import handler
 
 
 @handler("noop")

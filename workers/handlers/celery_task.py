@@ -15,7 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .base import STATUS_FAILED, STATUS_SUCCESS, HandlerContext, HandlerOutcome, clip
+from handler_contract.base import (
+    STATUS_FAILED,
+    STATUS_SUCCESS,
+    HandlerContext,
+    HandlerOutcome,
+    clip,
+)
 
 SendTask = Callable[..., Any]
 

@@ -25,9 +25,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .base import HandlerContext, HandlerOutcome, mask_outcome
+from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
+from handler_contract.validation import SUPPORTED_CONTAINER_RUNTIMES, cpu_cores, rlimit_requirements
+
 from .shell import _spawn_failure, build_environment, resolve_limits, run_process
-from .validation import SUPPORTED_CONTAINER_RUNTIMES, cpu_cores, rlimit_requirements
 
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"

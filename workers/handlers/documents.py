@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import PermanentError
-from .registry import handler
+from handler_contract.base import PermanentError
+from handler_contract.registry import handler
 
 INVOICE_WORDS = ("invoice", "amount due", "total due", "bill to", "due date", "payment terms")
 RECEIPT_WORDS = ("receipt", "thank you for your purchase", "change", "cash", "paid", "card ****")

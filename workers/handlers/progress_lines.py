@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .base import HandlerContext
+from handler_contract.base import HandlerContext
 
 MAX_MESSAGE_CHARS = 500
 PROGRESS_LINE = re.compile(r"^::progress[ \t]+([-+]?(?:\d+(?:\.\d*)?|\.\d+))(?:[ \t]+(.*))?$")

@@ -19,8 +19,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
-import inspect
 import signal
 import threading
 import time
@@ -29,7 +27,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from .base import (
+from handler_contract.base import (
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -42,12 +40,11 @@ from .base import (
     masking_sink,
     to_json_safe,
 )
-from .progress_lines import progress_value
-from .registry import get_handler
+from handler_contract.python_signature import WORKER_ARGUMENTS, signature
+from handler_contract.registry import get_handler
 
-RESERVED_ARGUMENTS = ("context", "upstream_results")
-# Also given to a function that declares it, but it does not need the upstream results.
-WORKER_ARGUMENTS = (*RESERVED_ARGUMENTS, "progress")
+from .progress_lines import progress_value
+
 MAX_TRACEBACK_LINES = 60
 
 
@@ -138,54 +135,6 @@ def _run_python(config: dict[str, Any], ctx: HandlerContext) -> HandlerOutcome:
     return HandlerOutcome(status=STATUS_SUCCESS, result=result)
 
 
-def python_handler_reads_upstream(config: dict[str, Any]) -> bool:
-    """Could the handler `config` see its DAG node's upstream results? A python function is
-    given them only if it declares ``upstream_results`` or ``context`` (see `_build_arguments`),
-    so for any other the worker need not load them. True when in doubt (not a python handler,
-    an unknown name, a function without a signature)."""
-    name = config.get("callable")
-    if config.get("type") != "python" or not isinstance(name, str):
-        return True
-    try:
-        fn = get_handler(name)
-    except KeyError:
-        return True
-    try:
-        return _declares_reserved(fn)
-    except TypeError:  # an unhashable callable object: look without the cache
-        return _declares_reserved.__wrapped__(fn)
-
-
-def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    """The function's signature (None for a builtin without one), computed once per
-    function: a registered handler does not change, and inspecting it on every run costs
-    more than a no-op handler itself."""
-    try:
-        return _cached_signature(fn)
-    except TypeError:  # an unhashable callable object: look without the cache
-        return _cached_signature.__wrapped__(fn)
-
-
-@functools.lru_cache(maxsize=1024)
-def _cached_signature(fn: Callable[..., Any]) -> inspect.Signature | None:
-    try:
-        return inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _declares_reserved(fn: Callable[..., Any]) -> bool:
-    sig = _signature(fn)
-    if sig is None:
-        return True
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return any(
-        param.name in RESERVED_ARGUMENTS and param.kind in kinds
-        for param in sig.parameters.values()
-    )
-
-
 def _no_progress(percent: float, message: str = "") -> None:
     """What `progress` is where nothing listens (the value is still checked)."""
     progress_value(percent, message)
@@ -196,7 +145,7 @@ def _build_arguments(
 ) -> tuple[dict[str, Any], str | None]:
     kwargs: dict[str, Any] = dict(ctx.parameters or {})
     # Some builtins have no signature (None); the call itself then complains.
-    sig = _signature(fn)
+    sig = signature(fn)
     if sig is None:
         return kwargs, None
     extras = {

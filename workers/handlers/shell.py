@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import (
+from handler_contract.base import (
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -56,6 +56,8 @@ from .base import (
     mask_outcome,
     masking_sink,
 )
+from handler_contract.validation import rlimit_requirements
+
 from .egress import EgressNetwork, EgressSetupError
 from .progress_lines import progress_line_taker
 from .sandbox import (
@@ -71,7 +73,6 @@ from .sandbox import (
     probe_bubblewrap,
 )
 from .spawn import Launched, launch, sandboxed_argv
-from .validation import rlimit_requirements
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .base import HandlerConfigError
+from handler_contract.base import HandlerConfigError
 
 HANDLER_TYPES = ("shell", "http", "python", "container", "celery")
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")

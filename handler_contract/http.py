@@ -1,5 +1,9 @@
 """HTTP handler: one request per attempt, guarded against SSRF.
 
+The worker runs it for `http` tasks (`run_http`); the server sends its own webhooks through
+`post_json` (alerting), so both go through one guard. `url_target_refused` is the check the
+API makes when a task or channel is saved.
+
 Request body
     An explicit ``body`` in the config is sent as JSON exactly as given (``null`` included).
     Without one, POST/PUT/PATCH send ``{"parameters": ..., "execution_id": ..., "attempt": ...,
@@ -57,10 +61,11 @@ import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
-from .base import (
+from handler_contract.base import (
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
+    BufferedLogSink,
     HandlerContext,
     HandlerOutcome,
     LogSink,
@@ -230,6 +235,32 @@ def run_http(
 ) -> HandlerOutcome:
     """Perform the configured request. ``ca_bundle`` overrides the CA file used for TLS."""
     return mask_outcome(_run_http(config, ctx, allowed_hosts, ca_bundle), ctx.secrets_to_mask)
+
+
+def post_json(
+    url: str,
+    body: Any,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout_seconds: float,
+    allowed_hosts: Collection[str] = (),
+    log_bytes: int = 64 * 1024,
+) -> HandlerOutcome:
+    """POST ``body`` as JSON to ``url`` through the same SSRF guard, pinning and timeouts as
+    the http handler, for the server's own calls (alerting webhooks). Nothing cancels it but
+    its timeout; what it would have logged is dropped. The outcome reads like a handler's:
+    ``succeeded``, ``result`` (the receiver's JSON object, or its status and body), and
+    ``error_class``/``error_message``/``transient`` on failure."""
+    ctx = HandlerContext(
+        execution_id="post",
+        attempt=1,
+        timeout_seconds=timeout_seconds,
+        parameters={},
+        log=BufferedLogSink(log_bytes),
+        cancel_event=threading.Event(),
+    )
+    config = {"url": url, "method": "POST", "body": body, "headers": dict(headers or {})}
+    return run_http(config, ctx, allowed_hosts=allowed_hosts)
 
 
 def _fail(error_class: str, message: str, *, transient: bool, **extra: Any) -> HandlerOutcome:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from workers.handlers.base import HandlerConfigError
-from workers.handlers.validation import validate_handler_config
+from handler_contract.base import HandlerConfigError
+from handler_contract.validation import validate_handler_config
 
 REGISTRY = frozenset({"echo", "noop"})
 

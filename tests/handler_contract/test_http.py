@@ -18,9 +18,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from handler_contract.base import HandlerContext
+from handler_contract.http import (
+    blocked_reason,
+    host_is_allowed,
+    post_json,
+    run_http,
+    url_target_refused,
+)
 from workers.handlers import run_handler
-from workers.handlers.base import HandlerContext
-from workers.handlers.http import blocked_reason, host_is_allowed, run_http, url_target_refused
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -607,3 +613,33 @@ def test_save_time_check_refuses_literal_internal_targets(url, allowed, refused)
     """What the API refuses when a task is saved: no DNS lookup, literal addresses only."""
     reason = url_target_refused(url, allowed)
     assert (reason is None) if refused is None else (refused in reason)
+
+
+# --- post_json: the server's own webhooks, through the same guard ---------------------------
+
+
+def test_post_json_sends_the_body_and_headers_as_given(server: _Server) -> None:
+    outcome = post_json(
+        server.url("/echo"),
+        {"event": "failure"},
+        headers={"X-Scheduler-Event": "failure"},
+        timeout_seconds=5,
+        allowed_hosts=LOCAL,
+    )
+    assert outcome.succeeded, outcome.error_message
+    (request,) = server.requests
+    assert request["method"] == "POST"
+    assert json.loads(request["body"]) == {"event": "failure"}
+    assert request["headers"]["x-scheduler-event"] == "failure"
+
+
+def test_post_json_refuses_a_private_target_unless_allow_listed(server: _Server) -> None:
+    refused = post_json(server.url("/json"), {"a": 1}, timeout_seconds=5)
+    assert refused.error_class == "ssrf_blocked"
+    assert not refused.transient
+    assert server.requests == []
+    by_name = post_json(
+        server.url("/json", host="localhost"), {"a": 1}, timeout_seconds=5, allowed_hosts=LOCAL
+    )
+    assert by_name.error_class == "ssrf_blocked"  # an address a name resolves to is not listed
+    assert server.requests == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-from workers.handlers.base import (
+from handler_contract.base import (
     MASK,
     BufferedLogSink,
     HandlerOutcome,
@@ -92,7 +92,7 @@ def test_masking_covers_the_encoded_forms_of_a_secret():
     import json
     from urllib.parse import quote
 
-    from workers.handlers.base import SecretMasker
+    from handler_contract.base import SecretMasker
 
     secret = 'P@ss"w\u00f6rd\\x/+?'
     raw = secret.encode()
