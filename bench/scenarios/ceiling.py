@@ -1,0 +1,99 @@
+"""ceiling: the highest sustained fire rate the stack holds on this machine.
+
+The offered rate (interval schedules of 1 s, every one due on the same whole second) rises in
+steps, each a fresh run of `bench sustained`'s measurement (1 beat, 2 prefork workers of 4);
+the first step whose p99 schedule-to-start passes 250 ms, or that loses or doubles a fire,
+ends the climb. Beside it, raw Celery's drain rate of no-op messages on the same workers,
+and the CPU each fire costs (workers / beat / the rest: PostgreSQL, Redis).
+
+    python -m bench ceiling [--seconds=30] [--rates=833,1000,1250,1500,1750,2000]
+"""
+
+from __future__ import annotations
+
+import os
+
+from bench import support
+from bench.report import Result
+from bench.scenarios.sustained import _option, _ours, _raw_celery
+
+NAME = "ceiling"
+QUICK = False
+DESCRIPTION = "raise the fire rate in steps until p99 schedule-to-start > 250 ms or a loss"
+RATES = (833, 1000, 1250, 1500, 1750, 2000)
+SECONDS = 30
+WORKERS = 2
+CONCURRENCY = 4
+P99_LIMIT_MS = 250.0
+
+
+def _rates(args: list[str]) -> list[int]:
+    for arg in args:
+        if arg.startswith("--rates="):
+            return [int(rate) for rate in arg.split("=", 1)[1].split(",") if rate]
+    return list(RATES)
+
+
+def _held(row: dict) -> bool:
+    p99 = row["p99_ms"]
+    return (
+        isinstance(p99, float)
+        and p99 <= P99_LIMIT_MS
+        and row["lost"] == 0
+        and row["duplicates"] == 0
+        and row["not_run"] == 0
+    )
+
+
+def run(args: list[str]) -> Result:
+    support.setup()
+    seconds = _option(args, "seconds", SECONDS)
+    result = Result(
+        scenario=NAME,
+        columns=[
+            "system",
+            "offered_per_s",
+            "fired_per_s",
+            "completed_per_s",
+            "p50_ms",
+            "p99_ms",
+            "max_ms",
+            "lost",
+            "duplicates",
+            "not_run",
+            "cpu_ms_per_fire",
+            "held",
+        ],
+        targets={
+            "ceiling": "the highest rate held (p99 <= 250 ms, 0 lost, 0 doubled) >= 1.5x raw"
+            " Celery's no-op drain rate on the same workers"
+        },
+        notes=[
+            f"each step: {seconds} s window, 1 beat + {WORKERS}x{CONCURRENCY} prefork workers,"
+            " interval schedules of 1 s all due on the same whole second; held = p99"
+            f" schedule-to-start <= {P99_LIMIT_MS:.0f} ms, 0 lost, 0 duplicated, all run;"
+            " cpu_ms_per_fire = CPU per fire of the workers / the beat / the rest of the"
+            " machine (PostgreSQL, Redis, the bench's sampling)"
+        ],
+    )
+    load_before = os.getloadavg()[0]
+    highest = 0
+    for rate in _rates(args):
+        row = _ours(seconds, WORKERS, CONCURRENCY, schedules=rate)
+        row["held"] = "yes" if _held(row) else "no"
+        result.add(**{column: row.get(column, "") for column in result.columns})
+        if row["held"] != "yes":
+            break
+        highest = rate
+    raw = _raw_celery(WORKERS, CONCURRENCY)
+    result.add(**{column: raw.get(column, "") for column in result.columns})
+    ratio = highest / raw["completed_per_s"] if raw["completed_per_s"] else 0.0
+    result.notes.append(
+        f"highest rate held: {highest}/s = {ratio:.2f}x raw Celery's no-op drain"
+        f" ({raw['completed_per_s']}/s)"
+    )
+    result.notes.append(
+        f"1-min load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
+        " (2 vCPUs shared with other work: a loaded machine lowers every figure)"
+    )
+    return result
