@@ -134,6 +134,6 @@ class DagRunAdmin(admin.ModelAdmin):
     def rerun_failed(self, request: HttpRequest, queryset: QuerySet[DagRun]) -> None:
         for run in queryset:
             try:
-                runs.dag_run_rerun(run=run)
+                runs.dag_run_rerun(run=run, triggered_by=f"user:{request.user.get_username()}")
             except DomainError as error:
                 messages.warning(request, f"{run.id}: {error.message}")

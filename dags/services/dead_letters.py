@@ -11,6 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from dags.choices import NodeAttemptTrigger
 from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.services.runs import rerunnable_run_lock, run_nodes_rerun
 from scheduler_app.errors import NotFound
@@ -18,7 +19,7 @@ from scheduler_app.models import TaskExecution
 
 
 def dag_node_dead_letter_retry(
-    *, execution: TaskExecution, link: DagNodeExecution
+    *, execution: TaskExecution, link: DagNodeExecution, triggered_by: str = ""
 ) -> DagRun | None:
     """Re-run the node `execution` ran (found by `link`) inside its run.
 
@@ -44,13 +45,19 @@ def dag_node_dead_letter_retry(
             tenant_id=execution.tenant_id, root_execution_id__in=roots, dead_lettered=True
         ).update(dead_lettered=False, updated_at=timezone.now())
         states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
-        run_nodes_rerun(locked, states, {link.node_id})
+        run_nodes_rerun(
+            locked,
+            states,
+            {link.node_id},
+            trigger=NodeAttemptTrigger.DEAD_LETTER_RETRY,
+            triggered_by=triggered_by,
+        )
     run.refresh_from_db()
     return run
 
 
 def dag_node_dead_letter_retry_for(
-    *, execution: TaskExecution
+    *, execution: TaskExecution, triggered_by: str = ""
 ) -> tuple[bool, TaskExecution | None]:
     """For the dead-letter queue's own retry (API, admin, retry-all): (False, None) when
     `execution` is no DAG node's; else the node re-run inside its run and (True, the first
@@ -61,7 +68,7 @@ def dag_node_dead_letter_retry_for(
     ).first()
     if link is None:
         return False, None
-    run = dag_node_dead_letter_retry(execution=execution, link=link)
+    run = dag_node_dead_letter_retry(execution=execution, link=link, triggered_by=triggered_by)
     if run is None:
         return True, None
     again = DagNodeExecution.objects.filter(run=run, node_id=link.node_id).order_by("shard_index")

@@ -141,8 +141,9 @@ def test_invalid_cron_is_rejected_with_the_apis_message(signed_in, api, task):
         format="json",
     ).json()
     # The same words field by field (the API's top message prefixes the field's name).
-    assert response.context["form"].errors["schedule_expression"] == (
-        api_answer["errors"]["schedule.expression"]
+    assert (
+        response.context["form"].errors["schedule_expression"]
+        == (api_answer["errors"]["schedule.expression"])
     )
     assert api_answer["message"].endswith(api_answer["errors"]["schedule.expression"][0])
     assert TaskDefinition.objects.get(id=task.id).schedule_expression == "0 2 * * *"

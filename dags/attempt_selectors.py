@@ -1,0 +1,104 @@
+"""Reads of a run's node attempts: every attempt of each node, earlier ones (DagNodeAttempt,
+kept by a re-run) and the current one (DagNodeState), with the live state of the execution
+chain that ran each. The run is already the caller's tenant's (found by `dag_run_get`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from dags.models import DagNodeAttempt, DagNodeState, DagRun
+from scheduler_app.models import TaskExecution
+
+
+@dataclass(frozen=True)
+class NodeAttempt:
+    node_id: str
+    number: int
+    trigger: str
+    triggered_by: str
+    status: str
+    current: bool
+    execution_id: uuid.UUID | None
+    execution_attempts: int
+    started_at: datetime | None
+    completed_at: datetime | None
+    error_message: str
+    map_total: int | None
+    # The chain's latest execution (its live status, the try that ran last), if any.
+    execution: TaskExecution | None = None
+    shard_executions: list[list[Any]] = field(default_factory=list)
+
+
+def _latest_executions(
+    *, run: DagRun, roots: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, TaskExecution]:
+    roots = list(set(roots))
+    if not roots:
+        return {}
+    latest: dict[uuid.UUID, TaskExecution] = {}
+    for execution in TaskExecution.objects.filter(
+        tenant_id=run.tenant_id, root_execution_id__in=roots
+    ).order_by("root_execution_id", "attempt"):
+        latest[execution.root_execution_id] = execution
+    return latest
+
+
+def dag_run_node_attempts(
+    *, run: DagRun, nodes: Iterable[DagNodeState], rerun_only: bool = False
+) -> dict[str, list[NodeAttempt]]:
+    """node id -> its attempts, oldest first, the current one last. `rerun_only`: only the
+    nodes that have more than one (what the run page lists as history)."""
+    earlier: dict[str, list[DagNodeAttempt]] = defaultdict(list)
+    for attempt in DagNodeAttempt.objects.filter(run=run).order_by("node_id", "number"):
+        earlier[attempt.node_id].append(attempt)
+    nodes = [node for node in nodes if not rerun_only or node.node_id in earlier]
+    latest = _latest_executions(
+        run=run,
+        roots=[a.execution_id for kept in earlier.values() for a in kept if a.execution_id]
+        + [node.execution_id for node in nodes if node.execution_id],
+    )
+    history: dict[str, list[NodeAttempt]] = {}
+    for node in nodes:
+        rows = [
+            NodeAttempt(
+                node_id=a.node_id,
+                number=a.number,
+                trigger=a.trigger,
+                triggered_by=a.triggered_by,
+                status=a.status,
+                current=False,
+                execution_id=a.execution_id,
+                execution_attempts=a.execution_attempts,
+                started_at=a.started_at,
+                completed_at=a.completed_at,
+                error_message=a.error_message,
+                map_total=a.map_total,
+                execution=latest.get(a.execution_id) if a.execution_id else None,
+                shard_executions=list(a.shard_executions or []),
+            )
+            for a in earlier.get(node.node_id, [])
+        ]
+        rows.append(
+            NodeAttempt(
+                node_id=node.node_id,
+                number=node.attempt_number,
+                trigger=node.attempt_trigger,
+                triggered_by=node.attempt_triggered_by,
+                status=node.status,
+                current=True,
+                execution_id=node.execution_id,
+                execution_attempts=node.attempts,
+                started_at=node.started_at,
+                completed_at=node.completed_at,
+                error_message=node.error_message,
+                map_total=node.map_total,
+                execution=latest.get(node.execution_id) if node.execution_id else None,
+            )
+        )
+        history[node.node_id] = rows
+    return history
