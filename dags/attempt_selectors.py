@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from dags.models import DagNodeAttempt, DagNodeState, DagRun
+from dags.models import DagNodeAttempt, DagNodeAttemptExecution, DagNodeState, DagRun
 from scheduler_app.models import TaskExecution
 
 
@@ -31,7 +31,8 @@ class NodeAttempt:
     map_total: int | None
     # The chain's latest execution (its live status, the try that ran last), if any.
     execution: TaskExecution | None = None
-    shard_executions: list[list[Any]] = field(default_factory=list)
+    # An earlier fan-out attempt's shards: (shard index, root execution id), in order.
+    shard_executions: list[tuple[int, uuid.UUID]] = field(default_factory=list)
 
 
 def _latest_executions(
@@ -56,6 +57,11 @@ def dag_run_node_attempts(
     earlier: dict[str, list[DagNodeAttempt]] = defaultdict(list)
     for attempt in DagNodeAttempt.objects.filter(run=run).order_by("node_id", "number"):
         earlier[attempt.node_id].append(attempt)
+    shards: dict[int, list[tuple[int, uuid.UUID]]] = defaultdict(list)
+    for row in DagNodeAttemptExecution.objects.filter(run=run, shard_index__isnull=False).order_by(
+        "attempt_id", "shard_index"
+    ):
+        shards[row.attempt_id].append((row.shard_index, row.execution_root_id))
     nodes = [node for node in nodes if not rerun_only or node.node_id in earlier]
     latest = _latest_executions(
         run=run,
@@ -79,7 +85,7 @@ def dag_run_node_attempts(
                 error_message=a.error_message,
                 map_total=a.map_total,
                 execution=latest.get(a.execution_id) if a.execution_id else None,
-                shard_executions=list(a.shard_executions or []),
+                shard_executions=shards.get(a.id, []),
             )
             for a in earlier.get(node.node_id, [])
         ]
@@ -102,3 +108,19 @@ def dag_run_node_attempts(
         )
         history[node.node_id] = rows
     return history
+
+
+def earlier_attempt_links(
+    *, tenant_id: Any, roots: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, DagNodeAttemptExecution]:
+    """Root execution id -> the earlier attempt's link (run with its DAG, node, shard) of the
+    chains among `roots` that a re-run superseded; they have no DagNodeExecution any more."""
+    roots = set(roots)
+    if not roots:
+        return {}
+    return {
+        row.execution_root_id: row
+        for row in DagNodeAttemptExecution.objects.select_related("run", "run__dag").filter(
+            execution_root_id__in=roots, run__tenant_id=tenant_id
+        )
+    }

@@ -225,11 +225,10 @@ class DagNodeAttempt(models.Model):
     triggered_by = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(max_length=24, choices=NodeStatus.choices)
     # The first execution of the attempt's chain (TaskExecution.root_execution_id) and how many
-    # tries that chain had; a fan-out's shards as [[shard_index, root id], ...].
+    # tries that chain had (a fan-out's shards: its DagNodeAttemptExecution rows).
     execution_id = models.UUIDField(null=True, blank=True)
     execution_attempts = models.PositiveSmallIntegerField(default=0)
     map_total = models.PositiveIntegerField(null=True, blank=True)
-    shard_executions = models.JSONField(default=list, blank=True)
     result = models.JSONField(null=True, blank=True)
     error_message = models.TextField(blank=True, default="")
     started_at = models.DateTimeField(null=True, blank=True)
@@ -247,6 +246,24 @@ class DagNodeAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id} attempt {self.number} ({self.status})"
+
+
+class DagNodeAttemptExecution(models.Model):
+    """An execution chain an earlier attempt ran: its DagNodeExecution, moved here by the
+    re-run that superseded the attempt (the engine's links are the current attempt's only), so
+    the pages and the dead-letter queue still name the execution by its DAG, run and node."""
+
+    execution_root_id = models.UUIDField(primary_key=True)
+    attempt = models.ForeignKey(DagNodeAttempt, on_delete=models.CASCADE, related_name="executions")
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=255)
+    shard_index = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "shard_index"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}[{self.shard_index}] {self.execution_root_id} (earlier attempt)"
 
 
 class Backfill(models.Model):

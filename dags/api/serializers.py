@@ -142,7 +142,8 @@ def node_attempt_output(attempt: NodeAttempt) -> dict[str, Any]:
         "error_message": attempt.error_message,
         "map_total": attempt.map_total,
         "shard_executions": [
-            {"shard_index": index, "execution_id": root} for index, root in attempt.shard_executions
+            {"shard_index": index, "execution_id": str(root)}
+            for index, root in attempt.shard_executions
         ],
     }
 

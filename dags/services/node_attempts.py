@@ -1,21 +1,26 @@
 """A node's earlier attempts in its run: kept, not overwritten, when the node runs again.
 
 A re-run (of the run from its failed nodes, or of one node whose dead letter was retried)
-resets the node's state for its next attempt. Before that, in the same transaction and under
-the run's lock, what the attempt showed is written once as a DagNodeAttempt: its outcome and
-times, what started it, and the execution chain (or the fan-out's shards) that ran it. The
-executions themselves stay where they are; the run page and the API read their live state
-through the root ids kept here.
+resets the node's state for its next attempt and drops its execution links (the engine's
+links are the current attempt's only). Before that, in the same transaction and under the
+run's lock, what the attempt showed is written once as a DagNodeAttempt: its outcome and
+times, what started it and who, and its links move to DagNodeAttemptExecution, so its
+executions (a chain, or a fan-out's shards) are still named by their DAG, run and node.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime
 
 from dags.choices import NodeStatus
-from dags.models import DagNodeAttempt, DagNodeExecution, DagNodeState, DagRun
+from dags.models import (
+    DagNodeAttempt,
+    DagNodeAttemptExecution,
+    DagNodeExecution,
+    DagNodeState,
+    DagRun,
+)
 
 
 def node_attempts_keep(
@@ -26,14 +31,7 @@ def node_attempts_keep(
     started that attempt: it keeps its number and nothing is written."""
     states = list(states)
     kept = [state for state in states if state.status != NodeStatus.WAITING]
-    shards: dict[str, list[list]] = defaultdict(list)
-    if kept:
-        links = DagNodeExecution.objects.filter(
-            run=run, node_id__in=[state.node_id for state in kept], shard_index__isnull=False
-        ).order_by("node_id", "shard_index")
-        for link in links:
-            shards[link.node_id].append([link.shard_index, str(link.execution_root_id)])
-    DagNodeAttempt.objects.bulk_create(
+    attempts = DagNodeAttempt.objects.bulk_create(
         [
             DagNodeAttempt(
                 run=run,
@@ -45,7 +43,6 @@ def node_attempts_keep(
                 execution_id=state.execution_id,
                 execution_attempts=state.attempts,
                 map_total=state.map_total,
-                shard_executions=shards.get(state.node_id, []),
                 result=state.result,
                 error_message=state.error_message,
                 started_at=state.started_at,
@@ -55,5 +52,20 @@ def node_attempts_keep(
             for state in kept
         ]
     )
-    kept_ids = {state.node_id for state in kept}
-    return {state.node_id: state.attempt_number + (state.node_id in kept_ids) for state in states}
+    attempt_of = {attempt.node_id: attempt for attempt in attempts}
+    if attempt_of:
+        links = DagNodeExecution.objects.filter(run=run, node_id__in=list(attempt_of))
+        DagNodeAttemptExecution.objects.bulk_create(
+            [
+                DagNodeAttemptExecution(
+                    execution_root_id=link.execution_root_id,
+                    attempt=attempt_of[link.node_id],
+                    run=run,
+                    node_id=link.node_id,
+                    shard_index=link.shard_index,
+                )
+                for link in links
+            ],
+            ignore_conflicts=True,  # a chain belongs to one attempt; never moved twice
+        )
+    return {state.node_id: state.attempt_number + (state.node_id in attempt_of) for state in states}

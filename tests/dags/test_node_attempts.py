@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from dags.models import DagNodeAttempt, DagNodeExecution, DagNodeState, DagRun
+from dags.models import (
+    DagNodeAttempt,
+    DagNodeAttemptExecution,
+    DagNodeExecution,
+    DagNodeState,
+    DagRun,
+)
 from dags.services.dead_letters import dag_node_dead_letter_retry
 from dags.services.runs import dag_run_rerun
 from scheduler_app.models import TaskExecution
@@ -140,3 +146,65 @@ def test_another_tenants_run_history_is_not_found(api, tenant_factory):
     dag = make_dag(other)
     run = make_dag_run(dag, ENDED)
     assert api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}").status_code == 404
+
+
+def test_an_earlier_attempts_executions_keep_their_node_shards_included(ended_run):
+    """The re-run drops the engine's links of the node (they are the current attempt's); the
+    earlier attempt's chain and its fan-out shards are still named by their run and node."""
+    _, run = ended_run
+    b = _state(run, "b")
+    shard_roots = [
+        TaskExecution.objects.create(
+            tenant_id=run.tenant_id,
+            task_id=TaskExecution.objects.get(id=b.execution_id).task_id,
+            trigger="dag",
+            status="failed",
+            scheduled_at=timezone.now(),
+            attempt=1,
+        ).id
+        for _ in range(2)
+    ]
+    for index, root in enumerate(shard_roots):
+        DagNodeExecution.objects.create(
+            execution_root_id=root, run=run, node_id="b", shard_index=index
+        )
+    dag_run_rerun(run=run)
+    [attempt] = DagNodeAttempt.objects.filter(run=run, node_id="b")
+    moved = {
+        row.execution_root_id: (row.node_id, row.shard_index, row.run_id)
+        for row in DagNodeAttemptExecution.objects.filter(attempt=attempt)
+    }
+    assert moved == {
+        b.execution_id: ("b", None, run.id),
+        shard_roots[0]: ("b", 0, run.id),
+        shard_roots[1]: ("b", 1, run.id),
+    }
+    assert not DagNodeExecution.objects.filter(execution_root_id__in=list(moved)).exists()
+    from dags.attempt_selectors import dag_run_node_attempts
+
+    nodes = list(DagNodeState.objects.filter(run=run))
+    earlier = dag_run_node_attempts(run=run, nodes=nodes)["b"][0]
+    assert earlier.shard_executions == [(0, shard_roots[0]), (1, shard_roots[1])]
+
+
+def test_the_dead_letter_of_an_earlier_attempt_is_retried_inside_its_run(ended_run):
+    """b's first attempt was dead-lettered, the run re-run by hand and b failed again: the
+    old dead letter is still b's, and its retry re-runs b in its run (not a lone task run)."""
+    from scheduler_app.services.dead_letters import dead_letter_retry
+
+    _, run = ended_run
+    first = TaskExecution.objects.get(id=_state(run, "b").execution_id)
+    TaskExecution.objects.filter(id=first.id).update(dead_lettered=True)
+    dag_run_rerun(run=run, triggered_by="user:alice")
+    _fail_again(run, "b")
+    first.refresh_from_db()
+    retry = dead_letter_retry(execution=first, triggered_by="apikey:ops")
+    state = _state(run, "b")
+    assert retry is not None and retry.id == state.execution_id
+    assert DagNodeExecution.objects.get(execution_root_id=retry.id).run_id == run.id
+    assert (state.attempt_number, state.attempt_trigger, state.attempt_triggered_by) == (
+        3,
+        "dead_letter_retry",
+        "apikey:ops",
+    )
+    assert not TaskExecution.objects.filter(id=first.id, dead_lettered=True).exists()

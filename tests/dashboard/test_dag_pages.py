@@ -232,3 +232,19 @@ def test_a_run_nobody_re_ran_has_no_attempts_table(signed_in, dag_run):
     dag, run = dag_run
     page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
     assert 'id="node-attempts"' not in page and "gantt-earlier" not in page
+
+
+def test_an_earlier_attempts_execution_is_still_named_by_its_run_and_node(signed_in, tenant):
+    dag = make_dag(tenant)
+    run = make_dag_run(dag, ENDED_RUN_STATES)
+    DagRun.objects.filter(id=run.id).update(status="failed", remaining_nodes=0)
+    first = DagNodeState.objects.get(run=run, node_id="b").execution_id
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/rerun").status_code == 302
+    page = signed_in.get(f"/dashboard/executions/{first}").content.decode()
+    node_link = page.split('id="dag-node-link"')[1].split("</p>")[0]
+    assert "<strong>b</strong>" in node_link
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in node_link
+    # The Runs page's DAG filter finds it, named by DAG, run and node, linked to the run.
+    runs = signed_in.get("/dashboard/runs?dag=etl-pipeline&window=all").content.decode()
+    row = runs.split(f'data-execution-id="{first}"')[1].split("</tr>")[0]
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in row and "› b" in row
