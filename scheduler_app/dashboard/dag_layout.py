@@ -148,6 +148,7 @@ class NodeBox:
     map_total: int | None
     map_finished: int
     map_bar_width: int  # pixels of the shard progress bar, 0 when not mapped
+    run_attempt: int = 1  # which attempt of the node in the run (2 after a re-run, ...)
 
     @property
     def text_x(self) -> int:
@@ -222,6 +223,7 @@ def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: date
         x=x,
         y=y,
         attempts=state.attempts if state is not None else 0,
+        run_attempt=getattr(state, "attempt_number", 1) if state is not None else 1,
         duration=format_duration(node_duration(state, now=now)) if state is not None else "",
         execution_id=str(state.execution_id) if state is not None and state.execution_id else None,
         map_total=map_total,

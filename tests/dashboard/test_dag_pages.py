@@ -221,6 +221,10 @@ def test_a_rerun_nodes_every_attempt_is_in_its_history_and_the_gantt(signed_in, 
     assert "re-run of the run" in second_row and "user:" in second_row
     gantt_b = page.split('class="gantt-row" data-node-id="b"')[1].split('class="gantt-row"')[0]
     assert 'data-attempts="2"' in gantt_b and "#2" in gantt_b
+    # The graph's box says which attempt of the node it shows.
+    box_b = page.split('data-node-id="b" data-state=')[1].split("</g>")[0]
+    assert "#2 · attempts" in box_b
+    assert "the node's attempt 2 in this run" in box_b
     assert re.search(r'class="gantt-bar gantt-earlier tone-failed" data-attempt="1"', gantt_b)
     # A node run once has no earlier bar; the fragment the live poll fetches has it all too.
     gantt_a = page.split('class="gantt-row" data-node-id="a"')[1].split('class="gantt-row"')[0]
