@@ -8,7 +8,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from dags.models import Dag, DagNodeState, DagRun, DagVersion
+from dags.models import Dag, DagNodeAttempt, DagNodeState, DagRun, DagVersion
 from dags.services import definitions, runs
 from scheduler_app.errors import DomainError
 
@@ -89,6 +89,9 @@ class NodeInline(admin.TabularInline):
         "status",
         "remaining_upstream",
         "attempts",
+        "attempt_number",
+        "attempt_trigger",
+        "attempt_triggered_by",
         "map_total",
         "map_finished",
         "execution_id",
@@ -97,6 +100,31 @@ class NodeInline(admin.TabularInline):
         "completed_at",
     ]
     readonly_fields = fields
+
+
+class NodeAttemptInline(admin.TabularInline):
+    """Earlier attempts of re-run nodes (written by the re-run; never edited)."""
+
+    model = DagNodeAttempt
+    extra = 0
+    can_delete = False
+    verbose_name = "earlier attempt of a re-run node"
+    fields = [
+        "node_id",
+        "number",
+        "trigger",
+        "triggered_by",
+        "status",
+        "execution_id",
+        "execution_attempts",
+        "started_at",
+        "completed_at",
+        "error_message",
+    ]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
 
 
 @admin.register(DagRun)
@@ -116,7 +144,7 @@ class DagRunAdmin(admin.ModelAdmin):
         "completed_at",
     ]
     exclude = ["created_at"]
-    inlines = [NodeInline]
+    inlines = [NodeInline, NodeAttemptInline]
     actions = ["cancel_runs", "rerun_failed"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -134,6 +162,6 @@ class DagRunAdmin(admin.ModelAdmin):
     def rerun_failed(self, request: HttpRequest, queryset: QuerySet[DagRun]) -> None:
         for run in queryset:
             try:
-                runs.dag_run_rerun(run=run)
+                runs.dag_run_rerun(run=run, triggered_by=f"user:{request.user.get_username()}")
             except DomainError as error:
                 messages.warning(request, f"{run.id}: {error.message}")

@@ -12,6 +12,7 @@ __all__ = [
     "Catchup",
     "EventWaitStatus",
     "FailurePolicy",
+    "NodeAttemptTrigger",
     "NodeStatus",
     "Overlap",
     "RunStatus",
@@ -56,6 +57,14 @@ class NodeStatus(models.TextChoices):
     UPSTREAM_FAILED = "upstream_failed"
     # A wait_for_event node: no execution, no worker slot; an event or its timeout ends it.
     WAITING_FOR_EVENT = "waiting_for_event"
+
+
+class NodeAttemptTrigger(models.TextChoices):
+    """What started an attempt of a node in its run."""
+
+    RUN = "run"  # the run reached it (its first attempt)
+    RERUN = "rerun"  # the run was re-run from its failed nodes
+    DEAD_LETTER_RETRY = "dead_letter_retry"  # a node's dead letter was retried inside the run
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)

@@ -18,6 +18,7 @@ from dags.choices import (
     Catchup,
     EventWaitStatus,
     FailurePolicy,
+    NodeAttemptTrigger,
     NodeStatus,
     Overlap,
     RunStatus,
@@ -158,6 +159,19 @@ class DagNodeState(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(default=utc_now)
+    # Which attempt of the node in this run the row shows (1, then 2 after a re-run, ...), what
+    # started it and who ("user:alice", "api-key:ci"; "" for the engine). Earlier attempts are
+    # kept as DagNodeAttempt rows. (`attempts` above counts the tries of one execution chain.)
+    # Database defaults too: the existing rows are each their node's first attempt, and an
+    # INSERT that names only the columns it fills stays valid.
+    attempt_number = models.PositiveSmallIntegerField(default=1, db_default=1)
+    attempt_trigger = models.CharField(
+        max_length=24,
+        choices=NodeAttemptTrigger.choices,
+        default=NodeAttemptTrigger.RUN,
+        db_default=NodeAttemptTrigger.RUN.value,
+    )
+    attempt_triggered_by = models.CharField(max_length=255, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["run", "id"]
@@ -193,6 +207,63 @@ class DagNodeExecution(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}[{self.shard_index}] {self.execution_root_id}"
+
+
+class DagNodeAttempt(models.Model):
+    """An earlier attempt of a node of a run, kept when the node is run again (the run re-run
+    from its failed nodes, or the node's dead letter retried inside the run): what started it,
+    which execution chain (or shards) ran it, how and when it ended. Written once, by the
+    re-run that superseded it; the node's current attempt is its DagNodeState."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="node_attempts")
+    node_id = models.CharField(max_length=255)
+    number = models.PositiveSmallIntegerField()
+    trigger = models.CharField(
+        max_length=24, choices=NodeAttemptTrigger.choices, default=NodeAttemptTrigger.RUN
+    )
+    triggered_by = models.CharField(max_length=255, blank=True, default="")
+    status = models.CharField(max_length=24, choices=NodeStatus.choices)
+    # The first execution of the attempt's chain (TaskExecution.root_execution_id) and how many
+    # tries that chain had (a fan-out's shards: its DagNodeAttemptExecution rows).
+    execution_id = models.UUIDField(null=True, blank=True)
+    execution_attempts = models.PositiveSmallIntegerField(default=0)
+    map_total = models.PositiveIntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    # When a re-run replaced it, and by which trigger (the next attempt's).
+    superseded_at = models.DateTimeField(default=utc_now)
+
+    class Meta:
+        ordering = ["run", "node_id", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "node_id", "number"], name="uniq_dag_node_attempt"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} attempt {self.number} ({self.status})"
+
+
+class DagNodeAttemptExecution(models.Model):
+    """An execution chain an earlier attempt ran: its DagNodeExecution, moved here by the
+    re-run that superseded the attempt (the engine's links are the current attempt's only), so
+    the pages and the dead-letter queue still name the execution by its DAG, run and node."""
+
+    execution_root_id = models.UUIDField(primary_key=True)
+    attempt = models.ForeignKey(DagNodeAttempt, on_delete=models.CASCADE, related_name="executions")
+    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=255)
+    shard_index = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "shard_index"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}[{self.shard_index}] {self.execution_root_id} (earlier attempt)"
 
 
 class Backfill(models.Model):

@@ -9,7 +9,15 @@ from typing import Any
 from django.db.models import F, Min, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun, DagVersion
+from dags.attempt_selectors import earlier_attempt_links
+from dags.models import (
+    Dag,
+    DagNodeAttemptExecution,
+    DagNodeExecution,
+    DagNodeState,
+    DagRun,
+    DagVersion,
+)
 from scheduler_app.errors import NotFound
 from scheduler_app.models import TaskExecution, Tenant
 
@@ -104,14 +112,20 @@ def dag_run_execution_starts(*, run: DagRun, nodes: Iterable[DagNodeState]) -> d
     return {node_of[row["root_execution_id"]]: row["first_start"] for row in starts}
 
 
-def dag_node_of_execution(*, tenant: Tenant, execution: TaskExecution) -> DagNodeExecution | None:
-    """The DAG node (and its run) an execution chain belongs to, if it is a DAG node's."""
+def dag_node_of_execution(
+    *, tenant: Tenant, execution: TaskExecution
+) -> DagNodeExecution | DagNodeAttemptExecution | None:
+    """The DAG node (and its run) an execution chain belongs to, if it is a DAG node's: the
+    node's current attempt, or an earlier one a re-run superseded."""
     root = execution.root_execution_id or execution.id
-    return (
+    link = (
         DagNodeExecution.objects.select_related("run", "run__dag")
         .filter(execution_root_id=root, run__tenant=tenant)
         .first()
     )
+    if link is not None:
+        return link
+    return earlier_attempt_links(tenant_id=tenant.id, roots=[root]).get(root)
 
 
 def dag_run_search(*, tenant: Tenant, filters: dict[str, str]) -> QuerySet[DagRun]:
@@ -160,14 +174,20 @@ def dag_lookup(*, tenant: Tenant, reference: str) -> QuerySet[Dag]:
 
 def dag_node_execution_roots(*, tenant: Tenant, reference: str) -> QuerySet:
     """Root execution ids of the node executions of the tenant's DAG `reference`."""
-    return DagNodeExecution.objects.filter(
-        run__tenant=tenant, run__dag__in=dag_lookup(tenant=tenant, reference=reference)
-    ).values("execution_root_id")
+    dags = dag_lookup(tenant=tenant, reference=reference)
+    current = DagNodeExecution.objects.filter(run__tenant=tenant, run__dag__in=dags)
+    earlier = DagNodeAttemptExecution.objects.filter(run__tenant=tenant, run__dag__in=dags)
+    # Earlier attempts' executions (kept by a re-run) are the DAG's too.
+    return (
+        current.order_by()
+        .values("execution_root_id")
+        .union(earlier.order_by().values("execution_root_id"))
+    )
 
 
 def dag_nodes_of_executions(
     *, tenant: Tenant, executions: Iterable[TaskExecution]
-) -> dict[uuid.UUID, DagNodeExecution]:
+) -> dict[uuid.UUID, DagNodeExecution | DagNodeAttemptExecution]:
     """Execution id -> the DAG node (with its run and DAG) it ran, for those that are nodes'.
     One query for a whole page of executions."""
     root_of = {
@@ -175,12 +195,15 @@ def dag_nodes_of_executions(
     }
     if not root_of:
         return {}
-    links = {
+    links: dict[uuid.UUID, Any] = {
         link.execution_root_id: link
         for link in DagNodeExecution.objects.select_related("run", "run__dag").filter(
             execution_root_id__in=set(root_of.values()), run__tenant=tenant
         )
     }
+    links.update(
+        earlier_attempt_links(tenant_id=tenant.id, roots=set(root_of.values()) - set(links))
+    )
     return {eid: links[root] for eid, root in root_of.items() if root in links}
 
 

@@ -365,7 +365,12 @@ class TaskExecutionAdmin(admin.ModelAdmin):
         retried, refused = 0, []
         for execution in queryset.select_related("task").filter(dead_lettered=True):
             try:
-                retried += dead_letters.dead_letter_retry(execution=execution) is not None
+                retried += (
+                    dead_letters.dead_letter_retry(
+                        execution=execution, triggered_by=f"user:{request.user.get_username()}"
+                    )
+                    is not None
+                )
             except DomainError as error:  # a DAG node whose run is still going
                 refused.append(f"{str(execution.id)[:8]}: {error.message}")
         self.message_user(request, f"Retried {retried} dead-lettered run(s).", messages.SUCCESS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class DomainError(Exception):
     status_code = 400
@@ -15,6 +17,31 @@ class DomainError(Exception):
 
 class ValidationFailed(DomainError):
     code = "invalid"
+
+
+class ValidationErrors(ValidationFailed):
+    """Several refusals of one block of a request at once (every mistake of a schedule), so
+    a client fixes them in one round trip. `field` and `message` are the first's (what a
+    caller that knows only ValidationFailed reads); `errors` holds each, in order."""
+
+    def __init__(self, errors: Sequence[ValidationFailed]) -> None:
+        if not errors:
+            raise ValueError("ValidationErrors needs at least one error")
+        super().__init__(errors[0].message, field=errors[0].field)
+        self.errors = list(errors)
+
+
+def validation_errors_raise(errors: Sequence[ValidationFailed]) -> None:
+    """Raise nothing, the one error, or all of them as ValidationErrors."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ValidationErrors(errors)
+
+
+def each_validation_error(error: ValidationFailed) -> list[ValidationFailed]:
+    """The single refusals `error` stands for (itself, or every one of a ValidationErrors)."""
+    return list(error.errors) if isinstance(error, ValidationErrors) else [error]
 
 
 class NotFound(DomainError):

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from dags.attempt_selectors import NodeAttempt
 from dags.models import Dag, DagNodeState, DagRun
 from scheduler_app.api.strict import StrictSerializer
 
@@ -83,6 +88,12 @@ class DagRunOutput(serializers.ModelSerializer):
 
 
 class NodeOutput(serializers.ModelSerializer):
+    # Every attempt of the node in this run, oldest first, the current one last (a re-run
+    # keeps the earlier ones): {attempt, current, trigger, triggered_by, status, execution_id,
+    # execution_status, execution_attempts, last_execution_id, started_at, completed_at,
+    # error_message, map_total, shard_executions}.
+    history = serializers.SerializerMethodField()
+
     class Meta:
         model = DagNodeState
         fields = [
@@ -91,13 +102,50 @@ class NodeOutput(serializers.ModelSerializer):
             "remaining_upstream",
             "execution_id",
             "attempts",
+            "attempt_number",
+            "attempt_trigger",
+            "attempt_triggered_by",
             "map_total",
             "map_finished",
             "result",
             "error_message",
             "started_at",
             "completed_at",
+            "history",
         ]
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_history(self, node: DagNodeState) -> list[dict[str, Any]]:
+        history = self.context.get("history") or {}
+        return [node_attempt_output(attempt) for attempt in history.get(node.node_id, [])]
+
+
+def node_attempt_output(attempt: NodeAttempt) -> dict[str, Any]:
+    """One attempt as the API's run detail shows it (times in ISO 8601, UTC with Z)."""
+
+    def iso(moment: datetime | None) -> str | None:
+        return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+    execution = attempt.execution
+    return {
+        "attempt": attempt.number,
+        "current": attempt.current,
+        "trigger": attempt.trigger,
+        "triggered_by": attempt.triggered_by,
+        "status": attempt.status,
+        "execution_id": str(attempt.execution_id) if attempt.execution_id else None,
+        "execution_status": execution.status if execution else None,
+        "execution_attempts": attempt.execution_attempts,
+        "last_execution_id": str(execution.id) if execution else None,
+        "started_at": iso(attempt.started_at),
+        "completed_at": iso(attempt.completed_at),
+        "error_message": attempt.error_message,
+        "map_total": attempt.map_total,
+        "shard_executions": [
+            {"shard_index": index, "execution_id": str(root)}
+            for index, root in attempt.shard_executions
+        ],
+    }
 
 
 class DagTriggerInput(StrictSerializer):

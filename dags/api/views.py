@@ -18,12 +18,13 @@ from dags.api.serializers import (
     DagTriggerInput,
     NodeOutput,
 )
+from dags.attempt_selectors import dag_run_node_attempts
 from dags.event_selectors import event_waits_of_run
 from dags.services import definitions, runs
 from scheduler_app.api.pagination import PagePagination
 from scheduler_app.api.schema import page_of
 from scheduler_app.api.strict import refuse_body
-from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.tenancy import request_actor, request_tenant
 from workers.capabilities import task_warnings
 
 
@@ -124,9 +125,11 @@ class DagRunListView(APIView):
 
 
 def _run_detail(run) -> dict:
+    nodes = selectors.dag_run_nodes(run=run)
+    history = dag_run_node_attempts(run=run, nodes=nodes)
     return {
         **DagRunOutput(run).data,
-        "nodes": NodeOutput(selectors.dag_run_nodes(run=run), many=True).data,
+        "nodes": NodeOutput(nodes, many=True, context={"history": history}).data,
         "event_waits": [_event_wait(wait) for wait in event_waits_of_run(run=run)],
     }
 
@@ -177,5 +180,5 @@ class DagRunRetryView(APIView):
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
         run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
         refuse_body(request)
-        run = runs.dag_run_rerun(run=run)
+        run = runs.dag_run_rerun(run=run, triggered_by=request_actor(request))
         return Response(_run_detail(run), status=status.HTTP_202_ACCEPTED)

@@ -11,14 +11,19 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from dags.models import DagNodeExecution, DagNodeState, DagRun
+from dags.attempt_selectors import earlier_attempt_links
+from dags.choices import NodeAttemptTrigger
+from dags.models import DagNodeAttemptExecution, DagNodeExecution, DagNodeState, DagRun
 from dags.services.runs import rerunnable_run_lock, run_nodes_rerun
 from scheduler_app.errors import NotFound
 from scheduler_app.models import TaskExecution
 
 
 def dag_node_dead_letter_retry(
-    *, execution: TaskExecution, link: DagNodeExecution
+    *,
+    execution: TaskExecution,
+    link: DagNodeExecution | DagNodeAttemptExecution,
+    triggered_by: str = "",
 ) -> DagRun | None:
     """Re-run the node `execution` ran (found by `link`) inside its run.
 
@@ -31,9 +36,15 @@ def dag_node_dead_letter_retry(
         if run is None:
             raise NotFound("DAG run not found")
         locked = rerunnable_run_lock(run)
-        roots = DagNodeExecution.objects.filter(run=locked, node_id=link.node_id).values(
-            "execution_root_id"
-        )
+        roots = [
+            *DagNodeExecution.objects.filter(run=locked, node_id=link.node_id).values_list(
+                "execution_root_id", flat=True
+            ),
+            # Earlier attempts' chains, which a re-run superseded, are the node's too.
+            *DagNodeAttemptExecution.objects.filter(run=locked, node_id=link.node_id).values_list(
+                "execution_root_id", flat=True
+            ),
+        ]
         taken = TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=timezone.now()
         )
@@ -44,24 +55,31 @@ def dag_node_dead_letter_retry(
             tenant_id=execution.tenant_id, root_execution_id__in=roots, dead_lettered=True
         ).update(dead_lettered=False, updated_at=timezone.now())
         states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
-        run_nodes_rerun(locked, states, {link.node_id})
+        run_nodes_rerun(
+            locked,
+            states,
+            {link.node_id},
+            trigger=NodeAttemptTrigger.DEAD_LETTER_RETRY,
+            triggered_by=triggered_by,
+        )
     run.refresh_from_db()
     return run
 
 
 def dag_node_dead_letter_retry_for(
-    *, execution: TaskExecution
+    *, execution: TaskExecution, triggered_by: str = ""
 ) -> tuple[bool, TaskExecution | None]:
     """For the dead-letter queue's own retry (API, admin, retry-all): (False, None) when
-    `execution` is no DAG node's; else the node re-run inside its run and (True, the first
-    execution of its new chain), or (True, None) when it was no longer dead-lettered."""
+    `execution` is no DAG node's (of its current attempt or an earlier one); else the node
+    re-run inside its run and (True, the first execution of its new chain), or (True, None)
+    when it was no longer dead-lettered."""
     root = execution.root_execution_id or execution.id
     link = DagNodeExecution.objects.filter(
         execution_root_id=root, run__tenant_id=execution.tenant_id
-    ).first()
+    ).first() or earlier_attempt_links(tenant_id=execution.tenant_id, roots=[root]).get(root)
     if link is None:
         return False, None
-    run = dag_node_dead_letter_retry(execution=execution, link=link)
+    run = dag_node_dead_letter_retry(execution=execution, link=link, triggered_by=triggered_by)
     if run is None:
         return True, None
     again = DagNodeExecution.objects.filter(run=run, node_id=link.node_id).order_by("shard_index")

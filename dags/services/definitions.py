@@ -71,10 +71,8 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
                 error.field = "handler"
             field = f"tasks[{index}].{error.field}" if error.field else f"tasks[{index}]"
             raise ValidationFailed(f"tasks[{index}]: {error.message}", field=field) from error
-    try:
-        schedule = task_spec_to_fields({"schedule": spec["schedule"]}, anchor=now, partial=True)
-    except ValidationFailed as error:
-        raise ValidationFailed(error.message, field=error.field) from error
+    # Every mistake of the schedule block at once (ValidationErrors), as for a task.
+    schedule = task_spec_to_fields({"schedule": spec["schedule"]}, anchor=now, partial=True)
     fields = {
         **schedule,
         "name": spec["dag"],

@@ -10,11 +10,18 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from dags.choices import ACTIVE_RUN_STATUSES, FAILED_NODE_STATUSES, NodeStatus, RunStatus
+from dags.choices import (
+    ACTIVE_RUN_STATUSES,
+    FAILED_NODE_STATUSES,
+    NodeAttemptTrigger,
+    NodeStatus,
+    RunStatus,
+)
 from dags.graph import graph_of_version
 from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import current_version
 from dags.services.engine import lock_run, nodes_ready, run_abort
+from dags.services.node_attempts import node_attempts_keep
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.services.secrets import secret_references_refuse
 
@@ -117,14 +124,19 @@ def dag_run_cancel(*, run: DagRun) -> DagRun:
     return run
 
 
-def dag_run_rerun(*, run: DagRun) -> DagRun:
+def dag_run_rerun(*, run: DagRun, triggered_by: str = "") -> DagRun:
     """Run again the nodes that failed (or were cancelled / upstream_failed) and everything
-    downstream of them that did not succeed; succeeded nodes keep their results."""
+    downstream of them that did not succeed; succeeded nodes keep their results. Each node's
+    attempt so far is kept in its history. `triggered_by` names who asked ("user:alice")."""
     with transaction.atomic():
         locked = rerunnable_run_lock(run)
         states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
         run_nodes_rerun(
-            locked, states, {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES}
+            locked,
+            states,
+            {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES},
+            trigger=NodeAttemptTrigger.RERUN,
+            triggered_by=triggered_by,
         )
     run.refresh_from_db()
     return run
@@ -141,21 +153,34 @@ def rerunnable_run_lock(run: DagRun) -> DagRun:
     return locked
 
 
-def run_nodes_rerun(locked: DagRun, states: dict[str, DagNodeState], failed: set[str]) -> set[str]:
+def run_nodes_rerun(
+    locked: DagRun,
+    states: dict[str, DagNodeState],
+    failed: set[str],
+    *,
+    trigger: str,
+    triggered_by: str = "",
+) -> set[str]:
     """Reset `failed` and their descendants that did not succeed, restart the run and
-    dispatch those whose upstream is done. The caller holds the run's lock."""
+    dispatch those whose upstream is done. Each reset node that had an outcome keeps it as
+    an earlier attempt (`node_attempts_keep`); the new one is numbered after it and says
+    what started it. The caller holds the run's lock."""
     graph = graph_of_version(locked.version_id)
     again = failed | {
         n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
     }
     now = timezone.now()
+    numbers = node_attempts_keep(run=locked, states=[states[n] for n in sorted(again)], now=now)
     # Executions from before the re-run (a cancelled run's still-running ones, old
-    # shards) no longer belong to these nodes.
+    # shards) no longer belong to these nodes (their attempt row above still names them).
     DagNodeExecution.objects.filter(run=locked, node_id__in=again).delete()
     for node_id in again:
         deps = graph.nodes[node_id]["depends_on"]
         done = [states[d].status for d in deps if d not in again]
         DagNodeState.objects.filter(id=states[node_id].id).update(
+            attempt_number=numbers[node_id],
+            attempt_trigger=trigger,
+            attempt_triggered_by=triggered_by[:255],
             status=NodeStatus.WAITING,
             remaining_upstream=len(deps) - len(done),
             upstream_succeeded=sum(s == NodeStatus.SUCCESS for s in done),

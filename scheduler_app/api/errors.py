@@ -12,7 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from scheduler_app.errors import DomainError
+from scheduler_app.errors import DomainError, ValidationErrors
 
 
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
@@ -45,6 +45,13 @@ def _body(code: str, message: str, *, field: str | None = None, errors: dict | N
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    if isinstance(exc, ValidationErrors):  # every mistake of a block, field by field
+        every: dict[str, list[str]] = {}
+        for error in exc.errors:
+            every.setdefault(error.field or "non_field_errors", []).append(error.message)
+        return Response(
+            _body(exc.code, exc.message, field=exc.field, errors=every), status=exc.status_code
+        )
     if isinstance(exc, DomainError):
         errors = {exc.field: [exc.message]} if exc.field else None
         return Response(

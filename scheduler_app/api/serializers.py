@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from django.utils.timezone import now as utc_now
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -25,6 +27,7 @@ from scheduler_app.limits import (
 )
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.progress import progress_live_get_many
+from scheduler_app.services.task_spec import schedule_block_errors
 
 
 class ScheduleInput(StrictSerializer):
@@ -41,6 +44,35 @@ class ScheduleInput(StrictSerializer):
     # type "event": the event's name and the payload subset that starts a run.
     name = serializers.CharField(required=False, max_length=255)
     match = serializers.DictField(required=False)
+
+    def to_internal_value(self, data: Any) -> Any:
+        """Types first, then meaning (by the services' own check): the block's every
+        mistake in one 400, field by field, those of the keys the types refused included
+        (a wrong type and a wrong zone are two errors, not one after the other)."""
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            refused = error.detail if isinstance(error.detail, dict) else {}
+            if not isinstance(data, Mapping) or not refused:
+                raise
+            rest = {key: item for key, item in data.items() if key not in refused}
+            raise serializers.ValidationError(
+                {**_schedule_meaning_errors(rest), **refused}
+            ) from error
+        meaning = _schedule_meaning_errors(value)
+        if meaning:
+            raise serializers.ValidationError(meaning)
+        return value
+
+
+def _schedule_meaning_errors(schedule: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{"timezone": ["unknown timezone ..."], ...}: the block's refusals, keyed relative to
+    the block as DRF's nested errors are."""
+    errors: dict[str, list[str]] = {}
+    for error in schedule_block_errors(schedule, anchor=utc_now()):
+        key = (error.field or "").removeprefix("schedule").lstrip(".") or "non_field_errors"
+        errors.setdefault(key, []).append(error.message)
+    return errors
 
 
 class RetryPolicyInput(StrictSerializer):

@@ -74,3 +74,8 @@ def request_tenant(request: Request) -> Tenant:
 def is_platform_staff(request: Request) -> bool:
     user = request.user
     return bool(getattr(user, "is_staff", False)) and not isinstance(request.auth, ApiKey)
+
+
+def request_actor(request: Request) -> str:
+    """How the caller is named where a write keeps who made it ("user:alice", "apikey:ab12")."""
+    return request_access(request).actor

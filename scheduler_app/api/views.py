@@ -32,7 +32,7 @@ from scheduler_app.api.serializers import (
     TriggerInput,
 )
 from scheduler_app.api.strict import refuse_body
-from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.tenancy import request_actor, request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.services import dead_letters, tasks
@@ -358,7 +358,9 @@ class DeadLetterRetryAllView(APIView):
     @extend_schema(request=None, responses={202: RetriedAllOutput})
     def post(self, request: Request) -> Response:
         refuse_body(request)
-        retried = dead_letters.dead_letters_retry_all(tenant=request_tenant(request))
+        retried = dead_letters.dead_letters_retry_all(
+            tenant=request_tenant(request), triggered_by=request_actor(request)
+        )
         return Response({"retried": retried}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -384,7 +386,9 @@ class DeadLetterRetryView(APIView):
             tenant=request_tenant(request), execution_id=execution_id
         )
         refuse_body(request)
-        retry = dead_letters.dead_letter_retry(execution=execution)
+        retry = dead_letters.dead_letter_retry(
+            execution=execution, triggered_by=request_actor(request)
+        )
         if retry is None:
             return Response({"code": "conflict", "message": "already retried"}, status=409)
         return Response({"execution_id": str(retry.id)}, status=status.HTTP_202_ACCEPTED)

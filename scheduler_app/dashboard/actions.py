@@ -79,7 +79,9 @@ def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> 
         link = dag_selectors.dag_node_of_execution(tenant=execution.tenant, execution=execution)
         if link is not None:
             return _dag_node_retry(request, execution, link)
-        retry = dead_letters.dead_letter_retry(execution=execution)
+        retry = dead_letters.dead_letter_retry(
+            execution=execution, triggered_by=f"user:{request.user.get_username()}"
+        )
         if retry is None:
             messages.success(request, "Already retried")
         else:
@@ -102,7 +104,9 @@ def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
     from dags.services.dead_letters import dag_node_dead_letter_retry
 
     try:
-        run = dag_node_dead_letter_retry(execution=execution, link=link)
+        run = dag_node_dead_letter_retry(
+            execution=execution, link=link, triggered_by=f"user:{request.user.get_username()}"
+        )
     except DomainError as error:  # the run is still going, or gone
         messages.error(request, error.message)
         return redirect("dashboard:dlq")
@@ -207,7 +211,11 @@ def dag_run_action(request: HttpRequest, dag_id: str, run_id: str, action: str) 
     if action not in ("cancel", "rerun"):
         raise Http404("unknown action")
     try:
-        run = runs.dag_run_cancel(run=run) if action == "cancel" else runs.dag_run_rerun(run=run)
+        run = (
+            runs.dag_run_cancel(run=run)
+            if action == "cancel"
+            else runs.dag_run_rerun(run=run, triggered_by=f"user:{request.user.get_username()}")
+        )
     except DomainError as error:  # it had already ended / is not re-runnable
         messages.error(request, error.message)
     else:

@@ -148,6 +148,7 @@ class NodeBox:
     map_total: int | None
     map_finished: int
     map_bar_width: int  # pixels of the shard progress bar, 0 when not mapped
+    run_attempt: int = 1  # which attempt of the node in the run (2 after a re-run, ...)
 
     @property
     def text_x(self) -> int:
@@ -222,6 +223,7 @@ def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: date
         x=x,
         y=y,
         attempts=state.attempts if state is not None else 0,
+        run_attempt=getattr(state, "attempt_number", 1) if state is not None else 1,
         duration=format_duration(node_duration(state, now=now)) if state is not None else "",
         execution_id=str(state.execution_id) if state is not None and state.execution_id else None,
         map_total=map_total,
@@ -243,6 +245,26 @@ def _edge(source: NodeBox, target: NodeBox) -> EdgeLine:
 
 
 # -- the Gantt ------------------------------------------------------------------------------
+class AttemptLike(Protocol):
+    number: int
+    status: str
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class GanttBar:
+    """An earlier attempt of a node, drawn on the node's row before its current one."""
+
+    number: int
+    status: str
+    tone: str
+    left: float
+    width: float
+    offset: str
+    duration: str
+
+
 @dataclass(frozen=True)
 class GanttRow:
     node_id: str
@@ -255,6 +277,8 @@ class GanttRow:
     run_left: float  # left + wait: where the running part of the bar begins
     offset: str  # "+3.2 s" from the run start
     duration: str
+    attempt: int = 1  # which attempt of the node in the run the main bar is
+    earlier: tuple[GanttBar, ...] = ()  # its earlier attempts (a re-run keeps them)
 
 
 @dataclass(frozen=True)
@@ -284,24 +308,62 @@ def gantt(
     states: Iterable[NodeStateLike],
     execution_starts: Mapping[str, datetime],
     now: datetime,
+    earlier: Mapping[str, Sequence[AttemptLike]] | None = None,
 ) -> Gantt:
     """Rows in start order (nodes that never started last), bars relative to the run start.
 
     `execution_starts`: node id -> when its first attempt started on a worker; the part of a
-    bar before it is queue wait.
+    bar before it is queue wait. `earlier`: node id -> its earlier attempts in the run (kept
+    by a re-run), each drawn as a bar of its own on the node's row.
     """
     states = list(states)
+    earlier = {
+        node_id: [a for a in attempts if a.started_at is not None]
+        for node_id, attempts in (earlier or {}).items()
+    }
+
+    def first_start(state: NodeStateLike) -> datetime | None:
+        starts = [a.started_at for a in earlier.get(state.node_id, [])]
+        if state.started_at is not None:
+            starts.append(state.started_at)
+        return min(starts) if starts else None
+
     started = sorted(
-        ((s.started_at, s) for s in states if s.started_at is not None), key=lambda p: p[0]
+        ((first_start(s), s) for s in states if first_start(s) is not None), key=lambda p: p[0]
     )
     origin = run_started_at or (started[0][0] if started else now)
     end = run_completed_at or now
     for _, state in started:
-        end = max(end, state.completed_at or now)
+        end = max(end, state.completed_at or now) if state.started_at else end
+        for attempt in earlier.get(state.node_id, []):
+            end = max(end, attempt.completed_at or attempt.started_at)
     span = max((end - origin).total_seconds(), 0.001)
+
+    def earlier_bars(node_id: str) -> tuple[GanttBar, ...]:
+        bars = []
+        for attempt in earlier.get(node_id, []):
+            began = max(0.0, (attempt.started_at - origin).total_seconds())
+            took = max(0.0, ((attempt.completed_at or attempt.started_at) - origin).total_seconds())
+            left = min(_percent(began, span), 100.0 - MIN_BAR_PERCENT)
+            bars.append(
+                GanttBar(
+                    number=attempt.number,
+                    status=attempt.status,
+                    tone=tone_of(attempt.status),
+                    left=left,
+                    width=max(_percent(took - began, span), MIN_BAR_PERCENT),
+                    offset=f"+{format_duration(began)}",
+                    duration=format_duration(took - began),
+                )
+            )
+        return tuple(bars)
+
     rows = []
-    for dispatched_at, state in started:
-        dispatched = max(0.0, (dispatched_at - origin).total_seconds())
+    for _, state in started:
+        if state.started_at is None:  # only earlier attempts have run: the current waits
+            rows.append(_unstarted_row(state, earlier=earlier_bars(state.node_id)))
+            continue
+        dispatched = max(0.0, (state.started_at - origin).total_seconds())
         finish = (state.completed_at or now) - origin
         total = max(0.0, finish.total_seconds() - dispatched)
         began = execution_starts.get(state.node_id)
@@ -327,23 +389,27 @@ def gantt(
                 run_left=run_left,
                 offset=f"+{format_duration(dispatched)}",
                 duration=format_duration(total),
+                attempt=getattr(state, "attempt_number", 1),
+                earlier=earlier_bars(state.node_id),
             )
         )
-    rows += [
-        GanttRow(
-            node_id=s.node_id,
-            status=s.status,
-            tone=tone_of(s.status),
-            started=False,
-            left=0.0,
-            wait=0.0,
-            run=0.0,
-            run_left=0.0,
-            offset="",
-            duration="",
-        )
-        for s in states
-        if s.started_at is None
-    ]
+    rows += [_unstarted_row(s) for s in states if first_start(s) is None]
     ticks = [GanttTick(left=25.0 * i, label=format_duration(span * i / 4)) for i in range(5)]
     return Gantt(rows=rows, ticks=ticks, span=format_duration(span))
+
+
+def _unstarted_row(state: NodeStateLike, *, earlier: tuple[GanttBar, ...] = ()) -> GanttRow:
+    return GanttRow(
+        node_id=state.node_id,
+        status=state.status,
+        tone=tone_of(state.status),
+        started=False,
+        left=0.0,
+        wait=0.0,
+        run=0.0,
+        run_left=0.0,
+        offset="",
+        duration="",
+        attempt=getattr(state, "attempt_number", 1),
+        earlier=earlier,
+    )

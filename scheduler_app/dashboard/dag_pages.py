@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from dags import selectors as dag_selectors
+from dags.attempt_selectors import dag_run_node_attempts
 from dags.choices import ACTIVE_RUN_STATUSES
 from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.graph import graph_of_version
@@ -158,6 +159,8 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
     dag = _found(dag_selectors.dag_get, request=request, kind="dag", tenant=tenant, dag_id=dag_id)
     run = _found(dag_selectors.dag_run_get, tenant=tenant, dag=dag, run_id=run_id)
     nodes = dag_selectors.dag_run_nodes(run=run)
+    # Nodes run more than once in this run (re-run, dead letter retried): every attempt.
+    history = dag_run_node_attempts(run=run, nodes=nodes, rerun_only=True)
     graph = graph_of_version(run.version_id)
     now = timezone.now()
     layout = graph_layout(
@@ -182,7 +185,12 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
                 states=nodes,
                 execution_starts=dag_selectors.dag_run_execution_starts(run=run, nodes=nodes),
                 now=now,
+                earlier={
+                    node_id: [a for a in attempts if not a.current]
+                    for node_id, attempts in history.items()
+                },
             ),
+            "attempts": [attempt for attempts in history.values() for attempt in attempts],
             "errors": [node for node in nodes if node.error_message],
             "event_waits": _event_waits(run),
             "shards": dag_selectors.dag_run_shards(run=run),

@@ -11,19 +11,22 @@ from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.retries import fresh_run_create
 
 
-def dead_letter_retry(*, execution: TaskExecution) -> TaskExecution | None:
+def dead_letter_retry(*, execution: TaskExecution, triggered_by: str = "") -> TaskExecution | None:
     """Start a fresh run (attempt 1, the task's full retry budget) of a dead-lettered one.
 
     The conditional UPDATE takes it out of the queue first, so a double click retries once.
     Returns None when it was no longer dead-lettered. A DAG node's dead letter is re-run
     inside its run instead (a lone run would leave the run unfinished for ever); that
-    raises Conflict while the run is still going.
+    raises Conflict while the run is still going; `triggered_by` ("user:alice") is kept as
+    who started the node's new attempt.
     """
     if execution.trigger in (Trigger.DAG, Trigger.RETRY):
         # Imported here: the DAG engine's services import this package's (a cycle).
         from dags.services.dead_letters import dag_node_dead_letter_retry_for
 
-        handled, retry = dag_node_dead_letter_retry_for(execution=execution)
+        handled, retry = dag_node_dead_letter_retry_for(
+            execution=execution, triggered_by=triggered_by
+        )
         if handled:
             return retry
     now = timezone.now()
@@ -46,12 +49,12 @@ def dead_letter_delete(*, execution: TaskExecution) -> bool:
     )
 
 
-def dead_letters_retry_all(*, tenant: Tenant) -> int:
+def dead_letters_retry_all(*, tenant: Tenant, triggered_by: str = "") -> int:
     retried = 0
     pending = TaskExecution.objects.select_related("task").filter(tenant=tenant, dead_lettered=True)
     for execution in pending.iterator(chunk_size=500):
         try:
-            if dead_letter_retry(execution=execution) is not None:
+            if dead_letter_retry(execution=execution, triggered_by=triggered_by) is not None:
                 retried += 1
         except DomainError:  # a DAG node whose run is still going: it stays queued
             continue

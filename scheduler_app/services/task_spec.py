@@ -29,7 +29,11 @@ from scheduler_app.choices import (
     Overlap,
     ScheduleType,
 )
-from scheduler_app.errors import ValidationFailed
+from scheduler_app.errors import (
+    ValidationFailed,
+    each_validation_error,
+    validation_errors_raise,
+)
 from scheduler_app.idempotency_keys import KeyTemplateError, key_template_check
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
@@ -40,6 +44,7 @@ from scheduler_app.limits import (
     task_timeout_limit,
 )
 from scheduler_app.schedules import ScheduleError
+from scheduler_app.schedules.timezones import load_timezone
 from scheduler_app.task_schedule import schedule_for
 
 POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
@@ -53,30 +58,50 @@ def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
 
 
 def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
+    """Model fields of a time schedule. Every mistake of the block is reported at once
+    (ValidationErrors): the type, the zone, run_at given twice and the expression or instant
+    are each judged on their own (an expression is read in UTC when the zone is wrong)."""
+    errors: list[ValidationFailed] = []
     schedule_type = schedule.get("type")
     if schedule_type not in SCHEDULE_TYPES_ACCEPTED:
         allowed = ", ".join(SCHEDULE_TYPES_ACCEPTED)
-        raise ValidationFailed(f"schedule.type must be one of {allowed}", field="schedule.type")
-    schedule_type = SCHEDULE_TYPE_SPELLINGS.get(schedule_type, schedule_type)
+        errors.append(
+            ValidationFailed(f"schedule.type must be one of {allowed}", field="schedule.type")
+        )
+        schedule_type = None
+    else:
+        schedule_type = SCHEDULE_TYPE_SPELLINGS.get(schedule_type, schedule_type)
     expression = schedule.get("expression") or ""
     tz_name = schedule.get("timezone") or "UTC"
+    zone_known = True
+    try:
+        load_timezone(tz_name)
+    except ScheduleError as error:
+        errors.append(ValidationFailed(error.message, field=error.field))
+        zone_known = False
     # `scheduled_at` is the design document's name of a one-shot's instant.
     if schedule.get("run_at") is not None and schedule.get("scheduled_at") is not None:
-        raise ValidationFailed(
-            "give run_at or scheduled_at (the same instant), not both",
-            field="schedule.scheduled_at",
+        errors.append(
+            ValidationFailed(
+                "give run_at or scheduled_at (the same instant), not both",
+                field="schedule.scheduled_at",
+            )
         )
     run_at = schedule.get("run_at") or schedule.get("scheduled_at")
-    try:
-        parsed = schedule_for(
-            schedule_type=schedule_type,
-            expression=expression,
-            timezone=tz_name,
-            run_at=run_at,
-            anchor=anchor,
-        )
-    except ScheduleError as error:
-        raise ValidationFailed(error.message, field=error.field) from error
+    parsed = None
+    if schedule_type is not None:
+        try:
+            parsed = schedule_for(
+                schedule_type=schedule_type,
+                expression=expression,
+                timezone=tz_name if zone_known else "UTC",
+                run_at=run_at,
+                anchor=anchor,
+            )
+        except ScheduleError as error:
+            errors.append(ValidationFailed(error.message, field=error.field))
+    validation_errors_raise(errors)
+    assert parsed is not None and schedule_type is not None  # no error: both were set
     resolved_run_at = None
     if schedule_type == ScheduleType.ONCE:
         # The parsed schedule knows the instant (a naive time is read in the task's zone).
@@ -94,23 +119,33 @@ EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
 
 def schedule_fields_with_events(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[str, Any]:
     """`{"type": "event", "name", "match"}` is kept as a manual schedule (nothing fires on
-    time) plus `event_trigger`; every other schedule clears `event_trigger`."""
+    time) plus `event_trigger`; every other schedule clears `event_trigger`. Every mistake
+    of the block is reported at once (ValidationErrors)."""
     if schedule.get("type") != "event":
         return {**_schedule_fields(schedule, anchor=anchor), "event_trigger": None}
+    errors: list[ValidationFailed] = []
     unknown = set(schedule) - {"type", "name", "match", "timezone"}
     if unknown:
-        raise ValidationFailed(
-            f"an event schedule has only name and match, not {', '.join(sorted(unknown))}",
-            field=f"schedule.{sorted(unknown)[0]}",
+        errors.append(
+            ValidationFailed(
+                f"an event schedule has only name and match, not {', '.join(sorted(unknown))}",
+                field=f"schedule.{sorted(unknown)[0]}",
+            )
         )
     name = schedule.get("name")
     if not isinstance(name, str) or not EVENT_NAME.match(name):
-        raise ValidationFailed(
-            "schedule.name must be 1 to 255 letters, digits or _ . : / -", field="schedule.name"
+        errors.append(
+            ValidationFailed(
+                "schedule.name must be 1 to 255 letters, digits or _ . : / -",
+                field="schedule.name",
+            )
         )
     match = schedule.get("match") or {}
     if not isinstance(match, Mapping):
-        raise ValidationFailed("schedule.match must be a JSON object", field="schedule.match")
+        errors.append(
+            ValidationFailed("schedule.match must be a JSON object", field="schedule.match")
+        )
+    validation_errors_raise(errors)
     return {
         "schedule_type": ScheduleType.MANUAL,
         "schedule_expression": "",
@@ -118,6 +153,18 @@ def schedule_fields_with_events(schedule: Mapping[str, Any], *, anchor: datetime
         "run_at": None,
         "event_trigger": {"name": name, "match": dict(match)},
     }
+
+
+def schedule_block_errors(
+    schedule: Mapping[str, Any], *, anchor: datetime
+) -> list[ValidationFailed]:
+    """Every refusal of a schedule block (empty when it is valid), for the API's serializer
+    and the dashboard's form, which report them beside the other fields' in one answer."""
+    try:
+        schedule_fields_with_events(schedule, anchor=anchor)
+    except ValidationFailed as error:
+        return each_validation_error(error)
+    return []
 
 
 def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
@@ -383,5 +430,5 @@ def task_spec_errors(
         try:
             task_spec_to_fields({key: value}, anchor=anchor, partial=True)
         except ValidationFailed as error:
-            errors.append(error)
+            errors.extend(each_validation_error(error))
     return errors

@@ -15,6 +15,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.browser.conftest import ARTIFACTS, screenshot
 from tests.browser.test_stack_browser import stack, stack_browser  # noqa: F401 (fixtures)
 
@@ -94,6 +96,70 @@ def _save_axe(*operators: Operator) -> None:
     (ARTIFACTS / "axe-results.json").write_text(json.dumps(merged, indent=2, sort_keys=True))
 
 
+RERUN_DAG = (
+    "dag: rerun-walk\ntasks:\n"
+    "  - id: check\n    handler: {type: python, callable: fail_permanently}\n"
+    "  - id: after\n    depends_on: [check]\n    handler: {type: python, callable: noop}\n"
+)
+
+
+def _rerun_walk(desk: Operator) -> str:
+    """Create, run and re-run a DAG whose `check` node fails; what a person then sees of the
+    node's two attempts. Returns the run's path."""
+    page = desk.page
+    desk.visit("/dashboard/dags/new", "dag-new-rerun", "#dag-form")
+    page.fill("#definition", RERUN_DAG)
+    page.click("#btn-save-dag")
+    page.wait_for_selector("#btn-dag-trigger")
+    page.click("#btn-dag-trigger")
+    page.wait_for_selector("#dag-graph")
+    page.wait_for_selector("#live[data-polling='stopped']", timeout=180000)
+    assert page.get_attribute("#run-summary", "data-run-status") == "failed"
+    assert page.locator("#node-attempts").count() == 0  # nothing was re-run yet
+    with page.expect_navigation():
+        page.click("#btn-run-rerun")
+    page.wait_for_selector("#live[data-polling='stopped']", timeout=180000)
+    assert page.get_attribute("#run-summary", "data-run-status") == "failed"
+    desk.settle("dag-run-rerun", "#node-attempts")
+    table = page.locator("#node-attempts")
+    assert table.is_visible()
+    rows = page.eval_on_selector_all(
+        "#node-attempts tbody tr",
+        "rows => rows.map(r => [r.dataset.nodeId, r.dataset.attempt, !!r.dataset.current])",
+    )
+    assert rows == [
+        ["check", "1", False],
+        ["check", "2", True],
+        ["after", "1", False],  # upstream_failed both times: never started
+        ["after", "2", True],
+    ], rows
+    first = page.locator("#node-attempts tr[data-node-id='check'][data-attempt='1']")
+    text = first.inner_text()
+    assert "failed" in text.lower() and "the run" in text, text
+    second = page.inner_text("#node-attempts tr[data-node-id='check'][data-attempt='2']")
+    assert "re-run of the run" in second and "user:" in second, second
+    assert first.locator("a:text('log')").count() == 1
+    # The Gantt: the check row has its earlier attempt as a bar of its own, beside the new one.
+    earlier = page.locator("#gantt .gantt-row[data-node-id='check'] .gantt-bar.gantt-earlier")
+    assert earlier.count() == 1 and earlier.is_visible()
+    assert earlier.get_attribute("data-attempt") == "1"
+    current = page.locator("#gantt .gantt-row[data-node-id='check'] .gantt-bar:not(.gantt-earlier)")
+    assert current.get_attribute("data-attempt") == "2"
+    boxes = [earlier.bounding_box(), current.bounding_box()]
+    assert all(box and box["width"] > 0 for box in boxes), boxes
+    assert boxes[0]["x"] <= boxes[1]["x"], boxes  # the first attempt ran first
+    assert "#2" in page.inner_text("#gantt .gantt-row[data-node-id='check'] .gantt-label")
+    first.locator("a:text('check attempt 1: run')").click()
+    page.wait_for_selector("#timeline")
+    assert page.inner_text("h1").startswith("Execution of rerun-walk › run ")
+    page.go_back()
+    page.wait_for_selector("#node-attempts")
+    return page.url.split(desk.base, 1)[1]
+
+
+# The walk runs three DAGs on the stack's worker and waits for live refreshes: longer than the
+# suite's default 300 s on a loaded machine (as the stack walk in test_stack_browser).
+@pytest.mark.timeout(900)
 def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
     desk = Operator(stack_browser, stack, {"width": 1366, "height": 900}, "desk")
     phone = None
@@ -247,6 +313,10 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         )
         desk.settle("dag-new-errors", "#form-errors")
 
+        # A re-run node keeps every attempt: a DAG whose first node fails for good, run, then
+        # re-run from its page; both attempts are in the node's history and the Gantt.
+        rerun_path = _rerun_walk(desk)
+
         for path, name in (
             ("/dashboard/dlq", "dlq"),
             ("/dashboard/missed?hours=1", "missed"),
@@ -268,6 +338,7 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             ("/dashboard/missed?hours=1", "missed"),
             ("/dashboard/workers", "workers"),
             (run_path, "dag-run"),
+            (rerun_path, "dag-run-rerun"),
         ):
             phone.visit(path, name)
             overflow = phone.page.evaluate(

@@ -55,3 +55,20 @@ def test_admin_creates_a_dag_and_rejects_a_cycle(admin_client, tenant):
     assert dag.version == 1
     assert admin_client.get("/admin/dags/dag/").status_code == 200
     assert admin_client.get("/admin/dags/dagrun/").status_code == 200
+
+
+def test_the_admins_run_page_lists_a_rerun_nodes_earlier_attempt(admin_client, tenant):
+    from django.utils import timezone
+
+    from dags.models import DagRun
+    from dags.services.runs import dag_run_rerun
+    from tests.dashboard.conftest import ENDED_RUN_STATES, make_dag, make_dag_run
+
+    run = make_dag_run(make_dag(tenant), ENDED_RUN_STATES)
+    DagRun.objects.filter(id=run.id).update(status="failed", completed_at=timezone.now())
+    dag_run_rerun(run=run, triggered_by="user:root")
+    page = admin_client.get(f"/admin/dags/dagrun/{run.id}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Earlier attempt of a re-run node" in html and "ValueError: boom" in html
+    assert "user:root" in html  # the current attempt's, in the nodes inline

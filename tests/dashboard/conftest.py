@@ -125,6 +125,10 @@ def make_dag(tenant, raw=PIPELINE):
     return dag_create(tenant=tenant, raw=raw)
 
 
+# The same run, ended: b failed, c never started (upstream_failed); what a re-run starts from.
+ENDED_RUN_STATES = {**RUN_STATES, "e": ("success", 0.0, 1.5), "f": ("success", 1.6, 0.5)}
+
+
 def make_dag_run(dag, states=RUN_STATES, *, started_seconds_ago: float = 30.0):
     """A run of `dag` with the node states given, written as the engine would leave them:
     node executions (trigger 'dag') linked to their nodes. Nothing is dispatched."""

@@ -192,3 +192,53 @@ def test_a_queued_node_is_all_wait():
     )
     (row,) = chart.rows
     assert (row.left, row.wait, row.run) == (50.0, 50.0, 0.0)
+
+
+@dataclass
+class Attempt:
+    number: int
+    status: str
+    started_at: datetime | None
+    completed_at: datetime | None
+
+
+def test_a_rerun_nodes_earlier_attempts_are_bars_of_their_own_on_its_row():
+    """b failed from 2 s to 4 s, was re-run at 6 s and is running: both attempts show."""
+    states = [
+        State("a", "success", started_at=at(0), completed_at=at(2)),
+        State("b", "running", started_at=at(6)),
+    ]
+    states[1].attempt_number = 2  # type: ignore[attr-defined]
+    chart = gantt(
+        run_started_at=T0,
+        run_completed_at=None,
+        states=states,
+        execution_starts={},
+        now=at(8),
+        earlier={"b": [Attempt(1, "failed", at(2), at(4))]},
+    )
+    _, b = chart.rows
+    assert b.attempt == 2 and (b.left, b.run) == (75.0, 25.0)
+    [first] = b.earlier
+    assert (first.number, first.tone, first.left, first.width) == (1, "failed", 25.0, 25.0)
+    assert (first.offset, first.duration) == ("+2.0 s", "2.0 s")
+
+
+def test_a_rerun_node_waiting_for_its_next_attempt_still_shows_the_earlier_one():
+    chart = gantt(
+        run_started_at=T0,
+        run_completed_at=None,
+        states=[
+            State("late", "success", started_at=at(3), completed_at=at(4)),
+            State("b", "waiting"),
+        ],
+        execution_starts={},
+        now=at(4),
+        earlier={
+            "b": [Attempt(1, "failed", at(1), at(2)), Attempt(2, "upstream_failed", None, None)]
+        },
+    )
+    b, late = chart.rows  # ordered by the first attempt's start
+    assert b.node_id == "b" and b.started is False
+    assert [bar.number for bar in b.earlier] == [1]  # one never started: no bar
+    assert late.node_id == "late"

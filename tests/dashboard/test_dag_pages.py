@@ -11,7 +11,7 @@ from django.test import Client
 from dags.models import Dag, DagNodeState, DagRun
 from scheduler_app.choices import Role
 from scheduler_app.models import TaskExecution, TenantMembership
-from tests.dashboard.conftest import make_dag, make_dag_run
+from tests.dashboard.conftest import ENDED_RUN_STATES, make_dag, make_dag_run
 
 pytestmark = pytest.mark.django_db
 
@@ -193,3 +193,62 @@ def test_a_mapped_node_shows_its_shard_progress(signed_in, dag_run):
     DagNodeState.objects.filter(run=run, node_id="e").update(map_total=10, map_finished=4)
     page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
     assert "shards 4/10" in page and 'class="shard-bar"' in page
+
+
+def test_a_rerun_nodes_every_attempt_is_in_its_history_and_the_gantt(signed_in, tenant):
+    """Re-run from the page's button: node b's failed first attempt stays visible (the table
+    of attempts, a bar of its own), beside the new one, with who started it."""
+    dag = make_dag(tenant)
+    run = make_dag_run(dag, ENDED_RUN_STATES)
+    DagRun.objects.filter(id=run.id).update(status="failed", remaining_nodes=0)
+    first = DagNodeState.objects.get(run=run, node_id="b").execution_id
+    url = f"/dashboard/dags/{dag.id}/runs/{run.id}"
+    response = signed_in.post(f"{url}/rerun")
+    assert response.status_code == 302
+    page = signed_in.get(url).content.decode()
+    table = page.split('id="node-attempts"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr data-node-id="([^"]+)" data-attempt="(\d)"( data-current="1")?', table)
+    assert rows == [
+        ("b", "1", ""),
+        ("b", "2", ' data-current="1"'),
+        ("c", "1", ""),
+        ("c", "2", ' data-current="1"'),
+    ]
+    first_row = table.split('data-attempt="1"')[1].split("</tr>")[0]
+    assert f'href="/dashboard/executions/{first}"' in first_row and "failed" in first_row
+    assert "ValueError: boom" in first_row and "the run" in first_row
+    second_row = table.split('data-attempt="2"')[1].split("</tr>")[0]
+    assert "re-run of the run" in second_row and "user:" in second_row
+    gantt_b = page.split('class="gantt-row" data-node-id="b"')[1].split('class="gantt-row"')[0]
+    assert 'data-attempts="2"' in gantt_b and "#2" in gantt_b
+    # The graph's box says which attempt of the node it shows.
+    box_b = page.split('data-node-id="b" data-state=')[1].split("</g>")[0]
+    assert "#2 · attempts" in box_b
+    assert "the node's attempt 2 in this run" in box_b
+    assert re.search(r'class="gantt-bar gantt-earlier tone-failed" data-attempt="1"', gantt_b)
+    # A node run once has no earlier bar; the fragment the live poll fetches has it all too.
+    gantt_a = page.split('class="gantt-row" data-node-id="a"')[1].split('class="gantt-row"')[0]
+    assert "gantt-earlier" not in gantt_a and 'data-attempts="1"' in gantt_a
+    assert 'id="node-attempts"' in signed_in.get(url + "?fragment=1").content.decode()
+
+
+def test_a_run_nobody_re_ran_has_no_attempts_table(signed_in, dag_run):
+    dag, run = dag_run
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert 'id="node-attempts"' not in page and "gantt-earlier" not in page
+
+
+def test_an_earlier_attempts_execution_is_still_named_by_its_run_and_node(signed_in, tenant):
+    dag = make_dag(tenant)
+    run = make_dag_run(dag, ENDED_RUN_STATES)
+    DagRun.objects.filter(id=run.id).update(status="failed", remaining_nodes=0)
+    first = DagNodeState.objects.get(run=run, node_id="b").execution_id
+    assert signed_in.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/rerun").status_code == 302
+    page = signed_in.get(f"/dashboard/executions/{first}").content.decode()
+    node_link = page.split('id="dag-node-link"')[1].split("</p>")[0]
+    assert "<strong>b</strong>" in node_link
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in node_link
+    # The Runs page's DAG filter finds it, named by DAG, run and node, linked to the run.
+    runs = signed_in.get("/dashboard/runs?dag=etl-pipeline&window=all").content.decode()
+    row = runs.split(f'data-execution-id="{first}"')[1].split("</tr>")[0]
+    assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in row and "› b" in row

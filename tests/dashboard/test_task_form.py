@@ -140,7 +140,12 @@ def test_invalid_cron_is_rejected_with_the_apis_message(signed_in, api, task):
         {"schedule": {"type": "cron", "expression": "*/0 * * *"}},
         format="json",
     ).json()
-    assert response.context["form"].errors["schedule_expression"] == [api_answer["message"]]
+    # The same words field by field (the API's top message prefixes the field's name).
+    assert (
+        response.context["form"].errors["schedule_expression"]
+        == (api_answer["errors"]["schedule.expression"])
+    )
+    assert api_answer["message"].endswith(api_answer["errors"]["schedule.expression"][0])
     assert TaskDefinition.objects.get(id=task.id).schedule_expression == "0 2 * * *"
 
 
@@ -294,3 +299,32 @@ def test_every_mistake_is_reported_in_one_submit_with_existing_describedby_ids(s
     for value in described:
         for target in value.split():
             assert target in ids, target
+
+
+def test_two_mistakes_in_one_schedule_block_are_both_on_the_form(signed_in, api, task):
+    """A bad cron expression and an unknown zone: both fields say so in the one submit
+    (the schedule block used to stop at its first mistake), in the API's own words."""
+    before = snapshot(task)
+    response = edit(signed_in, task, schedule_expression="61 * * * *", timezone="Mars/Olympus")
+    assert response.status_code == 400
+    errors = response.context["form"].errors
+    api_errors = api.patch(
+        f"/api/v1/tasks/{task.id}",
+        {"schedule": {"type": "cron", "expression": "61 * * * *", "timezone": "Mars/Olympus"}},
+        format="json",
+    ).json()["errors"]
+    assert errors["schedule_expression"] == api_errors["schedule.expression"]
+    assert errors["timezone"] == api_errors["schedule.timezone"]
+    summary = response.content.decode().split('id="form-errors"')[1].split("</div>")[0]
+    assert 'href="#id_schedule_expression"' in summary and 'href="#id_timezone"' in summary
+    assert snapshot(task) == before
+
+
+def test_a_once_schedule_with_a_bad_instant_and_zone_shows_both(signed_in, tenant):
+    response = signed_in.post(
+        "/dashboard/tasks/new",
+        form_data(None, name="hello", schedule_type="once", run_at="not a date", timezone="X/Y"),
+    )
+    assert response.status_code == 400
+    assert {"run_at", "timezone"} <= set(response.context["form"].errors)
+    assert not TaskDefinition.objects.filter(tenant=tenant).exists()

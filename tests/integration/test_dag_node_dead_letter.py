@@ -9,7 +9,7 @@ import time
 import pytest
 from django.test import Client
 
-from dags.models import DagNodeExecution, DagNodeState, DagRun
+from dags.models import DagNodeAttempt, DagNodeExecution, DagNodeState, DagRun
 from scheduler_app.models import TaskExecution
 from tests.integration.test_dag_runs import ONCE, node, run_dag
 from tests.processes import wait_until
@@ -81,6 +81,22 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     assert not TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists()
     # Succeeded nodes were not run again: one execution each for first and side.
     assert TaskExecution.objects.filter(tenant=tenant, status="success").count() == 4
+    # The gate's failed first attempt is kept beside the one that succeeded, on the run page
+    # (its table of attempts, an earlier bar in the Gantt) as in the database.
+    [kept] = DagNodeAttempt.objects.filter(run=run, node_id="gate")
+    assert (kept.number, kept.status, kept.execution_id) == (1, "failed", dead.root_execution_id)
+    gate = DagNodeState.objects.get(run=run, node_id="gate")
+    assert (gate.attempt_number, gate.attempt_trigger, gate.attempt_triggered_by) == (
+        2,
+        "dead_letter_retry",
+        f"user:{user.username}",
+    )
+    run_page = client.get(f"/dashboard/dags/{run.dag_id}/runs/{run.id}").content.decode()
+    attempts = run_page.split('id="node-attempts"')[1].split("</table>")[0]
+    assert 'data-node-id="gate" data-attempt="1"' in attempts
+    assert 'data-node-id="gate" data-attempt="2" data-current="1"' in attempts
+    assert "dead letter retried" in attempts
+    assert 'class="gantt-bar gantt-earlier tone-failed" data-attempt="1"' in run_page
 
     # A second click on the stale button changes nothing.
     again = client.post(f"/dashboard/dlq/{dead.id}/retry")
@@ -115,3 +131,12 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
     )
     assert DagRun.objects.get(id=run.id).status == "success"
     assert api.post(f"/api/v1/admin/dlq/{dead.id}/retry").status_code == 404
+    detail = api.get(f"/api/v1/dags/{run.dag_id}/executions/{run.id}").json()
+    [gate] = [n for n in detail["nodes"] if n["node_id"] == "gate"]
+    assert [(h["attempt"], h["status"], h["trigger"]) for h in gate["history"]] == [
+        (1, "failed", "run"),
+        (2, "success", "dead_letter_retry"),
+    ]
+    assert gate["history"][0]["execution_id"] == str(dead.root_execution_id)
+    assert gate["history"][0]["execution_status"] == "failed"
+    assert gate["history"][1]["execution_id"] == new_execution

@@ -248,6 +248,13 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
     assert DagRun.objects.get(id=run.id).status == "success"
     assert DagNodeState.objects.get(run=run, node_id="slow").execution_id != slow_exec
+    # The cancelled attempt is kept in the node's history, its execution still the node's.
+    from dags.models import DagNodeAttempt, DagNodeAttemptExecution
+
+    kept = DagNodeAttempt.objects.get(run=run, node_id="slow")
+    assert (kept.number, kept.status, kept.execution_id) == (1, "cancelled", slow_exec)
+    assert DagNodeAttemptExecution.objects.get(execution_root_id=slow_exec).attempt == kept
+    assert DagNodeState.objects.get(run=run, node_id="slow").attempt_number == 2
 
 
 def test_re_run_from_the_failed_nodes(tenant, live_worker):
@@ -273,7 +280,8 @@ def test_re_run_from_the_failed_nodes(tenant, live_worker):
     assert run.status == "partially_completed"
     assert nodes["gate"].status == "failed" and nodes["after"].status == "upstream_failed"
     first_exec = nodes["first"].execution_id
-    gate_task_id = TaskExecution.objects.get(id=nodes["gate"].execution_id).task_id
+    failed_gate = nodes["gate"].execution_id
+    gate_task_id = TaskExecution.objects.get(id=failed_gate).task_id
     TaskDefinition.objects.filter(id=gate_task_id).update(parameters={"open": True})
     dag_run_rerun(run=run)
     wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
@@ -281,6 +289,14 @@ def test_re_run_from_the_failed_nodes(tenant, live_worker):
     assert DagRun.objects.get(id=run.id).status == "success"
     assert {n: s.status for n, s in nodes.items()} == dict.fromkeys(nodes, "success")
     assert nodes["first"].execution_id == first_exec  # succeeded nodes were not run again
+    # Each re-run node's failed first attempt is kept beside the attempt that succeeded.
+    from dags.models import DagNodeAttempt
+
+    kept = {a.node_id: a for a in DagNodeAttempt.objects.filter(run=run)}
+    assert set(kept) == {"gate", "after"}
+    assert (kept["gate"].status, kept["gate"].execution_id) == ("failed", failed_gate)
+    assert kept["after"].status == "upstream_failed"
+    assert (nodes["gate"].attempt_number, nodes["gate"].attempt_trigger) == (2, "rerun")
     assert (
         TaskExecution.objects.filter(
             task_id=TaskExecution.objects.get(id=first_exec).task_id
