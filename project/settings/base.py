@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -318,6 +319,10 @@ WORKER = {
     # long, or the batch four times this long (they are rung again, one each), so a slow
     # handler never holds the others back.
     "BATCH_SPILL_SECONDS": env_float("WORKER_BATCH_SPILL_SECONDS", 0.25),
+    # A batch whose runs all only wait (shell: on their sandbox; http: on the network) runs
+    # up to this many at once in each worker process (workers/batch_lanes.py); other batches
+    # run one by one. Default: two per CPU, enough to keep the CPUs busy while bwrap sleeps.
+    "BATCH_PARALLEL": env_int("WORKER_BATCH_PARALLEL", 2 * (os.cpu_count() or 1)),
     # Shell tasks run in a bubblewrap sandbox ("on"). "off" runs them as plain processes of
     # the worker's user, able to read what the worker can: only for a single-user machine.
     # Where bubblewrap cannot run, "on" refuses shell runs (error_class sandbox_unavailable).
