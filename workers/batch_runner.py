@@ -15,7 +15,8 @@ has started for a whole look (one after the other: one handler has been running 
 in lanes: every lane has been held that long), or the batch has run for
 `SPILL_AFTER_LOOKS` looks (1 s), it spills: it records the successes waiting to be
 flushed, and gives back every run the batch has not started (running -> queued, the start
-bookkeeping undone) and rings their doorbells again, one each, for any free worker. From
+bookkeeping undone) and rings their doorbells again for any free worker, cut as the beat
+cuts a burst (one share per live worker process; under two per process, one each). From
 then on the batch only finishes the runs it is in, one by one. A batch of quick handlers
 that keeps moving is left alone: handing its runs to other processes that are just as busy
 would only add work.
@@ -416,8 +417,21 @@ class _Batch:
                 for execution in given
             ],
             sticky=False,
+            # Cut as the beat cuts a burst: one share per live worker process (under two per
+            # process, one each), so an overloaded fleet keeps the batches' lower cost per run
+            # instead of turning every run handed back into a message of its own.
+            batch=settings.SCHEDULER["DOORBELL_BATCH"],
+            processes=_fleet_processes(),
         )
         logger.info("batch handed back %s runs it had not started", len(given))
+
+
+def _fleet_processes() -> int | None:
+    try:
+        return registry.live_processes() or None
+    except Exception:
+        logger.exception("could not read the fleet's size; hand-back cut the default way")
+        return None
 
 
 def _note_end(worker_id: str) -> None:

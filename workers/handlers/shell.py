@@ -459,13 +459,15 @@ def _open_gate(
             launched.egress.attach(pid)
         gate.release()
         return None
-    except (OSError, SandboxStartError, EgressSetupError) as exc:
+    except BaseException as exc:
         gate.kill()
         launched.kill()
         launched.proc.wait()
         gate.close()
         stderr = _stderr_tail(launched)
         launched.close()
+        if not isinstance(exc, OSError | SandboxStartError | EgressSetupError):
+            raise  # a bug, or the worker stopping: the sandbox is dead all the same
         if isinstance(exc, EgressSetupError):
             return HandlerOutcome(
                 status=STATUS_FAILED,
