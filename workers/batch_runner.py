@@ -1,20 +1,25 @@
 """Run a batch doorbell: many executions of one tenant and tier rung with one message.
 
 One statement claims them all, one Redis pipeline does their start bookkeeping, their
-handlers run one after the other in this process, and the ones that succeed are finished
+handlers run in batch order in this process, and the ones that succeed are finished
 together with one statement and one pipeline (a failure, a retry or a DAG node is finished
 on its own at once, through the same path as a single doorbell). That is what a burst of
 short scheduled runs needs: Celery's per-message cost and the per-run round trips are paid
-once per batch.
+once per batch. Handlers run one after the other, except in a batch whose every handler
+only waits (shell, http): up to WORKER_BATCH_PARALLEL of those run at once, in lanes
+(`workers.batch_lanes`), never more than the tenant's concurrency quota has room for.
 
 A batch must not hold runs back behind a slow handler, nor hold them or a finished run's
-result back for long. A watcher thread looks every `SPILL_SECONDS` (0.25 s): when one
-handler has been running for a whole look, or the batch for `SPILL_AFTER_LOOKS` of them
-(1 s), it spills: it records the successes waiting to be flushed, and gives back every run
-the batch has not started (running -> queued, the start bookkeeping undone) and rings
-their doorbells again, one each, for any free worker. From then on the batch only finishes
-the run it is in. A batch of quick handlers that keeps moving is left alone: handing its
-runs to other processes that are just as busy would only add work.
+result back for long. A watcher thread looks every `SPILL_SECONDS` (0.25 s): when no run
+has started for a whole look (one after the other: one handler has been running that long;
+in lanes: every lane has been held that long), or the batch has run for
+`SPILL_AFTER_LOOKS` looks (1 s), it spills: it records the successes waiting to be
+flushed, and gives back every run the batch has not started (running -> queued, the start
+bookkeeping undone) and rings their doorbells again for any free worker, cut as the beat
+cuts a burst (one share per live worker process; under two per process, one each). From
+then on the batch only finishes the runs it is in, one by one. A batch of quick handlers
+that keeps moving is left alone: handing its runs to other processes that are just as busy
+would only add work.
 
 If the process dies, the rows it holds are `running` with a lease like any claimed run:
 the reaper fails and retries them when the lease expires, and a run given back but not yet
@@ -62,6 +67,7 @@ from scheduler_app.services.retry_budget import (
     retry_budget_unnote_execution_into,
 )
 from workers import registry
+from workers.batch_lanes import Lanes, batch_width
 from workers.control import stop_requested_into
 from workers.due import wait_until_due
 from workers.runner import Executed, end_run_into, execute_claimed, finish_claimed
@@ -100,8 +106,15 @@ def execution_batch_run(
     for execution_id in execution_ids:
         # Every doorbell of the batch reached a worker, claimed or not (a duplicate delivery).
         fair_release_into(writes, execution_id=str(execution_id), tenant_id=tenant_id, queue=queue)
-    items = _start(claims, writes, worker_id=worker_id)
-    outcomes = _Batch(items, worker_id=worker_id, spill_seconds=config["BATCH_SPILL_SECONDS"]).run()
+    items, room = _start(claims, writes, worker_id=worker_id)
+    width = batch_width(
+        [item.claim.task.handler_type for item in items],
+        parallel=config["BATCH_PARALLEL"],
+        room=room,
+    )
+    outcomes = _Batch(
+        items, worker_id=worker_id, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
+    ).run()
     counts = Counter(outcomes)
     if len(items) < len(claims):
         counts["deferred"] += len(claims) - len(items)
@@ -111,11 +124,14 @@ def execution_batch_run(
     return f"batch of {len(execution_ids)}: {summary}"
 
 
-def _start(claims: list[Claim], writes: CoalescedWrites, *, worker_id: str) -> list[_Item]:
+def _start(
+    claims: list[Claim], writes: CoalescedWrites, *, worker_id: str
+) -> tuple[list[_Item], int]:
     """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
     the counters folded (`writes` holds the claims' lag observations and fairness releases
     already), the hour's run count once per tenant, a cancel check per run. Runs over quota
-    are deferred as for a single doorbell; the rest are returned in batch order."""
+    are deferred as for a single doorbell; the rest are returned in batch order, with how
+    many of them the tenants' concurrency quotas let run at once (at least 1)."""
     now = timezone.now()
     pipe = get_redis().pipeline(transaction=False)
     by_tenant: dict[object, list[Claim]] = {}
@@ -140,11 +156,19 @@ def _start(claims: list[Claim], writes: CoalescedWrites, *, worker_id: str) -> l
     except Exception:
         logger.exception("could not count the start of a batch")
     # The batch's runs are all `running` in the database but run one at a time: each is
-    # judged as if the others of its tenant in this batch were not running.
+    # judged as if the others of its tenant in this batch were not running. Run side by
+    # side (`workers.batch_lanes`), no more of them run at once than the quota has room for.
     running = {
         tenant: quota_running_count(tenant_id=tenant) - (len(group) - 1)
         for tenant, group in by_tenant.items()
     }
+    room = min(
+        (
+            max(1, group[0].execution.tenant.max_concurrent_runs - running[tenant] + 1)
+            for tenant, group in by_tenant.items()
+        ),
+        default=1,
+    )
     place = {claim.execution.id: k for group in by_tenant.values() for k, claim in enumerate(group)}
     items, deferred = [], []
     for claim, stop_index in zip(claims, stops, strict=True):
@@ -175,7 +199,7 @@ def _start(claims: list[Claim], writes: CoalescedWrites, *, worker_id: str) -> l
         items.append(_Item(claim, counted[tenant], stop and bool(replies[stop_index])))
     if deferred and replies is not None:
         _unstart(deferred, worker_id=worker_id, at=now, counted=None)
-    return items
+    return items, room
 
 
 def _unstart(
@@ -210,14 +234,18 @@ class _Done:
 
 
 class _Batch:
-    """The sequential run of a batch's items, with the spill watcher (see the module doc)."""
+    """The run of a batch's items in order, `width` at a time (`workers.batch_lanes`; 1 is
+    one after the other, inline), with the spill watcher (see the module doc)."""
 
-    def __init__(self, items: list[_Item], *, worker_id: str, spill_seconds: float) -> None:
+    def __init__(
+        self, items: list[_Item], *, worker_id: str, spill_seconds: float, width: int = 1
+    ) -> None:
         self.items = items
         self.worker_id = worker_id
         self.spill_seconds = spill_seconds
+        self.lanes = Lanes(width)
         self.lock = threading.Lock()
-        self.current = -1  # index of the item running now
+        self.next = 0  # items[:next] have started
         self.spilled = False
         self.finished = False
         self.done = threading.Event()
@@ -233,17 +261,22 @@ class _Batch:
             watcher = threading.Thread(target=self._watch, name="batch-spill", daemon=True)
             watcher.start()
         try:
-            for index, item in enumerate(self.items):
-                with self.lock:
-                    if self.spilled:
-                        break
-                    self.current = index
-                self._run_item(item)
+            try:
+                for index, item in enumerate(self.items):
+                    self.lanes.acquire()  # before it counts as started: a spill may take it
+                    with self.lock:
+                        if self.spilled or self.lanes.failed:
+                            self.lanes.release()
+                            break
+                        self.next = index + 1
+                    self.lanes.start(lambda item=item: self._run_item(item))
+            finally:
+                self.lanes.join()  # raises what an item raised through, once all are done
         finally:
             with self.lock:
                 self.finished = True
                 waiting, self.waiting = self.waiting, []
-                unstarted = [] if self.spilled else self.items[self.current + 1 :]
+                unstarted = [] if self.spilled else self.items[self.next :]
             if watcher is not None:
                 self.done.set()
                 watcher.join()  # a spill under way ends before the batch reports
@@ -267,7 +300,8 @@ class _Batch:
         status, accepted = finish_claimed(
             claim, executed, worker_id=self.worker_id, started_at=executed.started_at
         )
-        self.outcomes.append(status if accepted else "rejected")
+        with self.lock:
+            self.outcomes.append(status if accepted else "rejected")
 
     @staticmethod
     def _batchable(claim: Claim, executed: Executed) -> bool:
@@ -332,21 +366,22 @@ class _Batch:
             logger.exception("could not record the end of a batch of %s runs", len(waiting))
 
     def _watch(self) -> None:
-        """The watcher thread: spill when one handler has run a whole look, or the batch
-        SPILL_AFTER_LOOKS of them."""
+        """The watcher thread: spill when no run has started for a whole look (one after
+        the other: one handler ran that long; in lanes: every lane was held that long), or
+        the batch has run SPILL_AFTER_LOOKS of them."""
         seen, looks = -1, 0
         while not self.done.wait(self.spill_seconds):
             looks += 1
             with self.lock:
                 if self.finished:
                     return
-                moving = self.current != seen
-                seen = self.current
+                moving = self.next != seen
+                seen = self.next
                 if moving and looks < SPILL_AFTER_LOOKS:
                     continue
                 self.spilled = True
                 waiting, self.waiting = self.waiting, []
-                unstarted = self.items[self.current + 1 :]
+                unstarted = self.items[self.next :]
             self._spill(waiting, unstarted)
             return
 
@@ -382,8 +417,21 @@ class _Batch:
                 for execution in given
             ],
             sticky=False,
+            # Cut as the beat cuts a burst: one share per live worker process (under two per
+            # process, one each), so an overloaded fleet keeps the batches' lower cost per run
+            # instead of turning every run handed back into a message of its own.
+            batch=settings.SCHEDULER["DOORBELL_BATCH"],
+            processes=_fleet_processes(),
         )
         logger.info("batch handed back %s runs it had not started", len(given))
+
+
+def _fleet_processes() -> int | None:
+    try:
+        return registry.live_processes() or None
+    except Exception:
+        logger.exception("could not read the fleet's size; hand-back cut the default way")
+        return None
 
 
 def _note_end(worker_id: str) -> None:

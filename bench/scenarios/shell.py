@@ -3,13 +3,19 @@
 1. Spawn cost, side by side in one process made as big as a worker (~100 MB resident):
    `subprocess.run(["true"])`; the unsandboxed handler path (WORKER_SHELL_SANDBOX=off, the
    handler's old path: fork with a pre-exec hook, a temporary directory, waits for the group);
-   and the sandboxed handler (`run_shell({"command": ["true"]})`: setpriv/prlimit/bwrap
-   chained by exec, vfork, pidfd). Interleaved round-robin, so load from other processes hits
-   all three alike. Wall time per run (median, p90) and CPU per run (this process and its
+   and the sandboxed handler (`run_shell({"command": ["true"]})`: bwrap started by vfork,
+   rlimits set through its start gate, or setpriv/prlimit/bwrap chained by exec for a root
+   worker; pidfd). Interleaved round-robin, so load from other processes hits
+   all of them alike. Wall time per run (median, p90) and CPU per run (this process and its
    reaped children, user + system).
-2. Sustained: SCHEDULES interval schedules of 1 s with a shell `true` handler, through one
+2. The batch runner alone, in this process: batches of shell `true` runs one after the other
+   (lane width 1) and in lanes (WORKER_BATCH_PARALLEL): runs per second, CPU per run.
+3. Sustained: SCHEDULES interval schedules of 1 s with a shell `true` handler, through one
    real beat and one real prefork worker (concurrency 4): fires per second, schedule-to-start
-   p50/p99/max, lost, duplicated.
+   p50/p99/max, lost, duplicated; and where the CPU went during the window, per completed
+   run: the worker's processes, what they started and reaped (setpriv/prlimit/bwrap and
+   the sandboxes), the beat, this database's PostgreSQL backends, and the Redis server
+   (shared with whatever else uses it on the machine: an upper bound).
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ def _spawn_costs(runs: int) -> list[dict]:
     import subprocess
 
     from handler_contract.base import BufferedLogSink, HandlerContext
-    from workers.handlers.shell import ShellSandbox, run_shell
+    from workers.handlers.shell import ShellSandbox, _run_sandboxed, resolve_limits, run_shell
 
     # A worker pool process is this big; fork() copies page tables in proportion.
     ballast = bytearray(BALLAST_BYTES)
@@ -79,11 +85,26 @@ def _spawn_costs(runs: int) -> list[dict]:
         outcome = run_shell({"command": ["true"]}, context())
         assert outcome.status == "success", outcome.error_message
 
+    def gated() -> None:
+        # What a worker that is not root runs (the image's): the sandbox as the worker's own
+        # user, rlimits set through bwrap's start gate, no setpriv/prlimit exec.
+        outcome = _run_sandboxed(
+            ["true"], "none", context(), ShellSandbox(), resolve_limits(None), 1.0, None, {}
+        )
+        assert outcome.status == "success", outcome.error_message
+
+    root = os.geteuid() == 0
     paths = {
         "bare subprocess.run(['true'])": bare,
         "handler, unsandboxed (old path)": old_path,
-        "handler, sandboxed (bwrap)": sandboxed,
+        (
+            "handler, sandboxed, root worker (setpriv+prlimit+bwrap)"
+            if root
+            else "handler, sandboxed (bwrap, rlimits through its gate)"
+        ): sandboxed,
     }
+    if root:
+        paths["handler, sandboxed, non-root worker's path (bwrap, gate)"] = gated
     for run in paths.values():  # warm up: imports, the bwrap probe, page cache
         for _ in range(5):
             run()
@@ -115,7 +136,132 @@ def _spawn_costs(runs: int) -> list[dict]:
     return rows
 
 
+def _cpu_of(pid: int) -> tuple[float, float]:
+    """(own, reaped children's) user + system seconds of a live process; 0 once gone."""
+    import psutil
+
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0, 0.0
+    return times.user + times.system, times.children_user + times.children_system
+
+
+def _cpu_snapshot(worker: int, beat: int) -> dict[str, dict[int, float]]:
+    """CPU seconds so far per component, per process (processes come and go)."""
+    import psutil
+    from django.db import connection
+
+    def family(pid: int) -> list[int]:
+        try:
+            return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+        except psutil.Error:
+            return [pid]
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()"
+        )
+        backends = [row[0] for row in cursor.fetchall()]
+    port = str(support.redis().connection_pool.connection_kwargs.get("port", 6379))
+    redis_pids = [
+        proc.pid
+        for proc in psutil.process_iter(["name", "cmdline"])
+        if proc.info["name"] == "redis-server" and port in " ".join(proc.info["cmdline"] or [])
+    ]
+    pool = [pid for pid in family(worker) if pid != worker]
+    return {
+        "worker": {pid: _cpu_of(pid)[0] for pid in family(worker)},
+        # The pool processes reap what they start: bwrap (and setpriv/prlimit before it,
+        # the same process), which has reaped its sandbox.
+        "sandboxes": {pid: _cpu_of(pid)[1] for pid in pool},
+        "beat": {pid: sum(_cpu_of(pid)) for pid in family(beat)},
+        "postgres": {pid: _cpu_of(pid)[0] for pid in backends},
+        "redis": {pid: _cpu_of(pid)[0] for pid in redis_pids},
+    }
+
+
+def _cpu_used(before: dict, after: dict) -> dict[str, float]:
+    return {
+        part: sum(seconds - before[part].get(pid, 0.0) for pid, seconds in after[part].items())
+        for part in after
+    }
+
+
 SHELL_TRUE = {"type": "shell", "command": ["true"]}
+LANE_BATCH = 50
+LANE_BATCHES = 4
+
+
+def _lanes(widths: tuple[int, ...]) -> list[str]:
+    """The batch runner alone, in this process (no Celery, no beat): LANE_BATCHES batches of
+    LANE_BATCH shell `true` runs through `execution_batch_run`, at each lane width; runs per
+    second and CPU per run (this process, and what it reaped: the sandboxes)."""
+    import uuid
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+    from workers.batch_runner import execution_batch_run
+
+    support.reset()
+    support.tasks_copy(1, row=lambda i: ("manual", "", "UTC", None), created_at=timezone.now())
+    tenant = support.bench_tenant()
+    TaskDefinition.objects.filter(tenant=tenant).update(
+        handler_type="shell", handler_config=SHELL_TRUE
+    )
+    Tenant.objects.filter(id=tenant.id).update(max_runs_per_hour=10**9, max_concurrent_runs=10**6)
+    task = TaskDefinition.objects.get(tenant=tenant)
+    saved = settings.WORKER, settings.FAIR_INFLIGHT_PER_TENANT
+    settings.FAIR_INFLIGHT_PER_TENANT = 0
+
+    def batch(count: int) -> str:
+        due, ids, rows = timezone.now() - timedelta(seconds=1), [], []
+        for index in range(count):
+            run_id = uuid.uuid4()
+            ids.append(str(run_id))
+            rows.append(
+                TaskExecution(
+                    id=run_id,
+                    tenant_id=task.tenant_id,
+                    task=task,
+                    status="queued",
+                    trigger="manual",
+                    priority=task.priority,
+                    queue="bench-lanes",
+                    scheduled_at=due + timedelta(microseconds=index),
+                    queued_at=due,
+                    attempt=1,
+                    max_attempts=task.max_attempts,
+                    root_execution_id=run_id,
+                )
+            )
+        TaskExecution.objects.bulk_create(rows)
+        return execution_batch_run(execution_ids=ids, worker_id="bench-lanes@host")
+
+    notes = []
+    try:
+        for width in widths:
+            # No spill: this measures how fast a batch goes, not when it gives up.
+            settings.WORKER = {**saved[0], "BATCH_PARALLEL": width, "BATCH_SPILL_SECONDS": 60}
+            batch(5)  # warm up
+            cpu_before, started = _cpu_seconds(), time.perf_counter()
+            summaries = [batch(LANE_BATCH) for _ in range(LANE_BATCHES)]
+            elapsed, cpu = time.perf_counter() - started, _cpu_seconds() - cpu_before
+            runs = LANE_BATCH * LANE_BATCHES
+            ok = all(summary.endswith(f"{LANE_BATCH} success") for summary in summaries)
+            notes.append(
+                f"width {width}: {runs / elapsed:.1f} runs/s, {cpu * 1000 / runs:.2f} CPU ms"
+                f" per run{'' if ok else ' (not all succeeded: ' + '; '.join(summaries) + ')'}"
+            )
+    finally:
+        settings.WORKER, settings.FAIR_INFLIGHT_PER_TENANT = saved
+    return notes
+
+
 PYTHON_NOOP = {"type": "python", "callable": "noop"}
 
 
@@ -157,7 +303,7 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
             "--without-mingle",
             "--without-heartbeat",
         ],
-        log_name="shell-worker",
+        log_name=f"shell-worker-{handler['type']}",
     )
     time.sleep(8)  # worker up
     beat = support.spawn(
@@ -165,9 +311,11 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
         log_name="shell-beat",
     )
     time.sleep(5)  # load, lead, first fires
+    cpu_before = _cpu_snapshot(worker.pid, beat.pid)
     window_start = timezone.now()
     time.sleep(seconds)
     window_end = timezone.now()
+    cpu = _cpu_used(cpu_before, _cpu_snapshot(worker.pid, beat.pid))
     support.stop(beat)
     time.sleep(10)  # let the worker drain what was fired
     support.stop(worker)
@@ -182,6 +330,12 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
             [window_start, window_end],
         )
         rows, distinct, succeeded, (p50, p99), worst = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*) FROM scheduler_app_taskexecution"
+            " WHERE status = 'success' AND completed_at > %s AND completed_at <= %s",
+            [window_start, window_end],
+        )
+        completed_in_window = cursor.fetchone()[0]
     second = timedelta(seconds=1)
     expected = schedules * max(
         0, (window_end - created) // second - (window_start - created) // second
@@ -190,8 +344,9 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
     def ms(value: float | None) -> float | str:
         return round(float(value) * 1000, 1) if value is not None else "-"
 
+    user = " as root (setpriv+prlimit+bwrap)" if os.geteuid() == 0 else ""
     return {
-        "system": f"1 beat + 1x{concurrency} prefork worker, "
+        "system": f"1 beat + 1x{concurrency} prefork worker{user}, "
         + ("shell `true`" if handler["type"] == "shell" else "python `noop` (baseline)"),
         "offered_per_s": schedules,
         "fired_per_s": round(distinct / seconds, 1),
@@ -202,6 +357,11 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
         "lost": max(0, expected - distinct),
         "duplicates": rows - distinct,
         "not_run": distinct - succeeded,
+        "cpu": f"CPU ms per run completed in the window ({completed_in_window}): "
+        + ", ".join(
+            f"{part} {used * 1000 / max(1, completed_in_window):.2f}" for part, used in cpu.items()
+        )
+        + f"; all of them {sum(cpu.values()) / seconds:.2f} CPU-s/s of 2",
     }
 
 
@@ -230,20 +390,27 @@ def run(args: list[str]) -> Result:
     )
     for row in spawn_rows:
         result.add(**row)
+    from django.conf import settings
+
+    lanes = _lanes((1, settings.WORKER["BATCH_PARALLEL"]))
     sustained = _sustained(seconds, schedules, CONCURRENCY, SHELL_TRUE)
     # The same load with a python no-op: what the worker path itself holds on this machine
     # at this moment, so the shell row can be read against it.
     baseline = _sustained(seconds, schedules, CONCURRENCY, PYTHON_NOOP)
     result.notes.append(
-        "spawn: one process with a 100 MB resident ballast (a worker's size), the three paths"
+        "spawn: one process with a 100 MB resident ballast (a worker's size), the paths"
         " interleaved run by run; cpu = user + system of the process and its reaped children"
+    )
+    result.notes.append(
+        f"batch runner alone (one process, {LANE_BATCHES} batches of {LANE_BATCH} shell"
+        " `true`, lanes: WORKER_BATCH_PARALLEL): " + "; ".join(lanes)
     )
     for measured in (sustained, baseline):
         result.notes.append(
             "sustained ({system}): offered {offered_per_s}/s for {seconds} s, fired"
             " {fired_per_s}/s, completed {completed_per_s}/s, schedule-to-start p50 {p50_ms} ms,"
             " p99 {p99_ms} ms, max {max_ms} ms, lost {lost}, duplicated {duplicates}, not run"
-            " {not_run}".format(seconds=seconds, **measured)
+            " {not_run}; {cpu}".format(seconds=seconds, **measured)
         )
     result.notes.append(
         f"1-min load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -314,10 +315,15 @@ WORKER = {
     # Hosts a webhook may reach even though they resolve to a private/loopback address.
     "HTTP_ALLOWED_HOSTS": env_list("WEBHOOK_ALLOWED_HOSTS", []),
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
-    # A batch doorbell hands back the runs it has not started once one handler has run this
-    # long, or the batch four times this long (they are rung again, one each), so a slow
-    # handler never holds the others back.
+    # A batch doorbell hands back the runs it has not started once no run has started for
+    # this long (one handler, or every lane, held that long), or the batch has run four
+    # times this long (they are rung again, one each), so a slow handler never holds the
+    # others back.
     "BATCH_SPILL_SECONDS": env_float("WORKER_BATCH_SPILL_SECONDS", 0.25),
+    # A batch whose runs all only wait (shell: on their sandbox; http: on the network) runs
+    # up to this many at once in each worker process (workers/batch_lanes.py); other batches
+    # run one by one. Default: two per CPU, enough to keep the CPUs busy while bwrap sleeps.
+    "BATCH_PARALLEL": env_int("WORKER_BATCH_PARALLEL", 2 * (os.cpu_count() or 1)),
     # Shell tasks run in a bubblewrap sandbox ("on"). "off" runs them as plain processes of
     # the worker's user, able to read what the worker can: only for a single-user machine.
     # Where bubblewrap cannot run, "on" refuses shell runs (error_class sandbox_unavailable).

@@ -22,6 +22,7 @@ from workers.batch_runner import execution_batch_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = "batch-test@host"
+SHELL_TRUE = {"type": "shell", "command": ["true"]}
 
 
 def _broker() -> tuple[redis.Redis, str]:
@@ -214,3 +215,91 @@ def test_a_batch_that_keeps_moving_still_hands_back_what_waits_too_long(tenant, 
     # The runs handed back are the last ones, queued again with a doorbell each.
     assert statuses == ["success"] * done + ["queued"] * (9 - done)
     assert sorted(_rung(runs[0].queue)) == sorted(_ids(runs[done:]))
+
+
+def test_shell_runs_run_in_lanes_and_a_slow_one_spills_only_what_has_not_started(tenant, settings):
+    # Two lanes: the slow run holds one, the quick runs pass through the other meanwhile;
+    # once the slow run has been seen running at two looks, the batch spills.
+    settings.WORKER = {**settings.WORKER, "BATCH_SPILL_SECONDS": 0.3, "BATCH_PARALLEL": 2}
+    settings.FAIR_INFLIGHT_PER_TENANT = 0
+    slow = make_task(
+        tenant,
+        name="slow-shell",
+        schedule={"type": "manual"},
+        handler={"type": "shell", "command": ["sleep", "1.5"]},
+    )
+    quick = make_task(tenant, name="quick-shell", schedule={"type": "manual"}, handler=SHELL_TRUE)
+    slow_run, quick_runs = _queued(slow, 1), _queued(quick, 5)
+    queue = quick_runs[0].queue
+    TaskExecution.objects.filter(id=slow_run[0].id).update(queue=queue)  # one batch: one queue
+    summary = execution_batch_run(
+        execution_ids=[*_ids(slow_run), *_ids(quick_runs)], worker_id=WORKER
+    )
+    rows = {
+        row.id: row
+        for row in TaskExecution.objects.filter(id__in=[r.id for r in [*slow_run, *quick_runs]])
+    }
+    slow_done = rows[slow_run[0].id]
+    assert slow_done.status == "success"
+    ran = [run for run in quick_runs if rows[run.id].status == "success"]
+    given_back = [run for run in quick_runs if rows[run.id].status == "queued"]
+    assert len(ran) + len(given_back) == len(quick_runs)
+    # The first quick run took the second lane at once: it ran beside the slow one, and its
+    # success was recorded without waiting for it.
+    assert quick_runs[0] in ran
+    assert rows[quick_runs[0].id].completed_at < slow_done.completed_at
+    assert summary == f"batch of 6: {1 + len(ran)} success"
+    # What had not started went back, rung once each; whoever takes it runs it once.
+    for run in given_back:
+        row = rows[run.id]
+        assert row.worker_id == "" and row.claim_token is None and row.started_at is None
+    assert sorted(_rung(queue)) == sorted(_ids(given_back))
+    if given_back:
+        again = execution_batch_run(execution_ids=_ids(given_back), worker_id="other@host")
+        assert again == f"batch of {len(given_back)}: {len(given_back)} success"
+    assert TaskExecution.objects.filter(task__in=[slow, quick]).count() == 6
+    assert set(
+        TaskExecution.objects.filter(task__in=[slow, quick]).values_list("status", flat=True)
+    ) == {"success"}
+
+
+def test_a_batch_runs_side_by_side_only_when_every_handler_only_waits():
+    from workers.batch_lanes import batch_width
+
+    assert batch_width(["shell"] * 10, parallel=4, room=100) == 4
+    assert batch_width(["shell", "http"], parallel=4, room=100) == 2
+    # The tenant's concurrency quota has room for 3 more.
+    assert batch_width(["shell"] * 10, parallel=4, room=3) == 3
+    # A python handler runs in the worker's own process, under its GIL: one by one.
+    assert batch_width(["shell", "python", "shell"], parallel=4, room=100) == 1
+    assert batch_width([], parallel=4, room=100) == 1
+
+
+def test_when_every_lane_is_held_the_batch_hands_back_what_has_not_started(tenant, settings):
+    settings.WORKER = {**settings.WORKER, "BATCH_SPILL_SECONDS": 0.3, "BATCH_PARALLEL": 2}
+    settings.FAIR_INFLIGHT_PER_TENANT = 0
+    slow = make_task(
+        tenant,
+        name="slow-shell",
+        schedule={"type": "manual"},
+        handler={"type": "shell", "command": ["sleep", "1.5"]},
+    )
+    quick = make_task(tenant, name="quick-shell", schedule={"type": "manual"}, handler=SHELL_TRUE)
+    slow_runs, quick_runs = _queued(slow, 2), _queued(quick, 3)
+    queue = quick_runs[0].queue
+    TaskExecution.objects.filter(id__in=[r.id for r in slow_runs]).update(queue=queue)
+    summary = execution_batch_run(
+        execution_ids=[*_ids(slow_runs), *_ids(quick_runs)], worker_id=WORKER
+    )
+    # Both lanes held by the slow runs for a whole look: the quick runs, not started, went
+    # back and were rung again, one doorbell each.
+    assert summary == "batch of 5: 2 success"
+    assert {TaskExecution.objects.get(id=run.id).status for run in slow_runs} == {"success"}
+    for run in quick_runs:
+        row = TaskExecution.objects.get(id=run.id)
+        assert row.status == "queued"
+        assert row.worker_id == "" and row.claim_token is None and row.started_at is None
+    assert sorted(_rung(queue)) == sorted(_ids(quick_runs))
+    assert execution_batch_run(execution_ids=_ids(quick_runs), worker_id="other@host") == (
+        "batch of 3: 3 success"
+    )

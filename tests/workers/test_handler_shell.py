@@ -379,6 +379,116 @@ def test_default_and_explicit_limits_are_applied_in_the_child() -> None:
     assert sink.stream("stdout") == ["64"]
 
 
+def test_limits_set_through_the_start_gate_apply_before_the_command_starts() -> None:
+    """The path of a worker that is not root (the image's): no prlimit exec, the worker sets
+    the limits on the sandbox's init while it waits at the gate. Run here as the worker's
+    own user whatever that is, so it is tested under root as well."""
+    import resource
+
+    import psutil
+
+    from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
+    from workers.handlers.shell import resolve_limits
+    from workers.handlers.spawn import StartGate, launch, sandboxed_argv, set_limits
+
+    limits = resolve_limits({"open_files": 64, "processes": 50, "cpu_seconds": 7})
+    script = "ulimit -n; ulimit -c; ulimit -t; grep 'Max processes' /proc/self/limits"
+    with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
+        gate = StartGate()
+        argv = sandboxed_argv(["sh", "-c", script], limits=limits, files=files, gate=gate)
+        assert not any("prlimit" in part for part in argv)
+        launched = launch(
+            argv,
+            env={"PATH": SAFE_PATH},
+            stdin_piped=False,
+            pass_fds=(*files.fds(), *gate.fds_for_bwrap()),
+            sandboxed=True,
+        )
+    try:
+        init = gate.sandbox_pid()
+        # The sandbox waits at the gate: its init has not started the command.
+        assert psutil.Process(init).children() == []
+        set_limits(init, limits)
+        assert resource.prlimit(init, resource.RLIMIT_NOFILE) == (64, 64)
+        gate.release()
+        out, _err = launched.proc.communicate(timeout=30)
+    finally:
+        gate.close()
+        launched.kill()
+        launched.close()
+    assert launched.proc.returncode == 0
+    lines = out.decode().splitlines()
+    assert lines[:3] == ["64", "0", "7"]
+    assert lines[3].split()[2:4] == ["50", "50"]  # Max processes: soft, hard
+
+
+def test_a_sandbox_whose_gate_fails_is_killed_before_its_command_runs() -> None:
+    """Limits that cannot be set (a hard limit above the worker's own): the run fails and
+    the command never ran (it would have printed)."""
+    import resource
+
+    from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
+    from workers.handlers.shell import _open_gate
+    from workers.handlers.spawn import StartGate, launch, sandboxed_argv
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    too_high = [(resource.RLIMIT_NOFILE, hard + 1, hard + 1)]
+    with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
+        gate = StartGate()
+        argv = sandboxed_argv(["sh", "-c", "echo ran"], limits=too_high, files=files, gate=gate)
+        launched = launch(
+            argv,
+            env={"PATH": SAFE_PATH},
+            stdin_piped=False,
+            pass_fds=(*files.fds(), *gate.fds_for_bwrap()),
+            sandboxed=True,
+        )
+    assert launched.proc.stdout is not None
+    stdout = os.dup(launched.proc.stdout.fileno())  # _open_gate closes the handler's copy
+    try:
+        outcome = _open_gate(launched, gate, too_high)
+        assert outcome is not None and outcome.error_class == "spawn_failed"
+        assert launched.proc.returncode is not None  # bwrap is dead and reaped
+        with os.fdopen(stdout, "rb", closefd=False) as pipe:
+            assert pipe.read() == b""  # every writer gone, and nothing was written
+    finally:
+        os.close(stdout)
+
+
+_DIES_AT_THE_GATE = """
+import os, subprocess, sys
+from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
+from workers.handlers.spawn import StartGate, sandboxed_argv
+with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
+    gate = StartGate()
+    argv = sandboxed_argv(["sh", "-c", "echo ran"], limits=[], files=files, gate=gate)
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.Popen(argv, pass_fds=(*files.fds(), *gate.fds_for_bwrap()), **quiet)
+    print(gate.sandbox_pid(), flush=True)
+os._exit(1)  # the worker dies at the gate: no limits set, no byte written
+"""
+
+
+def test_a_worker_that_dies_at_the_gate_leaves_no_command_running() -> None:
+    import psutil
+
+    helper = subprocess.run(
+        [sys.executable, "-c", _DIES_AT_THE_GATE],
+        capture_output=True,
+        timeout=30,
+        check=False,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
+    init = psutil.Process(int(helper.stdout.decode().strip()))
+    try:
+        # The sandbox's init outlived bwrap and its worker, asleep at the gate (it holds a
+        # writer of the gate's pipe itself: no end-of-file), and never started the command.
+        assert init.is_running() and init.status() != psutil.STATUS_ZOMBIE
+        assert init.children() == []
+    finally:
+        init.kill()
+
+
 def test_unsandboxed_child_has_parent_death_signal_set() -> None:
     ctx, _ = make_ctx()
     probe = (

@@ -11,15 +11,14 @@ its loopback. In a deployment where Redis and PostgreSQL sit on another address 
 worker's network (docker compose, Kubernetes), that address is reachable too unless the
 network refuses it (a NetworkPolicy, firewall rules): the README says so.
 
-bwrap is started with ``--info-fd`` (it writes the sandbox's pid there) and ``--block-fd``
-(the command waits until a byte arrives), so the command never runs before its network.
+The network is attached through the run's start gate (``spawn.StartGate``: bwrap's
+``--info-fd`` and ``--block-fd``), so the command never runs before its network.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import selectors
 import signal
@@ -39,30 +38,16 @@ class EgressSetupError(RuntimeError):
 
 
 class EgressNetwork:
-    """The pipes bwrap is given, and the slirp4netns process serving one sandbox."""
+    """The slirp4netns process serving one sandbox."""
 
     def __init__(self) -> None:
         if tool_path("slirp4netns") is None:
             raise EgressSetupError("slirp4netns is not installed on this worker")
-        self._info_read, self._info_write = os.pipe()
-        self._block_read, self._block_write = os.pipe()
-        for fd in (self._info_read, self._block_write):
-            os.set_inheritable(fd, False)
         self._slirp: subprocess.Popen[bytes] | None = None
 
-    def bwrap_options(self) -> list[str]:
-        return ["--info-fd", str(self._info_write), "--block-fd", str(self._block_read)]
-
-    def fds_for_bwrap(self) -> tuple[int, ...]:
-        return (self._info_write, self._block_read)
-
-    def attach(self) -> None:
-        """After bwrap started: give its namespace a network, then let the command run."""
-        for fd in (self._info_write, self._block_read):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._info_write = self._block_read = -1
-        sandbox_pid = self._read_sandbox_pid()
+    def attach(self, sandbox_pid: int) -> None:
+        """After bwrap reported its sandbox (``sandbox_pid``) and before the gate lets the
+        command run: give the sandbox's namespace a network."""
         self._wait_for_loopback(sandbox_pid)
         # bwrap nests a second user namespace inside the one that owns the sandbox's network
         # namespace; slirp4netns must join the owner, which the kernel names (NS_GET_USERNS).
@@ -100,25 +85,6 @@ class EgressNetwork:
             os.close(owner_fd)
             if ready_write >= 0:
                 os.close(ready_write)
-        os.write(self._block_write, b"1")
-
-    def _read_sandbox_pid(self) -> int:
-        # bwrap writes one JSON object and may keep the descriptor open: parse as it comes.
-        deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
-        raw = b""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._info_read, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not selector.select(max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(self._info_read, 1 << 16)
-                raw += chunk
-                try:
-                    return int(json.loads(raw)["child-pid"])
-                except (ValueError, KeyError, TypeError) as error:
-                    if not chunk:
-                        raise EgressSetupError("bwrap did not report its sandbox") from error
-        raise EgressSetupError("timed out waiting for the sandbox to start")
 
     def _wait_for_loopback(self, sandbox_pid: int) -> None:
         """bwrap reports the sandbox's pid before its child brings up the namespace's loopback
@@ -165,9 +131,3 @@ class EgressNetwork:
             if self._slirp.stderr is not None:
                 self._slirp.stderr.close()
             self._slirp = None
-        for name in ("_info_read", "_info_write", "_block_read", "_block_write"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-                setattr(self, name, -1)

@@ -112,6 +112,13 @@ def tool_path(name: str) -> str | None:
     return shutil.which(name, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
 
 
+@lru_cache(maxsize=16)
+def tool_path_cached(name: str) -> str:
+    """`tool_path` for every run's argv, looked up once per process (the availability
+    probe, which says whether the tool is there at all, uses `tool_path`)."""
+    return tool_path(name) or name
+
+
 # A failed probe is tried again after this long (a start-up failure may be transient, e.g.
 # EAGAIN under load); a working sandbox is remembered for the life of the process.
 PROBE_RETRY_SECONDS = 30.0
@@ -140,15 +147,14 @@ def _probe(run_as: tuple[int, int] | None, bwrap_name: str) -> SandboxStatus:
     bwrap = tool_path(bwrap_name)
     if bwrap is None:
         return SandboxStatus(MODE_ON, False, f"bubblewrap ({bwrap_name}) is not installed")
-    prlimit = tool_path("prlimit")
-    if prlimit is None:
+    # spawn imports this module: break the cycle here
+    from .spawn import gate_sets_limits, sandboxed_argv
+
+    if not gate_sets_limits(run_as) and tool_path("prlimit") is None:
         return SandboxStatus(MODE_ON, False, "prlimit (util-linux) is not installed")
-    from .spawn import sandboxed_argv  # spawn imports this module: break the cycle here
 
     with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
-        argv = sandboxed_argv(
-            ["true"], limits=[], files=files, network=NETWORK_NONE, run_as=run_as, bwrap=bwrap
-        )
+        argv = sandboxed_argv(["true"], limits=[], files=files, run_as=run_as, bwrap=bwrap)
         try:
             probe = subprocess.run(
                 argv,
@@ -180,7 +186,7 @@ def drop_privileges_argv(run_as: tuple[int, int] | None) -> list[str]:
     if run_as is None:
         return []
     uid, gid = run_as
-    setpriv = tool_path("setpriv") or "setpriv"
+    setpriv = tool_path_cached("setpriv")
     return [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
 
 
@@ -311,17 +317,23 @@ def _group(gid: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def filesystem_options(
-    *, identity: tuple[int, int], scratch_bytes: int = DEFAULT_SCRATCH_BYTES
-) -> list[str]:
-    """bwrap options for the read-only system view and the private scratch space."""
+@lru_cache(maxsize=1)
+def _system_options() -> tuple[str, ...]:
+    """/usr and the top-level system directories as this host has them (looked at once)."""
     options = ["--ro-bind", "/usr", "/usr"]
     for path in SYSTEM_DIRS:
         if os.path.islink(path):
             options += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             options += ["--ro-bind", path, path]
-    options += ["--ro-bind", sandbox_etc(identity), "/etc"]
+    return tuple(options)
+
+
+def filesystem_options(
+    *, identity: tuple[int, int], scratch_bytes: int = DEFAULT_SCRATCH_BYTES
+) -> list[str]:
+    """bwrap options for the read-only system view and the private scratch space."""
+    options = [*_system_options(), "--ro-bind", sandbox_etc(identity), "/etc"]
     options += [
         "--proc",
         "/proc",

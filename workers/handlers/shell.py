@@ -72,7 +72,15 @@ from .sandbox import (
     SandboxFiles,
     probe_bubblewrap,
 )
-from .spawn import Launched, launch, sandboxed_argv
+from .spawn import (
+    Launched,
+    SandboxStartError,
+    StartGate,
+    gate_sets_limits,
+    launch,
+    sandboxed_argv,
+    set_limits,
+)
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 UPSTREAM_RESULTS_FILE_NAME = "upstream_results.json"
@@ -400,26 +408,26 @@ def _run_sandboxed(
     env = build_environment(config.get("environment"), ctx, upstream_path)
     log.write("system", f"running {shlex.join(command)} (sandboxed, network {network})")
     egress: EgressNetwork | None = None
+    gate: StartGate | None = None
     try:
         with SandboxFiles(network=network, upstream=stdin_data) as files:
             if network == NETWORK_EGRESS:
                 egress = EgressNetwork()
+            gate = StartGate()
             argv = sandboxed_argv(
                 command,
                 limits=limits,
                 files=files,
-                network=network,
                 run_as=identity,
                 scratch_bytes=sandbox.scratch_bytes,
-                egress=egress,
+                gate=gate,
                 bwrap=sandbox.bwrap,
             )
-            extra_fds = egress.fds_for_bwrap() if egress is not None else ()
             launched = launch(
                 argv,
                 env=env,
                 stdin_piped=stdin_data is not None,
-                pass_fds=(*files.fds(), *extra_fds),
+                pass_fds=(*files.fds(), *gate.fds_for_bwrap()),
                 sandboxed=True,
             )
         launched.egress = egress
@@ -427,24 +435,70 @@ def _run_sandboxed(
     except (OSError, EgressSetupError) as exc:
         if egress is not None:
             egress.close()
+        if gate is not None:
+            gate.close()
         outcome = _spawn_failure("spawn_failed", f"could not start the sandbox: {exc}")
         outcome.transient = isinstance(exc, OSError) and exc.errno in _TRANSIENT_SPAWN_ERRNOS
         return outcome
-    if launched.egress is not None:
-        try:
-            launched.egress.attach()
-        except (OSError, EgressSetupError) as exc:
-            launched.kill()
-            launched.proc.wait()
-            launched.close()
+    failure = _open_gate(launched, gate, limits if gate_sets_limits(identity) else ())
+    if failure is not None:
+        return failure
+    outcome = _Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    return _classify_sandbox_exec_failure(outcome, command, env)
+
+
+def _open_gate(
+    launched: Launched, gate: StartGate, limits: Sequence[tuple[int, int, int]]
+) -> HandlerOutcome | None:
+    """Between bwrap's report and the command's start: the rlimits on the sandbox's init
+    (inherited by the command and all it starts), egress's network, then the go. On any
+    failure the sandbox's init and bwrap are killed: no command runs unlimited."""
+    try:
+        pid = gate.sandbox_pid()
+        set_limits(pid, limits)
+        if launched.egress is not None:
+            launched.egress.attach(pid)
+        gate.release()
+        return None
+    except BaseException as exc:
+        gate.kill()
+        launched.kill()
+        launched.proc.wait()
+        gate.close()
+        stderr = _stderr_tail(launched)
+        launched.close()
+        if not isinstance(exc, OSError | SandboxStartError | EgressSetupError):
+            raise  # a bug, or the worker stopping: the sandbox is dead all the same
+        if isinstance(exc, EgressSetupError):
             return HandlerOutcome(
                 status=STATUS_FAILED,
                 error_class="egress_failed",
                 error_message=f"could not give the sandbox its network: {exc}",
                 transient=True,
             )
-    outcome = _Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
-    return _classify_sandbox_exec_failure(outcome, command, env)
+        detail = f"{exc}: {stderr}" if stderr else str(exc)
+        outcome = _spawn_failure("spawn_failed", clip(f"could not start the sandbox: {detail}"))
+        outcome.transient = True
+        return outcome
+    finally:
+        gate.close()
+
+
+def _stderr_tail(launched: Launched) -> str:
+    """The last line bwrap wrote on stderr (why it exited early), without blocking."""
+    pipe = launched.proc.stderr
+    if pipe is None:
+        return ""
+    try:
+        os.set_blocking(pipe.fileno(), False)
+        text = (pipe.read() or b"").decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    for stream in (launched.proc.stdin, launched.proc.stdout, pipe):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    return text.splitlines()[-1] if text else ""
 
 
 def _classify_sandbox_exec_failure(

@@ -3,17 +3,28 @@
 Why it looks like this: the worker is a ~100 MB Python process, and a ``preexec_fn`` forces
 CPython to ``fork()`` it (copying its page tables) and run Python between fork and exec.
 Without one, ``subprocess`` uses ``vfork()``, which costs the same for a big process as for a
-small one. Everything that used to happen in the pre-exec hook is done by small programs
-chained with ``exec`` instead, each replacing the previous one in the same process:
+small one. So the worker starts bwrap itself (``setpriv`` in front only when the worker is
+root), and what used to happen in the pre-exec hook happens around bwrap instead:
 
-    [setpriv --reuid --regid --clear-groups]   only when the worker is root
-    prlimit --core=0:0 --nofile=... --          the task's rlimits (bwrap cannot set them)
-    bwrap <profile> -- COMMAND...               namespaces, --die-with-parent, --new-session
+    [setpriv --reuid --regid --clear-groups --]   only when the worker is root
+    bwrap <profile> --info-fd I --block-fd B -- COMMAND...
 
-Rlimits survive ``exec`` and bwrap's clone, so they apply to the command and everything it
-starts. A root worker drops to an unprivileged user first: root would ignore RLIMIT_NPROC
-(a fork bomb cap) and there is no reason for tenant code to start from uid 0. (Popen's own
-``user=`` would do the same without an exec but rules out vfork: measured slower.)
+The task's rlimits are set from the worker with ``prlimit(2)`` on the sandbox's first
+process (``StartGate``): bwrap reports that process's pid on ``--info-fd`` and the process
+waits for a byte on ``--block-fd`` before it starts the command; the worker sets the limits
+in between, then writes the byte. Rlimits are inherited on fork, so they apply to the
+command and everything it starts, and nothing of the task runs before they are in place.
+(This replaced a ``prlimit --`` exec in front of bwrap: one exec of a dynamically linked
+program per run, about 1.5 ms of CPU.)
+
+A root worker drops to an unprivileged user first (``setpriv``): root would ignore
+RLIMIT_NPROC (a fork bomb cap) and there is no reason for tenant code to start from uid 0.
+(Popen's own ``user=`` would do the same without an exec but rules out vfork: measured
+slower.) Its sandbox then has another uid than the worker, and ``prlimit(2)`` on another
+user's process needs CAP_SYS_RESOURCE, which container runtimes drop by default; so that
+chain keeps ``prlimit --`` between ``setpriv`` and ``bwrap``:
+
+    setpriv --reuid --regid --clear-groups -- prlimit --core=0:0 ... -- bwrap ...
 
 The supervisor waits on a pidfd (no sleep polls), and ending a run is one ``SIGKILL`` to
 bwrap: its init in the sandbox dies with it (parent-death signal) and takes the whole pid
@@ -23,22 +34,109 @@ namespace along. A graceful stop first sends ``SIGTERM`` to the processes inside
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
+import selectors
 import signal
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .egress import EgressNetwork
 from .sandbox import (
-    NETWORK_EGRESS,
     SandboxFiles,
     drop_privileges_argv,
     filesystem_options,
     namespace_options,
-    tool_path,
+    tool_path_cached,
 )
+
+# How long the worker waits for bwrap to report its sandbox's pid.
+START_TIMEOUT_SECONDS = 10.0
+
+
+class SandboxStartError(RuntimeError):
+    pass
+
+
+class StartGate:
+    """bwrap's ``--info-fd`` (it writes the sandbox's pid there) and ``--block-fd`` (the
+    sandbox waits for a byte there before it starts the command): between the two, the
+    worker sets the task's rlimits and, with egress, attaches the network.
+
+    It fails closed. bwrap goes on at end-of-file as it does on a byte, and the sandbox's
+    parent-death signal is only armed after the gate, so a worker that died at the gate
+    would let the command run without its limits or anyone watching it. So bwrap also
+    inherits the block pipe's write end: the sandbox holds a writer itself, never sees
+    end-of-file, and only the worker's byte lets it go. A worker that dies at the gate
+    leaves a sandbox asleep there, never a command running; a failure at the gate kills
+    the sandbox (`kill`)."""
+
+    def __init__(self) -> None:
+        self._info_read, self._info_write = os.pipe()
+        self._block_read, self._block_write = os.pipe()
+        os.set_inheritable(self._info_read, False)  # ours only
+        self._pidfd = -1
+
+    def bwrap_options(self) -> list[str]:
+        return ["--info-fd", str(self._info_write), "--block-fd", str(self._block_read)]
+
+    def fds_for_bwrap(self) -> tuple[int, ...]:
+        """For pass_fds: the write end goes along, unnamed (see the class doc)."""
+        return (self._info_write, self._block_read, self._block_write)
+
+    def sandbox_pid(self) -> int:
+        """After bwrap started: the host pid of the sandbox's first process (its init)."""
+        for name in ("_info_write", "_block_read"):  # bwrap has its copies
+            self._close(name)
+        pid = self._read_pid()
+        with contextlib.suppress(OSError):
+            # To kill that very process at a failure, even once bwrap is gone.
+            self._pidfd = os.pidfd_open(pid)
+        return pid
+
+    def kill(self) -> None:
+        """SIGKILL the sandbox's init, held at the gate (bwrap's death does not end it)."""
+        if self._pidfd >= 0:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    def _read_pid(self) -> int:
+        # bwrap writes one JSON object and may keep the descriptor open: parse as it comes.
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        raw = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._info_read, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    continue
+                chunk = os.read(self._info_read, 1 << 16)
+                raw += chunk
+                try:
+                    return int(json.loads(raw)["child-pid"])
+                except (ValueError, KeyError, TypeError) as error:
+                    if not chunk:
+                        raise SandboxStartError("bwrap did not report its sandbox") from error
+        raise SandboxStartError("timed out waiting for the sandbox to start")
+
+    def release(self) -> None:
+        """Let the sandbox start the command."""
+        os.write(self._block_write, b"1")
+        self.close()
+
+    def close(self) -> None:
+        for name in ("_info_read", "_info_write", "_block_read", "_block_write", "_pidfd"):
+            self._close(name)
+
+    def _close(self, name: str) -> None:
+        fd = getattr(self, name)
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            setattr(self, name, -1)
+
 
 _PRLIMIT_NAMES = {
     resource.RLIMIT_CORE: "core",
@@ -50,17 +148,28 @@ _PRLIMIT_NAMES = {
 }
 
 
-def _limit_value(value: int) -> str:
-    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+def gate_sets_limits(run_as: tuple[int, int] | None) -> bool:
+    """Whether the worker sets the rlimits through the gate: when the sandbox runs as the
+    worker's own user (a root worker's runs as another user: `prlimit` in the chain)."""
+    return run_as is None
 
 
 def prlimit_argv(limits: Sequence[tuple[int, int, int]]) -> list[str]:
-    prlimit = tool_path("prlimit") or "prlimit"
-    argv = [prlimit]
+    def value(limit: int) -> str:
+        return "unlimited" if limit == resource.RLIM_INFINITY else str(limit)
+
+    argv = [tool_path_cached("prlimit")]
     for res, soft, hard in limits:
-        argv.append(f"--{_PRLIMIT_NAMES[res]}={_limit_value(soft)}:{_limit_value(hard)}")
+        argv.append(f"--{_PRLIMIT_NAMES[res]}={value(soft)}:{value(hard)}")
     argv.append("--")
     return argv
+
+
+def set_limits(pid: int, limits: Sequence[tuple[int, int, int]]) -> None:
+    """``prlimit(2)`` on another process: the sandbox's init, which has the worker's (or the
+    run-as user's) uid, before it starts the command. Raises OSError (ESRCH: it is gone)."""
+    for res, soft, hard in limits:
+        resource.prlimit(pid, res, (soft, hard))
 
 
 def sandboxed_argv(
@@ -68,13 +177,20 @@ def sandboxed_argv(
     *,
     limits: Sequence[tuple[int, int, int]],
     files: SandboxFiles,
-    network: str,
     run_as: tuple[int, int] | None = None,
     scratch_bytes: int | None = None,
-    egress: EgressNetwork | None = None,
+    gate: StartGate | None = None,
     bwrap: str = "bwrap",
 ) -> list[str]:
-    argv = [*drop_privileges_argv(run_as), *prlimit_argv(limits), tool_path(bwrap) or bwrap]
+    """The argv that starts ``command`` in the sandbox. ``gate``: the start gate the caller
+    opens (`StartGate.sandbox_pid`, then `set_limits` when `gate_sets_limits`, egress, then
+    `StartGate.release`); None only for a run without limits (the availability probe)."""
+    argv = drop_privileges_argv(run_as)
+    if not gate_sets_limits(run_as):
+        argv += prlimit_argv(limits)
+    elif limits and gate is None:
+        raise ValueError("the worker sets these rlimits through a start gate")
+    argv.append(tool_path_cached(bwrap))
     argv += namespace_options()
     # Inside, the sandbox runs as the user the chain starts as: run_as, or the worker's own.
     identity = run_as or (os.getuid(), os.getgid())
@@ -87,8 +203,8 @@ def sandboxed_argv(
     # the mount points) becomes read-only; /task and /tmp are mounts of their own and stay
     # writable.
     argv += ["--remount-ro", "/"]
-    if network == NETWORK_EGRESS and egress is not None:
-        argv += egress.bwrap_options()
+    if gate is not None:
+        argv += gate.bwrap_options()
     argv.append("--")
     argv += list(command)
     return argv
