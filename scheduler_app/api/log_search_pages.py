@@ -4,12 +4,14 @@ Why: see `scheduler_app.log_search`. The page is the one the whole-history query
 window holds every matching run from its start on (the log side is a superset, the run side
 exact), so when it fills the page (and the one row after it that says a next page exists),
 no older run could come before any of them. Otherwise the next, wider window is tried, and
-the whole history last. Words the planner expects in few logs, ascending orders and
-`previous` links read the whole history at once.
+the whole history last. The first window tried is the narrowest the planner expects to
+fill the page (its estimate from the index's statistics); words it expects in few logs,
+ascending orders and `previous` links read the whole history at once.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 
@@ -19,7 +21,12 @@ from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
-from scheduler_app.log_search import FEW_MATCHES, SEARCH_WINDOWS, expected_matches
+from scheduler_app.log_search import (
+    FEW_MATCHES,
+    SEARCH_WINDOWS,
+    executions_with_log_words,
+    expected_matches,
+)
 from scheduler_app.models import Tenant
 
 # (field, start) or None for the whole history -> the executions to page through.
@@ -37,15 +44,29 @@ def log_search_page(
 ) -> list | None:
     whole_history = search(None)  # (refuses bad filters before anything is read)
     ordering = paginator.get_ordering(request, None, view)
-    anchor = _anchor(ordering[0], paginator.decode_cursor(request))
+    cursor = paginator.decode_cursor(request)
+    anchor = _anchor(ordering[0], cursor)
     if anchor is not None and expected_matches(tenant=tenant, words=words) >= FEW_MATCHES:
-        for width in SEARCH_WINDOWS:
+        # The rows this page reads (its offset, the page, the one after it), twice over.
+        wanted = 2 * ((cursor.offset if cursor else 0) + paginator.get_page_size(request) + 1)
+        widths = list(SEARCH_WINDOWS)
+        # Windows the planner expects to hold too few matches are skipped (EXPLAIN only).
+        while len(widths) > 1 and _expected_in_window(tenant, words, anchor - widths[0]) < wanted:
+            widths.pop(0)
+        for width in widths:
             page = paginator.paginate_queryset(
                 search((ordering[0][1:], anchor - width)), request, view=view
             )
             if paginator.has_next:
                 return page
     return paginator.paginate_queryset(whole_history, request, view=view)
+
+
+def _expected_in_window(tenant: Tenant, words: str, start: datetime) -> float:
+    """The planner's estimate of the tenant's logs with the words in the window from start
+    (EXPLAIN only: nothing is read but the statistics of the index's hour and words)."""
+    logs = executions_with_log_words(tenant=tenant, words=words, runs_since=start)
+    return json.loads(logs.explain(format="json"))[0]["Plan"]["Plan Rows"]
 
 
 def _anchor(order: str, cursor) -> datetime | None:
