@@ -5,8 +5,9 @@ window holds every matching run from its start on (the log side is a superset, t
 exact), so when it fills the page (and the one row after it that says a next page exists),
 no older run could come before any of them. Otherwise the next, wider window is tried, and
 the whole history last. The first window tried is the narrowest the planner expects to
-fill the page (its estimate from the index's statistics); words it expects in few logs,
-ascending orders and `previous` links read the whole history at once.
+fill the page (its estimate from the index's statistics); words it expects in few logs (or
+knows nothing of: rarer than any its statistics keep), ascending orders and `previous`
+links read the whole history at once.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def log_search_page(
     ordering = paginator.get_ordering(request, None, view)
     cursor = paginator.decode_cursor(request)
     anchor = _anchor(ordering[0], cursor)
-    if anchor is not None and expected_matches(tenant=tenant, words=words) >= FEW_MATCHES:
+    if anchor is not None and not _few_matches(tenant, words):
         # The rows this page reads (its offset, the page, the one after it), twice over.
         wanted = 2 * ((cursor.offset if cursor else 0) + paginator.get_page_size(request) + 1)
         widths = list(SEARCH_WINDOWS)
@@ -60,6 +61,19 @@ def log_search_page(
             if paginator.has_next:
                 return page
     return paginator.paginate_queryset(whole_history, request, view=view)
+
+
+# A word no log holds: what the planner expects of it is what it expects of any word its
+# statistics do not know (less common than the least common word they keep).
+UNKNOWN_WORD = "qx7vz0unknownwordjk"
+
+
+def _few_matches(tenant: Tenant, words: str) -> bool:
+    """Whether the planner expects few logs of the tenant to hold the words: under
+    FEW_MATCHES, or no more than a word its statistics do not know (on a large table that
+    floor is thousands, while a rare word, an error code, is in a handful)."""
+    expected = expected_matches(tenant=tenant, words=words)
+    return expected < FEW_MATCHES or expected <= expected_matches(tenant=tenant, words=UNKNOWN_WORD)
 
 
 def _expected_in_window(tenant: Tenant, words: str, start: datetime) -> float:
