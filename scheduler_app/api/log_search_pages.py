@@ -6,8 +6,8 @@ exact), so when it fills the page (and the one row after it that says a next pag
 no older run could come before any of them. Otherwise the next, wider window is tried, and
 the whole history last. The first window tried is the narrowest the planner expects to
 fill the page (its estimate from the index's statistics); words it expects in few logs (or
-knows nothing of: rarer than any its statistics keep), ascending orders and `previous`
-links read the whole history at once.
+knows nothing of: rarer than any its statistics keep) or in many, ascending orders and
+`previous` links read the whole history at once.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from scheduler_app.log_search import (
     executions_with_log_words,
     expected_matches,
 )
-from scheduler_app.models import Tenant
+from scheduler_app.models import ExecutionLog, Tenant
 
 # (field, start) or None for the whole history -> the executions to page through.
 Search = Callable[[tuple[str, datetime] | None], QuerySet]
@@ -47,7 +47,7 @@ def log_search_page(
     ordering = paginator.get_ordering(request, None, view)
     cursor = paginator.decode_cursor(request)
     anchor = _anchor(ordering[0], cursor)
-    if anchor is not None and not _few_matches(tenant, words):
+    if anchor is not None and _middling(tenant, words):
         # The rows this page reads (its offset, the page, the one after it), twice over.
         wanted = 2 * ((cursor.offset if cursor else 0) + paginator.get_page_size(request) + 1)
         widths = list(SEARCH_WINDOWS)
@@ -63,17 +63,25 @@ def log_search_page(
     return paginator.paginate_queryset(whole_history, request, view=view)
 
 
+# Words in this share of the tenant's logs or more are common (see _middling).
+COMMON_SHARE = 0.01
 # A word no log holds: what the planner expects of it is what it expects of any word its
 # statistics do not know (less common than the least common word they keep).
 UNKNOWN_WORD = "qx7vz0unknownwordjk"
 
 
-def _few_matches(tenant: Tenant, words: str) -> bool:
-    """Whether the planner expects few logs of the tenant to hold the words: under
-    FEW_MATCHES, or no more than a word its statistics do not know (on a large table that
-    floor is thousands, while a rare word, an error code, is in a handful)."""
+def _middling(tenant: Tenant, words: str) -> bool:
+    """Whether the words are neither few nor common, as the planner expects them. Few are
+    under FEW_MATCHES, or no more than a word its statistics do not know (on a large table
+    that floor is thousands, while a rare word, an error code, is in a handful): the whole
+    history's match bitmap is small. Common are in COMMON_SHARE of the tenant's logs or
+    more: walking the runs newest first finds a page within page / share of them, which the
+    planner does on the whole history (a window would have it sort the window's matches)."""
     expected = expected_matches(tenant=tenant, words=words)
-    return expected < FEW_MATCHES or expected <= expected_matches(tenant=tenant, words=UNKNOWN_WORD)
+    if expected < FEW_MATCHES or expected <= expected_matches(tenant=tenant, words=UNKNOWN_WORD):
+        return False
+    logs = json.loads(ExecutionLog.objects.filter(tenant=tenant).explain(format="json"))
+    return expected < COMMON_SHARE * logs[0]["Plan"]["Plan Rows"]
 
 
 def _expected_in_window(tenant: Tenant, words: str, start: datetime) -> float:

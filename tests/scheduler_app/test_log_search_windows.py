@@ -76,11 +76,13 @@ def history(tenant, tenant_factory):
     "windows", ["every window", "the last hour", None], ids=["ladder", "hour", "whole-history"]
 )
 def test_every_page_is_the_whole_history_one(api, history, monkeypatch, windows):
-    # With FEW_MATCHES at 0 every newest-first search goes through the windows (the planner's
-    # estimates skip those it expects to fall short; a single window is always tried); at
-    # its default these few logs are read from the whole history at once: the pages agree.
+    # Words taken as neither few nor common go through the windows (the planner's estimates
+    # skip those it expects to fall short; a single window is always tried); as the planner
+    # sees these few logs, they are read from the whole history at once: the pages agree.
     if windows:
-        monkeypatch.setattr("scheduler_app.api.log_search_pages.FEW_MATCHES", 0)
+        monkeypatch.setattr(
+            "scheduler_app.api.log_search_pages._middling", lambda tenant, words: True
+        )
     if windows == "the last hour":
         monkeypatch.setattr(
             "scheduler_app.api.log_search_pages.SEARCH_WINDOWS", (timedelta(hours=1),)
