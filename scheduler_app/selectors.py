@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
@@ -161,10 +162,15 @@ def _parse_instant(value: str, *, field: str):
 
 
 def execution_list(
-    *, tenant: Tenant, filters: Mapping[str, str] | None = None
+    *,
+    tenant: Tenant,
+    filters: Mapping[str, str] | None = None,
+    log_window: tuple[str, datetime] | None = None,
 ) -> QuerySet[TaskExecution]:
     """Every execution of the tenant; filters: status (comma list), task, tag, since, until,
-    log_contains (words in the stored log, `scheduler_app.log_search`)."""
+    log_contains (words in the stored log, `scheduler_app.log_search`). A log search may be
+    narrowed to a recent window, (field, start): runs whose `field` (scheduled_at or
+    created_at) is at or after start, their logs looked up in that window's part of the index."""
     from scheduler_app.choices import STATUS_SPELLINGS, ExecutionStatus
     from scheduler_app.errors import ValidationFailed
 
@@ -200,8 +206,13 @@ def execution_list(
     if filters.get("dead_lettered") in ("true", "false"):
         executions = executions.filter(dead_lettered=filters["dead_lettered"] == "true")
     if "log_contains" in filters:
+        field, start = log_window or (None, None)
+        if field is not None:
+            executions = executions.filter(**{f"{field}__gte": start})
         executions = executions.filter(
-            id__in=executions_with_log_words(tenant=tenant, words=filters["log_contains"])
+            id__in=executions_with_log_words(
+                tenant=tenant, words=filters["log_contains"], runs_since=start
+            )
         )
     return executions
 

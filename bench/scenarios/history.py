@@ -155,6 +155,15 @@ def run(args: list[str]) -> Result:
     load_seconds = time.monotonic() - started
     started = time.monotonic()
     with connection.cursor() as cursor:
+        # The word index is built once the logs are in (one sort, not 10M index inserts):
+        # its definition is read from the catalog, so it stays the migration's.
+        cursor.execute(
+            "SELECT indexname, indexdef FROM pg_indexes "
+            "WHERE tablename = 'scheduler_app_executionlog' AND indexdef LIKE '%% USING gin %%'"
+        )
+        word_indexes = cursor.fetchall()
+        for name, _ in word_indexes:
+            cursor.execute(f'DROP INDEX "{name}"')
         # One short stored log per execution; 1 in 100,000 holds the rare word.
         cursor.execute(
             """
@@ -171,6 +180,11 @@ def run(args: list[str]) -> Result:
                           || E'\n' AS text) l
             """
         )
+        log_insert_seconds = time.monotonic() - started
+        cursor.execute("SET maintenance_work_mem = '512MB'")
+        for _, definition in word_indexes:
+            cursor.execute(definition)
+        cursor.execute("RESET maintenance_work_mem")
     log_seconds = time.monotonic() - started
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE scheduler_app_taskexecution")
@@ -259,17 +273,30 @@ def run(args: list[str]) -> Result:
         measure="log load (+ word index)",
         value=rows / log_seconds,
         unit="rows/s",
-        detail=f"{rows:,} logs, {log_seconds:.0f}s",
+        detail=f"{rows:,} logs, {log_seconds:.0f}s ({log_insert_seconds:.0f}s insert, "
+        f"{log_seconds - log_insert_seconds:.0f}s word index)",
     )
-    for label, words in (
-        ("rare word", "ECONNREFUSED"),
-        ("phrase", '"ECONNREFUSED upstream-gateway"'),
-        ("two common words", "host-7 eu-3"),
+    load_before = os.getloadavg()[0]
+    # The mix: a word in 1 log in 100,000, a phrase, a word in every log, two words that
+    # meet in 1 log in ~500 (host-7: 1 in 97, eu-3: 1 in 5), and the common word's next page.
+    # Each is the API's default order (newest first) and page (50), for the one tenant.
+    for label, words, follow in (
+        ("rare word", "ECONNREFUSED", False),
+        ("phrase", '"ECONNREFUSED upstream-gateway"', False),
+        ("common word", "ok", False),
+        ("common word, next page", "ok", True),
+        ("two words", "host-7 eu-3", False),
     ):
         samples = []
+        following = None
+        if follow:
+            following = client.get("/api/v1/executions", {"log_contains": words}).json()["next"]
         for _ in range(30):
             t0 = time.perf_counter()
-            response = client.get("/api/v1/executions", {"log_contains": words})
+            if following:
+                response = client.get(following)
+            else:
+                response = client.get("/api/v1/executions", {"log_contains": words})
             samples.append(time.perf_counter() - t0)
             assert response.status_code == 200, response.content
         p50, p95 = _ms(samples)
@@ -278,9 +305,10 @@ def run(args: list[str]) -> Result:
             measure=f"log search p50 ({label})",
             value=p50,
             unit="ms",
-            detail=f"log_contains={words}; first page: {found} runs",
+            detail=f"log_contains={words}; {'page 2' if follow else 'first page'}: {found} runs",
         )
         result.add(measure=f"log search p95 ({label})", value=p95, unit="ms", detail="target < 200")
+    load_after = os.getloadavg()[0]
 
     oldest = next(p for p in partitions.partitions_list() if p.start is not None)
     with tempfile.TemporaryDirectory() as archive_dir:
@@ -296,6 +324,10 @@ def run(args: list[str]) -> Result:
     result.notes.append(
         f"PostgreSQL {connection.pg_version // 10000}, {os.cpu_count()} CPUs shared with other "
         "test runs; in-process DRF client (no HTTP socket)"
+    )
+    result.notes.append(
+        f"loaded machine: 1-min load average {load_before:.2f} before the log searches, "
+        f"{load_after:.2f} after ({os.cpu_count()} vCPUs shared with other agents' runs)"
     )
     if "--keep" not in args:
         connection.close()

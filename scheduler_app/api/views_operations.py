@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app import selectors
+from scheduler_app.api.log_search_pages import log_search_page
 from scheduler_app.api.pagination import ExecutionCursorPagination
 from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers import ExecutionOutput
@@ -53,11 +54,22 @@ class ExecutionCursor(ExecutionCursorPagination):
 class ExecutionListView(APIView):
     @extend_schema(parameters=EXECUTION_FILTERS, responses=page_of(ExecutionOutput, cursor=True))
     def get(self, request: Request) -> Response:
-        queryset = selectors.execution_list(
-            tenant=request_tenant(request), filters=request.query_params
-        )
+        tenant, filters = request_tenant(request), request.query_params
         paginator = ExecutionCursor()
-        page = paginator.paginate_queryset(queryset, request, view=self)
+        if "log_contains" in filters:
+            page = log_search_page(
+                paginator,
+                request,
+                view=self,
+                search=lambda window: selectors.execution_list(
+                    tenant=tenant, filters=filters, log_window=window
+                ),
+                tenant=tenant,
+                words=filters["log_contains"],
+            )
+        else:
+            queryset = selectors.execution_list(tenant=tenant, filters=filters)
+            page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
 
 
