@@ -66,6 +66,7 @@ def render(results: list[CaseResult]) -> str:
     for row in rows:
         lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " |")
     lines += [
+        "",
         "- doubled = fires recorded twice + attempts whose handler ran twice (a ledger each "
         "attempt writes as it starts) + runs marked success whose handler never started",
         "- never_ended = runs still pending/queued/running 60 s after the tasks were paused, "
@@ -81,8 +82,15 @@ def render(results: list[CaseResult]) -> str:
         "- real processes (beats, prefork workers, a private redis-server) on the machine's "
         "PostgreSQL (postgres-restart: on an embedded PostgreSQL the test stops and starts); "
         "one-second schedules",
-        "",
     ]
+    if LONG:
+        lines.append(
+            "- long versions: faults held 10-30 s (short: 2-6 s) over 4-12 one-second tasks "
+            "(short: 2-6), the workers given 2-8 slots each (short: 2) for their handlers' load "
+            "(tests/chaos/test_chaos.py): every task fires each second whatever still waits, so "
+            "a load above the workers' capacity would grow a backlog that never drains"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
