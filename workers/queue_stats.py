@@ -1,8 +1,8 @@
 """Per-tier backlog and the scaling signal an autoscaler (or an operator) acts on.
 
-Backlog is read from PostgreSQL (the record: queued rows, and pending rows already due),
-so it is right even when a doorbell was lost; the broker's own queue length is shown next
-to it. One grouped query over the partial index on active states.
+Backlog is read from PostgreSQL (the record: queued rows, and pending rows already due,
+`scheduler_app.monitoring.system.waiting_runs`), so it is right even when a doorbell was
+lost; the broker's own queue length is shown next to it.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import time
 
 import redis
 from django.conf import settings
-from django.db.models import Count, Min, Q
+from django.db.models import Count
 from django.utils import timezone
 
 from scheduler_app.choices import TIERS, ExecutionStatus
 from scheduler_app.models import TaskExecution
+from scheduler_app.monitoring.system import waiting_runs
 from scheduler_app.redis_client import redis_from_url
 from workers.registry import STATE_ACTIVE, worker_records
 
@@ -61,15 +62,7 @@ def recommendation(*, tier: str, waiting: int, slots: int, busy: int) -> dict:
 
 def tier_queue_stats() -> list[dict]:
     now = timezone.now()
-    waiting = Q(status=ExecutionStatus.QUEUED) | Q(
-        status=ExecutionStatus.PENDING, scheduled_at__lte=now
-    )
-    rows = {
-        row["queue"]: row
-        for row in TaskExecution.objects.filter(waiting)
-        .values("queue")
-        .annotate(depth=Count("id"), oldest=Min("scheduled_at"))
-    }
+    waiting = waiting_runs(now=now)
     running = dict(
         TaskExecution.objects.filter(status=ExecutionStatus.RUNNING)
         .values("queue")
@@ -82,15 +75,15 @@ def tier_queue_stats() -> list[dict]:
     ]
     stats = []
     for tier in TIERS:
-        row = rows.get(tier, {"depth": 0, "oldest": None})
+        row = waiting[tier]
         consumers = [r for r in records if tier in r.queues]
         slots = sum(r.concurrency for r in consumers)
         busy = sum(r.active_runs for r in consumers)
-        oldest = row["oldest"]
+        oldest = row.oldest_scheduled_at
         stats.append(
             {
                 "tier": tier,
-                "waiting": row["depth"],
+                "waiting": row.count,
                 "oldest_waiting_seconds": round((now - oldest).total_seconds(), 3)
                 if oldest
                 else 0.0,
@@ -100,7 +93,7 @@ def tier_queue_stats() -> list[dict]:
                 "slots": slots,
                 "busy_slots": busy,
                 "recommendation": recommendation(
-                    tier=tier, waiting=row["depth"], slots=slots, busy=busy
+                    tier=tier, waiting=row.count, slots=slots, busy=busy
                 ),
             }
         )

@@ -261,6 +261,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "normal"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's consumer, reconnecting to the broker at most 5 s apart instead of kombu's 30 s, so
+# a worker takes runs again within seconds of Redis coming back (workers/consumer.py).
+CELERY_WORKER_CONSUMER = "workers.consumer:Consumer"
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 7200),
     "global_keyprefix": env_str("BROKER_KEY_PREFIX", ""),

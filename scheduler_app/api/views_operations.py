@@ -18,7 +18,7 @@ from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers import ExecutionOutput
 from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import is_platform_staff, request_tenant
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.models import Tenant
 from scheduler_app.services import retries, scheduler_control
 
@@ -139,7 +139,14 @@ class AdminMetricsView(APIView):
 class SchedulerStatusView(APIView):
     staff_all_tenants = True
 
-    @extend_schema(responses={200: OpenApiResponse(description="leader, epoch, standbys, lag")})
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(
+                description="leader, epoch, standbys and lag of every shard (`shards`; the"
+                " top-level `leader` and `standbys` are shard 0's), the live beats, the nodes"
+            )
+        }
+    )
     def get(self, request: Request) -> Response:
         return Response(scheduler_control.scheduler_status())
 
@@ -147,7 +154,21 @@ class SchedulerStatusView(APIView):
 class SchedulerFailoverView(APIView):
     platform_staff_only = True
 
-    @extend_schema(request=None, responses={202: OpenApiResponse(), 409: OpenApiResponse()})
+    @extend_schema(
+        request=None,
+        parameters=[
+            OpenApiParameter(
+                "shard", int, description="The shard whose leader yields (SCHEDULER_SHARDS > 1)"
+            )
+        ],
+        responses={202: OpenApiResponse(), 400: OpenApiResponse(), 409: OpenApiResponse()},
+    )
     def post(self, request: Request) -> Response:
         refuse_body(request)
-        return Response(scheduler_control.scheduler_failover(), status=status.HTTP_202_ACCEPTED)
+        raw = request.query_params.get("shard", "0")
+        if not raw.isdigit():
+            raise ValidationFailed("shard must be a shard number", field="shard")
+        return Response(
+            scheduler_control.scheduler_failover(shard=int(raw)),
+            status=status.HTTP_202_ACCEPTED,
+        )

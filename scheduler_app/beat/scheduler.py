@@ -34,7 +34,13 @@ class LeaderScheduler(beat.Scheduler):
 
         from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
         from scheduler_app.beat.lock import LeaderLock
-        from scheduler_app.beat.shards import BeatRoster, ShardSet, shard_key_prefix
+        from scheduler_app.beat.shards import (
+            BeatRoster,
+            ShardSet,
+            roster_ttl,
+            shard_key_prefix,
+            shard_node_id,
+        )
         from scheduler_app.redis_client import get_redis
 
         config = settings.SCHEDULER
@@ -56,7 +62,7 @@ class LeaderScheduler(beat.Scheduler):
             lock = LeaderLock(
                 get_redis(),
                 key_prefix=shard_key_prefix(config["REDIS_KEY_PREFIX"], index),
-                node_id=node if shards == 1 else f"{node}/shard-{index}",
+                node_id=shard_node_id(node, index, shards),
                 ttl_seconds=config["LOCK_TTL_SECONDS"],
             )
             return SchedulerEngine(lock=lock, config=engine_config, shard=(index, shards))
@@ -70,8 +76,7 @@ class LeaderScheduler(beat.Scheduler):
                     get_redis(),
                     key_prefix=config["REDIS_KEY_PREFIX"],
                     node_id=node,
-                    # A beat silent for this long no longer counts in the fair share.
-                    ttl=3 * config["LOCK_TTL_SECONDS"] + 2,
+                    ttl=roster_ttl(config["LOCK_TTL_SECONDS"]),
                 ),
                 lock_ttl=config["LOCK_TTL_SECONDS"],
             )

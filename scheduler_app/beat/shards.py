@@ -5,7 +5,8 @@ PostgreSQL computes the same number, so a shard loads only its own rows). Each s
 own lock, fencing epoch and standby, exactly as the single scheduler has; every beat process
 keeps a warm engine for every shard and leads some of them. Shard 0 keeps the unsharded
 lock's keys and does the fleet-wide duties (promoting pending runs, DAG schedules, reaping,
-requeueing, retention), so admin status, failover and readiness read it as before.
+requeueing, retention), so readiness reads it as before; the admin status and failover
+(services.scheduler_control) cover every shard.
 
 Fair spread: each beat announces itself and how many shards it leads in a Redis hash every
 tick. A beat takes a free shard only while it leads fewer than its fair share
@@ -47,8 +48,37 @@ def shard_sql(column: str, shards: int) -> str:
 
 
 def shard_key_prefix(key_prefix: str, index: int) -> str:
-    """Shard 0 keeps the unsharded keys (status, failover and readiness read them)."""
+    """Shard 0 keeps the unsharded keys (readiness reads them)."""
     return key_prefix if index == 0 else f"{key_prefix}shard-{index}:"
+
+
+def shard_node_id(beat: str, index: int, shards: int) -> str:
+    """The node id of a beat's engine for one shard (the beat's own id when unsharded)."""
+    return beat if shards == 1 else f"{beat}/shard-{index}"
+
+
+def beat_of_node(node_id: str) -> str:
+    """The beat process a node id belongs to (`shard_node_id` reversed)."""
+    return node_id.rsplit("/shard-", 1)[0]
+
+
+def roster_ttl(lock_ttl: float) -> float:
+    """A beat silent in the roster for this long no longer counts in the fair share."""
+    return 3 * lock_ttl + 2
+
+
+def roster_key(key_prefix: str) -> str:
+    return f"{key_prefix}scheduler:beats"
+
+
+def live_beats(raw: dict[str, str], *, now: float, ttl: float) -> dict[str, int]:
+    """The roster hash's live beats and how many shards each leads."""
+    live = {}
+    for node, value in raw.items():
+        entry = json.loads(value)
+        if now - entry["at"] <= ttl:
+            live[node] = int(entry["leads"])
+    return live
 
 
 class BeatRoster:
@@ -56,7 +86,7 @@ class BeatRoster:
 
     def __init__(self, client: redis.Redis, *, key_prefix: str, node_id: str, ttl: float):
         self._redis = client
-        self.key = f"{key_prefix}scheduler:beats"
+        self.key = roster_key(key_prefix)
         self.node_id = node_id
         self.ttl = ttl
 

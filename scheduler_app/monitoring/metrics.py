@@ -38,6 +38,7 @@ METRIC_NAMES = (
     "scheduler_node_published_total",
     "scheduler_queue_depth",
     "scheduler_queue_oldest_age_seconds",
+    "scheduler_runs_waiting",
     "scheduler_executions_active",
     "scheduler_workers",
     "scheduler_dead_letters",
@@ -138,6 +139,16 @@ class SchedulerCollector:
 
     def _database(self, slugs: dict[str, str]) -> Iterator[Metric]:
         now = timezone.now()
+        # Runs, not messages (scheduler_queue_depth counts doorbells, and one rings several
+        # runs): what KEDA scales each worker tier on (deploy/kubernetes/keda.yaml).
+        waiting = GaugeMetricFamily(
+            "scheduler_runs_waiting",
+            "Runs waiting for a worker (queued, or pending and due), from the database",
+            labels=["tier"],
+        )
+        for tier, runs in system.waiting_runs(now=now).items():
+            waiting.add_metric([tier], runs.count)
+        yield waiting
         active = GaugeMetricFamily(
             "scheduler_executions_active", "Executions not finished", labels=["status"]
         )

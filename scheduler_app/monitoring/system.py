@@ -15,9 +15,10 @@ from datetime import datetime
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from scheduler_app.choices import TIERS
+from scheduler_app.choices import TIERS, ExecutionStatus
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis, redis_from_url, redis_key
 
@@ -96,6 +97,32 @@ def queue_states(*, now: datetime | None = None) -> list[QueueState]:
         age = (now - oldest).total_seconds() if oldest is not None else None
         states.append(QueueState(tier=tier, depth=depth, oldest_age_seconds=age))
     return states
+
+
+@dataclass(frozen=True)
+class WaitingRuns:
+    count: int
+    oldest_scheduled_at: datetime | None
+
+
+def waiting_runs(*, now: datetime | None = None) -> dict[str, WaitingRuns]:
+    """Runs waiting for a worker, per tier, read from PostgreSQL (the record): queued rows and
+    pending rows already due. Unlike the broker's list length this counts runs, not messages
+    (a doorbell rings several runs of one tenant, SCHEDULER_DOORBELL_BATCH), and a run whose
+    doorbell was lost is still counted. The autoscaling signal: admin/queues recommends on
+    it, and KEDA scales the worker tiers on it (scheduler_runs_waiting, deploy/kubernetes).
+    One grouped query over the partial index on active states."""
+    now = now or timezone.now()
+    waiting = Q(status=ExecutionStatus.QUEUED) | Q(
+        status=ExecutionStatus.PENDING, scheduled_at__lte=now
+    )
+    rows = {
+        row["queue"]: WaitingRuns(count=row["count"], oldest_scheduled_at=row["oldest"])
+        for row in TaskExecution.objects.filter(waiting)
+        .values("queue")
+        .annotate(count=Count("id"), oldest=Min("scheduled_at"))
+    }
+    return {tier: rows.get(tier, WaitingRuns(count=0, oldest_scheduled_at=None)) for tier in TIERS}
 
 
 @dataclass(frozen=True)

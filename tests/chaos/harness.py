@@ -6,9 +6,11 @@ to a file as it starts). A case injects one fault, heals it, and `settle` scores
 
 - doubled: fires recorded twice (two first attempts of one task at one time) plus attempts
   whose handler ran twice (the ledger);
-- unended: runs still pending, queued or running a minute after the tasks were paused, the
-  beats and workers still up (a run recorded and never ended);
-- resumed: seconds from the heal to the first run, due after the heal, that started.
+- unended: runs still pending, queued or running a minute after the tasks were paused (or
+  after the last of them fell due, for retries the retry budget deferred to a later minute),
+  the beats and workers still up (a run recorded and never ended);
+- resumed: seconds from the heal to the first handler start (the ledger's clock), at or
+  after the heal, of a run due after the heal (`resumed_seconds`).
 
 Workers run supervised (tests/supervisor.py says why): one that exits is started again, and
 `restarts` counts it.
@@ -32,7 +34,7 @@ from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.tasks import task_pause
 from tests.factories import make_task
-from tests.ledger import ledger_counts, ledger_env
+from tests.ledger import ledger_counts, ledger_env, ledger_starts
 from tests.processes import ServiceProcess, start_beat, wait_until
 from tests.redis_servers import RedisServer, new_server, queue_server_args
 from tests.supervisor import WorkerSupervisor
@@ -56,6 +58,8 @@ CHAOS_WORKER = {
     "WORKER_CANCEL_POLL_SECONDS": "0.2",
 }
 RESUME_LIMIT_SECONDS = 20.0
+# How long settling waits, at most, for runs deferred to a later minute to fall due and end.
+DEFERRED_WAIT_LIMIT_SECONDS = 300.0
 
 
 def scaled(short: float, long: float) -> float:
@@ -73,6 +77,8 @@ class CaseResult:
     doubled: int
     unended: int
     resumed_seconds: float | None
+    # The machine's 1-minute load average when the case ended (the machine is shared).
+    load: float = field(default_factory=lambda: round(os.getloadavg()[0], 2))
 
     def assert_clean(self, *, resume_limit: float = RESUME_LIMIT_SECONDS) -> None:
         assert self.doubled == 0, f"{self.case}: {self.doubled} doubled"
@@ -172,19 +178,40 @@ class ChaosStack:
             message="fires to resume after the heal",
         )
 
+    def _wait_for_open_runs(self, timeout: float) -> None:
+        """Up to `timeout` for every recorded run to end; and as long again after the last
+        open run falls due, when runs are open because they are not due yet: retries over the
+        fleet's retry budget wait for a later minute on purpose (services/retry_budget.py;
+        after an outage fails every run in flight at once), which is no run left unended."""
+        give_up = time.monotonic() + DEFERRED_WAIT_LIMIT_SECONDS
+        wait = timeout
+        while True:
+            with contextlib.suppress(AssertionError):
+                wait_until(
+                    lambda: not self.open_runs(),
+                    timeout=wait,
+                    interval=0.5,
+                    message="every recorded run to end",
+                )
+                return
+            now = timezone.now()
+            due = [
+                e.scheduled_at
+                for e in self.execution_rows()
+                if e.status not in TERMINAL_STATUSES and e.scheduled_at > now
+            ]
+            if not due or time.monotonic() >= give_up:
+                return
+            self.mark(f"{len(due)} open runs not due yet (deferred retries), until {max(due)}")
+            wait = min((max(due) - now).total_seconds(), give_up - time.monotonic()) + timeout
+
     def settle(self, *, case: str, fault: str, timeout: float = 60) -> CaseResult:
         """Stop firing (the tasks are paused; the beats keep reaping expired leases and
         ringing forgotten runs again, as in production), let every recorded run end, stop
         everything, and score."""
         self.mark("settling: tasks paused")
         self.pause_tasks()
-        with contextlib.suppress(AssertionError):
-            wait_until(
-                lambda: not self.open_runs(),
-                timeout=timeout,
-                interval=0.5,
-                message="every recorded run to end",
-            )
+        self._wait_for_open_runs(timeout)
         self.mark("stopping")
         for beat in self.beats.values():
             beat.stop()
@@ -201,16 +228,17 @@ class ChaosStack:
         doubled += sum(n - 1 for n in ran.values() if n > 1)
         # A run that succeeded without its handler having started would be a lie.
         doubled += len({str(e.id) for e in executions if e.status == "success"} - set(ran))
-        unended = sum(1 for e in executions if e.status not in TERMINAL_STATUSES)
-        resumed = None
-        if self.healed_at is not None:
-            after = [
-                e.started_at
-                for e in executions
-                if e.scheduled_at > self.healed_at and e.started_at is not None
-            ]
-            if after:
-                resumed = round((min(after) - self.healed_at).total_seconds(), 2)
+        open_runs = [e for e in executions if e.status not in TERMINAL_STATUSES]
+        unended = len(open_runs)
+        if open_runs:  # on the timeline: which runs, in what state (shown if the case fails)
+            by_status = collections.Counter(e.status for e in open_runs)
+            self.mark(
+                f"{unended} open runs {dict(by_status)}, due "
+                f"{min(e.scheduled_at for e in open_runs).isoformat()} to "
+                f"{max(e.scheduled_at for e in open_runs).isoformat()}; "
+                f"never started: {sum(1 for e in open_runs if str(e.id) not in ran)}"
+            )
+        resumed = resumed_seconds(executions, ledger_starts(self.ledger), self.healed_at)
         fault_seconds = 0.0
         if self.fault_at is not None and self.healed_at is not None:
             fault_seconds = round((self.healed_at - self.fault_at).total_seconds(), 2)
@@ -225,6 +253,31 @@ class ChaosStack:
             unended=unended,
             resumed_seconds=resumed,
         )
+
+
+def resumed_seconds(
+    executions: list, handler_starts: dict[str, float], healed_at: datetime | None
+) -> float | None:
+    """Seconds from `healed_at` to the first handler start, at or after it, of a run scheduled
+    after it; None when no such run started (or nothing was healed).
+
+    Not the row's started_at: a run rung ahead of its time (SCHEDULER_FIRE_AHEAD_SECONDS) is
+    claimed, and its started_at stamped, up to that much before it falls due, so a run due
+    just after the heal could look "started" before it (-0.03 s once, when a worker was
+    SIGKILLed and the kill instant was recorded just after the survivor's claim). The ledger
+    dates the handler itself, which waits for the run's time (workers.due); a start before
+    the heal (a batch's later run started with its earlier ones) is not a resumption, so the
+    figure is never negative by construction."""
+    if healed_at is None:
+        return None
+    heal = healed_at.timestamp()
+    starts = [
+        handler_starts[str(e.id)]
+        for e in executions
+        if e.scheduled_at > healed_at and str(e.id) in handler_starts
+    ]
+    after = [start for start in starts if start >= heal]
+    return round(min(after) - heal, 2) if after else None
 
 
 @contextlib.contextmanager

@@ -1,7 +1,12 @@
 """Faults a real cluster sees, injected into real processes: each case asserts 0 runs
 doubled, 0 recorded runs that never end, and fires resumed (tests/chaos/harness.py says how
 each is measured). Short versions here; `make chaos` runs the long ones and writes
-bench/results/chaos.md."""
+bench/results/chaos.md.
+
+The long versions hold each fault longer and fire more one-second tasks, and give the
+workers the slots that load needs (`scaled`): every task fires each second whatever is still
+waiting, so a load above the workers' capacity (tasks x handler seconds > slots) grows a
+backlog that never drains, and the case would measure that, not the fault."""
 
 from __future__ import annotations
 
@@ -97,10 +102,11 @@ def test_redis_killed_and_restarted_empty(tenant, tmp_path, settings, record_cas
 def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings, record_case):
     # Several tasks of one tenant due each second ring as batch messages (one per worker
     # process); each run stays busy a while so the kill catches a batch in flight.
-    tasks = int(scaled(6, 30))
+    tasks = int(scaled(6, 12))
+    slots = int(scaled(2, 6))  # each: the survivor alone carries tasks x 0.25 s per second
     with chaos_stack(tenant, tmp_path, settings, tasks=tasks, handler_seconds=0.25) as stack:
-        stack.start_worker("victim", concurrency=2)
-        stack.start_worker("survivor", concurrency=2)
+        stack.start_worker("victim", concurrency=slots)
+        stack.start_worker("survivor", concurrency=slots)
         stack.start_beat("a")
         stack.wait_for_runs(tasks)
         victim_host = f"victim-{django_settings.RUN_ID}"
@@ -119,7 +125,7 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
         stack.fault()
         stack.heal()
         stack.wait_for_resume()
-        stack.wait_for_runs(int(scaled(tasks * 2, tasks * 20)))
+        stack.wait_for_runs(int(scaled(tasks * 2, tasks * 20)), timeout=scaled(60, 120))
         lost = stack.executions().filter(error_class="worker_lost").count()
         result = record_case(
             stack.settle(case="worker-sigkill-mid-batch", fault="worker SIGKILLed mid-batch")
@@ -143,9 +149,9 @@ def _terminate_every_other_connection() -> int:
 
 def test_every_postgresql_connection_terminated_under_load(tenant, tmp_path, settings, record_case):
     with chaos_stack(
-        tenant, tmp_path, settings, tasks=int(scaled(4, 20)), handler_seconds=0.2
+        tenant, tmp_path, settings, tasks=int(scaled(4, 10)), handler_seconds=0.2
     ) as stack:
-        stack.start_worker("w1")
+        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.start_beat("a")
         stack.start_beat("b")
         stack.wait_for_runs(5)
@@ -156,7 +162,7 @@ def test_every_postgresql_connection_terminated_under_load(tenant, tmp_path, set
             time.sleep(0.7)
         stack.heal()
         stack.wait_for_resume()
-        stack.wait_for_runs(int(scaled(8, 60)))
+        stack.wait_for_runs(int(scaled(8, 60)), timeout=scaled(60, 120))
         result = record_case(
             stack.settle(
                 case="postgres-connections-killed",
@@ -173,15 +179,24 @@ def test_a_worker_cut_off_from_redis_longer_than_its_heartbeat(
     from tests.tcp_proxy import TcpProxy
 
     with chaos_stack(
-        tenant, tmp_path, settings, tasks=int(scaled(2, 10)), handler_seconds=0.5
+        tenant, tmp_path, settings, tasks=int(scaled(2, 4)), handler_seconds=0.5
     ) as stack:
         proxy = TcpProxy(upstream_port=stack.redis.port)
         try:
             link = proxy.url()
+            # Slots to spare: after the cut the worker drains the runs that waited for it.
             stack.start_worker(
-                "w1", REDIS_URL=link, CELERY_BROKER_URL=link, CELERY_RESULT_BACKEND=link
+                "w1",
+                concurrency=int(scaled(2, 8)),
+                REDIS_URL=link,
+                CELERY_BROKER_URL=link,
+                CELERY_RESULT_BACKEND=link,
             )
-            stack.start_beat("a")
+            # The doorbells wait in Redis for the worker: none is lost. A requeue grace
+            # shorter than the cut (the suite's 5 s) would ring every waiting run again each
+            # 5 s, and the worker would come back to six doorbells a run to drop; production
+            # waits 300 s, longer than this cut, so the long version waits longer than it too.
+            stack.start_beat("a", SCHEDULER_REQUEUE_GRACE=str(int(scaled(5, 60))))
             stack.wait_for_runs(4)
             proxy.cut()
             stack.fault()
@@ -230,7 +245,7 @@ def test_redis_at_maxmemory_answers_503_never_500(tenant, api, tmp_path, setting
         ) as stack,
         this_process_publishes_to(stack.redis.url),
     ):
-        stack.start_worker("w1")
+        stack.start_worker("w1", concurrency=int(scaled(2, 4)))
         stack.start_beat("a")
         stack.wait_for_runs(3)
         manual = make_task(
@@ -292,9 +307,9 @@ def test_postgresql_itself_stopped_and_started_again(tmp_path, settings, record_
     from tests.chaos.embedded import embedded_chaos_stack
 
     with embedded_chaos_stack(
-        tmp_path, settings, tasks=int(scaled(2, 10)), handler_seconds=0.2
+        tmp_path, settings, tasks=int(scaled(2, 6)), handler_seconds=0.2
     ) as stack:
-        stack.start_worker("w1")
+        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.start_beat("a")
         stack.wait_for_runs(3)
         stack.fault()

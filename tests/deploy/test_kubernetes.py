@@ -19,6 +19,8 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kubernetes_schemas
 
+from scheduler_app.monitoring.metrics import METRIC_NAMES
+
 ROOT = Path(__file__).resolve().parents[2]
 KUBE_DIR = ROOT / "deploy" / "kubernetes"
 KUSTOMIZATION = yaml.safe_load((KUBE_DIR / "kustomization.yaml").read_text())
@@ -146,22 +148,37 @@ def test_scaled_objects_match_kedas_schema():
         kubernetes_schemas.validate(hpa, KUBERNETES_VERSIONS[-1], strict=True)
 
 
-def test_the_keda_schema_refuses_what_keda_would():
-    validator = _keda_validator()
-    good = _named("ScaledObject", "worker-critical")
-    for broken in (
-        {"listLength": "lots"},  # not a number
-        {"listName": None},  # required
-        {"listname": "critical"},  # unknown key (a typo KEDA would ignore silently)
-    ):
-        doc = json.loads(json.dumps(good))
-        metadata = doc["spec"]["triggers"][0]["metadata"]
-        for key, value in broken.items():
-            if value is None:
-                metadata.pop(key)
-            else:
-                metadata[key] = value
-        assert list(validator.iter_errors(doc)), broken
+def _trigger(doc: dict, kind: str) -> dict:
+    (trigger,) = [t for t in doc["spec"]["triggers"] if t["type"] == kind]
+    return trigger
+
+
+@pytest.mark.parametrize(
+    ("kind", "broken"),
+    [
+        ("redis", {"listLength": "lots"}),  # not a number
+        ("redis", {"listName": None}),  # required
+        ("redis", {"listname": "critical"}),  # unknown key (a typo KEDA would ignore silently)
+        ("prometheus", {"threshold": "lots"}),
+        ("prometheus", {"query": None}),
+        ("prometheus", {"serverAdress": "http://prometheus:9090"}),
+        ("prometheus", {"serverAddress": "prometheus:9090"}),  # no scheme: not a URL
+        ("prometheus", {"ignoreNullValues": "no"}),
+    ],
+)
+def test_the_keda_schema_refuses_what_keda_would(kind, broken):
+    doc = json.loads(json.dumps(_named("ScaledObject", "worker-critical")))
+    metadata = _trigger(doc, kind)["metadata"]
+    for key, value in broken.items():
+        if value is None:
+            metadata.pop(key)
+        else:
+            metadata[key] = value
+    assert list(_keda_validator().iter_errors(doc)), broken
+
+
+# KEDA's prometheus trigger runs this query; it must return one number, the tier's runs.
+RUNS_QUERY = re.compile(r'^max\((scheduler_[a-z_]+)\{tier="([a-z]+)"\}\)$')
 
 
 def test_each_tier_scales_on_its_queue_with_the_design_thresholds():
@@ -175,9 +192,10 @@ def test_each_tier_scales_on_its_queue_with_the_design_thresholds():
     for tier in TIERS:
         doc = _named("ScaledObject", f"worker-{tier}")
         spec = doc["spec"]
-        (trigger,) = spec["triggers"]
-        metadata = trigger["metadata"]
-        assert trigger["type"] == "redis"
+        assert sorted(t["type"] for t in spec["triggers"]) == ["prometheus", "redis"]
+        names = [t["name"] for t in spec["triggers"]]
+        assert len(set(names)) == len(names), "KEDA needs distinct trigger names"
+        metadata = _trigger(doc, "redis")["metadata"]
         # The Redis of REDIS_URL, by its in-cluster name, and its database.
         host, port = metadata["address"].split(":")
         assert host.split(".")[:2] == [redis_url.hostname, KUSTOMIZATION["namespace"]]
@@ -191,6 +209,16 @@ def test_each_tier_scales_on_its_queue_with_the_design_thresholds():
         assert int(config[f"SCALE_THRESHOLD_{tier.upper()}"]) == threshold
         assert settings.FLEET["SCALE_THRESHOLDS"][tier] == threshold
         assert int(metadata["activationListLength"]) == threshold // 10
+        # The runs waiting in the tier (not the messages): a metric /metrics exposes, with
+        # a tier label, at the same thresholds; a lost target must not read as zero.
+        runs = _trigger(doc, "prometheus")["metadata"]
+        query = RUNS_QUERY.match(runs["query"])
+        assert query, runs["query"]
+        assert query.groups() == ("scheduler_runs_waiting", tier)
+        assert query.group(1) in METRIC_NAMES
+        assert int(runs["threshold"]) == threshold
+        assert int(runs["activationThreshold"]) == threshold // 10
+        assert runs["ignoreNullValues"] == "false"
         behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 600
         assert spec["cooldownPeriod"] == 600

@@ -53,3 +53,48 @@ def test_status_shows_leader_and_standby_and_failover_hands_over(api, beats):
         print(dump_logs(first, second))
         raise
     assert _status(staff)["leader"]["epoch"] > old_epoch
+
+
+def test_sharded_status_covers_every_shard_and_failover_moves_the_one_named(beats, settings):
+    """SCHEDULER_SHARDS=2 on three beats (fair share 1: one beat leads nothing): the status
+    shows both shards' leaders, and failing shard 1 over moves it to another beat, with a
+    new epoch, while shard 0 keeps its leader."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "SHARDS": 2, "LOCK_TTL_SECONDS": 1.5}
+    started = [beats(name, SCHEDULER_SHARDS="2") for name in ("alpha", "beta", "gamma")]
+    staff = staff_client()
+    try:
+        before = wait_until(
+            lambda: (
+                (body := _status(staff))
+                and all(shard["leader"] for shard in body["shards"])
+                and len(body["beats"]) == 3
+                and body
+            ),
+            timeout=60,
+            message="both shards led, three beats in the roster",
+        )
+    except AssertionError:
+        print(dump_logs(*started))
+        raise
+    assert [shard["shard"] for shard in before["shards"]] == [0, 1]
+    zero, one = (shard["leader"] for shard in before["shards"])
+    assert zero["beat"] != one["beat"]  # fair share 1: no beat leads both
+    assert len(before["shards"][1]["standbys"]) == 2
+    answer = staff.post("/api/v1/admin/scheduler/failover?shard=1")
+    assert answer.status_code == 202, answer.content
+    assert answer.json()["previous_leader"] == one["node"]
+    try:
+        moved = wait_until(
+            lambda: (
+                (leader := _status(staff)["shards"][1]["leader"])
+                and leader["beat"] != one["beat"]
+                and leader
+            ),
+            timeout=30,
+            message="another beat took shard 1",
+        )
+    except AssertionError:
+        print(dump_logs(*started))
+        raise
+    assert moved["epoch"] > one["epoch"]
+    assert _status(staff)["shards"][0]["leader"]["node"] == zero["node"]

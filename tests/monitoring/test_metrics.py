@@ -132,6 +132,36 @@ def test_queue_depth_and_oldest_age_come_from_the_broker_lists(settings, tenant)
     assert states["bulk"].oldest_age_seconds > 365 * 24 * 3600  # the first one published
 
 
+def test_runs_waiting_count_runs_per_tier_not_broker_messages(scrape_auth, tenant):
+    """What KEDA scales the worker tiers on: the database's queued runs and due pending runs
+    of each tier, whether or not a doorbell for them is in the broker (here none is: the
+    test's transaction never commits, so no doorbell rings: scheduler_queue_depth would
+    say nothing waits)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    before = scrape()["scheduler_runs_waiting"]
+    task = make_task(tenant, name="backlog", priority=9)
+    runs = [task_trigger(task=task) for _ in range(4)]
+    now = timezone.now()
+    # One pending and due (counted), one pending in an hour (not yet), one running (taken).
+    TaskExecution.objects.filter(id=runs[1].id).update(
+        status="pending", scheduled_at=now - timedelta(seconds=5)
+    )
+    TaskExecution.objects.filter(id=runs[2].id).update(
+        status="pending", scheduled_at=now + timedelta(hours=1)
+    )
+    assert execution_claim(execution_id=runs[3].id, worker_id="w1", lease_seconds=30)
+    after = scrape()
+    waiting = after["scheduler_runs_waiting"]
+    assert set(waiting) == {(("tier", tier),) for tier in ("critical", "normal", "bulk")}
+    bulk = (("tier", "bulk"),)
+    assert waiting[bulk] - before.get(bulk, 0) == 2
+    for tier in ("critical", "normal"):
+        assert waiting[(("tier", tier),)] == before.get((("tier", tier),), 0)
+
+
 def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
     # A beat an earlier integration test of this process started may still have its status
     # in Redis (it expires after 30 s): start from no scheduler at all.
