@@ -59,9 +59,10 @@ def probe(shards: int = 1) -> None:
 
     from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
     from scheduler_app.beat.lock import LeaderLock
-    from scheduler_app.beat.shards import BeatRoster, ShardSet, shard_key_prefix
+    from scheduler_app.beat.shards import BeatRoster, ShardSet
     from scheduler_app.models import TaskDefinition
     from scheduler_app.redis_client import get_redis
+    from scheduler_app.shard_keys import shard_key_prefix
 
     process = psutil.Process()
     connection.ensure_connection()

@@ -23,7 +23,6 @@ from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
-from scheduler_app.beat.shards import shard_of, shard_sql
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
@@ -45,6 +44,7 @@ from scheduler_app.services.firing import (
     stale_queued_requeue,
     takeover_queued_republish,
 )
+from scheduler_app.shard_keys import shard_of, shard_sql
 from scheduler_app.task_schedule import schedule_for
 from workers.capabilities import live_capabilities
 from workers.reaper import dead_workers_reap

@@ -34,14 +34,9 @@ class LeaderScheduler(beat.Scheduler):
 
         from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
         from scheduler_app.beat.lock import LeaderLock
-        from scheduler_app.beat.shards import (
-            BeatRoster,
-            ShardSet,
-            roster_ttl,
-            shard_key_prefix,
-            shard_node_id,
-        )
+        from scheduler_app.beat.shards import BeatRoster, ShardSet
         from scheduler_app.redis_client import get_redis
+        from scheduler_app.shard_keys import roster_ttl, shard_key_prefix, shard_node_id
 
         config = settings.SCHEDULER
         engine_config = EngineConfig(

@@ -14,15 +14,15 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from scheduler_app.beat.shards import (
+from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.shard_keys import (
     beat_of_node,
     live_beats,
     roster_key,
     roster_ttl,
     shard_key_prefix,
 )
-from scheduler_app.errors import Conflict, ValidationFailed
-from scheduler_app.redis_client import get_redis, redis_key
 
 # How long a node asked to yield stays out of the election (in lock TTLs).
 YIELD_TTLS = 3

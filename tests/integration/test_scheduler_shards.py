@@ -14,9 +14,9 @@ import pytest
 from django.conf import settings
 
 from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.shards import shard_key_prefix, shard_of
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis
+from scheduler_app.shard_keys import shard_key_prefix, shard_of
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.processes import wait_until

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from scheduler_app.beat.shards import shard_key_prefix, shard_of, shard_sql
+from scheduler_app.shard_keys import shard_key_prefix, shard_of, shard_sql
 
 pytestmark = pytest.mark.django_db
 
