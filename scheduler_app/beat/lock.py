@@ -30,6 +30,8 @@ from datetime import UTC, datetime
 
 import redis
 
+from scheduler_app.beat.presence import Presence
+
 logger = logging.getLogger(__name__)
 
 # KEYS: lock, epoch, info; ARGV: token, ttl_ms, node_id, now_epoch_seconds
@@ -99,7 +101,7 @@ class LeaderLock:
         self._token = f"{node_id}:{uuid.uuid4().hex}"
         self._acquire = client.register_script(_ACQUIRE)
         self._take_over = client.register_script(_TAKE_OVER)
-        self._presence: redis.client.PubSub | None = None
+        self._presence = Presence(client, self.presence_prefix + self._token)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._state = threading.Lock()
@@ -140,7 +142,7 @@ class LeaderLock:
         args = [self._token, self.ttl_ms, self.node_id, f"{time.time():.3f}"]
         took_over = False
         try:
-            self._announce_presence()
+            self._presence.announce()  # seen before it can hold the lock
             epoch = int(self._acquire(keys=keys, args=args))
             if epoch == 0:
                 epoch = int(self._take_over(keys=keys, args=[*args, self.presence_prefix]))
@@ -158,34 +160,6 @@ class LeaderLock:
         logger.info("scheduler %s is now the leader (epoch %s)%s", self.node_id, epoch, how)
         self._start_renewer()
         return True
-
-    def _announce_presence(self) -> None:
-        """Subscribe (once, and again after the connection broke) to this node's presence
-        channel, and wait for Redis to confirm it: the lock must never be held by a node
-        whose presence Redis has not registered yet."""
-        if self._presence is not None:
-            try:
-                self._presence.ping()  # a dead connection fails here (or at the next try)
-                while self._presence.get_message(timeout=0) is not None:
-                    pass  # the PONGs: nothing may pile up on a connection nobody reads
-                return
-            except redis.RedisError:
-                self._presence.close()
-                self._presence = None
-        presence = self._redis.pubsub()
-        try:
-            presence.subscribe(self.presence_prefix + self._token)
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline:
-                message = presence.get_message(timeout=0.1)
-                if message is not None and message["type"] in ("subscribe", b"subscribe"):
-                    self._presence = presence
-                    return
-        except redis.RedisError:
-            presence.close()
-            raise
-        presence.close()
-        raise redis.TimeoutError("Redis did not confirm the presence subscription")
 
     def renew(self) -> bool:
         sent_at = time.monotonic()

@@ -11,9 +11,10 @@ requeueing, retention), so readiness reads it as before; the admin status and fa
 Fair spread: each beat announces itself and how many shards it leads in a Redis hash every
 tick. A beat takes a free shard only while it leads fewer than its fair share
 (ceil(N / live beats)), and hands one back (releases its lock and stays out of it a while)
-when it leads more than that, or two more than the least loaded live beat. So the shards of
-a beat that dies are taken within the lock TTL by the others, and a beat that joins gets its
-share without a restart.
+when it leads more than that, or two more than the least loaded live beat. A beat whose
+process dies drops out of the roster and its locks at once (beat.presence), so the others
+take its shards within a standby's try (0.25 s); a stalled one, within the lock TTL. A beat
+that joins gets its share without a restart.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from scheduler_app.beat.presence import Presence, absent
 from scheduler_app.shard_keys import roster_key
 
 if TYPE_CHECKING:
@@ -37,30 +39,47 @@ logger = logging.getLogger(__name__)
 
 
 class BeatRoster:
-    """Live beat processes and how many shards each leads, in one Redis hash."""
+    """Live beat processes and how many shards each leads, in one Redis hash. A beat whose
+    process died leaves the fair share at once, by its presence (beat.presence), not only
+    when its entry is `ttl` old; a stalled one leaves it by the TTL."""
 
     def __init__(self, client: redis.Redis, *, key_prefix: str, node_id: str, ttl: float):
         self._redis = client
         self.key = roster_key(key_prefix)
         self.node_id = node_id
         self.ttl = ttl
+        self._presence = Presence(client, self._channel(node_id))
+
+    def _channel(self, node: str) -> str:
+        return f"{self.key}:alive:{node}"
 
     def report(self, leading: int) -> dict[str, int]:
         """Say this beat is alive and leads `leading` shards; return the live beats' counts."""
         now = time.time()
+        entry = json.dumps({"at": now, "leads": leading, "presence": True})
         try:
-            self._redis.hset(self.key, self.node_id, json.dumps({"at": now, "leads": leading}))
+            self._presence.announce()
+            self._redis.hset(self.key, self.node_id, entry)
             raw = self._redis.hgetall(self.key)
         except redis.RedisError as error:
             logger.warning("beat roster unavailable: %s", error)
             return {self.node_id: leading}
-        live, stale = {}, []
+        live, stale, announced = {}, [], []
         for node, value in raw.items():
             entry = json.loads(value)
             if now - entry["at"] <= self.ttl:
                 live[node] = int(entry["leads"])
+                if entry.get("presence") and node != self.node_id:
+                    announced.append(node)
             elif now - entry["at"] > 10 * self.ttl:
                 stale.append(node)
+        try:
+            gone = absent(self._redis, [self._channel(node) for node in announced])
+        except redis.RedisError:
+            gone = set()
+        for node in announced:
+            if self._channel(node) in gone:
+                del live[node]  # its process is gone: its shards are free for a fair share
         if stale:
             with contextlib.suppress(redis.RedisError):
                 self._redis.hdel(self.key, *stale)

@@ -92,3 +92,19 @@ def test_a_lock_taken_without_announcing_presence_is_left_to_its_ttl(prefix, red
     # Someone holds the lock who never announced a presence (the info still names alpha's).
     redis_client.set(beta.lock_key, "someone-else", px=int(TTL * 1000))
     assert not beta.try_acquire()
+
+
+def test_a_dead_beat_leaves_the_shards_fair_share_at_once(prefix):
+    from scheduler_app.beat.shards import BeatRoster
+
+    def roster(name: str) -> BeatRoster:
+        client = redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+        return BeatRoster(client, key_prefix=prefix, node_id=name, ttl=TTL)
+
+    alpha, beta = roster("alpha"), roster("beta")
+    alpha.report(2)
+    assert beta.report(0) == {"alpha": 2, "beta": 0}
+    alpha._presence.close()  # SIGKILLed: its sockets closed, its roster entry still fresh
+    assert beta.report(0) == {"beta": 0}
+    alpha.report(1)  # back (a restart): it announces itself again
+    assert beta.report(0) == {"alpha": 1, "beta": 0}
