@@ -16,11 +16,11 @@ Newest first at 10M runs. A GIN index answers "which logs have these words" as a
 every match, unordered: a page of the newest 50 costs as many rows as the words have matches
 in the whole history (20,000 for two words that meet in 1 log in 500, at 10M), and the
 other way round (walk the runs newest first, test each log) costs 50 / selectivity rows. So
-the index also holds the tenant and the hour each log was written (`btree_gin`, one key per
-hour), and a newest-first page is asked of recent windows first (SEARCH_WINDOWS, see
-`scheduler_app.api.log_search_pages`): a window's cost is the rows logged in it, not the
-history's size, and the whole history is read only when the windows do not fill the page
-(words too rare for them, whose match bitmap is small anyway).
+a second index holds the tenant and the hour each log was written (one key per hour; the
+planner ANDs it with the words' bitmap), and a newest-first page is asked of recent
+windows first (SEARCH_WINDOWS, see `scheduler_app.api.log_search_pages`): a window's cost
+is the rows logged in it, not the history's size, and the whole history is read only when
+the windows do not fill the page (words too rare for them, whose match bitmap is small).
 
 A window on the log's time stands for a window on the run's: a log is written when its run
 finishes, after the run was created and claimed, and no claim takes a run due more than

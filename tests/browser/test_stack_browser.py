@@ -8,6 +8,7 @@ run's graph carries its labels and state colours. Screenshots: tests/artifacts/s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -67,7 +68,8 @@ def stack(tmp_path_factory):
     deadline = time.monotonic() + 240
     while "Dashboard:" not in output.read_text(errors="replace"):
         if make.poll() is not None or time.monotonic() > deadline:
-            os.killpg(make.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(make.pid, signal.SIGKILL)
             pytest.fail(f"make run did not come up:\n{output.read_text(errors='replace')}")
         time.sleep(0.5)
     text = output.read_text()

@@ -129,7 +129,7 @@ def test_the_windowed_search_reads_the_index_by_tenant_and_hour(tenant):
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
     index_cond = next(line for line in plan.splitlines() if "Index Cond" in line)
-    assert "idx_log_words_by_time" in plan, plan
+    assert "idx_log_tenant_hour" in plan, plan
     assert "date_bin" in index_cond and "tenant_id" in index_cond, plan
 
 
