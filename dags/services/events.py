@@ -75,29 +75,29 @@ def _scheduled_runs_start(*, tenant: Tenant, event: Event) -> list[dict[str, str
     """Tasks and DAGs with `"schedule": {"type": "event", ...}` that this event matches: a
     run each (trigger `event`; a task's doorbell rings after commit)."""
     started: list[dict[str, str]] = []
-    tasks = TaskDefinition.objects.filter(
-        tenant=tenant,
-        event_trigger__name=event.name,
-        enabled=True,
-        paused=False,
-        deleted_at__isnull=True,
-    ).order_by("name")
-    for task in tasks:
-        if payload_matches(task.event_trigger.get("match") or {}, event.payload):
-            execution = task_trigger(task=task, parameters=event.payload, trigger=Trigger.EVENT)
-            started.append({"task_id": str(task.id), "execution_id": str(execution.id)})
-    dags = Dag.objects.filter(
-        tenant=tenant,
-        event_trigger__name=event.name,
-        enabled=True,
-        paused=False,
-        deleted_at__isnull=True,
-    ).order_by("name")
-    for dag in dags:
-        if payload_matches(dag.event_trigger.get("match") or {}, event.payload):
-            run = dag_trigger(dag=dag, parameters=event.payload, trigger=Trigger.EVENT)
-            started.append({"dag_id": str(dag.id), "dag_run_id": str(run.id)})
+    for task in _listening(TaskDefinition, tenant=tenant, event=event):
+        execution = task_trigger(task=task, parameters=event.payload, trigger=Trigger.EVENT)
+        started.append({"task_id": str(task.id), "execution_id": str(execution.id)})
+    for dag in _listening(Dag, tenant=tenant, event=event):
+        run = dag_trigger(dag=dag, parameters=event.payload, trigger=Trigger.EVENT)
+        started.append({"dag_id": str(dag.id), "dag_run_id": str(run.id)})
     return started
+
+
+def _listening(model, *, tenant: Tenant, event: Event) -> list:
+    """The live tasks or DAGs (`model`) of the tenant whose event schedule this event matches."""
+    candidates = model.objects.filter(
+        tenant=tenant,
+        event_trigger__name=event.name,
+        enabled=True,
+        paused=False,
+        deleted_at__isnull=True,
+    ).order_by("name")
+    return [
+        item
+        for item in candidates
+        if payload_matches(item.event_trigger.get("match") or {}, event.payload)
+    ]
 
 
 def _wait_end(
