@@ -6,9 +6,9 @@ succeeded under that key, this run is not run: it ends `skipped`, naming that ex
 
 The check holds a transaction-scoped advisory lock on (task, key) while it reads and records
 the key, so of two runs of one key that start at the same instant, one sees the other's key
-recorded: while that one is `running` (and its lease holds) this one waits
-(`running_elsewhere`, its own key not yet recorded), then settles again and is skipped if
-the other succeeded, or runs if it did not.
+recorded: while that one is `running` (past its lease too, until a reaper ends it) this
+one waits (`running_elsewhere`, its own key not yet recorded), then settles again and is
+skipped if the other succeeded, or runs if it did not.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.idempotency_keys import KeyTemplateError, key_render
@@ -70,10 +69,11 @@ def execution_key_settle(
         )
         running = None
         if earlier is None:
+            # A running run is waited for even past its lease: it may yet finish (a stalled
+            # worker, a batch's success not yet recorded), and two successes of one key
+            # would break the key's promise. The reapers end it if its worker is gone.
             running = (
-                same_key.filter(status=ExecutionStatus.RUNNING, lease_expires_at__gt=timezone.now())
-                .values_list("id", flat=True)
-                .first()
+                same_key.filter(status=ExecutionStatus.RUNNING).values_list("id", flat=True).first()
             )
         mine = TaskExecution.objects.filter(
             id=execution.id,

@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.executions import execution_fail_lost
 from scheduler_app.services.run_keys import execution_key_settle
 from tests.factories import make_task
 
@@ -85,10 +86,18 @@ def test_two_retries_carrying_the_key_do_not_wait_for_each_other(task):
     assert _settle(one).running_elsewhere == two.id
 
 
-def test_a_running_run_whose_lease_expired_is_not_waited_for(task):
+def test_a_running_run_whose_lease_expired_is_waited_for_until_a_reaper_ends_it(task):
+    """Past its lease a run may still finish (a stalled worker, a batch's success not yet
+    recorded): running the key again then could record two successes. A reaper ends it."""
     stale, fresh = _running(task), _running(task)
     _settle(stale)
     TaskExecution.objects.filter(id=stale.id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
+    assert _settle(fresh).running_elsewhere == stale.id
+    reaped = execution_fail_lost(execution_id=stale.id)
+    assert reaped.accepted
     assert _settle(fresh).running_elsewhere is None
+    # The reaped run's finish, had its worker been only stalled, is refused (its claim is gone).
+    stale.refresh_from_db()
+    assert stale.status == "failed" and stale.claim_token is None
