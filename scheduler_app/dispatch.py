@@ -1,4 +1,8 @@
-"""Ringing the doorbell: publish execution ids to their tier queue.
+"""Sending doorbells to the broker: execution ids onto their queue.
+
+This is the last step of ringing (`scheduler_app.services.ringing.ring`: admit, hold back,
+route, publish), and the only one that talks to the broker; ring, not `publish`, is what a
+caller uses, so that no run reaches the broker past fair dispatch or sticky routing.
 
 A broker message carries only the execution id and the tenant (for routing); the
 worker reads everything else from the database when it claims, so a forged, replayed
@@ -11,7 +15,7 @@ pipeline; `apply_async` in a loop costs one round trip and ~200 µs of Python pe
 which caps a leader near 5,000 fires/s. Other brokers go through kombu's producer batch.
 The worker consumes both as ordinary `workers.run_execution` tasks.
 
-A burst may ring in batches (`publish(..., batch=N)`): up to N doorbells of one tenant and
+A burst may ring in batches (`ring(..., batch=N)`): up to N doorbells of one tenant and
 tier (fewer for a smaller burst, see `batch_size`) travel as one
 `workers.run_execution_batch` message, which a worker claims with one statement and
 finishes with one (see `workers.batch_runner`). Celery's per-message cost and the per-run
@@ -25,8 +29,9 @@ person cannot place. A batch message is named after the tasks it rings:
 `a, b, c +2 more (batch of 40)`. A doorbell carries its task's name, or its task's id (the
 name then comes from a per-process cache of task names, refreshed after
 TASK_NAME_CACHE_SECONDS, so a renamed task shows its new name within a minute), or neither
-(then one query per publish reads the names through the executions). If reading fails,
-messages go without a shadow name, never without the doorbell.
+(then one query per ring reads the names through the executions): `with_task_names`, which
+ring calls on the doorbells it admitted. If reading fails, messages go without a shadow
+name, never without the doorbell.
 """
 
 from __future__ import annotations
@@ -40,12 +45,11 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 import redis
-from django.db import transaction
 
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.redis_client import is_redis_url, redis_from_url
 
 logger = logging.getLogger(__name__)
@@ -64,16 +68,6 @@ SHADOW_MAX_CHARS = 200
 TASK_NAME_CACHE_SECONDS = 60.0
 TASK_NAME_CACHE_MAX = 50_000
 _task_names: dict[str, tuple[str, float]] = {}
-
-
-@dataclass(frozen=True)
-class Doorbell:
-    execution_id: str
-    tenant_id: str
-    queue: str
-    # The task's name when the caller has it at hand, else its id; `publish` finds the name.
-    task_name: str | None = None
-    task_id: str | None = None
 
 
 _local = threading.local()
@@ -299,35 +293,24 @@ def batches(
 
 
 def publish(
-    doorbells: Iterable[Doorbell],
+    bells: Sequence[Doorbell],
     *,
-    sticky: bool = True,
     batch: int = 1,
     processes: int | None = None,
+    tiers: dict[str, str] | None = None,
 ) -> int:
-    """Publish doorbells, a batch per Redis round trip. Returns how many were sent.
+    """Send doorbells that were admitted and routed (`services.ringing.ring`), a batch per
+    Redis round trip. Returns how many were sent.
 
-    Fair dispatch first: a tenant's doorbells beyond its in-flight cap in a tier are not
-    sent but put back to `pending` (see `scheduler_app.fairness`). Then sticky routing may
-    send a retry to the worker that ran its previous attempt (see `workers.routing`);
-    `sticky=False` skips that lookup for first attempts, which never have a previous worker.
-    `batch` > 1 rings up to that many doorbells of one tenant and queue with one message,
-    as many as `batch_size` says for the size of the burst and the fleet's `processes`.
+    `tiers`: the tier each doorbell was admitted under, by execution id, when sticky routing
+    changed its queue (it stays in the message, so the worker releases the right fairness
+    slot); by default its queue. `batch` > 1 rings up to that many doorbells of one tenant
+    and queue with one message, as many as `batch_size` says for the size of the burst and
+    the fleet's `processes`.
     """
-    from scheduler_app.fairness import fair_admit
-    from workers.routing import route
-
-    bells = fair_admit(list(doorbells))
     if not bells:
         return 0
-    bells = with_task_names(bells)
-    # The tier each doorbell was admitted under, kept in the message even when sticky routing
-    # sends it to a worker's own queue, so the worker releases the right fairness slot.
-    tiers = {bell.execution_id: bell.queue for bell in bells}
-    try:
-        bells = route(bells) if sticky else bells
-    except Exception:  # stickiness is an optimisation: never let it stop a publish
-        logger.exception("sticky routing failed; publishing to the tier queues")
+    tiers = tiers if tiers is not None else {bell.execution_id: bell.queue for bell in bells}
     if batch > 1:
         groups = batches(bells, lambda count: batch_size(count, batch, processes), tiers)
     else:
@@ -354,27 +337,6 @@ def publish(
     if len(pipe):
         pipe.execute()
     return sent
-
-
-def publish_after_commit(doorbells: list[Doorbell]) -> None:
-    """Ring `doorbells` once the current transaction commits, for a request or a service
-    that has just recorded their runs. By then the runs are in PostgreSQL, the record: if
-    Redis cannot take the doorbells (down, or full at maxmemory), each run waits as queued and
-    the leader rings it again after SCHEDULER_REQUEUE_GRACE. So the caller still succeeded,
-    and says so, instead of failing a request whose run exists (a client would retry it and
-    get a second run)."""
-
-    def ring() -> None:
-        try:
-            publish(doorbells)
-        except redis.RedisError as error:
-            logger.warning(
-                "%d doorbell(s) not rung (%s); the leader rings them again after the requeue grace",
-                len(doorbells),
-                error,
-            )
-
-    transaction.on_commit(ring)
 
 
 def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> int:

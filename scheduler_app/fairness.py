@@ -3,8 +3,11 @@
 Celery queues are FIFO lists, so 5,000 doorbells of one tenant ahead of another tenant's one
 would make it wait for all 5,000. So each tenant may have only so many doorbells waiting in a
 tier's broker queue at a time (a Redis sorted set per tenant and tier: member = execution id,
-score = publish time). A doorbell over the cap is not sent: its row goes back to `pending`
-(same scheduled_at) and the leader's promote loop offers it again on a later tick.
+score = publish time). A doorbell over the cap is not sent: `fair_admit` returns it as held
+back, the caller that rings (`scheduler_app.services.ringing`) puts its row back to `pending`
+(same scheduled_at), and the leader's promote loop offers it again on a later tick. This
+module decides in Redis only and writes no database row, so a thread that publishes (the
+beat's publisher) needs no database connection for it.
 
 The cap adapts to how fast the fleet drains the tier, so it is a bound in *time*, not in
 messages:
@@ -31,15 +34,13 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import redis
 from django.conf import settings
 
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.redis_client import get_redis, redis_key
-
-if TYPE_CHECKING:
-    from scheduler_app.dispatch import Doorbell
 
 logger = logging.getLogger(__name__)
 
@@ -96,18 +97,26 @@ def _drained_keys(queue: str, now: float) -> list[str]:
     return [_drained_key(queue, second - back) for back in range(RATE_WINDOW_SECONDS)]
 
 
-def fair_admit(doorbells: Sequence[Doorbell]) -> list[Doorbell]:
-    """The doorbells that may be sent now; the others are put back to `pending`."""
+class Admission(NamedTuple):
+    """What fair dispatch decided for a batch of doorbells, each in the order it came."""
+
+    admitted: list[Doorbell]  # may be sent now
+    held_back: list[Doorbell]  # over their tenant's cap: their rows go back to `pending`
+
+
+def fair_admit(doorbells: Sequence[Doorbell]) -> Admission:
+    """The doorbells that may be sent now, and those held back (Redis only: putting the
+    held-back rows back to `pending` is the caller's, `services.ringing`)."""
     floor = settings.FAIR_INFLIGHT_PER_TENANT
     if floor <= 0 or not doorbells:
-        return list(doorbells)
+        return Admission(list(doorbells), [])
     groups: dict[tuple[str, str], list[Doorbell]] = defaultdict(list)
     for bell in doorbells:
         groups[(bell.tenant_id, bell.queue)].append(bell)
     now = time.time()
     stale_before = now - settings.FAIR_INFLIGHT_STALE_SECONDS
     admitted: list[Doorbell] = []
-    held_back: list[str] = []
+    held_back: list[Doorbell] = []
     try:
         client = get_redis()
         script = client.register_script(_ADMIT)
@@ -132,20 +141,12 @@ def fair_admit(doorbells: Sequence[Doorbell]) -> list[Doorbell]:
                 )
             )
             for bell in bells:
-                (
-                    admitted.append(bell)
-                    if bell.execution_id in allowed
-                    else held_back.append(bell.execution_id)
-                )
+                (admitted if bell.execution_id in allowed else held_back).append(bell)
     except redis.RedisError as error:
         # Fairness is best effort; never stop dispatching because its counter is away.
         logger.warning("fair dispatch unavailable, publishing everything: %s", error)
-        return list(doorbells)
-    if held_back:
-        from scheduler_app.services.firing import queued_hold_back
-
-        queued_hold_back(execution_ids=held_back)
-    return admitted
+        return Admission(list(doorbells), [])
+    return Admission(admitted, held_back)
 
 
 def fair_promote_allowance(queues: Sequence[str]) -> int:

@@ -40,7 +40,7 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app.choices import Trigger
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.fairness import fair_release_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
@@ -66,6 +66,7 @@ from scheduler_app.services.retry_budget import (
     retry_budget_note_execution_into,
     retry_budget_unnote_execution_into,
 )
+from scheduler_app.services.ringing import ring
 from workers import registry
 from workers.batch_lanes import Lanes, batch_width
 from workers.control import stop_requested_into
@@ -407,7 +408,7 @@ class _Batch:
             at=timezone.now(),
             counted=[item.counted for item in back],
         )
-        publish(
+        ring(
             [
                 Doorbell(
                     execution_id=str(execution.id),

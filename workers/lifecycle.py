@@ -149,15 +149,15 @@ class Fleet:
 
     def release(self) -> int:
         """Give every run still held back to the queue and tell its process to stop."""
-        from scheduler_app.dispatch import publish
         from scheduler_app.services.fleet import worker_executions_release
+        from scheduler_app.services.ringing import ring
         from scheduler_app.services.run_signals import abandon_request
 
         close_old_connections()
         released = worker_executions_release(worker_id=self.record.hostname)
         if released:
             abandon_request(claim_tokens=[str(token) for _, token in released])
-            publish([bell for bell, _ in released])
+            ring([bell for bell, _ in released])
             logger.warning("fleet: released %d unfinished runs to other workers", len(released))
         return len(released)
 

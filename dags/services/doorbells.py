@@ -5,11 +5,11 @@
   UPDATE fed by arrays, in one round trip; a 500-wide fan-out is not 500 CASE branches).
 * One of them may be handed to the worker that finished the upstream node, which runs it
   right after the commit (see `dags.services.continuation`): no doorbell for that one.
-* The others ring their doorbells after commit, in one pipelined publish (a wide wave in
-  batch doorbells, `scheduler_app.dispatch.batch_size`). Each carries a sticky hint naming
-  the worker whose node made it ready, so `workers.routing` sends it to that worker's own
-  queue while the worker has free slots (its inputs and caches are warm there), else to the
-  tier queue.
+* The others ring their doorbells after commit, in one `ring` (a wide wave in batch
+  doorbells, `scheduler_app.dispatch.batch_size`). Each carries a sticky hint naming the
+  worker whose node made it ready, so ringing (`scheduler_app.services.sticky_hints.route`)
+  sends it to that worker's own queue while the worker has free slots (its inputs and
+  caches are warm there), else to the tier queue.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from dags.services.continuation import continuation_accept, continuation_offer
 from dags.services.links import NodeLink, link_remember
 from scheduler_app import db_rows
 from scheduler_app.choices import ExecutionStatus, Trigger
-from scheduler_app.dispatch import Doorbell, batch_size, publish
+from scheduler_app.dispatch import batch_size
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.sticky_hints import sticky_hints_set
 
 logger = logging.getLogger(__name__)
@@ -139,12 +141,12 @@ def node_executions_ring(
     if not bells:
         return
 
-    def ring() -> None:
+    def ring_now() -> None:
         if prefer_worker:
             _sticky_hints_set(bells, worker_id=prefer_worker)
-        publish(bells, batch=settings.SCHEDULER["DOORBELL_BATCH"])
+        ring(bells, batch=settings.SCHEDULER["DOORBELL_BATCH"])
 
-    transaction.on_commit(ring)
+    transaction.on_commit(ring_now)
 
 
 def wave_batch(nodes: int) -> int:

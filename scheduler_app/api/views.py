@@ -309,9 +309,9 @@ class AdminWorkersView(APIView):
     def get(self, request: Request) -> Response:
         import time as _time
 
+        from scheduler_app.fleet_registry import worker_records
+        from scheduler_app.services.sticky_hints import sticky_stats
         from workers.queue_stats import tier_queue_stats
-        from workers.registry import worker_records
-        from workers.routing import sticky_stats
 
         now = _time.time()
         return Response(

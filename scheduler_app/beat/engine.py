@@ -26,7 +26,6 @@ from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
-from scheduler_app.dispatch import publish
 from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
@@ -44,6 +43,7 @@ from scheduler_app.services.firing import (
     stale_queued_requeue,
     takeover_queued_republish,
 )
+from scheduler_app.services.ringing import ring
 from scheduler_app.shard_keys import shard_of, shard_sql
 from scheduler_app.task_schedule import schedule_for
 from workers.capabilities import live_capabilities
@@ -451,7 +451,7 @@ class SchedulerEngine:
         while self.lock.is_held():
             bells = takeover_queued_republish(since=since, now=until, limit=self.config.batch_size)
             if bells:
-                self.published_total += publish(bells)
+                self.published_total += ring(bells)
                 logger.info("republished %d queued executions of the previous leader", len(bells))
             if len(bells) < self.config.batch_size:
                 return
@@ -463,7 +463,7 @@ class SchedulerEngine:
                 now=timezone.now(), limit=self.config.batch_size, per_tenant=per_tenant
             )
             if bells:
-                self.published_total += publish(bells, batch=doorbell_batch())
+                self.published_total += ring(bells, batch=doorbell_batch())
             if len(bells) < self.config.batch_size:
                 return
 
@@ -501,7 +501,7 @@ class SchedulerEngine:
             )
             if bells:
                 logger.warning("republishing %d queued executions nobody started", len(bells))
-                publish(bells)
+                ring(bells)
             unrunnable = executions_without_capable_worker_fail(
                 offered=live_capabilities(),
                 now=timezone.now(),

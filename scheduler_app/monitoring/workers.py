@@ -1,12 +1,12 @@
 """The worker list the dashboard's Workers page and /metrics read: the fleet registry
-(workers/registry.py), which every worker refreshes on each heartbeat with its CPU, memory,
-active runs and finished/errored counts. Reading it is one SMEMBERS and one MGET, so pages
-that poll every few seconds cost Redis almost nothing and wait on no worker.
+(scheduler_app/fleet_registry.py), which every worker refreshes on each heartbeat with its
+CPU, memory, active runs and finished/errored counts. Reading it is one SMEMBERS and one
+MGET, so pages that poll every few seconds cost Redis almost nothing and wait on no worker.
 
 States: `active`, `draining` (shutting down, finishing what it holds), `unresponsive` (its
 heartbeats stopped; the reaper will declare it dead and fail its runs as `worker_lost`),
 `dead` (declared dead by a peer) and `gone` (a clean shutdown). Dead and gone workers stay
-listed for an hour (registry.FORGET_AFTER_SECONDS).
+listed for an hour (fleet_registry.FORGET_AFTER_SECONDS).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from workers.registry import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
+from scheduler_app.fleet_registry import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
 
 STATE_UNRESPONSIVE = "unresponsive"
 WORKER_STATES = ("active", "draining", STATE_UNRESPONSIVE, "dead", "gone")

@@ -12,10 +12,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def worker_kept_runs_ring(*, worker_id: str) -> int:
         ).update(worker_id="", queued_at=now, updated_at=now)
         if taken:
             bells.append(Doorbell(str(execution_id), str(tenant_id), queue))
-    return publish(bells) if bells else 0
+    return ring(bells) if bells else 0
 
 
 def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UUID]]:

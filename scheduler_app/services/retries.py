@@ -8,10 +8,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.dispatch import Doorbell, publish_after_commit
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import execution_follow_up_create
+from scheduler_app.services.ringing import ring_after_commit
 
 MANUALLY_RETRYABLE = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.CANCELLED)
 
@@ -52,5 +53,5 @@ def fresh_run_create(*, previous: TaskExecution, now: datetime) -> TaskExecution
         priority=task.priority,
     )
     bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
-    publish_after_commit([bell])
+    ring_after_commit([bell])
     return retry

@@ -13,9 +13,10 @@ from django.utils import timezone
 from scheduler_app.alerting.targets import notification_targets_check
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
-from scheduler_app.dispatch import Doorbell, publish_after_commit
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.ringing import ring_after_commit
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import first_fire_after
@@ -195,5 +196,5 @@ def task_trigger(
     with transaction.atomic():
         execution.save(force_insert=True)
         bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
-        publish_after_commit([bell])
+        ring_after_commit([bell])
     return execution

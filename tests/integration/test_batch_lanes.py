@@ -10,8 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.ringing import ring
 from tests.factories import make_queued_runs, make_task
 from tests.integration.conftest import FAST_WORKER, dump_logs
 from tests.processes import broker_key_prefix, start_worker, wait_until
@@ -48,7 +49,7 @@ def test_a_batch_of_shell_runs_runs_side_by_side_and_each_run_once(tenant):
         bells = [Doorbell(str(run.id), str(tenant.id), "normal") for run in runs]
         with broker_key_prefix(prefix):
             # One message for all of them: one process, a burst twice its size or more.
-            assert publish(bells, sticky=False, batch=128, processes=1) == RUNS
+            assert ring(bells, sticky=False, batch=128, processes=1) == RUNS
         ids = [run.id for run in runs]
 
         def finished() -> bool:

@@ -350,10 +350,11 @@ def test_a_lost_chord_callback_is_joined_by_the_reconciler(tenant, live_worker):
         # Drop the chord (header and body) that would have been sent after commit ...
         transaction.get_connection().run_on_commit.clear()
     # ... and ring the shards' doorbells without a chord: nobody will call the join.
-    from scheduler_app.dispatch import Doorbell, publish
+    from scheduler_app.doorbell import Doorbell
+    from scheduler_app.services.ringing import ring
 
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
-    publish([Doorbell(str(r), str(tenant.id), "normal") for r in roots])
+    ring([Doorbell(str(r), str(tenant.id), "normal") for r in roots])
     wait_until(lambda: DagNodeState.objects.get(run=run, node_id="m").map_finished == 3, timeout=30)
     assert DagRun.objects.get(id=run.id).status == "running"
     assert map_joins_reconcile(grace_seconds=0) == 1

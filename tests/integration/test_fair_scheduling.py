@@ -9,9 +9,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from scheduler_app.dispatch import publish
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.firing import Fire, fires_record
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
@@ -56,7 +56,7 @@ def test_a_flooding_tenant_does_not_delay_another_tenants_run(tenant_factory, li
         for index in range(FLOOD)
     ]
     for start in range(0, FLOOD, 1000):
-        publish(fires_record(fires[start : start + 1000], now=now))
+        ring(fires_record(fires[start : start + 1000], now=now))
     # Let the flood reach a steady state: the worker busy with it, the leader re-offering it.
     wait_until(
         lambda: TaskExecution.objects.filter(task=flood_task, status="success").count() >= 12,

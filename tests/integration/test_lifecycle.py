@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER, dump_logs
@@ -133,7 +134,7 @@ def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path):
     try:
         execution = task_trigger(task=task)
         bell = Doorbell(str(execution.id), str(tenant.id), execution.queue)
-        publish([bell] * 5)  # duplicate deliveries, as a visibility timeout or republish makes
+        ring([bell] * 5)  # duplicate deliveries, as a visibility timeout or republish makes
         wait_until(
             lambda: TaskExecution.objects.get(id=execution.id).status == "success",
             timeout=30,

@@ -11,10 +11,11 @@ from django.test import Client
 
 from scheduler_app.alerting.channels import SIGNATURE_HEADER
 from scheduler_app.alerting.signing import signature_verify
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
 from scheduler_app.services.channels import notification_channel_create
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.tasks import task_trigger
 from tests.alerting.receiver import Receiver
 from tests.factories import make_task
@@ -73,7 +74,7 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
     try:
         before = _runs_total(scrape(), "failed")
         execution = task_trigger(task=task)
-        publish([Doorbell(str(execution.id), str(tenant.id), queue)])
+        ring([Doorbell(str(execution.id), str(tenant.id), queue)])
         wait_until(lambda: len(receiver.requests) >= 2, timeout=30, message="two notifications")
     except AssertionError:
         print(worker.log()[-3000:])

@@ -16,8 +16,9 @@ from urllib.parse import quote
 import pytest
 from django.utils import timezone
 
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.services.ringing import ring
 from tests.api_clients import member_client
 from tests.factories import make_queued_runs
 from tests.processes import wait_until
@@ -138,7 +139,7 @@ def test_references_in_run_parameters_stay_literal_and_resolved_values_are_maske
         due=timezone.now() - timedelta(seconds=1),
         parameters={"x": "{{secret:db-pass}}"},
     )
-    publish([Doorbell(str(run.id), str(tenant.id), run.queue)])
+    ring([Doorbell(str(run.id), str(tenant.id), run.queue)])
     wait_until(
         lambda: TaskExecution.objects.get(id=run.id).status in ("success", "failed"),
         timeout=60,

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from scheduler_app.dispatch import Doorbell, publish
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_task
 from tests.processes import broker_key_prefix, wait_until
@@ -26,7 +27,7 @@ def test_the_shared_worker_takes_only_runs_published_under_its_prefix(tenant, sh
     assert outside.status == "queued", worker.log()[-2000:]
 
     with broker_key_prefix(prefix):  # what `live_worker` does for its test
-        publish([Doorbell(str(outside.id), str(tenant.id), outside.queue)])
+        ring([Doorbell(str(outside.id), str(tenant.id), outside.queue)])
         inside = task_trigger(task=task)
         wait_until(
             lambda: (

@@ -13,13 +13,13 @@ from scheduler_app.dispatch import (
     BURST_MESSAGES,
     RUN_BATCH_TASK,
     RUN_EXECUTION_TASK,
-    Doorbell,
     batch_message,
     batch_size,
     batches,
     doorbell_message,
     publish,
 )
+from scheduler_app.doorbell import Doorbell
 
 
 def _volatile(message: dict) -> dict:

@@ -15,11 +15,11 @@ from django.utils import timezone
 from project.celery import app
 from scheduler_app.dispatch import (
     RUN_EXECUTION_TASK,
-    Doorbell,
     batch_shadow,
     doorbell_message,
-    publish,
 )
+from scheduler_app.doorbell import Doorbell
+from scheduler_app.services.ringing import ring
 from scheduler_app.services.tasks import task_trigger
 from tests.factories import make_queued_runs, make_task
 
@@ -83,16 +83,16 @@ def test_doorbells_without_a_name_get_it_from_the_database_batches_too(
     runs += make_queued_runs(export, 1, queue=queue, due=due)
     bells = [Doorbell(str(run.id), str(tenant.id), queue) for run in runs]
 
-    publish(bells[:1], sticky=False)
+    ring(bells[:1], sticky=False)
     (single,) = _messages(redis_client, queue)
     assert single["headers"]["shadow"] == "nightly-report"
 
-    publish(bells[:3], sticky=False, batch=8, processes=1)
+    ring(bells[:3], sticky=False, batch=8, processes=1)
     (one_task,) = _messages(redis_client, queue)
     assert _ids(one_task) == [str(run.id) for run in runs[:3]]
     assert one_task["headers"]["shadow"] == "nightly-report (batch of 3)"
 
-    publish(bells, sticky=False, batch=8, processes=1)
+    ring(bells, sticky=False, batch=8, processes=1)
     (mixed,) = _messages(redis_client, queue)
     assert mixed["headers"]["shadow"] == "nightly-report, export (batch of 4)"
 
@@ -122,12 +122,12 @@ def test_fired_runs_are_named_from_their_task_id_and_a_rename_shows_after_the_ca
 
     (bell,) = fire(0)
     assert bell.task_id == str(task.id) and bell.task_name is None
-    publish([bell], sticky=False)
+    ring([bell], sticky=False)
     assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
 
     type(task).objects.filter(id=task.id).update(name="every-minute")
-    publish(fire(1), sticky=False)  # within the cache's lifetime: the name it knew
+    ring(fire(1), sticky=False)  # within the cache's lifetime: the name it knew
     assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
     monkeypatch.setattr(dispatch, "TASK_NAME_CACHE_SECONDS", 0.0)
-    publish(fire(2), sticky=False)
+    ring(fire(2), sticky=False)
     assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "every-minute"

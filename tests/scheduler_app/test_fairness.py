@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from scheduler_app.dispatch import Doorbell
+from scheduler_app.doorbell import Doorbell
 from scheduler_app.fairness import (
     _drained_key,
     _drained_keys,
@@ -35,29 +35,33 @@ def _drained(tier: str, per_second: int) -> None:
 
 def test_a_cold_fleet_gets_the_floor(settings, tier):
     settings.FAIR_INFLIGHT_PER_TENANT = 5
-    assert len(fair_admit(_bells("a", tier, 20))) == 5
+    bells = _bells("a", tier, 20)
+    admission = fair_admit(bells)
+    assert len(admission.admitted) == 5
+    # The excess comes back to the caller (which puts its rows back to pending), in order.
+    assert admission.held_back == bells[5:]
 
 
 def test_a_fleet_that_drains_fast_takes_a_whole_burst_of_one_tenant(settings, tier):
     settings.FAIR_INFLIGHT_PER_TENANT = 5
     settings.FAIR_QUEUE_SECONDS = 1.0
     _drained(tier, 800)
-    assert len(fair_admit(_bells("a", tier, 700))) == 700
+    assert len(fair_admit(_bells("a", tier, 700)).admitted) == 700
     # ... but not more than about FAIR_QUEUE_SECONDS of the fleet's work at a time.
-    assert len(fair_admit(_bells("a", tier, 300))) == 100
+    assert len(fair_admit(_bells("a", tier, 300)).admitted) == 100
 
 
 def test_busy_tenants_share_the_queue(settings, tier):
     settings.FAIR_INFLIGHT_PER_TENANT = 5
     settings.FAIR_QUEUE_SECONDS = 1.0
     _drained(tier, 40)
-    assert len(fair_admit(_bells("a", tier, 100))) == 40  # alone: the whole rate
-    assert len(fair_admit(_bells("b", tier, 100))) == 20  # two busy tenants: half each
+    assert len(fair_admit(_bells("a", tier, 100)).admitted) == 40  # alone: the whole rate
+    assert len(fair_admit(_bells("b", tier, 100)).admitted) == 20  # two busy tenants: half each
 
 
 def test_a_released_slot_is_free_again_and_counts_as_drained(settings, tier):
     settings.FAIR_INFLIGHT_PER_TENANT = 2
-    first = fair_admit(_bells("a", tier, 3))
+    first = fair_admit(_bells("a", tier, 3)).admitted
     assert len(first) == 2
     pipe = get_redis().pipeline(transaction=False)
     for bell in first:
@@ -65,7 +69,7 @@ def test_a_released_slot_is_free_again_and_counts_as_drained(settings, tier):
     pipe.execute()
     drained = get_redis().mget(_drained_keys(tier, time.time()))
     assert sum(int(value or 0) for value in drained) == 2
-    assert len(fair_admit(_bells("a", tier, 3))) >= 2
+    assert len(fair_admit(_bells("a", tier, 3)).admitted) >= 2
 
 
 def test_promote_offers_about_what_one_tenant_may_send(settings, tier):

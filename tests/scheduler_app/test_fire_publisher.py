@@ -7,7 +7,8 @@ from django.conf import settings
 
 from scheduler_app.beat import publisher as publisher_module
 from scheduler_app.beat.publisher import FirePublisher
-from scheduler_app.dispatch import Doorbell
+from scheduler_app.doorbell import Doorbell
+from scheduler_app.services.ringing import Rung
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,15 +20,15 @@ def _bells(count: int, prefix: str) -> list[Doorbell]:
 def test_drain_counts_every_batch_and_reraises_the_first_failure(monkeypatch):
     calls: list[str] = []
 
-    def publish(bells, *, sticky, batch, processes):
+    def ring_deferring_hold_back(bells, *, sticky, batch, processes):
         assert sticky is False  # first attempts never have a previous worker
         assert batch == settings.SCHEDULER["DOORBELL_BATCH"]
         calls.append(bells[0].execution_id)
         if bells[0].execution_id.startswith("bad"):
             raise ConnectionError(bells[0].execution_id)
-        return len(bells)
+        return Rung(len(bells), [])
 
-    monkeypatch.setattr(publisher_module, "publish", publish)
+    monkeypatch.setattr(publisher_module, "ring_deferring_hold_back", ring_deferring_hold_back)
     fire_publisher = FirePublisher()
     try:
         fire_publisher.submit(_bells(3, "ok"))

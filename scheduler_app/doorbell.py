@@ -1,0 +1,19 @@
+"""The doorbell: what a broker message carries for a run (see `scheduler_app.dispatch`).
+
+A leaf module (it imports nothing of the project), so every side that makes, admits,
+routes or sends doorbells can name the type without importing the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Doorbell:
+    execution_id: str
+    tenant_id: str
+    queue: str
+    # The task's name when the caller has it at hand, else its id; ringing finds the name.
+    task_name: str | None = None
+    task_id: str | None = None
