@@ -11,7 +11,7 @@ from scheduler_app.choices import ExecutionStatus
 from scheduler_app.dispatch import Doorbell, publish_after_commit
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.executions import execution_follow_up_create
+from scheduler_app.services.follow_ups import execution_follow_up_create
 
 MANUALLY_RETRYABLE = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.CANCELLED)
 
