@@ -106,7 +106,7 @@ def execution_claim(
 def claim_lag_record(claim: Claim, metrics_pipe=None) -> None:
     """The schedule-to-start histogram's observation of a claim, counted at once or queued
     on `metrics_pipe`. A run claimed ahead of its time is observed when its handler starts
-    instead (`workers.runner.end_run_into`)."""
+    instead (`workers.run_ledger.RunLedger.end_into`)."""
     if claim.ahead_of_time or claim.execution.trigger == Trigger.BACKFILL:
         return  # a backfilled fire's age is not the scheduler's lag
     lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
