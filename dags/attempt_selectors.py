@@ -71,43 +71,40 @@ def dag_run_node_attempts(
     history: dict[str, list[NodeAttempt]] = {}
     for node in nodes:
         rows = [
-            NodeAttempt(
-                node_id=a.node_id,
-                number=a.number,
-                trigger=a.trigger,
-                triggered_by=a.triggered_by,
-                status=a.status,
-                current=False,
-                execution_id=a.execution_id,
-                execution_attempts=a.execution_attempts,
-                started_at=a.started_at,
-                completed_at=a.completed_at,
-                error_message=a.error_message,
-                map_total=a.map_total,
-                execution=latest.get(a.execution_id) if a.execution_id else None,
-                shard_executions=shards.get(a.id, []),
-            )
-            for a in earlier.get(node.node_id, [])
+            _node_attempt(attempt, latest=latest, shard_executions=shards.get(attempt.id, []))
+            for attempt in earlier.get(node.node_id, [])
         ]
-        rows.append(
-            NodeAttempt(
-                node_id=node.node_id,
-                number=node.attempt_number,
-                trigger=node.attempt_trigger,
-                triggered_by=node.attempt_triggered_by,
-                status=node.status,
-                current=True,
-                execution_id=node.execution_id,
-                execution_attempts=node.attempts,
-                started_at=node.started_at,
-                completed_at=node.completed_at,
-                error_message=node.error_message,
-                map_total=node.map_total,
-                execution=latest.get(node.execution_id) if node.execution_id else None,
-            )
-        )
+        rows.append(_node_attempt(node, latest=latest))
         history[node.node_id] = rows
     return history
+
+
+def _node_attempt(
+    row: DagNodeAttempt | DagNodeState,
+    *,
+    latest: dict[uuid.UUID, TaskExecution],
+    shard_executions: list[tuple[int, uuid.UUID]] | None = None,
+) -> NodeAttempt:
+    """One attempt of a node, from the row that holds it: an earlier one (a DagNodeAttempt a
+    re-run kept) or the current one (the node's DagNodeState, whose attempt fields carry an
+    `attempt_` prefix and whose chain's attempts are `attempts`)."""
+    current = isinstance(row, DagNodeState)
+    return NodeAttempt(
+        node_id=row.node_id,
+        number=row.attempt_number if current else row.number,
+        trigger=row.attempt_trigger if current else row.trigger,
+        triggered_by=row.attempt_triggered_by if current else row.triggered_by,
+        status=row.status,
+        current=current,
+        execution_id=row.execution_id,
+        execution_attempts=row.attempts if current else row.execution_attempts,
+        started_at=row.started_at,
+        completed_at=row.completed_at,
+        error_message=row.error_message,
+        map_total=row.map_total,
+        execution=latest.get(row.execution_id) if row.execution_id else None,
+        shard_executions=shard_executions or [],
+    )
 
 
 def earlier_attempt_links(

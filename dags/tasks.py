@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from dags.services.mapping import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
+from dags.services.node_dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
 
 
 @shared_task(name=MAP_SHARD_TASK, bind=True, acks_late=True, ignore_result=False)

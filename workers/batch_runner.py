@@ -41,7 +41,6 @@ from django.utils import timezone
 
 from scheduler_app.choices import Trigger
 from scheduler_app.doorbell import Doorbell
-from scheduler_app.fairness import fair_release_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.execution_batches import (
@@ -51,27 +50,20 @@ from scheduler_app.services.execution_batches import (
     executions_give_back,
 )
 from scheduler_app.services.executions import Claim
-from scheduler_app.services.log_quota import log_bytes_count_into, stored_log
+from scheduler_app.services.log_quota import stored_log
 from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
     ClaimCount,
-    quota_count_runs_into,
     quota_decide_counts,
     quota_defer,
-    quota_replies,
     quota_running_count,
-    quota_uncount_run_into,
-)
-from scheduler_app.services.retry_budget import (
-    retry_budget_note_execution_into,
-    retry_budget_unnote_execution_into,
 )
 from scheduler_app.services.ringing import ring
 from workers import registry
 from workers.batch_lanes import Lanes, batch_width
-from workers.control import stop_requested_into
 from workers.due import wait_until_due
-from workers.runner import Executed, end_run_into, execute_claimed, finish_claimed
+from workers.run_ledger import RunLedger
+from workers.runner import Executed, execute_claimed, finish_claimed
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +89,7 @@ def execution_batch_run(
 ) -> str:
     """Returns a summary for the worker's log, e.g. 'batch of 16: 15 success, 1 failed'."""
     config = settings.WORKER
+    ledger = RunLedger(worker_id)
     writes = CoalescedWrites()
     claims = executions_claim(
         execution_ids=execution_ids,
@@ -104,17 +97,21 @@ def execution_batch_run(
         lease_seconds=config["LEASE_SECONDS"],
         metrics_pipe=writes,
     )
-    for execution_id in execution_ids:
-        # Every doorbell of the batch reached a worker, claimed or not (a duplicate delivery).
-        fair_release_into(writes, execution_id=str(execution_id), tenant_id=tenant_id, queue=queue)
-    items, room = _start(claims, writes, worker_id=worker_id)
+    # Every doorbell of the batch reached a worker, claimed or not (a duplicate delivery).
+    ledger.doorbells_answered_into(
+        writes,
+        [str(execution_id) for execution_id in execution_ids],
+        tenant_id=tenant_id,
+        queue=queue,
+    )
+    items, room = _start(claims, writes, ledger=ledger)
     width = batch_width(
         [item.claim.task.handler_type for item in items],
         parallel=config["BATCH_PARALLEL"],
         room=room,
     )
     outcomes = _Batch(
-        items, worker_id=worker_id, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
+        items, ledger=ledger, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
     ).run()
     counts = Counter(outcomes)
     if len(items) < len(claims):
@@ -126,36 +123,18 @@ def execution_batch_run(
 
 
 def _start(
-    claims: list[Claim], writes: CoalescedWrites, *, worker_id: str
+    claims: list[Claim], writes: CoalescedWrites, *, ledger: RunLedger
 ) -> tuple[list[_Item], int]:
     """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
     the counters folded (`writes` holds the claims' lag observations and fairness releases
     already), the hour's run count once per tenant, a cancel check per run. Runs over quota
     are deferred as for a single doorbell; the rest are returned in batch order, with how
     many of them the tenants' concurrency quotas let run at once (at least 1)."""
-    now = timezone.now()
-    pipe = get_redis().pipeline(transaction=False)
     by_tenant: dict[object, list[Claim]] = {}
     for claim in claims:
         by_tenant.setdefault(claim.execution.tenant_id, []).append(claim)
-        registry.run_started_into(writes, worker_id)
-        retry_budget_note_execution_into(writes, at=now)
-    counted = {
-        tenant: quota_count_runs_into(pipe, tenant_id=tenant, runs=len(group), now=now)
-        for tenant, group in by_tenant.items()
-    }
-    stops = [
-        stop_requested_into(
-            pipe, execution_id=str(claim.execution.id), claim_token=str(claim.claim_token)
-        )
-        for claim in claims
-    ]
-    writes.send_into(pipe)
-    replies = None
-    try:
-        replies = pipe.execute(raise_on_error=False)
-    except Exception:
-        logger.exception("could not count the start of a batch")
+    started = ledger.start(claims, get_redis().pipeline(transaction=False), writes=writes)
+    now = started.at
     # The batch's runs are all `running` in the database but run one at a time: each is
     # judged as if the others of its tenant in this batch were not running. Run side by
     # side (`workers.batch_lanes`), no more of them run at once than the quota has room for.
@@ -172,10 +151,10 @@ def _start(
     )
     place = {claim.execution.id: k for group in by_tenant.values() for k, claim in enumerate(group)}
     items, deferred = [], []
-    for claim, stop_index in zip(claims, stops, strict=True):
+    for index, claim in enumerate(claims):
         execution = claim.execution
         tenant = execution.tenant_id
-        total, seconds = quota_replies(counted[tenant], replies)
+        total, seconds = started.quota(tenant)
         runs_after = None
         if total is not None:
             runs_after = total - len(by_tenant[tenant]) + place[execution.id] + 1
@@ -193,37 +172,13 @@ def _start(
                 execution=execution,
                 claim_token=claim.claim_token,
                 deferral=deferral,
-                counted=counted[tenant],
+                counted=started.counted[tenant],
             )
             continue
-        stop = replies is not None and not isinstance(replies[stop_index], Exception)
-        items.append(_Item(claim, counted[tenant], stop and bool(replies[stop_index])))
-    if deferred and replies is not None:
-        _unstart(deferred, worker_id=worker_id, at=now, counted=None)
+        items.append(_Item(claim, started.counted[tenant], started.stop_requested(index)))
+    if deferred and started.replies is not None:
+        ledger.unstart(deferred, at=now)
     return items, room
-
-
-def _unstart(
-    claims: Sequence[Claim],
-    *,
-    worker_id: str,
-    at: datetime,
-    counted: Sequence[ClaimCount] | None,
-) -> None:
-    """Undo the start bookkeeping of claimed runs that did not run (`counted`: also uncount
-    them in the tenant's hourly runs; a deferral does that itself)."""
-    try:
-        pipe = get_redis().pipeline(transaction=False)
-        for index, claim in enumerate(claims):
-            registry.run_not_started_into(pipe, worker_id)
-            retry_budget_unnote_execution_into(pipe, at=at)
-            if counted is not None:
-                quota_uncount_run_into(
-                    pipe, tenant_id=claim.execution.tenant_id, counted=counted[index]
-                )
-        pipe.execute()
-    except Exception:
-        logger.exception("could not uncount %s unstarted runs", len(claims))
 
 
 @dataclass
@@ -239,10 +194,10 @@ class _Batch:
     one after the other, inline), with the spill watcher (see the module doc)."""
 
     def __init__(
-        self, items: list[_Item], *, worker_id: str, spill_seconds: float, width: int = 1
+        self, items: list[_Item], *, ledger: RunLedger, spill_seconds: float, width: int = 1
     ) -> None:
         self.items = items
-        self.worker_id = worker_id
+        self.ledger = ledger
         self.spill_seconds = spill_seconds
         self.lanes = Lanes(width)
         self.lock = threading.Lock()
@@ -291,7 +246,7 @@ class _Batch:
         try:
             executed = execute_claimed(claim, stop_requested=item.stop_requested)
         except BaseException:
-            _note_end(self.worker_id)
+            self.ledger.crashed()
             raise
         done = _Done(item, executed, executed.started_at, timezone.now())
         with self.lock:
@@ -299,7 +254,7 @@ class _Batch:
                 self.waiting.append(done)
                 return
         status, accepted = finish_claimed(
-            claim, executed, worker_id=self.worker_id, started_at=executed.started_at
+            claim, executed, worker_id=self.ledger.worker_id, started_at=executed.started_at
         )
         with self.lock:
             self.outcomes.append(status if accepted else "rejected")
@@ -339,24 +294,18 @@ class _Batch:
         accepted_ids = {item.claim.execution.id for item in accepted}
         for done in waiting:
             ok = done.item.claim.execution.id in accepted_ids
-            if ok:
-                log_bytes_count_into(
-                    writes,
-                    tenant_id=done.item.claim.execution.tenant_id,
-                    text=logs[done.item.claim.execution.id][0],
-                )
             if ok and done.executed.progress is not None:
                 execution_progress_save(
                     execution=done.item.claim.execution, progress=done.executed.progress
                 )
-            end_run_into(
+            self.ledger.end_into(
                 writes,
                 done.item.claim,
                 sink=done.executed.sink,
-                worker_id=self.worker_id,
                 status="success" if ok else "rejected",
                 errored=False,
                 started_at=done.started_at,
+                stored_log=logs[done.item.claim.execution.id][0] if ok else None,
             )
             self.outcomes.append("success" if ok else "rejected")
         try:
@@ -402,9 +351,8 @@ class _Batch:
         given = executions_give_back([item.claim for item in items])
         given_ids = {execution.id for execution in given}
         back = [item for item in items if item.claim.execution.id in given_ids]
-        _unstart(
+        self.ledger.unstart(
             [item.claim for item in back],
-            worker_id=self.worker_id,
             at=timezone.now(),
             counted=[item.counted for item in back],
         )
@@ -433,13 +381,6 @@ def _fleet_processes() -> int | None:
     except Exception:
         logger.exception("could not read the fleet's size; hand-back cut the default way")
         return None
-
-
-def _note_end(worker_id: str) -> None:
-    try:
-        registry.run_ended(worker_id, errored=True)
-    except Exception:
-        logger.exception("could not count the end of a run")
 
 
 __all__ = ["execution_batch_run"]

@@ -4,7 +4,8 @@ The hot path of the whole system (every run passes here), so it is kept to a few
 trips: one statement claims the row and loads its task and tenant, one counts the tenant's
 running runs (quota), one statement finishes the row with its log, and the Redis
 bookkeeping of a run (fairness slot, lag histogram, quota counters, fleet counters, retry
-budget, a cancel check) travels in one pipeline at the start and one at the end.
+budget, a cancel check; `workers.run_ledger`) travels in one pipeline at the start and one
+at the end.
 """
 
 from __future__ import annotations
@@ -19,27 +20,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
-from scheduler_app.fairness import fair_release, fair_release_into
-from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import (
     Claim,
     execution_claim,
     execution_finish,
 )
-from scheduler_app.services.log_quota import log_bytes_count_into, stored_log
+from scheduler_app.services.log_quota import stored_log
 from scheduler_app.services.progress import execution_progress_save
-from scheduler_app.services.quotas import (
-    compute_seconds_add_into,
-    quota_count_run_into,
-    quota_decide,
-    quota_defer,
-    quota_running_count,
-)
-from scheduler_app.services.retry_budget import (
-    retry_budget_note_execution_into,
-    retry_budget_unnote_execution_into,
-)
+from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
 from scheduler_app.services.run_keys import execution_key_settle
 from scheduler_app.services.secrets import (
     referenced_names,
@@ -47,12 +36,11 @@ from scheduler_app.services.secrets import (
     secrets_resolve,
     substitute,
 )
-from workers import registry
-from workers.control import stop_requested_into
 from workers.due import wait_until_due
 from workers.handlers import run_handler
 from workers.live_logs import LiveLogSink, log_stream_key
 from workers.progress import ProgressReporter
+from workers.run_ledger import RunLedger
 from workers.run_watch import WatchedRun, run_watcher
 from workers.shell_sandbox import shell_sandbox_for
 
@@ -82,6 +70,7 @@ def execution_run(
     """Returns what happened, for the worker's log: 'duplicate', 'deferred', 'rejected' or the
     status."""
     config = settings.WORKER
+    ledger = RunLedger(worker_id)
     pipe = get_redis().pipeline(transaction=False)
     claim = execution_claim(
         execution_id=execution_id,
@@ -91,17 +80,17 @@ def execution_run(
     )
     if claim is None:
         # Duplicate delivery, or the run was cancelled/taken meanwhile: nothing to do.
-        fair_release(execution_id=execution_id, tenant_id=tenant_id, queue=queue)
+        ledger.doorbell_answered(execution_id=execution_id, tenant_id=tenant_id, queue=queue)
         logger.info("execution %s not claimable; dropping the message", execution_id)
         return "duplicate"
-    start = _start(claim, pipe, worker_id=worker_id, tenant_id=tenant_id, queue=queue)
+    start = _start(claim, pipe, ledger=ledger, tenant_id=tenant_id, queue=queue)
     if start is None:
         logger.info("execution %s deferred: tenant over quota", execution_id)
         return "deferred"
     try:
         status, accepted = _run_claimed(claim, worker_id=worker_id, stop_requested=start)
     except BaseException:
-        _note_end(worker_id, errored=True)
+        ledger.crashed()
         raise
     return status if accepted else "rejected"
 
@@ -113,53 +102,37 @@ class _Started:
 
 
 def _start(
-    claim: Claim, pipe, *, worker_id: str, tenant_id: str | None, queue: str | None
+    claim: Claim, pipe, *, ledger: RunLedger, tenant_id: str | None, queue: str | None
 ) -> _Started | None:
     """The quota check and the start-of-run bookkeeping, sent on `pipe` (which holds the
     claim's lag observation already); None when the run was deferred.
 
     Counters are for operators, fairness and budgets: a Redis blip must not fail the run (the
     Redis quotas then err towards running)."""
-    execution, now = claim.execution, timezone.now()
+    execution = claim.execution
     running = quota_running_count(tenant_id=execution.tenant_id)
-    replies = None
-    fair_release_into(pipe, execution_id=str(execution.id), tenant_id=tenant_id, queue=queue)
-    counted = quota_count_run_into(pipe, tenant_id=execution.tenant_id, now=now)
-    registry.run_started_into(pipe, worker_id)
-    retry_budget_note_execution_into(pipe, at=now)
-    stop_index = stop_requested_into(
-        pipe, execution_id=str(execution.id), claim_token=str(claim.claim_token)
-    )
-    try:
-        replies = pipe.execute(raise_on_error=False)
-    except Exception:
-        logger.exception("could not count the start of a run")
-    deferral = quota_decide(
-        tenant=execution.tenant, running=running, counted=counted, replies=replies
+    ledger.doorbells_answered_into(pipe, [str(execution.id)], tenant_id=tenant_id, queue=queue)
+    started = ledger.start([claim], pipe)
+    runs_after, seconds = started.quota(execution.tenant_id)
+    deferral = quota_decide_counts(
+        tenant=execution.tenant,
+        running=running,
+        runs_after=runs_after,
+        seconds=seconds,
+        now=started.at,
     )
     if deferral is None:
-        stop = replies is not None and not isinstance(replies[stop_index], Exception)
-        return _Started(at=now, stop_requested=stop and bool(replies[stop_index]))
+        return _Started(at=started.at, stop_requested=started.stop_requested(0))
     logger.info("execution %s: tenant over %s", execution.id, deferral.quota)
-    if replies is not None:
-        try:
-            undo = get_redis().pipeline(transaction=False)
-            registry.run_not_started_into(undo, worker_id)
-            retry_budget_unnote_execution_into(undo, at=now)
-            undo.execute()
-        except Exception:
-            logger.exception("could not uncount a deferred run")
+    if started.replies is not None:
+        ledger.unstart([claim], at=started.at)
     quota_defer(
-        execution=execution, claim_token=claim.claim_token, deferral=deferral, counted=counted
+        execution=execution,
+        claim_token=claim.claim_token,
+        deferral=deferral,
+        counted=started.counted[execution.tenant_id],
     )
     return None
-
-
-def _note_end(worker_id: str, *, errored: bool) -> None:
-    try:
-        registry.run_ended(worker_id, errored=errored)
-    except Exception:
-        logger.exception("could not count the end of a run")
 
 
 def _resolve_secrets(claim: Claim) -> _Resolved:
@@ -345,50 +318,17 @@ def finish_claimed(
     )
     if report.accepted and executed.progress is not None:
         execution_progress_save(execution=claim.execution, progress=executed.progress)
-    if report.accepted:
-        log_bytes_count_into(end_pipe, tenant_id=claim.execution.tenant_id, text=log_text)
-    end_run_into(
+    RunLedger(worker_id).end_into(
         end_pipe,
         claim,
         sink=sink,
-        worker_id=worker_id,
         status=handler_outcome.status if report.accepted else "rejected",
         errored=handler_outcome.status not in ("success", "skipped"),
         started_at=started_at,
+        stored_log=log_text if report.accepted else None,
     )
     _send(end_pipe, claim)
     return handler_outcome.status, report.accepted
-
-
-def end_run_into(
-    pipe,
-    claim: Claim,
-    *,
-    sink: LiveLogSink,
-    worker_id: str,
-    status: str,
-    errored: bool,
-    started_at: datetime | None = None,
-) -> None:
-    """Queue the end-of-run Redis writes on `pipe` (which holds the counters the finish
-    queued): the rest of the live log and its end marker, the fleet counters, the tenant's
-    compute seconds (from `started_at`, the handler's start, else the claim's), and the
-    schedule-to-start of a run claimed ahead of its time (the claim observes the others).
-    Sent by the caller after the finish committed, with `_send`."""
-    execution, now = claim.execution, timezone.now()
-    sink.close_into(pipe, status=status)
-    registry.run_ended_into(pipe, worker_id, errored=errored)
-    if started_at is not None and claim.ahead_of_time:
-        lag = (started_at - execution.scheduled_at).total_seconds()
-        record_run_started_into(pipe, tier=execution.queue, lag_seconds=lag)
-    started_at = started_at or claim.claimed_at
-    if started_at is not None:
-        compute_seconds_add_into(
-            pipe,
-            tenant_id=execution.tenant_id,
-            seconds=(now - started_at).total_seconds(),
-            now=now,
-        )
 
 
 def _send(pipe, claim: Claim) -> None:

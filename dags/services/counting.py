@@ -1,5 +1,9 @@
-"""A node's completion in one round trip (PostgreSQL): lock the run, mark the node final,
-count it into its children and into the run.
+"""A node's end, counted: its final status, its children's counters, the run's count.
+
+`node_end_and_count` does it all in one round trip (PostgreSQL): lock the run, mark the node
+final, count it into its children and into the run. `node_set_final` and `children_count` are
+the steps one by one, for a caller that holds the run's lock already (a skipped node, a node
+that failed a `fail_all` run, a mapped node's join).
 
 Every finish of a run's nodes serializes on the run row's lock, so how long the finishing
 transaction holds it bounds a wide fan-in's throughput: 500 siblings finishing at once take
@@ -18,6 +22,9 @@ import uuid
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
+
+from django.db import connection
+from django.utils import timezone
 
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus, RunStatus
 from dags.models import DagNodeState, DagRun
@@ -124,3 +131,70 @@ def node_end_and_count(
         )
     }
     return Counted(remaining_nodes=remaining, ready=ready, run_row=row[:width])
+
+
+def node_set_final(
+    *,
+    run: DagRun,
+    node_id: str,
+    status: str,
+    result: Any,
+    error: str = "",
+    execution_id: uuid.UUID | None = None,
+) -> bool:
+    """End an active node (the run's lock held); False when it was not active."""
+    now = timezone.now()
+    states = DagNodeState.objects.filter(run=run, node_id=node_id, status__in=ACTIVE_NODE_STATUSES)
+    if execution_id is not None:
+        # Only the node's current execution may end it (not one from before a re-run).
+        states = states.filter(execution_id=execution_id)
+    return (
+        states.update(
+            status=status,
+            result=result,
+            error_message=error[:4000],
+            completed_at=now,
+            updated_at=now,
+        )
+        == 1
+    )
+
+
+def children_count(
+    *, run: DagRun, children: tuple[str, ...], succeeded: int, failed: int, skipped: int
+) -> dict[str, DagNodeState]:
+    """Decrement the children's remaining_upstream in one statement; returns those at 0
+    (their counters come back with the UPDATE, so readiness needs no second read)."""
+    table = DagNodeState._meta.db_table
+    placeholders = ", ".join(["%s"] * len(children))
+    # Identifiers come from the model's metadata; every value is a bound parameter.
+    sql = (
+        f"UPDATE {table} SET remaining_upstream = remaining_upstream - 1, "  # noqa: S608
+        "upstream_succeeded = upstream_succeeded + %s, "
+        "upstream_failed = upstream_failed + %s, "
+        "upstream_skipped = upstream_skipped + %s "
+        f"WHERE run_id = %s AND status = %s AND node_id IN ({placeholders}) "
+        "RETURNING id, node_id, remaining_upstream, upstream_succeeded, upstream_failed, "
+        "upstream_skipped"
+    )
+    run_id = DagNodeState._meta.get_field("run").target_field.get_db_prep_value(
+        run.id, connection, prepared=False
+    )
+    params = [succeeded, failed, skipped, run_id, NodeStatus.WAITING.value, *children]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return {
+        node_id: DagNodeState(
+            id=state_id,
+            run_id=run.id,
+            node_id=node_id,
+            status=NodeStatus.WAITING,
+            remaining_upstream=0,
+            upstream_succeeded=ok,
+            upstream_failed=bad,
+            upstream_skipped=skipped_count,
+        )
+        for state_id, node_id, remaining, ok, bad, skipped_count in sorted(rows, key=lambda r: r[1])
+        if remaining == 0
+    }

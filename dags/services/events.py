@@ -26,8 +26,9 @@ from django.utils import timezone
 
 from dags.choices import EventWaitStatus, NodeStatus, RunStatus
 from dags.models import Dag, DagNodeState, Event, EventWait
-from dags.services.engine import lock_run, node_complete
+from dags.services.completion import node_complete
 from dags.services.event_waits import payload_matches
+from dags.services.links import run_lock
 from dags.services.runs import dag_trigger
 from dags.spec import EVENT_NAME
 from scheduler_app.choices import Trigger
@@ -104,7 +105,7 @@ def _wait_end(
     wait: EventWait, *, status: str, result: Any, event: Event | None = None, error: str = ""
 ) -> bool:
     """End one wait and its node (locking its run first, as every change of a run does)."""
-    run = lock_run(wait.run_id)
+    run = run_lock(wait.run_id)
     now = timezone.now()
     still_waiting = DagNodeState.objects.filter(
         run=run, node_id=wait.node_id, status=NodeStatus.WAITING_FOR_EVENT

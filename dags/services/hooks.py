@@ -10,7 +10,7 @@ from django.utils import timezone
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
 from dags.graph import graph_of_version
 from dags.models import DagNodeState
-from dags.services.engine import node_complete, node_complete_locking
+from dags.services.completion import node_complete, node_complete_locking
 from dags.services.links import (
     NodeLink,
     link_load,
@@ -18,6 +18,7 @@ from dags.services.links import (
     link_remember,
     upstream_results_load,
 )
+from dags.services.mapping import chord_shard_settled, shard_settled
 from handler_contract.python_signature import python_handler_reads_upstream
 from scheduler_app.choices import Trigger
 
@@ -46,8 +47,6 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
         if link is None:
             return
         if link.shard_index is not None and execution.trigger == Trigger.DAG:
-            from dags.services.mapping import chord_shard_settled
-
             # A chord member's first attempt ended for good: the chord's join moves the run
             # on. No run lock (see chord_shard_settled).
             chord_shard_settled(link=link, execution=execution)
@@ -72,8 +71,6 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
         )
         return
     if link.shard_index is not None:
-        from dags.services.mapping import shard_settled
-
         shard_settled(run=run, link=link, execution=execution)
         return
     node_complete(run=run, **_node_outcome(execution, link))

@@ -1,7 +1,8 @@
-"""Fan-out (`map_over`) and chord fan-in.
+"""Fan-out (`map_over`): the chord's fan-in.
 
 A mapped node's shards are ordinary executions, rung as the header of a Celery chord (a
-wide map's header members carry several shards each) whose body (`dags.join_map`) joins
+wide map's header members carry several shards each; sent by
+`dags.services.node_dispatch.map_chord_send`) whose body (`dags.join_map`) joins
 the shard results, ordered by item, into the node's result. Each shard retries on its own;
 since a retry is not part of the chord, a shard chain that ends on a retry does the join
 itself. If a chord callback is lost (Redis restarted), `map_joins_reconcile` completes the
@@ -22,35 +23,12 @@ from django.utils import timezone
 
 from dags.choices import NodeStatus, RunStatus
 from dags.models import DagNodeExecution, DagNodeState, DagRun
-from dags.services.engine import lock_run, node_complete
+from dags.services.completion import node_complete
+from dags.services.links import run_lock
 from scheduler_app import db_rows
 from scheduler_app.choices import Trigger
 
 logger = logging.getLogger(__name__)
-
-MAP_SHARD_TASK = "dags.run_map_shard"
-MAP_SHARDS_TASK = "dags.run_map_shards"
-MAP_JOIN_TASK = "dags.join_map"
-
-
-def send_map_chord(*, execution_ids: list[str], run_id: str, node_id: str, queue: str) -> None:
-    """The chord: a wide map's shards go in header members of several shards each (one
-    claim per member, see `workers.batch_runner`), a narrow one's one shard per member."""
-    from celery import chord
-
-    from dags.services.doorbells import wave_batch
-    from project.celery import app
-
-    size = wave_batch(len(execution_ids))
-    groups = [execution_ids[i : i + size] for i in range(0, len(execution_ids), size)]
-    header = [
-        app.signature(MAP_SHARD_TASK, args=[group[0]], queue=queue, immutable=True)
-        if len(group) == 1
-        else app.signature(MAP_SHARDS_TASK, args=[group], queue=queue, immutable=True)
-        for group in groups
-    ]
-    body = app.signature(MAP_JOIN_TASK, args=[run_id, node_id], queue=queue, immutable=True)
-    chord(header, app=app)(body)
 
 
 def shard_settled(*, run: DagRun, link, execution) -> None:
@@ -128,7 +106,7 @@ def map_join(*, run: DagRun, node_id: str) -> bool:
 
 def map_join_by_id(*, run_id: str | uuid.UUID, node_id: str) -> bool:
     with transaction.atomic():
-        return map_join(run=lock_run(uuid.UUID(str(run_id))), node_id=node_id)
+        return map_join(run=run_lock(uuid.UUID(str(run_id))), node_id=node_id)
 
 
 def map_joins_reconcile(*, grace_seconds: float = 5.0, limit: int = 200) -> int:

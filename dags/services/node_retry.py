@@ -26,7 +26,7 @@ from dags.models import DagNodeState, DagRun
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
-from scheduler_app.services.executions import execution_follow_up_create
+from scheduler_app.services.follow_ups import execution_follow_up_create
 
 
 def node_retries(graph: Graph, node_id: str) -> bool:

@@ -20,8 +20,9 @@ from dags.choices import (
 from dags.graph import graph_of_version
 from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import current_version
-from dags.services.engine import lock_run, nodes_ready, run_abort
+from dags.services.links import run_lock
 from dags.services.node_attempts import node_attempts_keep
+from dags.services.readiness import nodes_ready, run_roots_start, run_stop
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.services.secrets import secret_references_refuse
 
@@ -81,7 +82,7 @@ def dag_trigger(
                 batch_size=1000,
             )
             if status == RunStatus.RUNNING:
-                _start_roots(run)
+                run_roots_start(run)
     except IntegrityError:
         if trigger in ("schedule", "backfill"):  # that fire time was already recorded
             return None
@@ -89,37 +90,12 @@ def dag_trigger(
     return run
 
 
-def _start_roots(run: DagRun) -> None:
-    graph = graph_of_version(run.version_id)
-    nodes_ready(run=run, node_ids=[n for n, node in graph.nodes.items() if not node["depends_on"]])
-
-
-def queued_runs_start(*, dag_id: uuid.UUID) -> None:
-    """A slot freed: start the oldest queued runs that now fit under max_active_runs."""
-    dag = Dag.objects.select_for_update().get(id=dag_id)
-    active = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.RUNNING).count()
-    free = dag.max_active_runs - active
-    if free <= 0:
-        return
-    waiting = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by("created_at")[
-        :free
-    ]
-    for queued in waiting:
-        run = lock_run(queued.id)
-        if run.status != RunStatus.QUEUED:
-            continue
-        now = timezone.now()
-        DagRun.objects.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now)
-        run.status, run.started_at = RunStatus.RUNNING, now
-        _start_roots(run)
-
-
 def dag_run_cancel(*, run: DagRun) -> DagRun:
     with transaction.atomic():
-        locked = lock_run(run.id)
+        locked = run_lock(run.id)
         if locked.status not in ACTIVE_RUN_STATUSES:
             raise Conflict(f"the run is already {locked.status}", field="status")
-        run_abort(run=locked, status=RunStatus.CANCELLED, reason="cancelled by a user")
+        run_stop(run=locked, status=RunStatus.CANCELLED, reason="cancelled by a user")
     run.refresh_from_db()
     return run
 
@@ -143,7 +119,7 @@ def dag_run_rerun(*, run: DagRun, triggered_by: str = "") -> DagRun:
 
 
 def rerunnable_run_lock(run: DagRun) -> DagRun:
-    locked = lock_run(run.id)
+    locked = run_lock(run.id)
     if locked.status not in RERUNNABLE:
         raise Conflict(
             f"only a failed, partially completed or cancelled run can be re-run "

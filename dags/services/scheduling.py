@@ -17,7 +17,8 @@ from django.utils import timezone
 
 from dags.choices import ACTIVE_RUN_STATUSES, Catchup, Overlap, RunStatus
 from dags.models import Dag, DagRun
-from dags.services.engine import lock_run, run_abort
+from dags.services.links import run_lock
+from dags.services.readiness import run_stop
 from dags.services.runs import dag_trigger
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.task_schedule import schedule_for
@@ -56,11 +57,9 @@ def _fire(dag: Dag, scheduled_at: datetime) -> None:
     if dag.overlap == Overlap.CANCEL_OTHER:
         for run_id in list(active.values_list("id", flat=True)):
             with transaction.atomic():
-                run = lock_run(run_id)
+                run = run_lock(run_id)
                 if run.status in ACTIVE_RUN_STATUSES:
-                    run_abort(
-                        run=run, status=RunStatus.CANCELLED, reason="a newer fire replaced it"
-                    )
+                    run_stop(run=run, status=RunStatus.CANCELLED, reason="a newer fire replaced it")
     dag_trigger(dag=dag, trigger="schedule", scheduled_at=scheduled_at, queue_only=queue_only)
 
 

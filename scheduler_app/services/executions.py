@@ -16,6 +16,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
+from dags.services.hooks import dag_execution_settled
 from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
 from scheduler_app import db_rows
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
@@ -29,6 +30,7 @@ from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Te
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
+from scheduler_app.services.follow_ups import execution_follow_up_create
 from scheduler_app.services.sticky_hints import sticky_hint_set
 
 __all__ = [
@@ -104,7 +106,7 @@ def execution_claim(
 def claim_lag_record(claim: Claim, metrics_pipe=None) -> None:
     """The schedule-to-start histogram's observation of a claim, counted at once or queued
     on `metrics_pipe`. A run claimed ahead of its time is observed when its handler starts
-    instead (`workers.runner.end_run_into`)."""
+    instead (`workers.run_ledger.RunLedger.end_into`)."""
     if claim.ahead_of_time or claim.execution.trigger == Trigger.BACKFILL:
         return  # a backfilled fire's age is not the scheduler's lag
     lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
@@ -174,37 +176,6 @@ def execution_renew_lease(
     )
 
 
-def execution_follow_up_create(
-    *,
-    previous: TaskExecution,
-    status: str,
-    scheduled_at: datetime,
-    attempt: int,
-    max_attempts: int,
-    priority: int | None = None,
-) -> TaskExecution:
-    """A new attempt that follows `previous` (a retry, or a manual retry of a dead letter)."""
-    return TaskExecution.objects.create(
-        id=uuid.uuid4(),
-        tenant_id=previous.tenant_id,
-        task_id=previous.task_id,
-        status=status,
-        trigger=Trigger.RETRY,
-        priority=previous.priority if priority is None else priority,
-        queue=previous.queue,
-        scheduled_at=scheduled_at,
-        queued_at=scheduled_at if status == ExecutionStatus.QUEUED else None,
-        attempt=attempt,
-        max_attempts=max_attempts,
-        root_execution_id=previous.root_execution_id or previous.id,
-        retry_of_id=previous.id,
-        parameters=previous.parameters,
-        # Retries of a fire share its key: a retry after the fire already succeeded elsewhere
-        # (its key in another run) is skipped like any run of that key.
-        idempotency_key=previous.idempotency_key,
-    )
-
-
 def _retry_policy(execution: TaskExecution, task: TaskDefinition) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=execution.max_attempts,
@@ -237,8 +208,6 @@ def _schedule_next_attempt_or_dead_letter(
 
 def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) -> None:
     """DAG nodes move on in the same transaction that ends their execution (no-op otherwise)."""
-    from dags.services.hooks import dag_execution_settled
-
     dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
 
 

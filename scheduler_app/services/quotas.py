@@ -145,35 +145,24 @@ def quota_running_count(*, tenant_id: object) -> int:
 @dataclass(frozen=True)
 class ClaimCount:
     """Where a claim's quota counters sit in a worker's Redis pipeline (see
-    `quota_count_run_into`)."""
+    `quota_count_runs_into`)."""
 
     start: int
     now: datetime
 
 
-def quota_count_run_into(
-    pipe: redis.client.Pipeline, *, tenant_id: object, now: datetime
-) -> ClaimCount:
-    """Queue on `pipe`: count this run in the hour (INCR first: of two racing claims one sees
-    the other) and read the month's compute seconds. `quota_decide` reads the replies."""
-    start = len(pipe)
-    pipe.incr(_runs_key(tenant_id, now))
-    pipe.expire(_runs_key(tenant_id, now), 2 * 3600)
-    pipe.get(_seconds_key(tenant_id, now))
-    return ClaimCount(start=start, now=now)
-
-
 def quota_uncount_run_into(
     pipe: redis.client.Pipeline, *, tenant_id: object, counted: ClaimCount
 ) -> None:
-    """Undo `quota_count_run_into` for a claimed run that was handed back unstarted."""
+    """Undo the count (`quota_count_runs_into`) of one claimed run handed back unstarted."""
     pipe.decr(_runs_key(tenant_id, counted.now))
 
 
 def quota_count_runs_into(
     pipe: redis.client.Pipeline, *, tenant_id: object, runs: int, now: datetime
 ) -> ClaimCount:
-    """`quota_count_run_into` for `runs` runs of one tenant at once (a batch): one INCRBY.
+    """Queue on `pipe`: count `runs` runs of one tenant in the hour (one INCRBY, first: of
+    two racing claims one sees the other) and read the month's compute seconds.
     Read back with `quota_replies`; the k-th run of the batch (from 0) is the
     (total - runs + k + 1)-th of the hour."""
     start = len(pipe)
@@ -195,17 +184,6 @@ def quota_replies(counted: ClaimCount, replies: list | None) -> tuple[int | None
     )
 
 
-def quota_decide(
-    *, tenant: Tenant, running: int, counted: ClaimCount, replies: list | None
-) -> Deferral | None:
-    """The deferral a claimed run is due, from the running count and the pipeline's replies
-    (None when Redis was away: the Redis quotas then err towards running)."""
-    runs_after, seconds = quota_replies(counted, replies)
-    return quota_decide_counts(
-        tenant=tenant, running=running, runs_after=runs_after, seconds=seconds, now=counted.now
-    )
-
-
 def quota_decide_counts(
     *,
     tenant: Tenant,
@@ -214,8 +192,9 @@ def quota_decide_counts(
     seconds: float | None,
     now: datetime,
 ) -> Deferral | None:
-    """`quota_decide` from the counts themselves: `runs_after` is this run's place in the
-    hour (itself included), `seconds` the month's compute seconds."""
+    """The deferral a claimed run is due, None when it may run. `runs_after` is this run's
+    place in the hour (itself included), `seconds` the month's compute seconds; what Redis
+    did not answer (None) counts as nothing: the Redis quotas err towards running."""
     return _over_quota(
         tenant=tenant,
         concurrent_runs=running,

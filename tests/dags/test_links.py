@@ -181,7 +181,7 @@ def test_the_count_takes_the_run_lock_before_any_node_row(mapped_run):
 
     from django.db import connections
 
-    from dags.services.engine import node_complete_locking
+    from dags.services.completion import node_complete_locking
 
     holder, probe = _other_session(), _other_session()
     holder.autocommit = False

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dags.conditions import condition_holds
-from dags.services.engine import decide
+from dags.services.readiness import decide
 from dags.spec import DagSpecError, find_cycle, parse_dag_spec
 
 H = {"type": "python", "callable": "noop"}

@@ -1,0 +1,207 @@
+"""Dispatch of ready DAG nodes: an execution for each plain node, shards for a mapped one.
+
+Runs in the transaction that made the nodes ready (the run row locked). A wave of plain
+nodes is written and rung together (`dags.services.doorbells`); a mapped node's shards are
+rung after commit as the header of a Celery chord whose body joins them
+(`dags.services.mapping`, the join side).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from dags.choices import NodeStatus
+from dags.conditions import is_missing, resolve_path
+from dags.graph import Graph, node_tasks_of_version
+from dags.models import DagNodeExecution, DagNodeState, DagRun
+from dags.services.counting import node_set_final
+from dags.services.doorbells import (
+    node_execution_keep,
+    node_executions_ring,
+    node_executions_write,
+    wave_batch,
+)
+from dags.services.node_retry import node_max_attempts
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.models import TaskDefinition, TaskExecution
+
+MAP_SHARD_TASK = "dags.run_map_shard"
+MAP_SHARDS_TASK = "dags.run_map_shards"
+MAP_JOIN_TASK = "dags.join_map"
+
+
+def upstream_view(run: DagRun, node_ids: set[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The results and statuses of a run's nodes (what a condition or a map_over reads)."""
+    rows = DagNodeState.objects.filter(run=run, node_id__in=node_ids).values_list(
+        "node_id", "status", "result"
+    )
+    results, statuses = {}, {}
+    for node_id, status, result in rows:
+        statuses[node_id] = status
+        results[node_id] = result
+    return results, statuses
+
+
+def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a node's execution carries, merged (later wins): the DAG's
+    `parameters`, the node's `parameters`, the run's trigger parameters. The worker lays
+    them over the task's own parameters (for an inline node those are the node's), and a
+    fan-out shard's `item` goes on top."""
+    return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
+
+
+def _new_execution(
+    *,
+    run: DagRun,
+    task: TaskDefinition,
+    parameters: dict | None,
+    now: datetime,
+    max_attempts: int | None = None,
+) -> TaskExecution:
+    execution_id = uuid.uuid4()
+    return TaskExecution(
+        id=execution_id,
+        tenant_id=run.tenant_id,
+        task_id=task.id,
+        status=ExecutionStatus.QUEUED,
+        trigger=Trigger.DAG,
+        priority=task.priority,
+        queue=queue_for(priority=task.priority, handler_type=task.handler_type),
+        scheduled_at=now,
+        queued_at=now,
+        attempt=1,
+        max_attempts=task.max_attempts if max_attempts is None else max_attempts,
+        root_execution_id=execution_id,
+        parameters=parameters,
+    )
+
+
+def nodes_dispatch(
+    *, run: DagRun, graph: Graph, states: list[DagNodeState], prefer_worker: str = ""
+) -> None:
+    """One execution per node, all in a few statements; the doorbells ring after commit
+    (but for one node that the worker finishing the upstream node may run itself)."""
+    node_tasks = node_tasks_of_version(run.version_id)
+    task_ids = {node_tasks[state.node_id] for state in states}
+    tasks = {
+        str(task.id): task
+        for task in TaskDefinition.objects.filter(id__in=task_ids).only(
+            "id", "priority", "max_attempts", "tenant_id"
+        )
+    }
+    now = timezone.now()
+    executions = []
+    for index, state in enumerate(states):
+        node = graph.nodes[state.node_id]
+        parameters = node_parameters(run=run, graph=graph, node=node)
+        # UNIQUE(task, scheduled_at, attempt): nodes that reference the same task get
+        # distinct microseconds.
+        task = tasks[node_tasks[state.node_id]]
+        execution = _new_execution(
+            run=run,
+            task=task,
+            parameters=parameters or None,
+            now=now + timedelta(microseconds=index),
+            max_attempts=node_max_attempts(
+                graph, state.node_id, task_max_attempts=task.max_attempts
+            ),
+        )
+        executions.append(execution)
+        state.execution_id = execution.id
+    pairs = [(state.node_id, e) for state, e in zip(states, executions, strict=True)]
+    kept = node_execution_keep(pairs, prefer_worker=prefer_worker)
+    node_executions_write(run=run, states=states, executions=executions, now=now)
+    node_executions_ring(run=run, executions=pairs, kept=kept, prefer_worker=prefer_worker)
+
+
+def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | None:
+    """Shards for a map_over node, rung as a chord after commit. Returns a final status when
+    the node ended at once (an empty list, or a map_over field that is not a list)."""
+    node = graph.nodes[node_id]
+    task = TaskDefinition.objects.only("id", "priority", "max_attempts", "tenant_id").get(
+        id=node_tasks_of_version(run.version_id)[node_id]
+    )
+    now = timezone.now()
+    base_parameters = node_parameters(run=run, graph=graph, node=node)
+    items, problem = _map_items(run=run, graph=graph, node=node)
+    if problem:
+        node_set_final(
+            run=run, node_id=node_id, status=NodeStatus.FAILED, result=None, error=problem
+        )
+        return NodeStatus.FAILED
+    if not items:
+        node_set_final(run=run, node_id=node_id, status=NodeStatus.SUCCESS, result={"results": []})
+        return NodeStatus.SUCCESS
+    # UNIQUE(task, scheduled_at, attempt): shards of one node share the task, so each gets
+    # its own microsecond.
+    shards = [
+        _new_execution(
+            run=run,
+            task=task,
+            parameters={**base_parameters, "item": item},
+            now=now + timedelta(microseconds=index),
+        )
+        for index, item in enumerate(items)
+    ]
+    TaskExecution.objects.bulk_create(shards, batch_size=500)
+    DagNodeExecution.objects.bulk_create(
+        [
+            DagNodeExecution(
+                execution_root_id=shard.id, run=run, node_id=node_id, shard_index=index
+            )
+            for index, shard in enumerate(shards)
+        ],
+        batch_size=500,
+    )
+    DagNodeState.objects.filter(run=run, node_id=node_id).update(
+        status=NodeStatus.RUNNING,
+        map_total=len(shards),
+        map_finished=0,
+        attempts=1,
+        started_at=now,
+        updated_at=now,
+    )
+    ids = [str(shard.id) for shard in shards]
+    queue = shards[0].queue
+    run_id = str(run.id)
+    transaction.on_commit(
+        lambda: map_chord_send(execution_ids=ids, run_id=run_id, node_id=node_id, queue=queue)
+    )
+    return None
+
+
+def _map_items(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> tuple[list, str]:
+    spec = node["map_over"]
+    if "items" in spec:
+        return list(spec["items"]), ""
+    results, statuses = upstream_view(run, graph.ancestors(node["id"]))
+    value = resolve_path(spec["field"], results=results, statuses=statuses)
+    if is_missing(value) or not isinstance(value, list):
+        return [], f"map_over field {spec['field']!r} is not a list in the upstream result"
+    return value, ""
+
+
+def map_chord_send(*, execution_ids: list[str], run_id: str, node_id: str, queue: str) -> None:
+    """The chord: a wide map's shards go in header members of several shards each (one
+    claim per member, see `workers.batch_runner`), a narrow one's one shard per member."""
+    # Celery's app is loaded where a chord is sent, not when the services are imported.
+    from celery import chord
+
+    from project.celery import app
+
+    size = wave_batch(len(execution_ids))
+    groups = [execution_ids[i : i + size] for i in range(0, len(execution_ids), size)]
+    header = [
+        app.signature(MAP_SHARD_TASK, args=[group[0]], queue=queue, immutable=True)
+        if len(group) == 1
+        else app.signature(MAP_SHARDS_TASK, args=[group], queue=queue, immutable=True)
+        for group in groups
+    ]
+    body = app.signature(MAP_JOIN_TASK, args=[run_id, node_id], queue=queue, immutable=True)
+    chord(header, app=app)(body)
