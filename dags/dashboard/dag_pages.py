@@ -14,17 +14,17 @@ from django.utils import timezone
 from dags import selectors as dag_selectors
 from dags.attempt_selectors import dag_run_node_attempts
 from dags.choices import ACTIVE_RUN_STATUSES
-from dags.event_selectors import event_waits_of_run, events_by_id
-from dags.graph import graph_of_version
-from dags.models import DagRun
-from dags.services.runs import RERUNNABLE
-from scheduler_app.dashboard.dag_layout import (
+from dags.dashboard.dag_layout import (
     TONES,
-    format_duration,
     gantt,
     graph_layout,
     tone_of,
 )
+from dags.event_selectors import event_waits_of_run, events_by_id
+from dags.graph import graph_of_version
+from dags.models import DagRun
+from dags.services.runs import RERUNNABLE
+from scheduler_app.dashboard.durations import format_duration
 from scheduler_app.dashboard.tenancy import dashboard_membership, shows_other_tenant
 from scheduler_app.dashboard.views import _found, _page
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from scheduler_app.dashboard.durations import format_duration
+
 TONES = ("success", "running", "failed", "skipped", "waiting")
 TONE_OF_STATUS = {
     "success": "success",
@@ -62,20 +64,6 @@ class NodeStateLike(Protocol):
 
 def tone_of(status: str) -> str:
     return TONE_OF_STATUS.get(status, "waiting")
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
 
 
 def node_duration(state: NodeStateLike, *, now: datetime) -> float | None:
