@@ -463,7 +463,3 @@ class SecretAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
-
-
-# Channels and incidents live with the alerting code; importing registers them.
-from scheduler_app.alerting import admin as alerting_admin  # noqa: E402, F401

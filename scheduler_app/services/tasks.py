@@ -10,7 +10,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from scheduler_app.alerting.targets import notification_targets_check
+from alerting.services.targets import notification_targets_check
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.dispatch import Doorbell, publish_after_commit

@@ -9,15 +9,15 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
-from project.celery import app
-from scheduler_app.alerting.channels import SIGNATURE_HEADER
-from scheduler_app.alerting.signing import signature_verify
-from scheduler_app.models import NotificationChannel
-from scheduler_app.services.channels import (
+from alerting.models import NotificationChannel
+from alerting.services.channels import (
     channel_signing_secret,
     channel_signing_secret_set,
     notification_channel_create,
 )
+from alerting.services.delivery import SIGNATURE_HEADER
+from alerting.services.signing import signature_verify
+from project.celery import app
 from tests.alerting.test_notifications import run_once
 from tests.factories import make_task
 

@@ -9,12 +9,12 @@ import uuid
 import pytest
 from django.test import Client
 
-from scheduler_app.alerting.channels import SIGNATURE_HEADER
-from scheduler_app.alerting.signing import signature_verify
+from alerting.services.channels import notification_channel_create
+from alerting.services.delivery import SIGNATURE_HEADER
+from alerting.services.signing import signature_verify
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
-from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.tasks import task_trigger
 from tests.alerting.receiver import Receiver
 from tests.factories import make_task

@@ -7,11 +7,12 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.core.management import call_command
 
-from scheduler_app.lifecycle import partitions
-from scheduler_app.lifecycle.archive_store import ArchiveStore, read_rows
-from scheduler_app.lifecycle.restore import executions_restore
-from scheduler_app.lifecycle.retention import executions_archive, retention_apply
-from scheduler_app.models import ExecutionLog, RestoredExecution, TaskExecution
+from data_lifecycle.models import RestoredExecution
+from data_lifecycle.services import partitions
+from data_lifecycle.services.archive_store import ArchiveStore, read_rows
+from data_lifecycle.services.restore import executions_restore
+from data_lifecycle.services.retention import executions_archive, retention_apply
+from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.factories import make_task
 from tests.lifecycle.helpers import make_runs
 

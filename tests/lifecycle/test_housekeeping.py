@@ -9,9 +9,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from data_lifecycle import beat_hook
+from data_lifecycle.services import partitions
 from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
 from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.lifecycle import partitions, tick
 
 # The engine closes stale connections each tick, as the beat process does: real commits.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,7 +39,7 @@ def test_the_leader_creates_missing_partitions_two_months_ahead(redis_client, mo
     )
     partitions.partition_drop(name=ahead)
     assert not _exists(ahead)
-    monkeypatch.setattr(tick, "_last_run", {})
+    monkeypatch.setattr(beat_hook, "_last_run", {})
     prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
     standby_lock = LeaderLock(redis_client, key_prefix=prefix, node_id="b", ttl_seconds=3)
     leader_lock = LeaderLock(redis_client, key_prefix=prefix, node_id="a", ttl_seconds=3)
@@ -50,7 +51,7 @@ def test_the_leader_creates_missing_partitions_two_months_ahead(redis_client, mo
         assert _exists(ahead)
         # A standby does no housekeeping DDL.
         partitions.partition_drop(name=ahead)
-        monkeypatch.setattr(tick, "_last_run", {})
+        monkeypatch.setattr(beat_hook, "_last_run", {})
         standby = SchedulerEngine(lock=standby_lock, config=CONFIG)
         standby.load()
         standby.tick()

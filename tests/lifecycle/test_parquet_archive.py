@@ -11,11 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from scheduler_app.lifecycle import partitions
-from scheduler_app.lifecycle.archive_store import ArchiveStore
-from scheduler_app.lifecycle.restore import executions_restore
-from scheduler_app.lifecycle.retention import executions_archive
-from scheduler_app.models import RestoredExecution, TaskExecution
+from data_lifecycle.models import RestoredExecution
+from data_lifecycle.services import partitions
+from data_lifecycle.services.archive_store import ArchiveStore
+from data_lifecycle.services.restore import executions_restore
+from data_lifecycle.services.retention import executions_archive
+from scheduler_app.models import TaskExecution
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 import pytest
 from django.db import connection, models
 
-from scheduler_app.lifecycle import partitions
+from data_lifecycle.services import partitions
 from scheduler_app.models import TaskExecution
 from tests.factories import make_task
 from tests.lifecycle.helpers import make_runs

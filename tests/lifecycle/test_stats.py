@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from scheduler_app.lifecycle.stats import stats_overview, task_stats
-from scheduler_app.lifecycle.stats_refresh import task_stats_refresh
-from scheduler_app.models import TaskStats
+from data_lifecycle.models import TaskStats
+from data_lifecycle.selectors import stats_overview, task_stats
+from data_lifecycle.services.stats_refresh import task_stats_refresh
 from tests.factories import make_task
 from tests.lifecycle.helpers import make_runs
 
