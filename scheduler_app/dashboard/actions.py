@@ -20,7 +20,7 @@ from scheduler_app.choices import Role
 from scheduler_app.dashboard.naming import is_dag_node_task
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import DomainError, NotFound
-from scheduler_app.services import dead_letters, tasks
+from scheduler_app.services import dead_letters, task_definitions
 
 WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
 
@@ -53,7 +53,7 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
     if is_dag_node_task(task):
         raise PermissionDenied("this task runs a DAG node; trigger or pause its DAG instead")
     if action == "trigger":
-        execution = tasks.task_trigger(task=task)
+        execution = task_definitions.task_trigger(task=task)
         _say(
             request,
             "Triggered {task}: run {run}",
@@ -61,10 +61,10 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
             run=(str(execution.id)[:8], reverse("dashboard:execution", args=[execution.id])),
         )
     elif action == "pause":
-        tasks.task_pause(task=task)
+        task_definitions.task_pause(task=task)
         messages.success(request, f"Paused {task.name}")
     elif action == "resume":
-        tasks.task_resume(task=task)
+        task_definitions.task_resume(task=task)
         messages.success(request, f"Resumed {task.name}")
     else:
         raise Http404("unknown action")

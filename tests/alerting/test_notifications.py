@@ -23,7 +23,7 @@ from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from workers import registry
 

@@ -15,7 +15,7 @@ from alerting.services.signing import signature_verify
 from scheduler_app.dispatch import Doorbell, publish
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.alerting.receiver import Receiver
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER

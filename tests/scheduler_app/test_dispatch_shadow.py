@@ -20,7 +20,7 @@ from scheduler_app.dispatch import (
     doorbell_message,
     publish,
 )
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_queued_runs, make_task
 
 

@@ -13,8 +13,8 @@ from data_lifecycle.services.archive_store import ArchiveStore, read_rows
 from data_lifecycle.services.restore import executions_restore
 from data_lifecycle.services.retention import executions_archive, retention_apply
 from scheduler_app.models import ExecutionLog, TaskExecution
+from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task
-from tests.lifecycle.helpers import make_runs
 
 pytestmark = pytest.mark.django_db
 

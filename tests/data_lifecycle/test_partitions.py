@@ -9,8 +9,8 @@ from django.db import connection, models
 
 from data_lifecycle.services import partitions
 from scheduler_app.models import TaskExecution
+from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task
-from tests.lifecycle.helpers import make_runs
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,8 @@ import pytest
 from data_lifecycle.models import TaskStats
 from data_lifecycle.selectors import stats_overview, task_stats
 from data_lifecycle.services.stats_refresh import task_stats_refresh
+from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task
-from tests.lifecycle.helpers import make_runs
 
 pytestmark = pytest.mark.django_db
 NOW = datetime(2030, 5, 10, 12, 30, tzinfo=UTC)
