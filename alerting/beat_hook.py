@@ -21,6 +21,8 @@ _running: threading.Thread | None = None
 
 
 def _evaluate() -> None:
+    # Imported when an evaluation first runs, not when the beat loads this hook: the rules
+    # pull in the monitoring readers and the worker registry, which a standby never needs.
     from alerting.rules import alerts_evaluate
     from alerting.tasks import enqueue_incident_changes
 

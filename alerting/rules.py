@@ -25,6 +25,8 @@ from alerting.services.sla import RULE as SLA_RULE
 from alerting.services.sla import sla_missed
 from scheduler_app.choices import RETRYABLE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.monitoring.system import queue_states
+from scheduler_app.monitoring.workers import STATE_UNRESPONSIVE, worker_list
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +125,6 @@ def _missed_schedules(now: datetime) -> list[Firing]:
 
 
 def _queue_depth(now: datetime) -> list[Firing]:
-    from scheduler_app.monitoring.system import queue_states
-
     threshold = settings.ALERTS["QUEUE_DEPTH_THRESHOLD"]
     return [
         Firing(state.tier, f"queue {state.tier} holds {state.depth} messages", state.depth)
@@ -136,8 +136,6 @@ def _queue_depth(now: datetime) -> list[Firing]:
 def _dead_workers(now: datetime) -> list[Firing]:
     """Twin of SchedulerDeadWorker (the registry says unresponsive or dead), plus workers
     whose runs the reaper failed as worker_lost in the last 10 minutes."""
-    from scheduler_app.monitoring.workers import STATE_UNRESPONSIVE, worker_list
-
     firing = {
         worker.name: Firing(
             worker.name,
