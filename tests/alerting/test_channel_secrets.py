@@ -100,11 +100,11 @@ def test_admin_takes_a_new_secret_but_never_shows_one(tenant, admin_user):
     )
     client = Client()
     client.force_login(admin_user)
-    url = f"/admin/scheduler_app/notificationchannel/{channel.id}/change/"
+    url = f"/admin/alerting/notificationchannel/{channel.id}/change/"
     page = client.get(url).content.decode()
     assert 'name="signing_secret"' in page
     assert PLAINTEXT not in page and channel.signing_secret_ciphertext not in page
-    listing = client.get("/admin/scheduler_app/notificationchannel/").content.decode()
+    listing = client.get("/admin/alerting/notificationchannel/").content.decode()
     assert PLAINTEXT not in listing and channel.signing_secret_ciphertext not in listing
     form = {
         "tenant": str(tenant.id),
