@@ -3,8 +3,7 @@
 
 from django.urls import path
 
-from dags.dashboard import dag_edit, dag_pages
-from scheduler_app.dashboard import actions
+from dags.dashboard import dag_actions, dag_edit, dag_pages
 
 urlpatterns = [
     path("dags", dag_pages.dag_list, name="dags"),
@@ -12,11 +11,11 @@ urlpatterns = [
     path("dags/new", dag_edit.dag_new, name="dag-new"),
     path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
-    path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
+    path("dags/<str:dag_id>/<str:action>", dag_actions.dag_action, name="dag-action"),
     path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),
     path(
         "dags/<str:dag_id>/runs/<str:run_id>/<str:action>",
-        actions.dag_run_action,
+        dag_actions.dag_run_action,
         name="dag-run-action",
     ),
 ]
