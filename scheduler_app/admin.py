@@ -24,7 +24,7 @@ from scheduler_app.models import (
     Tenant,
     TenantMembership,
 )
-from scheduler_app.services import dead_letters, tasks
+from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.services.api_keys import api_key_revoke
 from scheduler_app.services.task_spec import task_spec_to_fields
 
@@ -40,9 +40,9 @@ def _to_the_second(value) -> str:
 
 
 TASK_BUTTONS = {
-    "trigger": tasks.task_trigger,
-    "pause": tasks.task_pause,
-    "resume": tasks.task_resume,
+    "trigger": task_definitions.task_trigger,
+    "pause": task_definitions.task_pause,
+    "resume": task_definitions.task_resume,
 }
 
 
@@ -256,36 +256,40 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         spec = _spec_from_admin(obj)
         if change:
             current = TaskDefinition.objects.get(pk=obj.pk)
-            tasks.task_update(task=current, spec=spec)
+            task_definitions.task_update(task=current, spec=spec)
             if current.paused != obj.paused:
-                (tasks.task_pause if obj.paused else tasks.task_resume)(task=current)
+                (task_definitions.task_pause if obj.paused else task_definitions.task_resume)(
+                    task=current
+                )
         else:
-            created = tasks.task_create(tenant=obj.tenant, spec=spec, created_by=request.user)
+            created = task_definitions.task_create(
+                tenant=obj.tenant, spec=spec, created_by=request.user
+            )
             obj.pk = created.pk
 
     def delete_model(self, request: HttpRequest, obj: TaskDefinition) -> None:
-        tasks.task_delete(task=obj)
+        task_definitions.task_delete(task=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
-            tasks.task_delete(task=task)
+            task_definitions.task_delete(task=task)
 
     @admin.action(description="Trigger now")
     def trigger_now(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
-            tasks.task_trigger(task=task)
+            task_definitions.task_trigger(task=task)
         self.message_user(request, f"Triggered {queryset.count()} task(s).", messages.SUCCESS)
 
     @admin.action(description="Pause schedule")
     def pause(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
-            tasks.task_pause(task=task)
+            task_definitions.task_pause(task=task)
         self.message_user(request, f"Paused {queryset.count()} task(s).", messages.SUCCESS)
 
     @admin.action(description="Resume schedule")
     def resume(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
-            tasks.task_resume(task=task)
+            task_definitions.task_resume(task=task)
         self.message_user(request, f"Resumed {queryset.count()} task(s).", messages.SUCCESS)
 
 
@@ -463,7 +467,3 @@ class SecretAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
-
-
-# Channels and incidents live with the alerting code; importing registers them.
-from scheduler_app.alerting import admin as alerting_admin  # noqa: E402, F401

@@ -7,5 +7,5 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from scheduler_app import admin_lifecycle, checks  # noqa: F401  (registrations)
+        from scheduler_app import checks  # noqa: F401  (registrations)
         from scheduler_app.api import login_throttle  # noqa: F401  (the lockout audit receiver)

@@ -2,7 +2,7 @@
 
 Every worker runs shell, http, python and celery handlers; a capability only some workers
 have (`container`: a container runtime) gets queues of its own, one per tier
-(`normal.container`), which only workers offering it consume (workers.lifecycle). A run
+(`normal.container`), which only workers offering it consume (workers.fleet_membership). A run
 that needs it waits there for such a worker, up to SCHEDULER_CAPABILITY_WAIT_SECONDS; then it
 ends `failed` with error_class `no_capable_worker` (services.capability_waits).
 """

@@ -3,7 +3,7 @@ Redis.
 
 The registry is operational state, not a record: losing it loses no run (executions are
 in PostgreSQL and their leases still expire). Each worker writes its own entry on every
-heartbeat (`workers.lifecycle`, with the counters of `workers.registry`); anyone may read
+heartbeat (`workers.fleet_membership`, with the counters of `workers.registry`); anyone may read
 it: publishing (sticky routing, how a burst is cut), monitoring, the API. It lives here,
 not in `workers`, so that ringing a doorbell never imports the worker side.
 """

@@ -333,19 +333,6 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
     }
 
 
-def channel_list(*, tenant: Tenant):
-    from scheduler_app.models import NotificationChannel
-
-    return NotificationChannel.objects.filter(tenant=tenant).order_by("name")
-
-
-def channel_get(*, tenant: Tenant, channel_id: Any):
-    channel = channel_list(tenant=tenant).filter(id=_as_uuid(channel_id, what="channel")).first()
-    if channel is None:
-        raise NotFound("channel not found")
-    return channel
-
-
 def owner_among(*, kind: str, object_id: Any, tenant_ids: list[int]) -> int | None:
     """Which of `tenant_ids` holds the task or execution `object_id` (None: none of them).
     Asked only for the tenants a user belongs to, so it reveals nothing beyond them."""

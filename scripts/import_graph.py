@@ -26,7 +26,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The server's top-level packages (scheduler_sdk and schedctl are the client side).
-PACKAGES = ("scheduler_app", "workers", "dags", "handler_contract", "project")
+PACKAGES = (
+    "scheduler_app",
+    "workers",
+    "dags",
+    "alerting",
+    "data_lifecycle",
+    "handler_contract",
+    "project",
+)
+APPS = tuple(p for p in PACKAGES if p != "project")
+# Always shown (zero included), in this order; any other pair of apps is shown when it has
+# edges (and alerting/data_lifecycle -> workers, which must stay zero for their services).
 DIRECTIONS = (
     ("scheduler_app", "workers"),
     ("workers", "scheduler_app"),
@@ -41,6 +52,8 @@ DIRECTIONS = (
     ("workers", "handler_contract"),
     ("dags", "handler_contract"),
 )
+ALWAYS_SHOWN = {*DIRECTIONS, ("alerting", "workers"), ("data_lifecycle", "workers")}
+SERVICES = tuple(f"{app}.services" for app in APPS if app not in ("workers", "handler_contract"))
 
 
 @dataclass
@@ -197,6 +210,11 @@ def mutual_pairs(edges: set[tuple[str, str]]) -> int:
     return sum(1 for a, b in edges if a < b and (b, a) in edges)
 
 
+def _directions() -> list[tuple[str, str]]:
+    rest = [(a, b) for a in APPS for b in APPS if a != b and (a, b) not in DIRECTIONS]
+    return [*DIRECTIONS, *rest]
+
+
 def report(graph: Graph, details: bool) -> str:
     lines = [f"modules: {len(graph.modules)} (packages: {', '.join(PACKAGES)}; no migrations)"]
     lines.append("")
@@ -210,9 +228,11 @@ def report(graph: Graph, details: bool) -> str:
             f"{len(components)} / {in_cycles} / {max((len(c) for c in components), default=0)} |"
         )
         lines.append(f"| mutual imports (A->B and B->A) over {label} | {mutual_pairs(edges)} |")
-    for source, target in DIRECTIONS:
+    for source, target in _directions():
         edges = [e for e in graph.all_edges if app_of(e[0]) == source and app_of(e[1]) == target]
         if "handler_contract" in (source, target) and "handler_contract" not in graph.modules:
+            continue
+        if (source, target) not in ALWAYS_SHOWN and not edges:
             continue
         local = [e for e in edges if e not in graph.load_edges]
         lines.append(
@@ -220,10 +240,7 @@ def report(graph: Graph, details: bool) -> str:
             f"{len(edges)} ({len(local)}) |"
         )
     services_to_workers = [
-        e
-        for e in graph.all_edges
-        if (e[0].startswith(("scheduler_app.services", "dags.services")))
-        and app_of(e[1]) == "workers"
+        e for e in graph.all_edges if e[0].startswith(SERVICES) and app_of(e[1]) == "workers"
     ]
     lines.append(f"| edges services -> workers | {len(services_to_workers)} |")
     total_local = sum(graph.local_imports.values())
@@ -242,7 +259,7 @@ def report(graph: Graph, details: bool) -> str:
             lines.append(f"cycles ({label} imports):")
             for component in strongly_connected(graph.modules, edges):
                 lines.append(f"  {len(component)}: {' '.join(component)}")
-        for source, target in DIRECTIONS:
+        for source, target in _directions():
             edges = sorted(
                 e for e in graph.all_edges if app_of(e[0]) == source and app_of(e[1]) == target
             )

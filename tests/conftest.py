@@ -38,7 +38,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Before a test's fixtures (its database among them) are torn down: a scheduler engine
     ticked in this process may have started an alert evaluation on a thread of its own,
     and its writes would race the test database's flush (a deadlock seen in CI-like runs)."""
-    from scheduler_app.alerting.hook import alerts_evaluation_wait
+    from alerting.beat_hook import alerts_evaluation_wait
 
     alerts_evaluation_wait(timeout=30)
 

@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-from scheduler_app.services.tasks import task_create
+from scheduler_app.services.task_definitions import task_create
 from workers.registry import STATE_ACTIVE, WorkerRecord
 
 

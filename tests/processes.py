@@ -91,7 +91,7 @@ def service_env(**overrides: str) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         LOG_LEVEL="INFO",
         # No retention or statistics runs handed out by test beats (they would scan and
-        # lock the executions table under other tests); tests/lifecycle calls them directly.
+        # lock the executions table under other tests); tests/data_lifecycle calls them directly.
         RETENTION_RUN_SECONDS="0",
         STATS_REFRESH_SECONDS="0",
     )

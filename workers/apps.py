@@ -14,6 +14,6 @@ class WorkersConfig(AppConfig):
         for module in settings.PYTHON_HANDLER_MODULES:
             import_module(module)
         # Celery worker signal receivers (heartbeats, sticky queue, drain); inert elsewhere.
-        import_module("workers.lifecycle")
+        import_module("workers.fleet_membership")
         # Every worker process makes itself undumpable (its environment holds the keys).
         import_module("workers.hardening")

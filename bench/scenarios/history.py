@@ -72,11 +72,11 @@ def run(args: list[str]) -> Result:
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from scheduler_app.lifecycle import partitions
-    from scheduler_app.lifecycle.archive_store import ArchiveStore
-    from scheduler_app.lifecycle.retention import executions_archive
-    from scheduler_app.lifecycle.stats import stats_overview, task_stats
-    from scheduler_app.lifecycle.stats_refresh import task_stats_refresh
+    from data_lifecycle.selectors import stats_overview, task_stats
+    from data_lifecycle.services import partitions
+    from data_lifecycle.services.archive_store import ArchiveStore
+    from data_lifecycle.services.retention import executions_archive
+    from data_lifecycle.services.stats_refresh import task_stats_refresh
     from scheduler_app.models import TaskDefinition
     from scheduler_app.services.tenants import tenant_create_with_admin
 

@@ -217,7 +217,7 @@ def _reset(tenant) -> None:
 
 def run(args: list[str]) -> Result:
     support.setup()
-    from scheduler_app.services.tasks import task_create
+    from scheduler_app.services.task_definitions import task_create
 
     client, tenant = _client()
     _reset(tenant)

@@ -140,7 +140,7 @@ def _node_tasks(
     *, dag: Dag, spec: Mapping[str, Any], previous: DagVersion | None
 ) -> dict[str, str]:
     """node id -> task id. Unchanged inline nodes keep the previous version's task."""
-    from scheduler_app.services.tasks import task_create
+    from scheduler_app.services.task_definitions import task_create
 
     old_nodes = {n["id"]: n for n in previous.spec["tasks"]} if previous else {}
     old_tasks = previous.node_tasks if previous else {}

@@ -34,7 +34,7 @@ from dags.spec import EVENT_NAME
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "scheduler_app",
     "dags",
     "workers",
+    "alerting",
+    "data_lifecycle",
 ]
 
 MIDDLEWARE = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from scheduler_app.alerting.targets import SLACK_CONNECTION_NAME
+from alerting.models import ChannelKind, NotificationChannel
+from alerting.services.targets import SLACK_CONNECTION_NAME
 from scheduler_app.api.strict import StrictSerializer
-from scheduler_app.models import ChannelKind, NotificationChannel
 
 
 def _write_only(help_text: str) -> serializers.CharField:

@@ -35,7 +35,7 @@ from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_actor, request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
-from scheduler_app.services import dead_letters, tasks
+from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.task_schedule import schedule_of_task
 from workers.capabilities import task_warnings
 
@@ -90,7 +90,7 @@ class TaskListView(APIView):
         def create() -> Response:
             spec = TaskInput(data=request.data)
             spec.is_valid(raise_exception=True)
-            task = tasks.task_create(
+            task = task_definitions.task_create(
                 tenant=tenant, spec=spec.validated_data, created_by=_user_or_none(request)
             )
             return Response(_with_warnings(task), status=status.HTTP_201_CREATED)
@@ -111,7 +111,7 @@ class TaskDetailView(APIView):
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data)
         spec.is_valid(raise_exception=True)
-        task = tasks.task_update(task=task, spec=spec.validated_data)
+        task = task_definitions.task_update(task=task, spec=spec.validated_data)
         return Response(_with_warnings(task))
 
     @extend_schema(request=TaskInput, responses=TaskSavedOutput)
@@ -119,14 +119,14 @@ class TaskDetailView(APIView):
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         spec = TaskInput(data=request.data, partial=True)
         spec.is_valid(raise_exception=True)
-        task = tasks.task_update(task=task, spec=spec.validated_data, partial=True)
+        task = task_definitions.task_update(task=task, spec=spec.validated_data, partial=True)
         return Response(_with_warnings(task))
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         refuse_body(request)
-        tasks.task_delete(task=task)
+        task_definitions.task_delete(task=task)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -152,7 +152,7 @@ class TaskTriggerView(APIView):
         body.is_valid(raise_exception=True)
 
         def trigger() -> Response:
-            execution = tasks.task_trigger(
+            execution = task_definitions.task_trigger(
                 task=task, parameters=body.validated_data.get("parameters")
             )
             return Response(
@@ -170,7 +170,7 @@ class TaskPauseView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         refuse_body(request)
-        return Response(TaskOutput(tasks.task_pause(task=task)).data)
+        return Response(TaskOutput(task_definitions.task_pause(task=task)).data)
 
 
 class TaskResumeView(APIView):
@@ -180,7 +180,7 @@ class TaskResumeView(APIView):
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         refuse_body(request)
-        return Response(TaskOutput(tasks.task_resume(task=task)).data)
+        return Response(TaskOutput(task_definitions.task_resume(task=task)).data)
 
 
 class TaskExecutionsView(APIView):

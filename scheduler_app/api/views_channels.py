@@ -8,7 +8,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler_app import selectors
+from alerting import selectors as alerting_selectors
+from alerting.services import channels
 from scheduler_app.api.pagination import PagePagination
 from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers_channels import (
@@ -20,7 +21,6 @@ from scheduler_app.api.serializers_channels import (
 )
 from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
-from scheduler_app.services import channels
 
 
 class ChannelListView(APIView):
@@ -30,7 +30,7 @@ class ChannelListView(APIView):
     @extend_schema(responses=page_of(ChannelOutput))
     def get(self, request: Request) -> Response:
         paginator = PagePagination()
-        queryset = selectors.channel_list(tenant=request_tenant(request))
+        queryset = alerting_selectors.channel_list(tenant=request_tenant(request))
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ChannelOutput(page, many=True).data)
 
@@ -48,12 +48,16 @@ class ChannelDetailView(APIView):
 
     @extend_schema(responses=ChannelOutput)
     def get(self, request: Request, channel_id: str) -> Response:
-        channel = selectors.channel_get(tenant=request_tenant(request), channel_id=channel_id)
+        channel = alerting_selectors.channel_get(
+            tenant=request_tenant(request), channel_id=channel_id
+        )
         return Response(ChannelOutput(channel).data)
 
     @extend_schema(request=ChannelFieldsInput, responses=ChannelOutput)
     def patch(self, request: Request, channel_id: str) -> Response:
-        channel = selectors.channel_get(tenant=request_tenant(request), channel_id=channel_id)
+        channel = alerting_selectors.channel_get(
+            tenant=request_tenant(request), channel_id=channel_id
+        )
         body = ChannelFieldsInput(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         channel = channels.channel_update(channel=channel, **body.validated_data)
@@ -61,7 +65,9 @@ class ChannelDetailView(APIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request: Request, channel_id: str) -> Response:
-        channel = selectors.channel_get(tenant=request_tenant(request), channel_id=channel_id)
+        channel = alerting_selectors.channel_get(
+            tenant=request_tenant(request), channel_id=channel_id
+        )
         refuse_body(request)
         channels.channel_delete(channel=channel)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -72,7 +78,9 @@ class ChannelTestView(APIView):
 
     @extend_schema(request=ChannelTestInput, responses=ChannelTestOutput)
     def post(self, request: Request, channel_id: str) -> Response:
-        channel = selectors.channel_get(tenant=request_tenant(request), channel_id=channel_id)
+        channel = alerting_selectors.channel_get(
+            tenant=request_tenant(request), channel_id=channel_id
+        )
         body = ChannelTestInput(data=request.data or {})
         body.is_valid(raise_exception=True)
         result = channels.channel_test(

@@ -18,7 +18,8 @@ from datetime import datetime, timedelta
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from scheduler_app.alerting.hook import alerts_evaluate_if_due
+from alerting.beat_hook import alerts_evaluate_if_due
+from data_lifecycle.beat_hook import data_lifecycle_tick
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
@@ -27,7 +28,6 @@ from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
 from scheduler_app.fairness import fair_promote_allowance
-from scheduler_app.lifecycle.tick import data_lifecycle_tick
 from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.services.executions import (

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from dags import backfill_selectors
 from dags.choices import BackfillStatus
 from dags.services import backfills
-from scheduler_app.dashboard.actions import _operator_object
+from scheduler_app.dashboard.actions import operator_object
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import _page
 from scheduler_app.errors import DomainError
@@ -42,7 +42,7 @@ def backfill_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def backfill_cancel(request: HttpRequest, backfill_id: str) -> HttpResponse:
-    backfill = _operator_object(request, backfill_selectors.backfill_get, backfill_id=backfill_id)
+    backfill = operator_object(request, backfill_selectors.backfill_get, backfill_id=backfill_id)
     try:
         backfills.backfill_cancel(backfill=backfill)
         messages.success(request, "Backfill cancelled: nothing more is released")

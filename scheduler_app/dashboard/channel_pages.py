@@ -10,15 +10,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from scheduler_app import selectors
+from alerting import selectors as alerting_selectors
+from alerting.models import ChannelKind
+from alerting.services import channels
+from alerting.services.channels import KIND_FIELDS
 from scheduler_app.api.serializers_channels import ChannelOutput
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import page_context
 from scheduler_app.errors import DomainError, NotFound
-from scheduler_app.models import ChannelKind, TenantMembership
-from scheduler_app.services import channels
-from scheduler_app.services.channels import KIND_FIELDS
+from scheduler_app.models import TenantMembership
 
 FORM_FIELDS = ("url", "signing_secret", "webhook_url", "bot_token", "addresses", "routing_key")
 
@@ -54,7 +55,7 @@ def channel_list(request: HttpRequest) -> HttpResponse:
     context.update(
         {
             "channels": ChannelOutput(
-                selectors.channel_list(tenant=membership.tenant), many=True
+                alerting_selectors.channel_list(tenant=membership.tenant), many=True
             ).data,
             "kinds": ChannelKind.values,
             "kind_fields": KIND_FIELDS,
@@ -68,7 +69,7 @@ def channel_list(request: HttpRequest) -> HttpResponse:
 def channel_action(request: HttpRequest, channel_id: str, action: str) -> HttpResponse:
     membership = _admin(request)
     try:
-        channel = selectors.channel_get(tenant=membership.tenant, channel_id=channel_id)
+        channel = alerting_selectors.channel_get(tenant=membership.tenant, channel_id=channel_id)
     except NotFound as error:
         raise Http404(str(error)) from error
     if action == "test":

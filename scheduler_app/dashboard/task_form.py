@@ -2,8 +2,8 @@
 
 The form only turns text into that shape (JSON textareas parsed, tags split on commas).
 Every rule is the API's own: the request goes through the API's `TaskInput` serializer,
-then `services.tasks` (cron syntax, zone, handler rules, the http handler's address check,
-policies, unique name). Their errors, named in the API's dotted terms
+then `services.task_definitions` (cron syntax, zone, handler rules, the http handler's
+address check, policies, unique name). Their errors, named in the API's dotted terms
 (`schedule.expression`), are shown next to the field they concern; nothing is written
 unless all of it passes. A save is audited as the API's audit middleware records the same
 write (`task-detail.put` / `task-list.post`), marked as coming from the dashboard.
@@ -25,7 +25,7 @@ from scheduler_app.api.serializers import TaskInput, TaskOutput
 from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.models import TaskDefinition, Tenant
-from scheduler_app.services import tasks
+from scheduler_app.services import task_definitions
 from scheduler_app.services.audit import audit_record
 from scheduler_app.services.task_spec import task_spec_errors
 
@@ -301,7 +301,7 @@ def task_save_from_form(
     try:
         with transaction.atomic():
             if task is None:
-                saved = tasks.task_create(
+                saved = task_definitions.task_create(
                     tenant=tenant, spec=request.validated_data, created_by=user
                 )
                 action, status_code = "task-list.post", 201
@@ -314,7 +314,7 @@ def task_save_from_form(
                 )
                 if current is None:
                     raise NotFound("this task was deleted meanwhile")
-                saved = tasks.task_update(task=current, spec=request.validated_data)
+                saved = task_definitions.task_update(task=current, spec=request.validated_data)
                 action, status_code = "task-detail.put", 200
             audit_record(
                 tenant=tenant,

@@ -1,12 +1,10 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from scheduler_app.dashboard import (
     actions,
     backfill_pages,
     channel_pages,
-    dag_edit,
-    dag_pages,
     invitations,
     logs,
     runs,
@@ -67,16 +65,6 @@ urlpatterns = [
         backfill_pages.backfill_cancel,
         name="backfill-cancel",
     ),
-    path("dags", dag_pages.dag_list, name="dags"),
-    # Before the DAG routes below, which would take "new" for an id and "edit" for an action.
-    path("dags/new", dag_edit.dag_new, name="dag-new"),
-    path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
-    path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
-    path("dags/<str:dag_id>/<str:action>", actions.dag_action, name="dag-action"),
-    path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),
-    path(
-        "dags/<str:dag_id>/runs/<str:run_id>/<str:action>",
-        actions.dag_run_action,
-        name="dag-run-action",
-    ),
+    # The DAG pages live with the DAGs (dags/dashboard/), in this namespace.
+    path("", include("dags.dashboard.urls")),
 ]

@@ -13,9 +13,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from alerting.services.sla import sla_misses_list
 from dags import selectors as dag_selectors
 from scheduler_app import selectors
-from scheduler_app.alerting.sla import sla_misses_list
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
 from scheduler_app.dashboard.fire_calendar import fire_calendar

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 
 def partition(apps, schema_editor):
-    from scheduler_app.lifecycle.partitions import table_convert_to_partitioned
+    from data_lifecycle.services.partitions import table_convert_to_partitioned
 
     table_convert_to_partitioned(schema_editor.connection, now=timezone.now())
 

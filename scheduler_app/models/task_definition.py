@@ -12,7 +12,7 @@ from scheduler_app.models.tenant import Tenant
 
 
 class TaskDefinition(models.Model):
-    """What to run and when. Written only through `services.tasks`."""
+    """What to run and when. Written only through `services.task_definitions`."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="tasks")

@@ -39,7 +39,7 @@ def run_finished_on_commit(
                 tenant_id=tenant_id, tier=tier, status=status, duration_seconds=duration
             )
         if wants_notice:
-            from scheduler_app.alerting.tasks import enqueue_run_notifications
+            from alerting.tasks import enqueue_run_notifications
 
             try:
                 enqueue_run_notifications(execution_id=execution_id, dead_lettered=dead_lettered)

@@ -24,8 +24,8 @@ from django.utils import timezone
 
 from scheduler_app.errors import DomainError
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.task_definitions import task_create, task_set_enabled
 from scheduler_app.services.task_spec import task_spec_to_fields
-from scheduler_app.services.tasks import task_create, task_set_enabled
 
 INTERVAL_UNITS = {"days": "d", "hours": "h", "minutes": "m", "seconds": "s"}
 DEFAULT_QUEUE = "celery"

@@ -6,7 +6,7 @@ from django.contrib.auth import get_user_model
 
 from scheduler_app.choices import Role
 from scheduler_app.models import TaskDefinition, Tenant
-from scheduler_app.services.tasks import task_create
+from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.tenants import membership_set, tenant_create
 
 DEMO_TENANT = "demo"

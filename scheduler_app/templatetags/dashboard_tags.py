@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 from django import template
+from django.utils import timezone
+
+from scheduler_app.dashboard.durations import format_duration
 
 register = template.Library()
 
@@ -103,10 +106,6 @@ def as_fields(config) -> list[tuple[str, str]]:
 @register.filter
 def run_duration(execution) -> str:
     """Wall time of a run (to now while it runs)."""
-    from django.utils import timezone
-
-    from scheduler_app.dashboard.dag_layout import format_duration
-
     if execution is None or execution.started_at is None:
         return "–"
     end = execution.completed_at or timezone.now()

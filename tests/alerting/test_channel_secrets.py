@@ -9,15 +9,15 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
-from project.celery import app
-from scheduler_app.alerting.channels import SIGNATURE_HEADER
-from scheduler_app.alerting.signing import signature_verify
-from scheduler_app.models import NotificationChannel
-from scheduler_app.services.channels import (
+from alerting.models import NotificationChannel
+from alerting.services.channels import (
     channel_signing_secret,
     channel_signing_secret_set,
     notification_channel_create,
 )
+from alerting.services.delivery import SIGNATURE_HEADER
+from alerting.services.signing import signature_verify
+from project.celery import app
 from tests.alerting.test_notifications import run_once
 from tests.factories import make_task
 
@@ -100,11 +100,11 @@ def test_admin_takes_a_new_secret_but_never_shows_one(tenant, admin_user):
     )
     client = Client()
     client.force_login(admin_user)
-    url = f"/admin/scheduler_app/notificationchannel/{channel.id}/change/"
+    url = f"/admin/alerting/notificationchannel/{channel.id}/change/"
     page = client.get(url).content.decode()
     assert 'name="signing_secret"' in page
     assert PLAINTEXT not in page and channel.signing_secret_ciphertext not in page
-    listing = client.get("/admin/scheduler_app/notificationchannel/").content.decode()
+    listing = client.get("/admin/alerting/notificationchannel/").content.decode()
     assert PLAINTEXT not in listing and channel.signing_secret_ciphertext not in listing
     form = {
         "tenant": str(tenant.id),

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from scheduler_app.alerting.signing import signature_verify
-from scheduler_app.models import NotificationChannel, TaskDefinition
+from alerting.models import NotificationChannel
+from alerting.services.signing import signature_verify
+from scheduler_app.models import TaskDefinition
 from tests.alerting.services import ServiceReceiver
 from tests.alerting.smtp_receiver import SmtpReceiver
 from tests.alerting.test_notifications import drain, run_once

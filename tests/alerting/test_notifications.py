@@ -12,17 +12,18 @@ import pytest
 from django.core import mail
 from django.utils import timezone
 
+from alerting.models import AlertIncident, NotificationChannel
+from alerting.rules import alerts_evaluate
+from alerting.services.channels import notification_channel_create
+from alerting.services.delivery import SIGNATURE_HEADER, Target, deliver
+from alerting.services.signing import signature_verify
+from alerting.tasks import enqueue_incident_changes
 from project.celery import app
-from scheduler_app.alerting.channels import SIGNATURE_HEADER, Target, deliver
-from scheduler_app.alerting.rules import alerts_evaluate
-from scheduler_app.alerting.signing import signature_verify
-from scheduler_app.alerting.tasks import enqueue_incident_changes
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.models import AlertIncident, NotificationChannel, TaskDefinition, TaskExecution
+from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from workers import registry
 
@@ -234,7 +235,7 @@ def test_missed_schedule_and_dead_worker_rules(tenant):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, settings):
-    from scheduler_app.alerting import hook
+    from alerting import beat_hook as hook
 
     settings.ALERTS = {**settings.ALERTS, "EVALUATE_SECONDS": 3600}
     task = make_task(tenant, name="late", schedule={"type": "cron", "expression": "* * * * *"})

@@ -8,11 +8,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app.alerting.rules import alerts_evaluate
-from scheduler_app.alerting.tasks import enqueue_incident_changes
-from scheduler_app.models import AlertIncident, TaskExecution, Tenant
+from alerting.models import AlertIncident
+from alerting.rules import alerts_evaluate
+from alerting.services.channels import notification_channel_create
+from alerting.tasks import enqueue_incident_changes
+from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.quotas import usage_counter_keys
 from tests.alerting.test_notifications import drain
 from tests.factories import make_task

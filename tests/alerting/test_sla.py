@@ -8,13 +8,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from alerting.rules import alerts_evaluate
+from alerting.services.channels import notification_channel_create
+from alerting.tasks import enqueue_incident_changes
 from dags.models import DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
-from scheduler_app.alerting.rules import alerts_evaluate
-from scheduler_app.alerting.tasks import enqueue_incident_changes
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.channels import notification_channel_create
 from tests.alerting.test_notifications import drain
 from tests.factories import make_task
 

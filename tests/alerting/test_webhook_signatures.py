@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from scheduler_app.alerting.channels import SIGNATURE_HEADER, Target, deliver
-from scheduler_app.alerting.signing import signature_header, signature_verify
+from alerting.services.delivery import SIGNATURE_HEADER, Target, deliver
+from alerting.services.signing import signature_header, signature_verify
 
 SECRET = "whsec-test-0123456789"
 

@@ -17,7 +17,7 @@ from tests.browser.conftest import screenshot, sign_in
 from tests.dashboard.conftest import add_execution
 from tests.factories import make_task
 from workers import registry
-from workers.lifecycle import Fleet
+from workers.fleet_membership import Fleet
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,7 +21,7 @@ def main(argv: list[str]) -> None:
 
     import tests.ledger  # noqa: F401 (the `ledger` handler, which the tasks name)
     from scheduler_app.models import TaskDefinition
-    from scheduler_app.services.tasks import task_pause
+    from scheduler_app.services.task_definitions import task_pause
     from scheduler_app.services.tenants import tenant_create
     from tests.chaos.harness import ledger_task_spec
     from tests.factories import make_task

@@ -32,7 +32,7 @@ from django.utils import timezone
 import tests.ledger  # noqa: F401 (registers the `ledger` handler in this process)
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution, Tenant
-from scheduler_app.services.tasks import task_pause
+from scheduler_app.services.task_definitions import task_pause
 from tests.factories import make_task
 from tests.ledger import ledger_counts, ledger_env, ledger_starts
 from tests.processes import ServiceProcess, start_beat, wait_until

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

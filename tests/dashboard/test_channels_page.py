@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from scheduler_app.models import NotificationChannel
+from alerting.models import NotificationChannel
 from tests.alerting.services import ServiceReceiver
 from tests.api_clients import PASSWORD, member_client
 

@@ -10,17 +10,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dags.choices import NodeStatus
-from scheduler_app.dashboard.dag_layout import (
+from dags.dashboard.dag_layout import (
     NODE_HEIGHT,
     NODE_WIDTH,
     TONE_OF_STATUS,
-    format_duration,
     gantt,
     graph_layout,
     ordered_layers,
     tone_of,
     topological_layers,
 )
+from scheduler_app.dashboard.durations import format_duration
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -85,7 +85,7 @@ def test_dead_letter_retry_and_delete(signed_in, busy_task):
 
 
 def test_cancel_button_cancels_a_waiting_run_before_it_starts(signed_in, tenant):
-    from scheduler_app.services.tasks import task_trigger
+    from scheduler_app.services.task_definitions import task_trigger
 
     task = make_task(tenant, name="cancel-me", schedule={"type": "manual"})
     execution = task_trigger(task=task)

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import (

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from scheduler_app.models import ExecutionLog, TaskExecution
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import staff_client
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import (

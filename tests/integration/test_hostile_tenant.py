@@ -16,7 +16,7 @@ from django.conf import settings
 
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.selectors import execution_log_get
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.processes import ROOT, database_url, host_pids_running, unique_sleep_seconds, wait_until

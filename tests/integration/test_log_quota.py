@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from scheduler_app.alerting.rules import alerts_evaluate
+from alerting.rules import alerts_evaluate
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import wait_until
 

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 
 from scheduler_app.models import ExecutionLog, TaskExecution
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import wait_until
 

@@ -9,14 +9,14 @@ import uuid
 import pytest
 from django.test import Client
 
-from scheduler_app.alerting.channels import SIGNATURE_HEADER
-from scheduler_app.alerting.signing import signature_verify
+from alerting.services.channels import notification_channel_create
+from alerting.services.delivery import SIGNATURE_HEADER
+from alerting.services.signing import signature_verify
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
-from scheduler_app.services.channels import notification_channel_create
 from scheduler_app.services.ringing import ring
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.alerting.receiver import Receiver
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER

@@ -27,10 +27,10 @@ pytestmark = [
 ]
 
 CORE = [
-    "tests/integration/test_lifecycle.py::test_an_interval_task_fires_repeatedly_and_succeeds",
-    "tests/integration/test_lifecycle.py::"
+    "tests/integration/test_run_lifecycle.py::test_an_interval_task_fires_repeatedly_and_succeeds",
+    "tests/integration/test_run_lifecycle.py::"
     "test_a_failing_task_is_retried_with_its_backoff_then_dead_lettered",
-    "tests/integration/test_lifecycle.py::test_the_same_execution_delivered_many_times_runs_once",
+    "tests/integration/test_run_lifecycle.py::test_the_same_execution_delivered_many_times_runs_once",
     "tests/integration/test_beat_leadership.py::"
     "test_killing_the_leader_hands_firing_to_the_standby_within_the_lock_ttl",
     "tests/integration/test_dag_runs.py::test_diamond_runs_in_order_and_passes_results",

@@ -11,7 +11,7 @@ import pytest
 from scheduler_app.api.log_events import follow_log
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.services.log_followers import log_follower_open
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import wait_until
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler_app.models import AuditEntry, TaskExecution
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.processes import wait_until

@@ -11,7 +11,7 @@ import pytest
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.ringing import ring
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import broker_key_prefix, wait_until
 

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.tasks import task_pause
+from scheduler_app.services.task_definitions import task_pause
 from tests.factories import make_task
 from tests.integration.test_beat_leadership import _lock_view
 from tests.processes import wait_until

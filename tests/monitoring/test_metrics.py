@@ -18,7 +18,7 @@ from scheduler_app.monitoring.metrics import METRIC_NAMES
 from scheduler_app.monitoring.system import queue_states
 from scheduler_app.redis_client import redis_key
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

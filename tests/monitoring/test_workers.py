@@ -20,7 +20,7 @@ from scheduler_app.services.retry_budget import (
 )
 from tests.monitoring.test_metrics import scrape, scrape_auth  # noqa: F401 (fixture)
 from workers import registry
-from workers.lifecycle import Fleet
+from workers.fleet_membership import Fleet
 
 pytestmark = pytest.mark.django_db
 

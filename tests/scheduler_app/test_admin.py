@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

@@ -12,12 +12,12 @@ import uuid
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from alerting.services.channels import channel_create
 from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
-from scheduler_app.services.channels import channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.secrets import secret_create
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import api_key_client, jwt_client, member_client
 from tests.factories import make_task
 

@@ -10,21 +10,16 @@ import uuid
 
 import pytest
 
+from alerting.models import NotificationChannel
+from alerting.services.channels import channel_create
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
-from scheduler_app.models import (
-    ApiKey,
-    NotificationChannel,
-    Secret,
-    TaskDefinition,
-    TaskExecution,
-)
+from scheduler_app.models import ApiKey, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
-from scheduler_app.services.channels import channel_create
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
 from scheduler_app.services.secrets import secret_create
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import member_client
 from tests.factories import make_task
 from tests.scheduler_app.test_api_isolation import api_routes

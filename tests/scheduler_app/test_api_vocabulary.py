@@ -7,7 +7,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

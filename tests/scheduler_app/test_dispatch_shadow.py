@@ -20,7 +20,7 @@ from scheduler_app.dispatch import (
 )
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.services.ringing import ring
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_queued_runs, make_task
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from scheduler_app.beat.engine import CHANGE_FEED_OVERLAP, EngineConfig, SchedulerEngine
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.services.tasks import task_delete, task_pause, task_resume
+from scheduler_app.services.task_definitions import task_delete, task_pause, task_resume
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

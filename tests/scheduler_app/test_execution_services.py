@@ -15,7 +15,7 @@ from scheduler_app.services.executions import (
     execution_renew_lease,
     expired_leases_reap,
 )
-from scheduler_app.services.tasks import task_trigger
+from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

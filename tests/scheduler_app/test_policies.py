@@ -17,7 +17,7 @@ from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.schedules import parse_schedule
 from scheduler_app.schedules.shaping import JitteredSchedule, WindowedSchedule
 from scheduler_app.services.firing import due_pending_promote
-from scheduler_app.services.tasks import task_pause, task_resume, task_update
+from scheduler_app.services.task_definitions import task_pause, task_resume, task_update
 from tests.factories import make_task
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from scheduler_app.services.channels import channel_secrets_rotate
+from alerting.services.channels import channel_secrets_rotate
 from scheduler_app.services.secrets import secrets_rotate
 
 

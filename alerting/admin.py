@@ -1,0 +1,67 @@
+"""Admin for notification channels and alert incidents (registered from scheduler_app.admin).
+
+A channel's signing secret is write-only here: the form takes a new one (or clears it) and
+never shows the stored value, encrypted or not."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+
+from alerting.models import AlertIncident, NotificationChannel
+from alerting.services.channels import signing_secret_encrypt
+
+
+class NotificationChannelForm(forms.ModelForm):
+    signing_secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Webhook HMAC key. Write-only: leave blank to keep the current one.",
+    )
+    clear_signing_secret = forms.BooleanField(required=False, label="Remove the signing secret")
+    credential = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Slack incoming-webhook URL or bot token, PagerDuty routing key. Write-only: "
+        "leave blank to keep the current one.",
+    )
+
+    class Meta:
+        model = NotificationChannel
+        fields = ("tenant", "name", "kind", "target", "alerts")
+
+    def save(self, commit: bool = True) -> NotificationChannel:
+        channel = super().save(commit=False)
+        if self.cleaned_data.get("clear_signing_secret"):
+            channel.signing_secret_ciphertext = ""
+        elif self.cleaned_data.get("signing_secret"):
+            channel.signing_secret_ciphertext = signing_secret_encrypt(
+                self.cleaned_data["signing_secret"]
+            )
+        if self.cleaned_data.get("credential"):
+            channel.credential_ciphertext = signing_secret_encrypt(self.cleaned_data["credential"])
+        if commit:
+            channel.save()
+        return channel
+
+
+@admin.register(NotificationChannel)
+class NotificationChannelAdmin(admin.ModelAdmin):
+    form = NotificationChannelForm
+    list_display = ("name", "tenant", "kind", "target", "alerts", "signed")
+    list_filter = ("kind", "alerts", "tenant")
+    search_fields = ("name", "target")
+
+    @admin.display(boolean=True, description="signed")
+    def signed(self, channel: NotificationChannel) -> bool:
+        return bool(channel.signing_secret_ciphertext)
+
+
+@admin.register(AlertIncident)
+class AlertIncidentAdmin(admin.ModelAdmin):
+    list_display = ("rule", "key", "tenant", "severity", "opened_at", "resolved_at")
+    list_filter = ("rule", "severity", "resolved_at")
+    search_fields = ("key", "summary")
+    readonly_fields = [f.name for f in AlertIncident._meta.fields]

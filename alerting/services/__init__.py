@@ -1,0 +1,1 @@
+"""Alerting services: incidents, rule checks, notification channels and their delivery."""

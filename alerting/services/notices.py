@@ -1,0 +1,68 @@
+"""What to tell whom: messages for run events and alert incidents, and the channels that
+receive them. Pure reads and message building; delivery happens in Celery tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+
+from alerting.models import AlertIncident, NotificationChannel
+from alerting.services.delivery import Target
+from scheduler_app.models import TaskExecution, Tenant
+
+EVENTS = ("on_failure", "on_success", "on_dlq")
+
+
+def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
+    """A tenant's alert channels; system-wide incidents go to the operators' settings."""
+    if tenant is not None:
+        return [
+            Target(c.kind, c.target, str(c.id))
+            for c in NotificationChannel.objects.filter(tenant=tenant, alerts=True)
+        ]
+    targets = []
+    if settings.ALERTS["OPS_WEBHOOK_URL"]:
+        targets.append(Target("webhook", settings.ALERTS["OPS_WEBHOOK_URL"]))
+    if settings.ALERTS["OPS_EMAILS"]:
+        targets.append(Target("email", ",".join(settings.ALERTS["OPS_EMAILS"])))
+    return targets
+
+
+def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
+    task = execution.task
+    words = {
+        "failure": f"Task {task.name} failed",
+        "resolved": f"Task {task.name} recovered",
+        "success": f"Task {task.name} succeeded",
+        "dead_letter": f"Task {task.name} was dead-lettered",
+    }
+    text = f"attempt {execution.attempt}/{execution.max_attempts}, status {execution.status}"
+    if execution.error_class:
+        text += f", {execution.error_class}: {execution.error_message[:300]}"
+    return {
+        "event": event,
+        "title": words[event],
+        "text": text,
+        "tenant": str(execution.tenant_id),
+        "task_id": str(task.id),
+        "task": task.name,
+        "execution_id": str(execution.id),
+        "status": execution.status,
+        "url": f"{settings.ALERTS['BASE_URL']}/dashboard/executions/{execution.id}",
+    }
+
+
+def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, Any]:
+    return {
+        "event": "alert_resolved" if resolved else "alert",
+        "title": f"{'RESOLVED' if resolved else 'ALERT'} {incident.rule}: {incident.key}",
+        "text": incident.summary,
+        "rule": incident.rule,
+        "key": incident.key,
+        "severity": incident.severity,
+        "value": incident.value,
+        "incident_id": str(incident.id),
+        "opened_at": incident.opened_at.isoformat(),
+        "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+    }

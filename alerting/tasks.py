@@ -1,0 +1,133 @@
+"""Celery tasks for notifications: thin, take ids, call the alerting modules.
+
+Delivery is asynchronous by design: a finishing run only enqueues (after its commit) and a
+slow or dead receiver never holds a worker's finish transaction or the scheduler's tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from celery import shared_task
+from django.conf import settings
+
+from alerting.models import AlertIncident, ChannelKind
+from alerting.services.incidents import incident_open, incident_resolve
+from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
+from scheduler_app.models import TaskExecution
+
+if TYPE_CHECKING:
+    from alerting.services.delivery import Target
+
+# Celery imports this module in every process that finalizes the app (the beat included, at
+# its first publish); the delivery code (requests, the SSRF guard) is imported when used.
+
+logger = logging.getLogger(__name__)
+
+DELIVER_TASK = "alerting.deliver"
+RUN_NOTIFICATIONS_TASK = "alerting.run_notifications"
+DELIVERY_ATTEMPTS = 3
+
+
+def _send(name: str, *args: Any) -> None:
+    from project.celery import app
+
+    app.send_task(name, args=list(args), queue=settings.ALERTS["QUEUE"])
+
+
+def enqueue_run_notifications(*, execution_id: str, dead_lettered: bool) -> None:
+    _send(RUN_NOTIFICATIONS_TASK, execution_id, dead_lettered)
+
+
+def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
+    # The channel id, not its secrets: nothing secret is written to the broker.
+    _send(DELIVER_TASK, target.kind, target.target, target.channel_id, message, target.route)
+
+
+def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
+    from alerting.services.notices import incident_message, tenant_alert_channels
+
+    for incident, resolved in changes:
+        message = incident_message(incident, resolved=resolved)
+        for target in tenant_alert_channels(tenant=incident.tenant):
+            enqueue_delivery(target, message)
+
+
+@shared_task(name=RUN_NOTIFICATIONS_TASK, ignore_result=True)
+def run_notifications(execution_id: str, dead_lettered: bool) -> int:
+    """One incident per failing task: the first failure opens it and is announced, later
+    failures stay quiet, the next success resolves it and announces the recovery (to the
+    failure targets, and to the PagerDuty targets of the dead-letter queue, whose incident
+    the dead letter triggered)."""
+    from alerting.services.notices import run_message
+    from alerting.services.targets import targets_for
+
+    execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
+    if execution is None:
+        return 0
+    task = execution.task
+    wanted = task.notifications or {}
+    key = str(task.id)
+    sends: list[tuple[Target, dict]] = []
+
+    def to(event: str, message: dict, *, kinds: tuple[str, ...] = ()) -> None:
+        texts = wanted.get(event) or []
+        targets, problems = targets_for(
+            tenant_id=execution.tenant_id, texts=[texts] if isinstance(texts, str) else texts
+        )
+        for problem in problems:
+            logger.warning("task %s: notification target not delivered: %s", task.id, problem)
+        for target in targets:
+            if (not kinds or target.kind in kinds) and (target, message) not in sends:
+                sends.append((target, message))
+
+    if execution.status == ExecutionStatus.SUCCESS:
+        if incident_resolve(rule="task_failing", key=key) is not None:
+            resolved = run_message(execution, event="resolved")
+            to("on_failure", resolved)
+            to("on_dlq", resolved, kinds=(ChannelKind.PAGERDUTY,))
+        to("on_success", run_message(execution, event="success"))
+    elif execution.status in RETRYABLE_STATUSES and (
+        wanted.get("on_failure") or wanted.get("on_dlq")
+    ):
+        opened = incident_open(
+            rule="task_failing",
+            key=key,
+            tenant=execution.task.tenant,
+            summary=f"task {task.name} is failing ({execution.error_class or execution.status})",
+        )
+        if opened is not None:
+            to("on_failure", run_message(execution, event="failure"))
+    if dead_lettered:
+        to("on_dlq", run_message(execution, event="dead_letter"))
+    for target, message in sends:
+        enqueue_delivery(target, message)
+    return len(sends)
+
+
+@shared_task(name=DELIVER_TASK, ignore_result=True)
+def deliver_notification(
+    kind: str, target: str, channel_id: str | None, message: dict, route: str = ""
+) -> bool:
+    """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
+    from alerting.services.channels import channel_credential, channel_signing_secret
+    from alerting.services.delivery import DeliveryResult, Target, deliver
+
+    secret = channel_signing_secret(channel_id=channel_id) if channel_id else ""
+    credential = channel_credential(channel_id=channel_id) if channel_id else ""
+    result = DeliveryResult(False, "not tried")
+    for attempt in range(1, DELIVERY_ATTEMPTS + 1):
+        result = deliver(
+            Target(kind, target, channel_id, route=route),
+            message,
+            signing_secret=secret,
+            credential=credential,
+        )
+        if result.ok or not result.transient:
+            break
+        time.sleep(attempt)
+    if not result.ok:
+        logger.warning("notification to %s %s failed: %s", kind, target, result.detail)
+    return result.ok

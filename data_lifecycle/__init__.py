@@ -1,0 +1,2 @@
+"""The data lifecycle of run history: monthly partitions of the executions table, archive
+and retention, restore for investigation, and the per-task statistics dashboards read."""

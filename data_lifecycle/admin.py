@@ -1,0 +1,35 @@
+"""Admin views of the data lifecycle: restored archive rows and per-task statistics (read-only).
+
+Registered from `SchedulerAppConfig.ready` to keep `admin.py` to the live models.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from data_lifecycle.models import RestoredExecution, TaskStats
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(RestoredExecution)
+class RestoredExecutionAdmin(ReadOnlyAdmin):
+    list_display = ["execution_id", "task_id", "status", "scheduled_at", "attempt", "source"]
+    list_filter = ["status", "source"]
+    search_fields = ["execution_id", "task_id"]
+    date_hierarchy = "scheduled_at"
+
+
+@admin.register(TaskStats)
+class TaskStatsAdmin(ReadOnlyAdmin):
+    list_display = ["task_id", "bucket", "bucket_start", "total", "duration_p95", "lag_p95"]
+    list_filter = ["bucket"]
+    search_fields = ["task_id"]
+    date_hierarchy = "bucket_start"

@@ -1,0 +1,1 @@
+"""Data-lifecycle services: partitions, archive, retention, restore, statistics refresh."""

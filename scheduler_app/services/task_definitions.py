@@ -1,0 +1,200 @@
+"""Writes to task definitions: create, update, soft delete, pause, resume, trigger."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from alerting.services.targets import notification_targets_check
+from scheduler_app.capabilities import queue_for
+from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.doorbell import Doorbell
+from scheduler_app.errors import Conflict, NotFound, ValidationFailed
+from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.ringing import ring_after_commit
+from scheduler_app.services.secrets import secret_references_refuse
+from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
+from scheduler_app.task_schedule import first_fire_after
+
+
+def _refresh_next_fire(task: TaskDefinition, *, now: datetime) -> None:
+    task.next_fire_at = first_fire_after(task, now)
+
+
+def _save_checked(task: TaskDefinition) -> None:
+    try:
+        with transaction.atomic():
+            task.save()
+    except IntegrityError as error:
+        if "uniq_task_name_per_tenant" in str(error) or "UNIQUE" in str(error).upper():
+            raise Conflict(
+                f"a task named {task.name!r} already exists in this tenant", field="name"
+            ) from error
+        raise
+
+
+def _check_policies(task: TaskDefinition) -> None:
+    policy_check(
+        {
+            "start_at": task.start_at,
+            "end_at": task.end_at,
+            "jitter_seconds": task.jitter_seconds,
+            "schedule_type": task.schedule_type,
+            "schedule_expression": task.schedule_expression,
+            "timezone": task.timezone,
+        },
+        anchor=task.created_at,
+    )
+
+
+def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
+    """`"network": "egress"` only for a tenant the operator allowed it (the worker checks it
+    again at run time, so a tenant whose right is withdrawn runs nothing with egress)."""
+    config = fields.get("handler_config") or {}
+    if config.get("network") == "egress" and not tenant.shell_egress_allowed:
+        raise ValidationFailed(
+            'network "egress" is not allowed for this tenant; the platform operator can '
+            "allow it (tenant setting shell_egress_allowed)",
+            field="handler.network",
+        )
+
+
+def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
+    """Every notification target names a receiver the tenant has (400 naming it if not)."""
+    if fields.get("notifications"):
+        notification_targets_check(tenant_id=tenant_id, notifications=fields["notifications"])
+
+
+def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
+    now = timezone.now()
+    fields = task_spec_to_fields(spec, anchor=now)
+    _check_network_allowed(tenant, fields)
+    _check_notifications(tenant_id=tenant.id, fields=fields)
+    task = TaskDefinition(
+        id=uuid.uuid4(),
+        tenant=tenant,
+        created_by=created_by,
+        created_at=now,
+        changed_at=now,
+        **fields,
+    )
+    _check_policies(task)
+    _refresh_next_fire(task, now=now)
+    _save_checked(task)
+    return task
+
+
+def task_update(
+    *, task: TaskDefinition, spec: Mapping[str, Any], partial: bool = False
+) -> TaskDefinition:
+    """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
+    now = timezone.now()
+    fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
+    _check_network_allowed(task.tenant, fields)
+    _check_notifications(tenant_id=task.tenant_id, fields=fields)
+    if not partial:
+        defaults = TaskDefinition()
+        for name in (
+            "description",
+            "timeout_seconds",
+            "max_attempts",
+            "backoff",
+            "base_delay_seconds",
+            "max_delay_seconds",
+            "priority",
+            "parameters",
+            "tags",
+            "notifications",
+            "idempotency_key",
+            *POLICY_KEYS,
+        ):
+            fields.setdefault(name, getattr(defaults, name))
+    for name, value in fields.items():
+        setattr(task, name, value)
+    _check_policies(task)
+    task.changed_at = now
+    _refresh_next_fire(task, now=now)
+    _save_checked(task)
+    return task
+
+
+def task_delete(*, task: TaskDefinition) -> None:
+    """Soft delete: the definition and its history stay; it never fires again."""
+    now = timezone.now()
+    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+        deleted_at=now, changed_at=now, next_fire_at=None, updated_at=now
+    )
+
+
+def task_pause(*, task: TaskDefinition) -> TaskDefinition:
+    now = timezone.now()
+    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+        paused=True, next_fire_at=None, changed_at=now, updated_at=now
+    )
+    task.refresh_from_db()
+    return task
+
+
+def task_resume(*, task: TaskDefinition) -> TaskDefinition:
+    """Resume computes the next fire from now: no burst of the fires missed while paused."""
+    now = timezone.now()
+    task.paused = False
+    next_fire_at = first_fire_after(task, now)
+    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+        paused=False, next_fire_at=next_fire_at, changed_at=now, updated_at=now
+    )
+    task.refresh_from_db()
+    return task
+
+
+def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
+    now = timezone.now()
+    task.enabled = enabled
+    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+        enabled=enabled,
+        next_fire_at=first_fire_after(task, now),
+        changed_at=now,
+        updated_at=now,
+    )
+    task.refresh_from_db()
+    return task
+
+
+def task_trigger(
+    *,
+    task: TaskDefinition,
+    parameters: Mapping[str, Any] | None = None,
+    trigger: str = Trigger.MANUAL,
+) -> TaskExecution:
+    """Run now, outside the schedule. The row is committed first, then the doorbell rings.
+    `trigger`: `event` for a run an event schedule started."""
+    if task.deleted_at is not None:
+        raise NotFound("task not found")
+    secret_references_refuse(parameters=parameters)
+    now = timezone.now()
+    queue = queue_for(priority=task.priority, handler_type=task.handler_type)
+    execution = TaskExecution(
+        id=uuid.uuid4(),
+        tenant_id=task.tenant_id,
+        task=task,
+        status=ExecutionStatus.QUEUED,
+        trigger=trigger,
+        priority=task.priority,
+        queue=queue,
+        scheduled_at=now,
+        queued_at=now,
+        attempt=1,
+        max_attempts=task.max_attempts,
+    )
+    execution.root_execution_id = execution.id
+    execution.parameters = dict(parameters) if parameters else None
+    with transaction.atomic():
+        execution.save(force_insert=True)
+        bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
+        ring_after_commit([bell])
+    return execution
