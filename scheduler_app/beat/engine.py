@@ -30,7 +30,14 @@ from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
-from scheduler_app.beat.sources import BY_KIND, SOURCES, TASK, changed_window, rows_of
+from scheduler_app.beat.sources import (
+    BY_KIND,
+    SOURCES,
+    TASK,
+    Source,
+    changed_window,
+    rows_of,
+)
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
@@ -175,7 +182,7 @@ class SchedulerEngine:
         for source in SOURCES:
             yield from rows_of(source, self._schedulable_values(source))
 
-    def _schedulable_values(self, source) -> Iterator[tuple]:
+    def _schedulable_values(self, source: Source) -> Iterator[tuple]:
         rows = source.schedulable()
         if self.shard is not None:
             index, count = self.shard
