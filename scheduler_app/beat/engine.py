@@ -378,10 +378,12 @@ class SchedulerEngine:
                     # Goes out while the next batch is being recorded (`beat.publisher`).
                     self._publisher.submit(bells)
                 if batch.dag_updates:
-                    # DAG runs: their nodes' doorbells ring after this commit (on_commit).
-                    with transaction.atomic():
-                        self.fired_total += dag_schedule_fires_record(batch.dag_fires)
-                        dag_next_fires_save(batch.dag_updates)
+                    # Each DAG fire commits on its own (it locks its DAG's row, which a
+                    # finishing node's run also takes); its first nodes ring after that
+                    # commit. A fire recorded before a crash left the next fires unsaved is
+                    # a no-op the second time (UNIQUE(dag, scheduled_at)).
+                    self.fired_total += dag_schedule_fires_record(batch.dag_fires)
+                    dag_next_fires_save(batch.dag_updates)
         finally:
             self.published_total += self._publisher.drain()
 
