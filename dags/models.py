@@ -46,6 +46,10 @@ class Dag(models.Model):
     event_trigger = models.JSONField(null=True, blank=True)
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
     overlap = models.CharField(max_length=16, choices=Overlap.choices, default=Overlap.ALLOW)
+    # The rest of a task's scheduling policy (ARCHITECTURE §6), meaning what it means there.
+    jitter_seconds = models.PositiveIntegerField(default=0)
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
     enabled = models.BooleanField(default=True)
     paused = models.BooleanField(default=False)
     # "api" or "file:<name>": sync_dags only touches what it created.
@@ -54,6 +58,9 @@ class Dag(models.Model):
     last_fired_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=utc_now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Bumped by every service that changes when a DAG fires: the schedulers' change feed, as
+    # TaskDefinition.changed_at. Not bumped when the leader advances next_fire_at.
+    changed_at = models.DateTimeField(default=utc_now, db_index=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

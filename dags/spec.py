@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from dags.jsonpath_conditions import JSONPathError, path_compile, path_first_node
@@ -54,6 +55,7 @@ DAG_KEYS = {
     "failure_policy",
     "catchup",
     "overlap",
+    "policy",
     "max_active_runs",
     "enabled",
     "parameters",
@@ -416,6 +418,49 @@ def _check_upstream_references(nodes: dict[str, dict[str, Any]], order: list[str
             )
 
 
+POLICY_TIMES = ("start_at", "end_at")
+
+
+def _dag_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`catchup`, `overlap` and the optional `policy` object, which is a task's `policy`
+    (catchup, overlap, jitter_seconds, start_at, end_at; checked in full by the definitions
+    service, with the task's own rules). The top-level catchup/overlap are the older
+    spelling of the policy's: both may be given when they agree."""
+    policy = raw.get("policy")
+    if policy is None:
+        return {
+            "catchup": _choice(raw, "catchup", CATCHUP, "latest"),
+            "overlap": _choice(raw, "overlap", OVERLAP, "allow"),
+        }
+    if not isinstance(policy, Mapping):
+        raise DagSpecError("policy must be an object", field="policy")
+    merged = dict(raw)
+    for key in ("catchup", "overlap"):
+        if key in policy:
+            if key in raw and raw[key] != policy[key]:
+                raise DagSpecError(
+                    f"{key} and policy.{key} differ; give it once", field=f"policy.{key}"
+                )
+            merged[key] = policy[key]
+    normalized = dict(policy)
+    for key in POLICY_TIMES:
+        # A YAML timestamp arrives as a datetime: kept as its ISO text (the spec is JSON).
+        if isinstance(normalized.get(key), datetime):
+            normalized[key] = normalized[key].isoformat()
+    try:
+        return {
+            "catchup": _choice(merged, "catchup", CATCHUP, "latest"),
+            "overlap": _choice(merged, "overlap", OVERLAP, "allow"),
+            "policy": normalized,
+        }
+    except DagSpecError as error:
+        in_policy = error.field in policy
+        raise DagSpecError(
+            f"policy.{error.message}" if in_policy else error.message,
+            field=f"policy.{error.field}" if in_policy else error.field,
+        ) from error
+
+
 def parse_dag_spec(
     raw: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES
 ) -> dict[str, Any]:
@@ -483,8 +528,7 @@ def parse_dag_spec(
         "description": raw.get("description") or "",
         "schedule": dict(schedule),
         "failure_policy": _choice(raw, "failure_policy", FAILURE_POLICIES, "skip_downstream"),
-        "catchup": _choice(raw, "catchup", CATCHUP, "latest"),
-        "overlap": _choice(raw, "overlap", OVERLAP, "allow"),
+        **_dag_policy(raw),
         "max_active_runs": max_active_runs,
         "enabled": bool(raw.get("enabled", True)),
         "parameters": dict(parameters),

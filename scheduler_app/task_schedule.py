@@ -54,18 +54,23 @@ def _parsed(
     )
 
 
-def schedule_of_task(task) -> Schedule:
+def schedule_of(definition) -> Schedule:
+    """The schedule of a task or a DAG: both store the same schedule and policy fields, and
+    the beat fires both from one heap, so one function reads them."""
     return schedule_for(
-        schedule_type=task.schedule_type,
-        expression=task.schedule_expression,
-        timezone=task.timezone,
-        run_at=task.run_at,
-        anchor=task.created_at,
-        start_at=task.start_at,
-        end_at=task.end_at,
-        jitter_seconds=task.jitter_seconds,
-        seed=str(task.id),
+        schedule_type=definition.schedule_type,
+        expression=definition.schedule_expression,
+        timezone=definition.timezone,
+        run_at=definition.run_at,
+        anchor=definition.created_at,
+        start_at=definition.start_at,
+        end_at=definition.end_at,
+        jitter_seconds=definition.jitter_seconds,
+        seed=str(definition.id),
     )
+
+
+schedule_of_task = schedule_of
 
 
 def first_fire_after(task, moment: datetime) -> datetime | None:

@@ -215,7 +215,10 @@ class Dag:
         overlap: str | None = None,
         parameters: Mapping[str, Any] | None = None,
         enabled: bool | None = None,
+        policy: Mapping[str, Any] | None = None,
     ) -> None:
+        """`policy` is a task's scheduling policy (catchup, overlap, jitter_seconds,
+        start_at, end_at); `catchup`/`overlap` are its older top-level spelling."""
         self.name = name
         self.nodes: dict[str, Node] = {}
         self.settings: dict[str, Any] = _given(
@@ -227,6 +230,7 @@ class Dag:
             overlap=overlap,
             parameters=dict(parameters) if parameters is not None else None,
             enabled=enabled,
+            policy=dict(policy) if policy is not None else None,
         )
 
     def node(self, node_id: str, **options: Any) -> Node:

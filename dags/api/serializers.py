@@ -13,6 +13,7 @@ from scheduler_app.api.strict import StrictSerializer
 
 class DagOutput(serializers.ModelSerializer):
     schedule = serializers.SerializerMethodField()
+    policy = serializers.SerializerMethodField()
     definition = serializers.SerializerMethodField()
 
     class Meta:
@@ -28,6 +29,7 @@ class DagOutput(serializers.ModelSerializer):
             "sla_seconds",
             "catchup",
             "overlap",
+            "policy",
             "enabled",
             "paused",
             "source",
@@ -46,6 +48,17 @@ class DagOutput(serializers.ModelSerializer):
             "expression": dag.schedule_expression,
             "timezone": dag.timezone,
             "run_at": dag.run_at,
+        }
+
+    def get_policy(self, dag: Dag) -> dict:
+        """The scheduling policy, in a task's shape (`catchup` and `overlap` are also kept at
+        the top, where DAG definitions first had them)."""
+        return {
+            "catchup": dag.catchup,
+            "overlap": dag.overlap,
+            "jitter_seconds": dag.jitter_seconds,
+            "start_at": _iso(dag.start_at),
+            "end_at": _iso(dag.end_at),
         }
 
     def get_definition(self, dag: Dag) -> dict | None:
@@ -162,3 +175,7 @@ class DagRunDetailOutput(DagRunOutput):
 
     class Meta(DagRunOutput.Meta):
         fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits"]
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None

@@ -40,7 +40,7 @@ from scheduler_app.choices import (
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.schedules import Schedule
-from scheduler_app.task_schedule import schedule_for, schedule_of_task
+from scheduler_app.task_schedule import schedule_of, schedule_of_task
 
 MAX_FIRES = 10_000
 MAX_PARALLEL = 100
@@ -53,13 +53,9 @@ def _schedule_of(*, task: TaskDefinition | None, dag: Dag | None) -> Schedule:
     if task is not None:
         return schedule_of_task(task)
     assert dag is not None
-    return schedule_for(
-        schedule_type=dag.schedule_type,
-        expression=dag.schedule_expression,
-        timezone=dag.timezone,
-        run_at=dag.run_at,
-        anchor=dag.created_at,
-    )
+    # The fires the schedule engine makes (window and jitter included), so a backfilled
+    # run of a fire time is that fire (UNIQUE(dag, scheduled_at)).
+    return schedule_of(dag)
 
 
 def _fires(schedule: Schedule, *, after: datetime, end: datetime, limit: int) -> list[datetime]:

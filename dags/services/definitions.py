@@ -21,8 +21,8 @@ from dags.spec import DagSpecError, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
-from scheduler_app.services.task_spec import task_spec_to_fields
-from scheduler_app.task_schedule import schedule_for
+from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
+from scheduler_app.task_schedule import schedule_of
 
 TASK_KEYS = (
     "handler",
@@ -75,16 +75,30 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     schedule = task_spec_to_fields({"schedule": spec["schedule"]}, anchor=now, partial=True)
     fields = {
         **schedule,
+        **_policy_fields(spec, schedule=schedule, anchor=now),
         "name": spec["dag"],
         "description": spec["description"],
         "failure_policy": spec["failure_policy"],
         "max_active_runs": spec["max_active_runs"],
         "sla_seconds": spec.get("sla_seconds"),
-        "catchup": spec["catchup"],
-        "overlap": spec["overlap"],
         "enabled": spec["enabled"],
     }
     return spec, fields
+
+
+def _policy_fields(
+    spec: Mapping[str, Any], *, schedule: Mapping[str, Any], anchor
+) -> dict[str, Any]:
+    """A DAG's scheduling policy is a task's (`policy`: catchup, overlap, jitter_seconds,
+    start_at, end_at), validated by the same code with the same messages; a key left out
+    takes the task's default (resetting it on a new version, as a whole definition is)."""
+    fields: dict[str, Any] = {"jitter_seconds": 0, "start_at": None, "end_at": None}
+    fields.update(
+        task_spec_to_fields({"policy": spec.get("policy") or {}}, anchor=anchor, partial=True)
+    )
+    fields["catchup"], fields["overlap"] = spec["catchup"], spec["overlap"]
+    policy_check({**schedule, **fields}, anchor=anchor)
+    return fields
 
 
 def _retry_policies_check(spec: Mapping[str, Any], *, anchor) -> None:
@@ -183,14 +197,8 @@ def _node_tasks(
 def _next_fire(dag: Dag, *, now) -> Any:
     if not dag.enabled or dag.paused or dag.deleted_at or dag.schedule_type == "manual":
         return None
-    schedule = schedule_for(
-        schedule_type=dag.schedule_type,
-        expression=dag.schedule_expression,
-        timezone=dag.timezone,
-        run_at=dag.run_at,
-        anchor=dag.created_at,
-    )
-    return schedule.next_after(now)
+    # The task's schedule object, window and jitter included (seeded by the DAG's id).
+    return schedule_of(dag).next_after(now)
 
 
 def _save_version(dag: Dag, spec: dict[str, Any], previous: DagVersion | None) -> DagVersion:
@@ -211,7 +219,7 @@ def dag_create(*, tenant: Tenant, raw: Any, source: str = "api") -> Dag:
     now = timezone.now()
     try:
         with transaction.atomic():
-            dag = Dag(tenant=tenant, source=source, created_at=now, **fields)
+            dag = Dag(tenant=tenant, source=source, created_at=now, changed_at=now, **fields)
             dag.next_fire_at = _next_fire(dag, now=now)
             dag.save(force_insert=True)
             _save_version(dag, spec, None)
@@ -234,6 +242,7 @@ def dag_update(*, dag: Dag, raw: Any) -> Dag:
             for name, value in fields.items():
                 setattr(dag, name, value)
             dag.next_fire_at = _next_fire(dag, now=now)
+            dag.changed_at = now
             dag.save()
             _save_version(dag, spec, previous)
     except IntegrityError as error:
@@ -251,7 +260,7 @@ def dag_delete(*, dag: Dag) -> None:
     """Soft delete: history stays; it never fires again. Running runs finish."""
     now = timezone.now()
     Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
-        deleted_at=now, next_fire_at=None, updated_at=now
+        deleted_at=now, next_fire_at=None, updated_at=now, changed_at=now
     )
 
 
@@ -260,7 +269,7 @@ def dag_set_paused(*, dag: Dag, paused: bool) -> Dag:
     dag.paused = paused
     now = timezone.now()
     Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
-        paused=paused, next_fire_at=_next_fire(dag, now=now), updated_at=now
+        paused=paused, next_fire_at=_next_fire(dag, now=now), updated_at=now, changed_at=now
     )
     dag.refresh_from_db()
     return dag

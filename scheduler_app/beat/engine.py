@@ -1,7 +1,10 @@
 """The scheduler's loop, independent of Celery beat so it can be driven and tested directly.
 
 Every instance keeps the whole schedule warm in a heap and follows the change feed
-(`TaskDefinition.changed_at`). Only the leader writes fires; a standby advances its heap
+(`TaskDefinition.changed_at`, `Dag.changed_at`). Tasks and DAGs are entries of the same
+heap (`beat.sources`): catch-up, jitter, start/end, shards and the leader lock mean one
+thing for both; a task's fire records an execution, a DAG's starts a DAG run
+(`dags.services.schedule_fires`). Only the leader writes fires; a standby advances its heap
 behind the leader so it can take over without a reload.
 """
 
@@ -12,23 +15,34 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from alerting.beat_hook import alerts_evaluate_if_due
+from dags.services.backfills import backfills_advance
+from dags.services.events import event_waits_expire, events_prune
+from dags.services.mapping import map_joins_reconcile
+from dags.services.schedule_fires import dag_next_fires_save, dag_schedule_fires_record
 from data_lifecycle.beat_hook import data_lifecycle_tick
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
+from scheduler_app.beat.sources import (
+    BY_KIND,
+    SOURCES,
+    TASK,
+    Source,
+    changed_window,
+    rows_of,
+)
 from scheduler_app.beat.status import publish_node_status
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
 from scheduler_app.fairness import fair_promote_allowance
-from scheduler_app.models import TaskDefinition
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.services.executions import (
     CLAIM_CLOCK_TOLERANCE,
@@ -59,29 +73,6 @@ TICK_BUDGET_SECONDS = 1.0
 # After a takeover, the previous leader's last seconds are rung again once more this much
 # later (a COMMIT it sent before it died may land after the takeover).
 REPUBLISH_AGAIN_SECONDS = 2.0
-
-_ENTRY_FIELDS = (
-    "id",
-    "tenant_id",
-    "priority",
-    "handler_type",
-    "max_attempts",
-    "schedule_type",
-    "schedule_expression",
-    "timezone",
-    "run_at",
-    "created_at",
-    "next_fire_at",
-    "changed_at",
-    "enabled",
-    "paused",
-    "deleted_at",
-    "catchup",
-    "overlap",
-    "jitter_seconds",
-    "start_at",
-    "end_at",
-)
 
 
 @dataclass(frozen=True)
@@ -115,6 +106,20 @@ class EngineConfig:
         return timedelta(seconds=2 * self.lock_ttl_seconds + 2 * self.tick_seconds + 1)
 
 
+_Update = tuple[uuid.UUID, datetime | None, datetime]
+
+
+@dataclass
+class _Batch:
+    """One batch of due entries expanded: task fires and DAG fires, and where each
+    schedule goes next (id, next fire, last fired)."""
+
+    fires: list[Fire] = field(default_factory=list)
+    updates: list[_Update] = field(default_factory=list)
+    dag_fires: list[tuple[uuid.UUID, datetime]] = field(default_factory=list)
+    dag_updates: list[_Update] = field(default_factory=list)
+
+
 class SchedulerEngine:
     def __init__(
         self,
@@ -127,7 +132,7 @@ class SchedulerEngine:
         self.config = config
         # (index, count) of the shard this engine schedules (`beat.shards`); None: all.
         self.shard = shard if shard is not None and shard[1] > 1 else None
-        # Promoting pending runs, DAG schedules, reaping, requeueing, retention: once per
+        # Promoting pending runs, reaping, requeueing, retention: once per
         # fleet, by the unsharded leader or shard 0's.
         self.fleet_duties = self.shard is None or self.shard[0] == 0
         self.heap = ScheduleHeap(ahead=timedelta(seconds=config.fire_ahead_seconds))
@@ -174,17 +179,20 @@ class SchedulerEngine:
         return loaded
 
     def _schedulable_rows(self) -> Iterator[dict]:
-        rows = TaskDefinition.objects.filter(
-            enabled=True, paused=False, deleted_at__isnull=True
-        ).exclude(schedule_type=ScheduleType.MANUAL)
+        for source in SOURCES:
+            yield from rows_of(source, self._schedulable_values(source))
+
+    def _schedulable_values(self, source: Source) -> Iterator[tuple]:
+        rows = source.schedulable()
         if self.shard is not None:
             index, count = self.shard
             # No user input in this SQL: our own expression, the shard index as a parameter.
+            # DAGs shard by their id exactly as tasks do.
             where = f"{shard_sql('id', count)} = %s"
             rows = rows.extra(where=[where], params=[index])  # noqa: S610
         # A million rows: a named (server-side) cursor in binary format, big fetches and
         # no ORM per row: half the load time goes into decoding timestamps as text otherwise.
-        sql, params = rows.values_list(*_ENTRY_FIELDS).query.sql_with_params()
+        sql, params = rows.values_list(*source.fields).query.sql_with_params()
         connection.ensure_connection()
         with (
             transaction.atomic(),
@@ -194,8 +202,7 @@ class SchedulerEngine:
         ):
             cursor.itersize = 20000
             cursor.execute(sql.replace("%s", "%b") if params else sql, params)
-            for values in cursor:
-                yield dict(zip(_ENTRY_FIELDS, values, strict=True))
+            yield from cursor
 
     def follow_changes(self, *, now: datetime) -> int:
         """Apply the definitions changed since the last poll.
@@ -208,24 +215,24 @@ class SchedulerEngine:
         if self._change_cursor is None:
             return self.load(now=now)
         since = self._change_cursor - CHANGE_FEED_OVERLAP
-        window = TaskDefinition.objects.filter(changed_at__gte=since)
-        unseen = [
-            task_id
-            for task_id, changed_at in window.values_list("id", "changed_at").iterator(
-                chunk_size=5000
-            )
-            if self._seen_changes.get(task_id) != changed_at
-        ]
+        # Tasks and DAGs in one query (a UNION): each row says which it is.
+        unseen: dict[str, list[uuid.UUID]] = {source.kind: [] for source in SOURCES}
+        for row_id, changed_at, kind in changed_window(since).iterator(chunk_size=5000):
+            if self._seen_changes.get(row_id) != changed_at:
+                unseen[kind].append(row_id)
         applied = 0
         lag = 0.0
-        for start in range(0, len(unseen), 2000):
-            rows = TaskDefinition.objects.filter(id__in=unseen[start : start + 2000])
-            for row in rows.order_by("changed_at").values(*_ENTRY_FIELDS):
-                self._apply_row(row, now=now)
-                applied += 1
-                lag = max(lag, (timezone.now() - row["changed_at"]).total_seconds())
-                if row["changed_at"] > self._change_cursor:
-                    self._change_cursor = row["changed_at"]
+        for kind, ids in unseen.items():
+            source = BY_KIND[kind]
+            for start in range(0, len(ids), 2000):
+                chunk = source.model.objects.filter(id__in=ids[start : start + 2000])
+                values = chunk.order_by("changed_at").values_list(*source.fields)
+                for row in rows_of(source, values):
+                    self._apply_row(row, now=now)
+                    applied += 1
+                    lag = max(lag, (timezone.now() - row["changed_at"]).total_seconds())
+                    if row["changed_at"] > self._change_cursor:
+                        self._change_cursor = row["changed_at"]
         # Everything stamped before this poll began has been offered to it: the window moves
         # on with the clock, not only when a newer change arrives (a quiet fleet after a bulk
         # import would otherwise re-read that import on every tick).
@@ -274,7 +281,9 @@ class SchedulerEngine:
                 seed=row["id"],
             )
         except ScheduleError as error:
-            logger.error("task %s has an invalid schedule, not loaded: %s", row["id"], error)
+            logger.error(
+                "%s %s has an invalid schedule, not loaded: %s", row["kind"], row["id"], error
+            )
             self.heap.remove(row["id"])
             return False
         next_fire_at = row["next_fire_at"] or self._first_fire(schedule, now)
@@ -288,12 +297,17 @@ class SchedulerEngine:
                 task_id=row["id"],
                 tenant_id=tenant_id,
                 priority=row["priority"],
-                queue=queue_for(priority=row["priority"], handler_type=row["handler_type"]),
+                queue=(
+                    queue_for(priority=row["priority"], handler_type=row["handler_type"])
+                    if row["kind"] == TASK
+                    else ""
+                ),
                 max_attempts=row["max_attempts"],
                 schedule=schedule,
                 next_fire_at=next_fire_at,
                 catchup=row["catchup"],
                 overlap=row["overlap"],
+                kind=row["kind"],
             )
         )
         return True
@@ -332,7 +346,6 @@ class SchedulerEngine:
                 self._republish_queued(since=since, until=until)
             if self.fleet_duties:
                 self._promote_pending()
-                self._dags_tick()
                 self._housekeeping()
         else:
             self._shadow_leader(now=timezone.now())
@@ -355,33 +368,37 @@ class SchedulerEngine:
                     # Every fire due by `now` is recorded: standbys may shadow up to here.
                     self.lock.mark_fired_through(now)
                     return
-                fires, updates = self._expand(due, now=now)
+                batch = self._expand(due, now=now)
                 # The fires and where each schedule goes next commit together (one commit).
                 with transaction.atomic():
-                    bells = fires_record(fires, now=now)
-                    next_fires_save(updates)
+                    bells = fires_record(batch.fires, now=now)
+                    next_fires_save(batch.updates)
                 self.fired_total += len(bells)
                 if bells:
                     # Goes out while the next batch is being recorded (`beat.publisher`).
                     self._publisher.submit(bells)
+                if batch.dag_updates:
+                    # Each DAG fire commits on its own (it locks its DAG's row, which a
+                    # finishing node's run also takes); its first nodes ring after that
+                    # commit. A fire recorded before a crash left the next fires unsaved is
+                    # a no-op the second time (UNIQUE(dag, scheduled_at)).
+                    self.fired_total += dag_schedule_fires_record(batch.dag_fires)
+                    dag_next_fires_save(batch.dag_updates)
         finally:
             self.published_total += self._publisher.drain()
 
-    def _expand(
-        self, due: list[Entry], *, now: datetime
-    ) -> tuple[list[Fire], list[tuple[uuid.UUID, datetime | None, datetime]]]:
+    def _expand(self, due: list[Entry], *, now: datetime) -> _Batch:
         """The fires each due entry owes up to now (or up to its ring-ahead past now), and
         where its schedule goes next.
 
-        Nothing older than the catch-up window is owed; inside it the task's catch-up
-        policy chooses (`policies.catchup_select`). The unique constraint turns a fire
-        another leader already recorded into a no-op.
+        Nothing older than the catch-up window is owed; inside it the task's (or DAG's)
+        catch-up policy chooses (`policies.catchup_select`). The unique constraint turns a
+        fire another leader already recorded into a no-op.
         """
         window = timedelta(seconds=self.config.catchup_window_seconds)
         late_grace = self.config.late_grace
         owed_cap = MAX_CATCHUP_FIRES_PER_TASK
-        fires: list[Fire] = []
-        updates: list[tuple[uuid.UUID, datetime | None, datetime]] = []
+        batch = _Batch()
         for entry in due:
             horizon = now + entry.ring_ahead(self.heap.ahead)
             fire_at: datetime | None = entry.next_fire_at
@@ -396,7 +413,14 @@ class SchedulerEngine:
             chosen = catchup_select(
                 owed, policy=entry.catchup, now=now, late_grace=late_grace, window=window
             )
-            fires.extend(
+            last_fired = owed[-1] if owed else entry.next_fire_at
+            entry.last_fired_at = last_fired
+            self.heap.reschedule(entry, fire_at)
+            if entry.kind != TASK:
+                batch.dag_fires.extend((entry.task_id, moment) for moment in chosen)
+                batch.dag_updates.append((entry.task_id, fire_at, last_fired))
+                continue
+            batch.fires.extend(
                 Fire(
                     task_id=entry.task_id,
                     tenant_id=entry.tenant_id,
@@ -408,11 +432,8 @@ class SchedulerEngine:
                 )
                 for moment in chosen
             )
-            last_fired = owed[-1] if owed else entry.next_fire_at
-            entry.last_fired_at = last_fired
-            self.heap.reschedule(entry, fire_at)
-            updates.append((entry.task_id, fire_at, last_fired))
-        return fires, updates
+            batch.updates.append((entry.task_id, fire_at, last_fired))
+        return batch
 
     def _shadow_leader(self, *, now: datetime) -> None:
         """A standby moves its heap along behind a live leader, so that a takeover starts
@@ -467,28 +488,18 @@ class SchedulerEngine:
             if len(bells) < self.config.batch_size:
                 return
 
-    def _dags_tick(self) -> None:
-        """The DAG engine's schedules (and, with housekeeping, its lost-join reconciler)."""
-        from dags.services.scheduling import dag_beat_tick
-
-        dag_beat_tick(catchup_window_seconds=self.config.catchup_window_seconds)
-
     def _housekeeping(self) -> None:
         if time.monotonic() - self._last_housekeeping < self.config.housekeeping_seconds:
             return
         self._last_housekeeping = time.monotonic()
-        from dags.services.scheduling import dag_beat_housekeeping
-
-        dag_beat_housekeeping()
         reaped = expired_leases_reap()
         if reaped:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
         dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
-            from dags.services.backfills import backfills_advance
-            from dags.services.events import event_waits_expire, events_prune
-
-            for step in (backfills_advance, event_waits_expire, events_prune):
+            # map_joins_reconcile: complete DAG fan-out joins whose chord callback was lost.
+            steps = (map_joins_reconcile, backfills_advance, event_waits_expire, events_prune)
+            for step in steps:
                 try:
                     step()
                 except Exception:  # the next round tries again; the rest goes on

@@ -4,8 +4,10 @@ Only due entries are touched on a tick: O(log N) per fire, never a scan of all N
 A changed or removed task bumps its version; stale heap items are skipped when popped.
 
 An entry rings `ahead` before its next fire when nothing at fire time decides the fire's
-fate (overlap `allow`): the beat records it early and the worker that claims it starts the
-handler at the fire's time (see the engine's `_fire_due`). Other entries ring at their fire.
+fate (a task with overlap `allow`): the beat records it early and the worker that claims it
+starts the handler at the fire's time (see the engine's `_fire_due`). Other entries ring at
+their fire: another overlap policy looks at the other runs then, and a DAG's fire decides
+at once whether its run starts (max_active_runs) and starts its first nodes.
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ class Entry:
     overlap: str = Overlap.ALLOW
     version: int = 0
     last_fired_at: datetime | None = None
+    # "task" or "dag" (`beat.sources`): what a fire of this entry records.
+    kind: str = "task"
 
     def ring_ahead(self, ahead: timedelta) -> timedelta:
         """How long before its fire this entry rings: an overlap policy other than `allow`
-        looks at the task's other runs, which must be judged at the fire's time."""
-        return ahead if self.overlap == Overlap.ALLOW else _NO_LEAD
+        looks at the task's other runs, which must be judged at the fire's time; a DAG's
+        fire judges its other runs too (max_active_runs) and starts nodes at once."""
+        return ahead if self.overlap == Overlap.ALLOW and self.kind == "task" else _NO_LEAD
 
 
 _NO_LEAD = timedelta(0)

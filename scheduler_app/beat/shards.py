@@ -1,11 +1,12 @@
 """Scheduler shards: SCHEDULER_SHARDS=N splits the schedules over N leader locks.
 
-A task belongs to shard `first 32 bits of its id mod N` (stable: the id never changes, and
+A task (or a DAG: its schedule is an entry of the same heap) belongs to shard `first 32 bits
+of its id mod N` (stable: the id never changes, and
 PostgreSQL computes the same number, so a shard loads only its own rows). Each shard has its
 own lock, fencing epoch and standby, exactly as the single scheduler has; every beat process
 keeps a warm engine for every shard and leads some of them. Shard 0 keeps the unsharded
-lock's keys and does the fleet-wide duties (promoting pending runs, DAG schedules, reaping,
-requeueing, retention), so readiness reads it as before; the admin status and failover
+lock's keys and does the fleet-wide duties (promoting pending runs, reaping, requeueing,
+retention), so readiness reads it as before; the admin status and failover
 (services.scheduler_control) cover every shard.
 
 Fair spread: each beat announces itself and how many shards it leads in a Redis hash every

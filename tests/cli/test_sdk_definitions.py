@@ -189,3 +189,12 @@ def test_the_credential_file_is_the_owners_alone_whatever_the_umask(tmp_path):
     assert store.load() == Credentials(url="http://x", username="u", access="a", refresh="r")
     assert [p.name for p in store.directory.iterdir()] == ["credentials.json"]
     assert store.clear() and store.load() is None
+
+
+def test_a_dag_takes_a_tasks_scheduling_policy():
+    policy = {"catchup": "none", "jitter_seconds": 30, "start_at": "2026-03-01T00:00:00Z"}
+    dag = Dag("windowed", schedule=cron("0 2 * * *"), policy=policy)
+    dag.node("a", handler=python("noop"))
+    rendered = dag.render()
+    assert rendered["policy"] == policy
+    assert parse_dag_spec(rendered)["catchup"] == "none"

@@ -145,3 +145,27 @@ def test_a_dag_bomb_at_the_body_limit_is_a_400_and_nothing_is_stored(api):
     assert "dependencies" in response.json()["message"]
     assert response.json()["field"].endswith("].depends_on")
     assert not Dag.objects.exists()
+
+
+def test_a_dag_takes_a_tasks_scheduling_policy_object(api):
+    policy = {
+        "catchup": "all",
+        "overlap": "skip",
+        "jitter_seconds": 30,
+        "start_at": "2030-01-01T00:00:00Z",
+        "end_at": "2030-02-01T00:00:00Z",
+    }
+    schedule = {"type": "cron", "expression": "*/5 * * * *"}
+    created = api.post("/api/v1/dags", definition(schedule=schedule, policy=policy), format="json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["policy"] == policy
+    assert (body["catchup"], body["overlap"]) == ("all", "skip")
+    # The first fire is inside the window, moved by at most the jitter.
+    assert "2030-01-01T00:00:00Z" <= body["next_fire_at"] <= "2030-01-01T00:00:30Z"
+    bad = api.post(
+        "/api/v1/dags",
+        definition("other", schedule=schedule, policy={"jitter_seconds": 300}),
+        format="json",
+    )
+    assert bad.status_code == 400 and "policy.jitter_seconds" in str(bad.json())

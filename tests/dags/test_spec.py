@@ -178,3 +178,23 @@ def test_a_cycle_is_found_by_the_topological_order_too():
 
     assert topological_order({"a": ["c"], "b": ["a"], "c": ["b"]}) is None
     assert topological_order({"a": [], "b": ["a"]}) == ["a", "b"]
+
+
+def test_a_policy_object_is_kept_and_a_yaml_timestamp_becomes_json_text():
+    from datetime import UTC, datetime
+
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    spec = parse_dag_spec(dag(t("a"), policy={"catchup": "all", "start_at": start}))
+    assert spec["catchup"] == "all" and spec["overlap"] == "allow"
+    assert spec["policy"] == {"catchup": "all", "start_at": "2026-03-01T00:00:00+00:00"}
+    # Without a policy object the normalized spec is what it always was (no new version).
+    assert "policy" not in parse_dag_spec(dag(t("a"), catchup="none"))
+
+
+def test_catchup_given_twice_must_agree():
+    assert parse_dag_spec(dag(t("a"), catchup="all", policy={"catchup": "all"}))["catchup"] == "all"
+    assert (
+        error_of(dag(t("a"), catchup="all", policy={"catchup": "none"})).field == "policy.catchup"
+    )
+    assert error_of(dag(t("a"), policy={"overlap": "queue"})).field == "policy.overlap"
+    assert error_of(dag(t("a"), policy=[1])).field == "policy"

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from dags.models import DagNodeState, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.task_schedule import schedule_of
 from tests.integration.conftest import dump_logs
 from tests.processes import wait_until
 
@@ -389,6 +393,43 @@ def test_the_beat_leader_fires_a_scheduled_dag(tenant, live_worker, beats):
     times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
     assert len(set(times)) == len(times)  # one run per fire
     assert all((b - a).total_seconds() == 1 for a, b in itertools.pairwise(times))
+
+
+def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
+    tenant, live_worker, beats
+):
+    # The beat's schedule engine fires DAGs from the task heap: the window means what it
+    # means for a task (no fire before start_at, none after end_at).
+    start = timezone.now() + timedelta(seconds=6)
+    end = start + timedelta(seconds=3)
+    dag = dag_create(
+        tenant=tenant,
+        raw={
+            "dag": "windowed",
+            "schedule": {"type": "interval", "expression": "1s"},
+            "policy": {"catchup": "all", "start_at": start.isoformat(), "end_at": end.isoformat()},
+            "tasks": [node("a")],
+        },
+    )
+    expected, moment = [], start - timedelta(microseconds=1)
+    while (moment := schedule_of(dag).next_after(moment)) is not None:
+        expected.append(moment)
+    assert 3 <= len(expected) <= 4
+    beat = beats("dag-window")
+    try:
+        wait_until(
+            lambda: DagRun.objects.filter(dag=dag, scheduled_at=expected[-1]).exists(),
+            timeout=40,
+            message="the window's last fire",
+        )
+        time.sleep(2)  # the beat goes on ticking past end_at: nothing more may fire
+    except AssertionError:
+        print(dump_logs(beat, live_worker))
+        raise
+    times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
+    assert times == expected
+    dag.refresh_from_db()
+    assert dag.next_fire_at is None
 
 
 def test_map_over_with_a_retried_shard_and_a_failed_shard(tenant, live_worker, beats):
