@@ -5,7 +5,8 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    from django.core.management import execute_from_command_line
+    # Local: Django is imported once DJANGO_SETTINGS_MODULE has its default.
+    from django.core.management import execute_from_command_line  # noqa: PLC0415
 
     execute_from_command_line(sys.argv)
 

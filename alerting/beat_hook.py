@@ -14,6 +14,9 @@ import time
 from django.conf import settings
 from django.db import connection
 
+from alerting.rules import alerts_evaluate
+from alerting.tasks import enqueue_incident_changes
+
 logger = logging.getLogger(__name__)
 
 _last_start: float | None = None
@@ -21,11 +24,6 @@ _running: threading.Thread | None = None
 
 
 def _evaluate() -> None:
-    # Imported when an evaluation first runs, not when the beat loads this hook: the rules
-    # pull in the monitoring readers and the worker registry, which a standby never needs.
-    from alerting.rules import alerts_evaluate
-    from alerting.tasks import enqueue_incident_changes
-
     try:
         enqueue_incident_changes(alerts_evaluate())
     except Exception:  # alerting must never take the scheduler down

@@ -14,7 +14,11 @@ from celery import shared_task
 from django.conf import settings
 
 from alerting.models import AlertIncident, ChannelKind
+from alerting.services.channels import channel_credential, channel_signing_secret
 from alerting.services.incidents import incident_open, incident_resolve
+from alerting.services.notices import incident_message, run_message, tenant_alert_channels
+from alerting.services.targets import targets_for
+from project.celery import app
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskExecution
 
@@ -32,8 +36,6 @@ DELIVERY_ATTEMPTS = 3
 
 
 def _send(name: str, *args: Any) -> None:
-    from project.celery import app
-
     app.send_task(name, args=list(args), queue=settings.ALERTS["QUEUE"])
 
 
@@ -47,8 +49,6 @@ def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
 
 
 def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
-    from alerting.services.notices import incident_message, tenant_alert_channels
-
     for incident, resolved in changes:
         message = incident_message(incident, resolved=resolved)
         for target in tenant_alert_channels(tenant=incident.tenant):
@@ -61,8 +61,6 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     failures stay quiet, the next success resolves it and announces the recovery (to the
     failure targets, and to the PagerDuty targets of the dead-letter queue, whose incident
     the dead letter triggered)."""
-    from alerting.services.notices import run_message
-    from alerting.services.targets import targets_for
 
     execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
     if execution is None:
@@ -112,8 +110,9 @@ def deliver_notification(
     kind: str, target: str, channel_id: str | None, message: dict, route: str = ""
 ) -> bool:
     """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
-    from alerting.services.channels import channel_credential, channel_signing_secret
-    from alerting.services.delivery import DeliveryResult, Target, deliver
+    # Local: the delivery code (requests, the SSRF guard) loads when a delivery runs, not in
+    # every process that finalizes the Celery app (see the note above).
+    from alerting.services.delivery import DeliveryResult, Target, deliver  # noqa: PLC0415
 
     secret = channel_signing_secret(channel_id=channel_id) if channel_id else ""
     credential = channel_credential(channel_id=channel_id) if channel_id else ""

@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from dags.models import DagVersion
 from dags.spec import ancestors
 
 
@@ -51,13 +52,9 @@ def graph_from_spec(spec: dict[str, Any]) -> Graph:
 
 @functools.lru_cache(maxsize=512)
 def graph_of_version(version_id: uuid.UUID) -> Graph:
-    from dags.models import DagVersion
-
     return graph_from_spec(DagVersion.objects.only("spec").get(id=version_id).spec)
 
 
 @functools.lru_cache(maxsize=512)
 def node_tasks_of_version(version_id: uuid.UUID) -> dict[str, str]:
-    from dags.models import DagVersion
-
     return DagVersion.objects.only("node_tasks").get(id=version_id).node_tasks

@@ -6,10 +6,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import F, Min, QuerySet, Window
-from django.db.models.functions import RowNumber
+from django.db.models import CharField, F, Min, Q, QuerySet, Window
+from django.db.models.functions import Cast, RowNumber
 
 from dags.attempt_selectors import earlier_attempt_links
+from dags.choices import RunStatus
 from dags.models import (
     Dag,
     DagNodeAttemptExecution,
@@ -18,8 +19,9 @@ from dags.models import (
     DagRun,
     DagVersion,
 )
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.run_search import id_prefix_match, time_range
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
@@ -131,12 +133,6 @@ def dag_node_of_execution(
 def dag_run_search(*, tenant: Tenant, filters: dict[str, str]) -> QuerySet[DagRun]:
     """The tenant's DAG runs matching the Runs page's filters: dag (id or exact name), status,
     trigger, q (DAG name or run id prefix), window/since/until."""
-    from django.db.models import CharField, Q
-    from django.db.models.functions import Cast
-
-    from dags.choices import RunStatus
-    from scheduler_app.errors import ValidationFailed
-    from scheduler_app.run_search import id_prefix_match, time_range
 
     runs = DagRun.objects.select_related("dag", "version").filter(tenant=tenant)
     since, until = time_range(filters)

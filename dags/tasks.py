@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from dags.services.continuation import continuing
+from dags.services.mapping import map_join_by_id
 from dags.services.node_dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
+from workers.batch_runner import execution_batch_run
+from workers.runner import execution_run
 
 
 @shared_task(name=MAP_SHARD_TASK, bind=True, acks_late=True, ignore_result=False)
 def run_map_shard(self, execution_id: str) -> str:
     """A chord header member: runs the shard like any execution (the claim dedupes)."""
-    from workers.runner import execution_run
 
     return execution_run(execution_id=execution_id, worker_id=self.request.hostname or "worker")
 
@@ -18,7 +21,6 @@ def run_map_shard(self, execution_id: str) -> str:
 @shared_task(name=MAP_SHARDS_TASK, bind=True, acks_late=True, ignore_result=False)
 def run_map_shards(self, execution_ids: list[str]) -> str:
     """A chord header member with several shards: run as a batch (one claim for all)."""
-    from workers.batch_runner import execution_batch_run
 
     return execution_batch_run(
         execution_ids=execution_ids, worker_id=self.request.hostname or "worker"
@@ -27,10 +29,6 @@ def run_map_shards(self, execution_ids: list[str]) -> str:
 
 @shared_task(name=MAP_JOIN_TASK, bind=True, acks_late=True, ignore_result=True)
 def join_map(self, run_id: str, node_id: str) -> bool:
-    from dags.services.continuation import continuing
-    from dags.services.mapping import map_join_by_id
-    from workers.runner import execution_run
-
     worker_id = self.request.hostname or "worker"
     # The joined node's successor may be run right here (see dags.services.continuation).
     with continuing(tier=(self.request.delivery_info or {}).get("routing_key")) as next_execution:

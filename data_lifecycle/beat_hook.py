@@ -16,6 +16,7 @@ from django.conf import settings
 
 from data_lifecycle.services.partitions import partitions_ensure
 from data_lifecycle.tasks import RETENTION_TASK, STATS_TASK
+from project.celery import app
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,4 @@ def data_lifecycle_tick(*, now: datetime) -> None:
 
 
 def _send(task_name: str) -> None:
-    from project.celery import app  # models never import the Celery app; this edge does
-
     app.send_task(task_name, queue=MAINTENANCE_QUEUE, routing_key=MAINTENANCE_QUEUE)

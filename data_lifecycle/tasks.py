@@ -10,7 +10,10 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.utils import timezone
 
+from data_lifecycle.services.retention import retention_apply
+from data_lifecycle.services.stats_refresh import task_stats_refresh
 from scheduler_app.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
@@ -26,10 +29,6 @@ RETENTION_LOCK_SECONDS = 6 * 3600
 
 @shared_task(name=STATS_TASK, ignore_result=True)
 def task_stats_refresh_task() -> int:
-    from django.utils import timezone
-
-    from data_lifecycle.services.stats_refresh import task_stats_refresh
-
     now = timezone.now()
     # Day buckets scan a whole day: refresh them every 15 minutes, hours every time.
     return task_stats_refresh(now=now, days=now.minute % 15 == 0)
@@ -37,8 +36,6 @@ def task_stats_refresh_task() -> int:
 
 @shared_task(name=RETENTION_TASK, ignore_result=True)
 def retention_apply_task() -> int:
-    from data_lifecycle.services.retention import retention_apply
-
     client = get_redis()
     key = redis_key("lifecycle:retention-running")
     if not client.set(key, "1", nx=True, ex=RETENTION_LOCK_SECONDS):

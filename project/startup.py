@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 
@@ -19,8 +21,6 @@ class StartupRefused(ImproperlyConfigured):
 
 
 def check_errors() -> list[str]:
-    from django.core import checks
-
     return [
         str(message)
         for message in checks.run_checks()
@@ -32,7 +32,6 @@ def refuse_to_start_on_check_errors(process: str) -> None:
     """Raise StartupRefused naming every failing check, with the production settings (local
     and test runs start regardless, as before). An exception, not an exit: gunicorn halts
     when a worker fails to boot with one, but respawns a worker that exits."""
-    from django.conf import settings
 
     if not getattr(settings, "SCHEDULER_PRODUCTION", False):
         return

@@ -20,6 +20,7 @@ from schedctl.output import (
     output_option,
     schedule_text,
     short_time,
+    table,
 )
 from scheduler_sdk.client import Client
 from scheduler_sdk.errors import SchedulerError
@@ -160,8 +161,6 @@ def get(
 
 
 def _describe_text(data: dict[str, Any], recent: list[dict[str, Any]], columns: list) -> None:
-    from schedctl.output import table
-
     shown = {k: v for k, v in data.items() if k != "recent_runs"}
     click.echo(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True).rstrip())
     click.echo("recent_runs:")

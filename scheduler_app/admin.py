@@ -13,7 +13,7 @@ from django.urls import path
 
 from scheduler_app import selectors
 from scheduler_app.choices import DAG_NODE_TAG
-from scheduler_app.errors import DomainError
+from scheduler_app.errors import Conflict, DomainError
 from scheduler_app.models import (
     ApiKey,
     AuditEntry,
@@ -26,6 +26,7 @@ from scheduler_app.models import (
 )
 from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.services.api_keys import api_key_revoke
+from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.task_spec import task_spec_to_fields
 
 
@@ -348,9 +349,6 @@ class TaskExecutionAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel (kill running, drop waiting)")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[TaskExecution]) -> None:
-        from scheduler_app.errors import Conflict
-        from scheduler_app.services.fleet import execution_cancel
-
         outcomes = []
         for execution in queryset.filter(status__in=["pending", "queued", "running"]):
             try:

@@ -21,6 +21,8 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
 
 from __future__ import annotations
 
+import sys
+
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
@@ -29,14 +31,16 @@ from project.settings.keys import (
     secret_key_problems,
     secrets_key_problems,
 )
+from scheduler_app.limits import MAX_TIMEOUT_SECONDS
+from scheduler_app.redis_client import get_redis
+from workers.handlers.sandbox import MODE_OFF, MODE_ON
+from workers.shell_sandbox import worker_sandbox_status
 
 # A task may run a little past its timeout (kill grace, finishing writes) before it acks.
 VISIBILITY_MARGIN_SECONDS = 60
 
 
 def _redis_policy() -> str:
-    from scheduler_app.redis_client import get_redis
-
     config = get_redis().config_get("maxmemory-policy")
     return str(config.get("maxmemory-policy", ""))
 
@@ -64,8 +68,6 @@ def check_redis_eviction(app_configs=None, **kwargs) -> list:
 
 
 def _deploying() -> bool:
-    import sys
-
     return "--deploy" in sys.argv
 
 
@@ -111,7 +113,6 @@ def _longest_task_timeout() -> int | None:
     configured = getattr(settings, "SCHEDULER_MAX_TASK_TIMEOUT", None)
     if configured:
         return int(configured)
-    from scheduler_app.limits import MAX_TIMEOUT_SECONDS
 
     return int(MAX_TIMEOUT_SECONDS)
 
@@ -169,8 +170,6 @@ def check_shell_sandbox(app_configs=None, **kwargs) -> list:
     A warning, not an error: the web and beat processes share these settings but run no shell
     task, and a host without bubblewrap is still a working scheduler for http/python tasks.
     """
-    from workers.handlers.sandbox import MODE_OFF, MODE_ON
-    from workers.shell_sandbox import worker_sandbox_status
 
     mode = settings.WORKER.get("SHELL_SANDBOX", MODE_ON)
     if mode not in (MODE_ON, MODE_OFF):

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Field, Model
@@ -26,7 +27,6 @@ def server_bound_cursor() -> Iterator[Any]:
     so that `close_old_connections` replaces a dropped connection before the next task or
     tick; a raw cursor that did not would fail every later task of this process on a
     connection PostgreSQL had already closed."""
-    import psycopg
 
     connection.close_if_health_check_failed()
     connection.ensure_connection()

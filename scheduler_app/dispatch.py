@@ -49,7 +49,9 @@ from collections.abc import Callable, Sequence
 
 import redis
 
+from project.celery import app
 from scheduler_app.doorbell import Doorbell
+from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import is_redis_url, redis_from_url
 
 logger = logging.getLogger(__name__)
@@ -76,7 +78,6 @@ _local = threading.local()
 def _broker_client() -> tuple[redis.Redis, str] | None:
     """A Redis client for the broker (per process and thread) and its key prefix, or None
     when the broker is not Redis."""
-    from project.celery import app  # models never import the Celery app; dispatch does
 
     url = app.conf.broker_url or ""
     if not is_redis_url(url):
@@ -186,7 +187,6 @@ def _uuid_or_none(value: str) -> uuid.UUID | None:
 
 def _names_by_task(task_ids: set[str]) -> dict[str, str]:
     """Names of these tasks: from the cache, the missing ones in one query."""
-    from scheduler_app.models import TaskDefinition
 
     now = time.monotonic()
     names: dict[str, str] = {}
@@ -209,8 +209,6 @@ def _names_by_task(task_ids: set[str]) -> dict[str, str]:
 
 
 def _names_by_execution(execution_ids: set[str]) -> dict[str, str]:
-    from scheduler_app.models import TaskExecution
-
     wanted = [parsed for i in execution_ids if (parsed := _uuid_or_none(i)) is not None]
     if not wanted:
         return {}
@@ -340,8 +338,6 @@ def publish(
 
 
 def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> int:
-    from project.celery import app
-
     with app.producer_or_acquire() as producer, producer.batch(max_size=PUBLISH_BATCH_SIZE):
         for group in groups:
             head = group[0]

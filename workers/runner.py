@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from dags.services.hooks import dag_upstream_results
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import (
@@ -180,7 +181,6 @@ def _run_claimed(claim: Claim, *, worker_id: str, stop_requested: _Started) -> t
 def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout),
     at the run's scheduled time when it was claimed ahead of it (`workers.due`)."""
-    from dags.services.hooks import dag_upstream_results
 
     config = settings.WORKER
     task, execution = claim.task, claim.execution

@@ -6,14 +6,15 @@ from collections.abc import Callable
 
 from celery import shared_task
 
+from dags.services.continuation import continuing
 from scheduler_app.dispatch import RUN_BATCH_TASK, RUN_EXECUTION_TASK
+from workers.batch_runner import execution_batch_run
+from workers.runner import execution_run
 
 
 def _ring(request, run: Callable[..., str]) -> str:
     """Run what a doorbell rang for, then any DAG node a finishing node handed this process
     (no doorbell rung for it)."""
-    from dags.services.continuation import continuing
-    from workers.runner import execution_run
 
     delivery = request.delivery_info or {}
     worker_id = request.hostname or "worker"
@@ -29,15 +30,11 @@ def _ring(request, run: Callable[..., str]) -> str:
 
 @shared_task(name=RUN_EXECUTION_TASK, bind=True, acks_late=True, ignore_result=True)
 def run_execution(self, execution_id: str) -> str:
-    from workers.runner import execution_run
-
     return _ring(self.request, lambda **where: execution_run(execution_id=execution_id, **where))
 
 
 @shared_task(name=RUN_BATCH_TASK, bind=True, acks_late=True, ignore_result=True)
 def run_execution_batch(self, execution_ids: list[str]) -> str:
-    from workers.batch_runner import execution_batch_run
-
     return _ring(
         self.request, lambda **where: execution_batch_run(execution_ids=execution_ids, **where)
     )

@@ -21,6 +21,7 @@ from dags.spec import DagSpecError, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import schedule_of
 
@@ -154,7 +155,6 @@ def _node_tasks(
     *, dag: Dag, spec: Mapping[str, Any], previous: DagVersion | None
 ) -> dict[str, str]:
     """node id -> task id. Unchanged inline nodes keep the previous version's task."""
-    from scheduler_app.services.task_definitions import task_create
 
     old_nodes = {n["id"]: n for n in previous.spec["tasks"]} if previous else {}
     old_tasks = previous.node_tasks if previous else {}

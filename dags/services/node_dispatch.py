@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import chord
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,6 +28,7 @@ from dags.services.doorbells import (
     wave_batch,
 )
 from dags.services.node_retry import node_max_attempts
+from project.celery import app
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
@@ -190,11 +192,6 @@ def _map_items(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> tuple[list
 def map_chord_send(*, execution_ids: list[str], run_id: str, node_id: str, queue: str) -> None:
     """The chord: a wide map's shards go in header members of several shards each (one
     claim per member, see `workers.batch_runner`), a narrow one's one shard per member."""
-    # Celery's app is loaded where a chord is sent, not when the services are imported.
-    from celery import chord
-
-    from project.celery import app
-
     size = wave_batch(len(execution_ids))
     groups = [execution_ids[i : i + size] for i in range(0, len(execution_ids), size)]
     header = [

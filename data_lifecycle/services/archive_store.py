@@ -238,7 +238,8 @@ def _sha256(path: Path) -> str:
 
 def _s3_client():
     try:
-        import boto3  # optional: only installations archiving to S3 need it
+        # Local: optional, only installations archiving to S3 need it.
+        import boto3  # noqa: PLC0415
     except ImportError as error:
         raise RuntimeError("ARCHIVE_URL is s3://...: install boto3 (pip install boto3)") from error
     return boto3.client("s3", endpoint_url=settings.LIFECYCLE["ARCHIVE_S3_ENDPOINT_URL"])

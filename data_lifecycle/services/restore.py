@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils.dateparse import parse_datetime
@@ -21,8 +21,6 @@ def _when(value: object) -> datetime:
     if parsed is None:
         raise ValueError(f"not a datetime: {value!r}")
     if parsed.tzinfo is None:  # an archive written without an offset holds UTC
-        from datetime import UTC
-
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
 

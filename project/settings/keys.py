@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -96,6 +97,4 @@ def refuse_weak_keys(*, secret_key: str, secrets_key: str) -> None:
 def local_secrets_key(secret_key: str) -> str:
     """The local settings' SECRETS_KEY when none is set: a Fernet key derived from SECRET_KEY,
     so a fresh checkout works. The production settings never call this."""
-    import hashlib
-
     return base64.urlsafe_b64encode(hashlib.sha256(secret_key.encode()).digest()).decode()

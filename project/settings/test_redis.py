@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlparse, urlunparse
 
+import redis
+
 CLAIM_KEY = "scheduler-tests:redis-db:{number}"
 # A test run takes minutes; a killed one's claim frees itself within this.
 CLAIM_SECONDS = 2 * 3600
@@ -16,8 +18,6 @@ def _with_db(url: str, number: int) -> str:
 
 
 def claim_redis_db(base_url: str, *, owner: str) -> tuple[str, int]:
-    import redis
-
     admin = redis.Redis.from_url(_with_db(base_url, 0), socket_connect_timeout=3)
     try:
         for number in range(FIRST_DB, LAST_DB + 1):
@@ -37,8 +37,6 @@ def claim_redis_db(base_url: str, *, owner: str) -> tuple[str, int]:
 
 
 def release_redis_db(base_url: str, number: int, *, owner: str) -> None:
-    import redis
-
     admin = redis.Redis.from_url(_with_db(base_url, 0), socket_connect_timeout=3)
     key = CLAIM_KEY.format(number=number)
     try:

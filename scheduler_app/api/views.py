@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time as _time
 
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
@@ -15,6 +16,7 @@ from rest_framework.views import APIView
 
 from scheduler_app import selectors
 from scheduler_app.api.idempotency import idempotent
+from scheduler_app.api.log_events import log_event_stream_response
 from scheduler_app.api.pagination import ExecutionCursorPagination, PagePagination
 from scheduler_app.api.schema import (
     LogsOutput,
@@ -35,9 +37,15 @@ from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_actor, request_tenant
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.errors import ValidationFailed
+from scheduler_app.fleet_registry import worker_records
+from scheduler_app.schedules import preview
 from scheduler_app.services import dead_letters, task_definitions
+from scheduler_app.services.fleet import execution_cancel
+from scheduler_app.services.retry_budget import retry_budget_usage
+from scheduler_app.services.sticky_hints import sticky_stats
 from scheduler_app.task_schedule import schedule_of_task
 from workers.capabilities import task_warnings
+from workers.queue_stats import tier_queue_stats
 
 MAX_PREVIEW = 1000
 
@@ -205,7 +213,6 @@ class TaskSchedulePreviewView(APIView):
             raise ValidationFailed(
                 f"count must be an integer from 1 to {MAX_PREVIEW}", field="count"
             )
-        from scheduler_app.schedules import preview
 
         fires = preview(schedule_of_task(task), count=int(raw_count), now=timezone.now())
         return Response(
@@ -261,8 +268,6 @@ class ExecutionLogsView(APIView):
         tenant = request_tenant(request)
         execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
         if _wants_event_stream(request) and request.query_params.get("format") != "text":
-            from scheduler_app.api.log_events import log_event_stream_response
-
             return log_event_stream_response(
                 execution=execution, last_event_id=request.headers.get("Last-Event-ID")
             )
@@ -285,8 +290,6 @@ class ExecutionCancelView(APIView):
 
     @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT, 409: OpenApiResponse()})
     def post(self, request: Request, execution_id: str) -> Response:
-        from scheduler_app.services.fleet import execution_cancel
-
         execution = selectors.execution_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
@@ -307,12 +310,6 @@ class AdminWorkersView(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
-        import time as _time
-
-        from scheduler_app.fleet_registry import worker_records
-        from scheduler_app.services.sticky_hints import sticky_stats
-        from workers.queue_stats import tier_queue_stats
-
         now = _time.time()
         return Response(
             {
@@ -330,9 +327,6 @@ class AdminQueuesView(APIView):
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
-        from scheduler_app.services.retry_budget import retry_budget_usage
-        from workers.queue_stats import tier_queue_stats
-
         return Response(
             {"tiers": tier_queue_stats(), "retry_budget": retry_budget_usage(now=timezone.now())}
         )

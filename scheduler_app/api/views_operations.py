@@ -41,8 +41,6 @@ class ExecutionCursor(ExecutionCursorPagination):
     def get_ordering(self, request, queryset, view):
         wanted = request.query_params.get("ordering", "-scheduled_at")
         if wanted not in selectors.EXECUTION_ORDERINGS:
-            from scheduler_app.errors import ValidationFailed
-
             raise ValidationFailed(
                 f"ordering must be one of {', '.join(selectors.EXECUTION_ORDERINGS)}",
                 field="ordering",
@@ -124,8 +122,6 @@ class AdminMetricsView(APIView):
     def get(self, request: Request) -> Response:
         raw = request.query_params.get("window_hours", "24")
         if not raw.isdigit() or not 1 <= int(raw) <= 24 * 90:
-            from scheduler_app.errors import ValidationFailed
-
             raise ValidationFailed(
                 "window_hours must be an integer from 1 to 2160", field="window_hours"
             )

@@ -12,7 +12,15 @@ import os
 import socket
 from typing import Any
 
+import django
 from celery import beat
+from django.conf import settings
+
+from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
+from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.shards import BeatRoster, ShardSet
+from scheduler_app.redis_client import get_redis
+from scheduler_app.shard_keys import roster_ttl, shard_key_prefix, shard_node_id
 
 logger = logging.getLogger(__name__)
 
@@ -27,16 +35,7 @@ class LeaderScheduler(beat.Scheduler):
         super().__init__(*args, **kwargs)
 
     def setup_schedule(self) -> None:
-        import django
-
         django.setup()
-        from django.conf import settings
-
-        from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-        from scheduler_app.beat.lock import LeaderLock
-        from scheduler_app.beat.shards import BeatRoster, ShardSet
-        from scheduler_app.redis_client import get_redis
-        from scheduler_app.shard_keys import roster_ttl, shard_key_prefix, shard_node_id
 
         config = settings.SCHEDULER
         engine_config = EngineConfig(

@@ -12,12 +12,14 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from dags import selectors as dag_selectors
+from dags.services.dead_letters import dag_node_dead_letter_retry
 from scheduler_app import selectors
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.naming import is_dag_node_task
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.services import dead_letters, task_definitions
+from scheduler_app.services.fleet import execution_cancel
 
 WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
 
@@ -98,7 +100,6 @@ def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> 
 
 def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
     """A DAG node's dead letter is retried inside its run (dags.services.dead_letters)."""
-    from dags.services.dead_letters import dag_node_dead_letter_retry
 
     try:
         run = dag_node_dead_letter_retry(
@@ -126,7 +127,6 @@ def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
 @require_POST
 def execution_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
     """Cancel: a waiting run never starts; a running one has its process group killed."""
-    from scheduler_app.services.fleet import execution_cancel
 
     execution = operator_object(request, selectors.execution_get, execution_id=execution_id)
     if action != "cancel":

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.views.decorators.http import require_GET
 
 from scheduler_app import selectors
+from scheduler_app.api.log_events import log_event_stream_response
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import NotFound
 from scheduler_app.models import TaskExecution, Tenant
@@ -39,9 +40,6 @@ def stored_log_tail(*, tenant: Tenant, execution: TaskExecution) -> str:
 def execution_log_events(
     request: HttpRequest, execution_id: str
 ) -> StreamingHttpResponse | HttpResponse:
-    # Imported here: it pulls in the worker's log sink.
-    from scheduler_app.api.log_events import log_event_stream_response
-
     _tenant, execution = _execution(request, execution_id)
     try:
         return log_event_stream_response(

@@ -14,6 +14,8 @@ from typing import Any
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from dags import selectors as dag_selectors
+from scheduler_app import selectors
 from scheduler_app.models import Tenant, TenantMembership
 
 SESSION_KEY = "dashboard_tenant"
@@ -82,8 +84,6 @@ def remember_tenant(request: HttpRequest, response: HttpResponse) -> HttpRespons
 
 def raise_if_elsewhere(request: HttpRequest, *, kind: str, object_id: str) -> None:
     """Raise InAnotherTenant when `object_id` is in another of the user's tenants."""
-    from dags import selectors as dag_selectors
-    from scheduler_app import selectors
 
     memberships = {m.tenant_id: m for m in dashboard_memberships(request)}
     owner_among = dag_selectors.dag_owner_among if kind.startswith("dag") else selectors.owner_among

@@ -7,6 +7,7 @@ import logging
 
 from django.db import transaction
 
+from alerting.tasks import enqueue_run_notifications
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.counters import record_run_finished, record_run_finished_into
 
@@ -39,8 +40,6 @@ def run_finished_on_commit(
                 tenant_id=tenant_id, tier=tier, status=status, duration_seconds=duration
             )
         if wants_notice:
-            from alerting.tasks import enqueue_run_notifications
-
             try:
                 enqueue_run_notifications(execution_id=execution_id, dead_lettered=dead_lettered)
             except Exception as error:  # broker trouble must not break a finished run

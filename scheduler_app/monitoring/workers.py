@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import redis
+
 from scheduler_app.fleet_registry import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
 
 STATE_UNRESPONSIVE = "unresponsive"
@@ -80,7 +82,6 @@ def worker_list(*, now: float | None = None) -> list[WorkerInfo]:
 def shell_sandbox_by_worker(*, now: float | None = None) -> dict[str, str]:
     """How each live worker runs shell tasks ("on (...)", "off (...)", "unavailable: why"),
     as it reported at start; {} when Redis is unreachable (readiness says so already)."""
-    import redis
 
     now = time.time() if now is None else now
     try:

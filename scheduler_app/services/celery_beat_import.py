@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -77,7 +78,6 @@ def read_periodic_tasks(from_url: str | None = None) -> list[dict[str, Any]]:
             cursor = source.execute(QUERY)
             names = [c[0] for c in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    import psycopg
 
     with psycopg.connect(from_url) as source, source.cursor() as cursor:
         cursor.execute(QUERY)

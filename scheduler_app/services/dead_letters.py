@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from dags.services.dead_letters import dag_node_dead_letter_retry_for
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import DomainError
 from scheduler_app.models import TaskExecution, Tenant
@@ -21,9 +22,6 @@ def dead_letter_retry(*, execution: TaskExecution, triggered_by: str = "") -> Ta
     who started the node's new attempt.
     """
     if execution.trigger in (Trigger.DAG, Trigger.RETRY):
-        # Imported here: the DAG engine's services import this package's (a cycle).
-        from dags.services.dead_letters import dag_node_dead_letter_retry_for
-
         handled, retry = dag_node_dead_letter_retry_for(
             execution=execution, triggered_by=triggered_by
         )

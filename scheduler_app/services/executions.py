@@ -31,6 +31,7 @@ from scheduler_app.monitoring.counters import record_run_started, record_run_sta
 from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from scheduler_app.services.follow_ups import execution_follow_up_create
+from scheduler_app.services.retry_budget import retry_budget_admit
 from scheduler_app.services.sticky_hints import sticky_hint_set
 
 __all__ = [
@@ -212,8 +213,6 @@ def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) ->
 
 
 def _within_retry_budget(due_at: datetime, *, now: datetime) -> datetime:
-    from scheduler_app.services.retry_budget import retry_budget_admit
-
     try:
         return retry_budget_admit(due_at=due_at, now=now)
     except Exception:  # Redis down: retry on the policy's time rather than lose the retry

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 from django import template
 from django.utils import timezone
 
@@ -85,7 +87,6 @@ def as_fields(config) -> list[tuple[str, str]]:
     """A handler's configuration as label/value pairs for reading (not a Python repr): lists
     joined by spaces (a command line), objects as compact JSON, the type left out (shown
     beside)."""
-    import json
 
     if not isinstance(config, dict):
         return [("", str(config))]

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from celery import current_app
+
 from handler_contract.base import (
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -29,9 +31,7 @@ SendTask = Callable[..., Any]
 def run_celery(
     config: dict[str, Any], ctx: HandlerContext, *, send_task: SendTask | None = None
 ) -> HandlerOutcome:
-    if send_task is None:
-        from celery import current_app  # the worker's configured app
-
+    if send_task is None:  # the worker's configured app
         send_task = current_app.send_task
     queue = config["queue"]
     try:

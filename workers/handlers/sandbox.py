@@ -147,8 +147,9 @@ def _probe(run_as: tuple[int, int] | None, bwrap_name: str) -> SandboxStatus:
     bwrap = tool_path(bwrap_name)
     if bwrap is None:
         return SandboxStatus(MODE_ON, False, f"bubblewrap ({bwrap_name}) is not installed")
-    # spawn imports this module: break the cycle here
-    from .spawn import gate_sets_limits, sandboxed_argv
+    # Local: spawn imports this module at load time; a module-level import here would close
+    # the cycle.
+    from .spawn import gate_sets_limits, sandboxed_argv  # noqa: PLC0415
 
     if not gate_sets_limits(run_as) and tool_path("prlimit") is None:
         return SandboxStatus(MODE_ON, False, "prlimit (util-linux) is not installed")

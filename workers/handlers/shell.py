@@ -29,6 +29,7 @@ import ctypes
 import errno
 import json
 import os
+import pwd
 import resource
 import selectors
 import shlex
@@ -209,7 +210,6 @@ def resolve_identity(run_as: str | None) -> tuple[int, int] | None:
     switch users; an unprivileged worker already runs tasks unprivileged."""
     if not run_as or os.geteuid() != 0:
         return None
-    import pwd
 
     entry = pwd.getpwnam(run_as)
     return entry.pw_uid, entry.pw_gid
