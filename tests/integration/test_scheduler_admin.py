@@ -71,10 +71,12 @@ def test_sharded_status_covers_every_shard_and_failover_moves_the_one_named(beat
                 # Settled: the first beat up may lead both until the others join the roster
                 # and it hands one back.
                 and len({shard["leader"]["beat"] for shard in body["shards"]}) == 2
+                # and each beat's status names what it stands by for (published per tick).
+                and len(body["shards"][1]["standbys"]) == 2
                 and body
             ),
             timeout=60,
-            message="both shards led by two beats, three beats in the roster",
+            message="both shards led by two beats, three beats in the roster, two standbys",
         )
     except AssertionError:
         print(dump_logs(*started))
