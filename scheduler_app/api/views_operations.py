@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app import selectors
-from scheduler_app.api.log_search_pages import log_search_page
+from scheduler_app.api.log_search_pages import log_search_page, other_filters
 from scheduler_app.api.pagination import ExecutionCursorPagination
 from scheduler_app.api.schema import page_of
 from scheduler_app.api.serializers import ExecutionOutput
@@ -55,6 +55,7 @@ class ExecutionListView(APIView):
         tenant, filters = request_tenant(request), request.query_params
         paginator = ExecutionCursor()
         if "log_contains" in filters:
+            others = other_filters(filters)
             page = log_search_page(
                 paginator,
                 request,
@@ -64,6 +65,9 @@ class ExecutionListView(APIView):
                 ),
                 tenant=tenant,
                 words=filters["log_contains"],
+                runs=None
+                if others is None
+                else selectors.execution_list(tenant=tenant, filters=others),
             )
         else:
             queryset = selectors.execution_list(tenant=tenant, filters=filters)

@@ -30,6 +30,7 @@ from scheduler_app.dashboard.tenancy import (
     shows_other_tenant,
 )
 from scheduler_app.errors import NotFound, ValidationFailed
+from scheduler_app.log_search_windows import newest_first_windows
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.schedules import ScheduleError
@@ -131,23 +132,40 @@ def overview(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, str, str]:
-    """The task's runs (newest first), or those whose stored log has the words searched for:
-    (queryset, the words, the search's error)."""
+def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | None, str, str]:
+    """The task's newest HISTORY_ROWS runs, or those whose stored log has the words searched
+    for: (runs, how many there are (None: more than shown, not counted), the words, the
+    search's error). A search asks recent windows before the whole history, as the API's
+    newest-first pages do (`scheduler_app.log_search_windows`)."""
     words = request.GET.get("log_contains", "").strip()
+    runs = selectors.execution_list_for_task(tenant=tenant, task=task)
     if not words:
-        return selectors.execution_list_for_task(tenant=tenant, task=task), "", ""
-    try:
-        found = selectors.execution_list(
-            tenant=tenant, filters={"task": str(task.id), "log_contains": words}
+        return runs[:HISTORY_ROWS], runs.count(), "", ""
+
+    def search(window):
+        return selectors.execution_list(
+            tenant=tenant, filters={"task": str(task.id), "log_contains": words}, log_window=window
         ).order_by("-scheduled_at", "-attempt")
-        return found, words, ""
+
+    try:
+        found = search(None)
+        for start in newest_first_windows(
+            tenant=tenant,
+            words=words,
+            anchor=timezone.now(),
+            wanted=2 * (HISTORY_ROWS + 1),
+            runs=runs,
+        ):
+            # The newest rows, and one more that says there are more than shown.
+            rows = list(
+                (found if start is None else search(("scheduled_at", start)))[: HISTORY_ROWS + 1]
+            )
+            if start is None or len(rows) > HISTORY_ROWS:
+                more = len(rows) > HISTORY_ROWS
+                return rows[:HISTORY_ROWS], None if more else len(rows), words, ""
     except ValidationFailed as error:
-        return (
-            selectors.execution_list_for_task(tenant=tenant, task=task).none(),
-            words,
-            error.message,
-        )
+        return [], 0, words, error.message
+    raise AssertionError("the windows end with the whole history")  # pragma: no cover
 
 
 @login_required
@@ -161,7 +179,9 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
-    history, log_contains, log_search_error = _task_history(request, tenant=tenant, task=task)
+    history, history_count, log_contains, log_search_error = _task_history(
+        request, tenant=tenant, task=task
+    )
     # Formatted here: the template's date filter would convert the local time back to UTC.
     upcoming = [
         {
@@ -184,10 +204,8 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
             "calendar": fire_calendar(tenant=tenant, task=task, now=timezone.now()),
             "dag_owner": dag_owner,
             "upcoming": upcoming,
-            "history": progress_attach(
-                label_dag_nodes(tenant=tenant, executions=history[:HISTORY_ROWS])
-            ),
-            "history_count": history.count(),
+            "history": progress_attach(label_dag_nodes(tenant=tenant, executions=history)),
+            "history_count": history_count,
             "log_contains": log_contains,
             "log_search_error": log_search_error,
             "failures": stats.failure_breakdown(tenant=tenant, task=task),

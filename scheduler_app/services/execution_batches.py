@@ -232,9 +232,11 @@ def _logs_write(logged: Sequence[Succeeded], *, now: datetime) -> None:
     with db_rows.server_bound_cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {logs} (execution_id, tenant_id, text, size_bytes, truncated, "
-            "created_at) SELECT u.id, u.tenant_id, u.text, u.size, u.truncated, %s "
-            "FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::bigint[], %s::boolean[]) "
-            f"AS u(id, tenant_id, text, size, truncated) {LOG_UPSERT}",
+            "created_at) SELECT u.id, u.tenant_id, u.text, u.size, u.truncated, "
+            "greatest(%s, u.scheduled_at, u.created_at) "
+            "FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::bigint[], %s::boolean[], "
+            "%s::timestamptz[], %s::timestamptz[]) "
+            f"AS u(id, tenant_id, text, size, truncated, scheduled_at, created_at) {LOG_UPSERT}",
             [
                 now,
                 [item.claim.execution.id for item in logged],
@@ -242,5 +244,7 @@ def _logs_write(logged: Sequence[Succeeded], *, now: datetime) -> None:
                 [item.log_text for item in logged],
                 [len(item.log_text.encode()) for item in logged],
                 [item.log_truncated for item in logged],
+                [item.claim.execution.scheduled_at for item in logged],
+                [item.claim.execution.created_at for item in logged],
             ],
         )

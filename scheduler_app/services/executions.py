@@ -48,7 +48,10 @@ logger = logging.getLogger(__name__)
 CLAIM_CLOCK_TOLERANCE = timedelta(seconds=2)
 
 
-# How a finish stores its log: one row per execution, the last finish's log wins.
+# How a finish stores its log: one row per execution, the last finish's log wins. Its
+# created_at is the finish's time, and never before its run's scheduled_at or created_at
+# (a claim takes a run at most CLAIM_CLOCK_TOLERANCE early, and clocks differ): log search
+# reads a run's window from the logs written since its start (scheduler_app.log_search).
 LOG_UPSERT = (
     "ON CONFLICT (execution_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, "
     "text = EXCLUDED.text, size_bytes = EXCLUDED.size_bytes, truncated = EXCLUDED.truncated"
@@ -314,7 +317,8 @@ def _finish_sql(*, with_log: bool) -> str:
         sql += (
             f", logged AS (INSERT INTO {ExecutionLog._meta.db_table} "
             "(execution_id, tenant_id, text, size_bytes, truncated, created_at) "
-            "SELECT id, tenant_id, %s::text, %s::bigint, %s::boolean, %s::timestamptz FROM done "
+            "SELECT id, tenant_id, %s::text, %s::bigint, %s::boolean, "
+            "greatest(%s::timestamptz, scheduled_at, created_at) FROM done "
             f"{LOG_UPSERT})"
         )
     return sql + f" SELECT {db_rows.columns(TaskExecution, 'done')} FROM done"
