@@ -335,11 +335,15 @@ class SchedulerEngine:
         else:
             leading = self.leading = False
         if leading:
+            # The takeover's instant is after the lock is ours, not the tick's start: a
+            # predecessor that recorded a batch between the two and died before ringing it
+            # left rows stamped after `now` (seen: one second of fires in 1 of 10 kills).
+            took_over_at = timezone.now() if not was_leading else now
             self._fire_due()
             # After the fires due now: what a dead predecessor may have left unrung is late
             # already, and a fire due now must not wait behind it.
             if not was_leading:
-                self._republish_after_takeover(until=now)
+                self._republish_after_takeover(until=took_over_at)
             elif self._republish_again and time.monotonic() >= self._republish_again[0]:
                 _, since, until = self._republish_again
                 self._republish_again = None

@@ -225,6 +225,41 @@ def test_a_standby_shadows_up_to_the_leaders_fired_through_mark(tenant, make_eng
     assert len(times) == len(set(times)) >= recorded
 
 
+def test_a_takeover_rings_a_batch_its_predecessor_recorded_during_the_standbys_tick(
+    tenant, make_engine, monkeypatch
+):
+    """The predecessor records a batch after the standby's tick began, and dies before
+    ringing it; the standby then takes the lock in the same tick. The republish window ends
+    at the takeover, not at the tick's start, so those rows are rung at once."""
+    task = make_task(tenant, name="by-hand", schedule={"type": "manual"})
+    old, new = make_engine("alpha"), make_engine("beta")
+    old.tick()
+    assert old.lock.is_held()
+    recorded = []
+    take_lock = new.lock.try_acquire
+
+    def predecessor_records_then_dies():
+        recorded.append(
+            TaskExecution.objects.create(
+                task=task,
+                tenant=tenant,
+                scheduled_at=timezone.now(),
+                status="queued",
+                queued_at=timezone.now(),
+                queue="normal",
+            )
+        )
+        old.lock._stop.set()
+        old.lock._redis.delete(old.lock.lock_key)
+        return take_lock()
+
+    monkeypatch.setattr(new.lock, "try_acquire", predecessor_records_then_dies)
+    published = new.published_total
+    new.tick()
+    assert new.lock.is_held() and recorded
+    assert new.published_total == published + 1
+
+
 def test_a_takeover_rings_again_a_fire_its_predecessor_committed_after_it(
     tenant, make_engine, monkeypatch
 ):
