@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -51,11 +52,15 @@ def _queue_keys(queue: str) -> list[str]:
 
 
 def _message_execution_id(raw: str) -> str | None:
-    """The doorbell's execution id: the first positional argument of the Celery message."""
+    """The doorbell's execution id: the first positional argument of the Celery message, or
+    the first id of a batch's list (`dispatch.batch_message`)."""
     try:
         message = json.loads(raw)
         body = json.loads(base64.b64decode(message["body"]))
-        return str(body[0][0])
+        first = body[0][0]
+        if isinstance(first, list):
+            first = first[0]
+        return str(uuid.UUID(str(first)))
     except (ValueError, KeyError, IndexError, TypeError):
         return None
 

@@ -216,3 +216,20 @@ def test_readyz_names_an_unreachable_redis(settings):
     assert response.status_code == 503
     assert response.json()["checks"]["database"] == "ok"
     assert response.json()["checks"]["redis"].startswith("error:")
+
+
+def test_the_queue_age_reads_a_batch_doorbell_by_its_first_run():
+    """A batch doorbell (the default: up to SCHEDULER_DOORBELL_BATCH runs per message) names
+    a list of runs; the queue's age comes from the first (an alert rule failed on it)."""
+    import uuid
+
+    from scheduler_app.dispatch import batch_message, doorbell_message
+    from scheduler_app.doorbell import Doorbell
+    from scheduler_app.monitoring.system import _message_execution_id
+
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    tenant = str(uuid.uuid4())
+    bells = [Doorbell(i, tenant, "bulk") for i in ids]
+    assert _message_execution_id(batch_message(bells, origin="test")) == ids[0]
+    assert _message_execution_id(doorbell_message(bells[1], origin="test")) == ids[1]
+    assert _message_execution_id('{"body": "bm90IGpzb24="}') is None
