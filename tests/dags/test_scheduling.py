@@ -5,21 +5,19 @@ task's where both can be fired side by side."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create, dag_delete, dag_set_paused, dag_update
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.engine import EngineConfig
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.shard_keys import shard_of
 from scheduler_app.task_schedule import schedule_of
+from tests.beat_engines import engine_builder
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,23 +37,8 @@ CONFIG = EngineConfig(
 
 @pytest.fixture
 def make_engine(redis_client):
-    """Engines with a lock each (by default one lock for all, as in one fleet)."""
-    engines = []
-    fleet = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
-
-    def build(node_id: str = "alpha", *, own_lock: bool = False, shard=None) -> SchedulerEngine:
-        prefix = f"{fleet}{node_id}:" if own_lock else fleet
-        if shard is not None:
-            prefix = f"{prefix}shard{shard[0]}:"
-        lock = LeaderLock(redis_client, key_prefix=prefix, node_id=node_id, ttl_seconds=3)
-        engine = SchedulerEngine(lock=lock, config=CONFIG, shard=shard)
-        engine.load()
-        engines.append(engine)
-        return engine
-
-    yield build
-    for engine in engines:
-        engine.lock.release()
+    with engine_builder(redis_client, CONFIG) as build:
+        yield build
 
 
 def make_dag(tenant, name: str = "minutely", schedule=None, **extra) -> Dag:

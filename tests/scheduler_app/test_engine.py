@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
-from scheduler_app.beat.engine import CHANGE_FEED_OVERLAP, EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
+from scheduler_app.beat.engine import CHANGE_FEED_OVERLAP, EngineConfig
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.task_definitions import task_delete, task_pause, task_resume
+from tests.beat_engines import engine_builder
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,19 +27,8 @@ CONFIG = EngineConfig(
 
 @pytest.fixture
 def make_engine(redis_client):
-    prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
-    engines = []
-
-    def build(node_id: str) -> SchedulerEngine:
-        lock = LeaderLock(redis_client, key_prefix=prefix, node_id=node_id, ttl_seconds=3)
-        engine = SchedulerEngine(lock=lock, config=CONFIG)
-        engine.load()
-        engines.append(engine)
-        return engine
-
-    yield build
-    for engine in engines:
-        engine.lock.release()
+    with engine_builder(redis_client, CONFIG) as build:
+        yield build
 
 
 def _minutely_task_overdue(tenant, minutes: int, name: str = "minutely", catchup: str = "all"):
