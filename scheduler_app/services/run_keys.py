@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
@@ -32,9 +33,28 @@ class RunKey:
     running_elsewhere: uuid.UUID | None = None  # a run of the same key that is running now
 
 
+NEVER = datetime.max.replace(tzinfo=UTC)
+
+
 def _key_lock_id(task_id: uuid.UUID, key: str) -> int:
     digest = hashlib.sha256(f"{task_id}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _earliest_success_and_a_running_run(
+    others: list[tuple[uuid.UUID, str, datetime | None]],
+) -> tuple[uuid.UUID | None, uuid.UUID | None]:
+    """Of the key's other runs (id, status, completed_at): the first to succeed, else one
+    that is running."""
+    succeeded = [
+        (completed_at or NEVER, run_id)
+        for run_id, status, completed_at in others
+        if status == ExecutionStatus.SUCCESS
+    ]
+    if succeeded:
+        return min(succeeded)[1], None
+    running = [run_id for run_id, status, _ in others if status == ExecutionStatus.RUNNING]
+    return None, min(running, default=None)
 
 
 def execution_key_settle(
@@ -58,23 +78,22 @@ def execution_key_settle(
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_key_lock_id(task.id, key)])
-        same_key = TaskExecution.objects.filter(task_id=task.id, idempotency_key=key).exclude(
-            id=execution.id
-        )
-        earlier = (
-            same_key.filter(status=ExecutionStatus.SUCCESS)
-            .order_by("completed_at")
-            .values_list("id", flat=True)
-            .first()
-        )
-        running = None
-        if earlier is None:
-            # A running run is waited for even past its lease: it may yet finish (a stalled
-            # worker, a batch's success not yet recorded), and two successes of one key
-            # would break the key's promise. The reapers end it if its worker is gone.
-            running = (
-                same_key.filter(status=ExecutionStatus.RUNNING).values_list("id", flat=True).first()
+        # One statement reads both the success and the running run of the key: a run of the
+        # key may finish (running -> success, without this lock) between two statements, and
+        # read apart, this run could see it neither as succeeded nor as running, and run.
+        # A running run is waited for even past its lease: it may yet finish (a stalled
+        # worker, a batch's success not yet recorded), and two successes of one key would
+        # break the key's promise. The reapers end it if its worker is gone.
+        others = (
+            TaskExecution.objects.filter(
+                task_id=task.id,
+                idempotency_key=key,
+                status__in=(ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING),
             )
+            .exclude(id=execution.id)
+            .values_list("id", "status", "completed_at")
+        )
+        earlier, running = _earliest_success_and_a_running_run(list(others))
         mine = TaskExecution.objects.filter(
             id=execution.id,
             scheduled_at=execution.scheduled_at,

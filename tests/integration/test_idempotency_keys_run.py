@@ -92,10 +92,6 @@ def test_a_retry_whose_key_succeeded_meanwhile_is_skipped(api, live_worker, beat
     )
 
 
-# Known bug, open: about one fresh-clone run in four here records two successes of one key
-# among scheduled fires two seconds apart (a stalled run past its lease is waited for now;
-# the remaining hole is not found yet). Kept running so that XPASS/XFAIL shows it.
-@pytest.mark.xfail(reason="rare second success of one key among scheduled fires", strict=False)
 def test_scheduled_fires_of_one_key_run_once(api, live_worker, beats):
     task_id = _create(
         api,
@@ -122,11 +118,32 @@ def test_scheduled_fires_of_one_key_run_once(api, live_worker, beats):
     # One success per key: a fire that starts while the first is still running waits for it.
     # Which fire wins the key is the first to claim it, not the first scheduled: two fires
     # queued together may be taken by the worker in either order.
-    assert [e.id for e in successes] == [first.id]
+    assert [e.id for e in successes] == [first.id], _described(task_id) + dump_logs(
+        live_worker, beat
+    )
     for execution in same_day:
         if execution.status == "skipped":
             assert execution.skipped_for_execution_id == first.id
             assert execution.completed_at >= first.started_at
+
+
+def _described(task_id: str) -> str:
+    """Every run of the task, for the message of a failed assertion."""
+    fields = (
+        "id",
+        "status",
+        "trigger",
+        "attempt",
+        "worker_id",
+        "scheduled_at",
+        "started_at",
+        "completed_at",
+        "idempotency_key",
+        "skipped_for_execution_id",
+        "error_class",
+    )
+    rows = TaskExecution.objects.filter(task_id=task_id).order_by("scheduled_at", "attempt")
+    return "\n".join(str(row) for row in rows.values_list(*fields)) + "\n"
 
 
 def test_runs_of_one_key_started_together_run_once(api, live_worker):

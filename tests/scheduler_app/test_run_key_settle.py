@@ -7,6 +7,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
@@ -101,3 +102,31 @@ def test_a_running_run_whose_lease_expired_is_waited_for_until_a_reaper_ends_it(
     # The reaped run's finish, had its worker been only stalled, is refused (its claim is gone).
     stale.refresh_from_db()
     assert stale.status == "failed" and stale.claim_token is None
+
+
+def test_a_run_of_the_key_that_succeeds_while_the_key_is_read_is_seen(task):
+    """The running run's finish does not take the key's lock: it may commit at any instant of
+    the settle. Whenever it lands, the settling run sees it running (and waits) or succeeded
+    (and is skipped); it never sees neither and runs the key a second time."""
+    first, second = _running(task), _running(task)
+    _settle(first)
+    second.refresh_from_db()
+    executions = TaskExecution._meta.db_table
+    finished = []
+
+    def first_finishes_after_each_read_of_the_key(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        reads_the_key = sql.startswith("SELECT") and f'"{executions}"."idempotency_key" =' in sql
+        if reads_the_key and not finished:
+            finished.append(sql)
+            TaskExecution.objects.filter(id=first.id).update(
+                status="success", completed_at=timezone.now()
+            )
+        return result
+
+    with connection.execute_wrapper(first_finishes_after_each_read_of_the_key):
+        settled = execution_key_settle(
+            execution=second, task=second.task, claim_token=second.claim_token
+        )
+    assert finished, "the settle read no run of the key"
+    assert first.id in (settled.running_elsewhere, settled.succeeded_before)
