@@ -19,9 +19,12 @@ over the last few seconds (workers count them when they release a slot) and busy
 those that published to the tier lately. All busy tenants together then keep about
 FAIR_QUEUE_SECONDS of work in the queue, so another tenant's run starts within about that
 long, while a single busy tenant on an idle fleet gets the fleet's whole throughput: its
-burst is not held back as long as the fleet drains it within FAIR_QUEUE_SECONDS. The fixed
-floor keeps a cold fleet (no rate measured yet) dispatching; the rate then grows with what
-the fleet actually drains.
+burst is not held back as long as the fleet drains it within FAIR_QUEUE_SECONDS. The floor
+keeps a cold fleet (no rate measured yet) dispatching: FAIR_INFLIGHT_PER_TENANT, or, for a
+caller that rings in batches and knows the fleet (the beat), one round of the fleet (its live
+processes x the doorbell batch), so a burst on an idle fleet fills every process at once
+instead of climbing from the fixed floor tick by tick; the rate then grows with what the
+fleet actually drains.
 
 A worker removes the id when the message reaches it; entries older than
 FAIR_INFLIGHT_STALE_SECONDS are forgotten, so a lost message cannot block a tenant.
@@ -104,10 +107,19 @@ class Admission(NamedTuple):
     held_back: list[Doorbell]  # over their tenant's cap: their rows go back to `pending`
 
 
-def fair_admit(doorbells: Sequence[Doorbell]) -> Admission:
-    """The doorbells that may be sent now, and those held back (Redis only: putting the
-    held-back rows back to `pending` is the caller's, `services.ringing`)."""
+def fair_floor(fleet_round: int = 0) -> int:
+    """The in-flight cap of a tenant on a cold fleet: FAIR_INFLIGHT_PER_TENANT, or one round
+    of the fleet (`fleet_round`: its live processes x the doorbell batch) when larger; 0 is
+    fairness off."""
     floor = settings.FAIR_INFLIGHT_PER_TENANT
+    return max(floor, fleet_round) if floor > 0 else 0
+
+
+def fair_admit(doorbells: Sequence[Doorbell], *, fleet_round: int = 0) -> Admission:
+    """The doorbells that may be sent now, and those held back (Redis only: putting the
+    held-back rows back to `pending` is the caller's, `services.ringing`). `fleet_round`:
+    see `fair_floor`."""
+    floor = fair_floor(fleet_round)
     if floor <= 0 or not doorbells:
         return Admission(list(doorbells), [])
     groups: dict[tuple[str, str], list[Doorbell]] = defaultdict(list)
@@ -149,10 +161,10 @@ def fair_admit(doorbells: Sequence[Doorbell]) -> Admission:
     return Admission(admitted, held_back)
 
 
-def fair_promote_allowance(queues: Sequence[str]) -> int:
+def fair_promote_allowance(queues: Sequence[str], *, fleet_round: int = 0) -> int:
     """How many due rows of one tenant and tier are worth promoting in one go: the largest cap
     any single tenant could have in these tiers now (more would only be held back again)."""
-    floor = settings.FAIR_INFLIGHT_PER_TENANT
+    floor = fair_floor(fleet_round)
     if floor <= 0:
         return 0
     now = time.time()

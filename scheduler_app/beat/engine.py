@@ -28,6 +28,7 @@ from dags.services.mapping import map_joins_reconcile
 from dags.services.schedule_fires import dag_next_fires_save, dag_schedule_fires_record
 from data_lifecycle.beat_hook import data_lifecycle_tick
 from scheduler_app.beat.heap import Entry, ScheduleHeap
+from scheduler_app.beat.lead import RingRate, extra_lead
 from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
@@ -57,7 +58,7 @@ from scheduler_app.services.firing import (
     stale_queued_requeue,
     takeover_queued_republish,
 )
-from scheduler_app.services.ringing import ring
+from scheduler_app.services.ringing import fleet_round, ring
 from scheduler_app.shard_keys import shard_of, shard_sql
 from scheduler_app.task_schedule import schedule_for
 from workers.capabilities import live_capabilities
@@ -73,6 +74,7 @@ TICK_BUDGET_SECONDS = 1.0
 # After a takeover, the previous leader's last seconds are rung again once more this much
 # later (a COMMIT it sent before it died may land after the takeover).
 REPUBLISH_AGAIN_SECONDS = 2.0
+_NO_EXTRA = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,9 @@ class EngineConfig:
     # Fires (overlap `allow`) are recorded and rung this long before they fall due, so that
     # a worker has claimed a run by its time and starts the handler then (`workers.due`).
     fire_ahead_seconds: float = 0.0
+    # A burst that takes longer than that to ring rings earlier, up to this long before it
+    # falls due (`beat.lead`); at or under fire_ahead_seconds, the lead never grows.
+    fire_ahead_max_seconds: float = 0.0
     # A run needing a capability no live worker offers waits this long, then fails
     # (`no_capable_worker`).
     capability_wait_seconds: float = 600.0
@@ -98,6 +103,15 @@ class EngineConfig:
             raise ValueError(
                 f"fire_ahead_seconds must be in [0, {limit}): no claim takes a run due later"
             )
+        if not self.fire_ahead_max_seconds < limit:
+            raise ValueError(
+                f"fire_ahead_max_seconds must be under {limit}: no claim takes a run due later"
+            )
+
+    @property
+    def most_extra_lead(self) -> timedelta:
+        """How much earlier than fire_ahead_seconds a burst may ring."""
+        return timedelta(seconds=max(0.0, self.fire_ahead_max_seconds - self.fire_ahead_seconds))
 
     @property
     def late_grace(self) -> timedelta:
@@ -143,6 +157,8 @@ class SchedulerEngine:
         self._republish_again: tuple[float, datetime, datetime] | None = None
         self.fired_total = 0
         self.published_total = 0
+        self.ring_rate = RingRate()
+        self.last_extra_lead = timedelta(0)
         self.last_tick_at: datetime | None = None
         self.leading = False
         # Change feed: the largest (apply time - changed_at) of the last poll, and when it ran.
@@ -361,18 +377,21 @@ class SchedulerEngine:
 
     def _fire_due(self) -> None:
         started = time.monotonic()
+        fired_before = self.fired_total
+        extra = self.last_extra_lead = self._extra_lead(timezone.now())
         try:
             # Never dispatch unless the lock is confirmed; checked before each batch is taken.
             while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
                 now = timezone.now()
                 # Entries that ring by now: fires due by now, and up to `fire_ahead_seconds`
-                # later for the ones that ring ahead (`heap.Entry.ring_ahead`).
-                due = self.heap.pop_due(now, self.config.batch_size)
+                # (plus a burst's extra lead) later for the ones that ring ahead
+                # (`heap.Entry.ring_ahead`).
+                due = self.heap.pop_due(now, self.config.batch_size, extra)
                 if not due:
                     # Every fire due by `now` is recorded: standbys may shadow up to here.
                     self.lock.mark_fired_through(now)
                     return
-                batch = self._expand(due, now=now)
+                batch = self._expand(due, now=now, extra=extra)
                 # The fires and where each schedule goes next commit together (one commit).
                 with transaction.atomic():
                     bells = fires_record(batch.fires, now=now)
@@ -390,10 +409,22 @@ class SchedulerEngine:
                     dag_next_fires_save(batch.dag_updates)
         finally:
             self.published_total += self._publisher.drain()
+            self.ring_rate.observe(self.fired_total - fired_before, time.monotonic() - started)
 
-    def _expand(self, due: list[Entry], *, now: datetime) -> _Batch:
-        """The fires each due entry owes up to now (or up to its ring-ahead past now), and
-        where its schedule goes next.
+    def _extra_lead(self, now: datetime) -> timedelta:
+        """How much earlier than its own lead a burst ahead must ring (`beat.lead`)."""
+        most = self.config.most_extra_lead
+        if not most:
+            return most
+        rate = self.ring_rate.per_second
+        profile = self.heap.due_ahead_profile(now + most, cap=int(rate * most.total_seconds()) + 1)
+        return extra_lead(
+            profile, now=now, rate=rate, margin_seconds=self.config.tick_seconds, most=most
+        )
+
+    def _expand(self, due: list[Entry], *, now: datetime, extra: timedelta = _NO_EXTRA) -> _Batch:
+        """The fires each due entry owes up to now (or up to its ring-ahead, plus `extra`,
+        past now), and where its schedule goes next.
 
         Nothing older than the catch-up window is owed; inside it the task's (or DAG's)
         catch-up policy chooses (`policies.catchup_select`). The unique constraint turns a
@@ -405,6 +436,8 @@ class SchedulerEngine:
         batch = _Batch()
         for entry in due:
             horizon = now + entry.ring_ahead(self.heap.ahead)
+            if entry.rings_ahead:
+                horizon += extra
             fire_at: datetime | None = entry.next_fire_at
             if fire_at < now - window:
                 fire_at = entry.schedule.next_after(now - window - timedelta(microseconds=1))
@@ -482,13 +515,14 @@ class SchedulerEngine:
                 return
 
     def _promote_pending(self) -> None:
-        per_tenant = fair_promote_allowance(TIERS)
+        processes, batch = self._publisher.fleet_processes(), doorbell_batch()
+        per_tenant = fair_promote_allowance(TIERS, fleet_round=fleet_round(batch, processes))
         while self.lock.is_held():
             bells = due_pending_promote(
                 now=timezone.now(), limit=self.config.batch_size, per_tenant=per_tenant
             )
             if bells:
-                self.published_total += ring(bells, batch=doorbell_batch())
+                self.published_total += ring(bells, batch=batch, processes=processes)
             if len(bells) < self.config.batch_size:
                 return
 
@@ -530,5 +564,6 @@ class SchedulerEngine:
         head = self.heap.peek_time()
         if head is None:
             return self.config.tick_seconds
-        until_head = (head - timezone.now()).total_seconds()
+        # A burst ringing early (`_extra_lead`) goes on at once: its head rings by now + extra.
+        until_head = (head - timezone.now() - self.last_extra_lead).total_seconds()
         return max(0.01, min(self.config.tick_seconds, until_head))

@@ -8,6 +8,10 @@ fate (a task with overlap `allow`): the beat records it early and the worker tha
 starts the handler at the fire's time (see the engine's `_fire_due`). Other entries ring at
 their fire: another overlap policy looks at the other runs then, and a DAG's fire decides
 at once whether its run starts (max_active_runs) and starts its first nodes.
+
+A burst may take longer to ring than `ahead` leaves: the engine then rings the entries that
+ring ahead earlier still (`pop_due`'s `extra`, sized by `due_ahead_profile`, see the
+engine's `_lead`). Entries ringing at their fire are never taken early.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import heapq
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from scheduler_app.choices import Overlap
 from scheduler_app.schedules import Schedule
@@ -38,14 +42,21 @@ class Entry:
     # "task" or "dag" (`beat.sources`): what a fire of this entry records.
     kind: str = "task"
 
-    def ring_ahead(self, ahead: timedelta) -> timedelta:
-        """How long before its fire this entry rings: an overlap policy other than `allow`
+    @property
+    def rings_ahead(self) -> bool:
+        """Whether this entry may ring before its fire: an overlap policy other than `allow`
         looks at the task's other runs, which must be judged at the fire's time; a DAG's
         fire judges its other runs too (max_active_runs) and starts nodes at once."""
-        return ahead if self.overlap == Overlap.ALLOW and self.kind == "task" else _NO_LEAD
+        return self.overlap == Overlap.ALLOW and self.kind == "task"
+
+    def ring_ahead(self, ahead: timedelta) -> timedelta:
+        """How long before its fire this entry rings (`ahead`, or nothing)."""
+        return ahead if self.rings_ahead else _NO_LEAD
 
 
 _NO_LEAD = timedelta(0)
+# The resolution of `ScheduleHeap.due_ahead_profile`.
+BUCKET_SECONDS = 0.1
 
 
 # A heap item is a plain tuple (ring_at, sequence, task_id, version): tuples compare in C,
@@ -93,16 +104,49 @@ class ScheduleHeap:
         self._drop_stale_head()
         return self._items[0][_RING_AT] if self._items else None
 
-    def pop_due(self, now: datetime, limit: int) -> list[Entry]:
-        """Entries that ring by `now` (their fire may be up to `ahead` later)."""
+    def pop_due(self, now: datetime, limit: int, extra: timedelta = _NO_LEAD) -> list[Entry]:
+        """Entries that ring by `now` (their fire may be up to `ahead` later), and those
+        that ring ahead by `now + extra` (up to `ahead + extra` before their fire)."""
         due: list[Entry] = []
+        held: list[tuple[datetime, int, uuid.UUID, int]] = []  # at-fire entries not due yet
+        until = now + extra
         while self._items and len(due) < limit:
             self._drop_stale_head()
-            if not self._items or self._items[0][_RING_AT] > now:
+            if not self._items or self._items[0][_RING_AT] > until:
                 break
             item = heapq.heappop(self._items)
-            due.append(self._entries[item[_TASK_ID]])
+            entry = self._entries[item[_TASK_ID]]
+            if item[_RING_AT] > now and not entry.rings_ahead:
+                held.append(item)
+                continue
+            due.append(entry)
+        for item in held:
+            heapq.heappush(self._items, item)
         return due
+
+    def due_ahead_profile(self, until: datetime, *, cap: int) -> list[tuple[datetime, int]]:
+        """(ring time, how many) of the live entries that ring ahead and ring by `until`,
+        in ring order, in buckets of BUCKET; at most about `cap` entries are counted. Walks
+        only the heap's items that ring by `until` (a min-heap's children ring no earlier
+        than their parent): O(what is counted), not O(N)."""
+        counts: dict[int, int] = {}
+        counted, stack = 0, [0]
+        items, entries = self._items, self._entries
+        while stack and counted < cap:
+            index = stack.pop()
+            if index >= len(items) or items[index][_RING_AT] > until:
+                continue
+            ring_at, _, task_id, version = items[index]
+            entry = entries.get(task_id)
+            if entry is not None and entry.version == version and entry.rings_ahead:
+                bucket = int(ring_at.timestamp() / BUCKET_SECONDS)
+                counts[bucket] = counts.get(bucket, 0) + 1
+                counted += 1
+            stack.extend((2 * index + 1, 2 * index + 2))
+        return [
+            (datetime.fromtimestamp(bucket * BUCKET_SECONDS, UTC), counts[bucket])
+            for bucket in sorted(counts)
+        ]
 
     def _push(self, entry: Entry) -> None:
         self._sequence += 1

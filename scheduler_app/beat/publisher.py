@@ -59,12 +59,12 @@ class FirePublisher:
         self._processes_looked_at = float("-inf")
 
     def submit(self, bells: Sequence[Doorbell]) -> None:
-        processes = self._fleet_processes()
+        processes = self.fleet_processes()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fire-publish")
         self._pending.append(self._executor.submit(_ring_fires, list(bells), processes))
 
-    def _fleet_processes(self) -> int | None:
+    def fleet_processes(self) -> int | None:
         """The fleet's live concurrency, looked up at most every FLEET_LOOKUP_SECONDS; None
         (cut bursts the default way) when no worker has registered or Redis did not say."""
         if time.monotonic() - self._processes_looked_at >= FLEET_LOOKUP_SECONDS:

@@ -47,6 +47,7 @@ class LeaderScheduler(beat.Scheduler):
             lock_ttl_seconds=config["LOCK_TTL_SECONDS"],
             lock_try_seconds=config["LOCK_TRY_SECONDS"],
             fire_ahead_seconds=config["FIRE_AHEAD_SECONDS"],
+            fire_ahead_max_seconds=config["FIRE_AHEAD_MAX_SECONDS"],
             capability_wait_seconds=config["CAPABILITY_WAIT_SECONDS"],
         )
         shards = max(1, config["SHARDS"])

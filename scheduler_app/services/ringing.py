@@ -53,7 +53,7 @@ def ring(
     """Admit, hold back, route and publish doorbells (see the module). Returns how many were
     sent. `batch` > 1 rings up to that many doorbells of one tenant and tier with one
     message (`dispatch.batch_size`, for the burst and the fleet's live `processes`)."""
-    admission = fair_admit(list(doorbells))
+    admission = fair_admit(list(doorbells), fleet_round=fleet_round(batch, processes))
     doorbells_hold_back(admission.held_back)
     return _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
 
@@ -69,9 +69,16 @@ def ring_deferring_hold_back(
     them back with `doorbells_hold_back` on its own connection. Until then their rows stay
     `queued` without a doorbell, which the requeue grace covers should the caller never get
     there."""
-    admission = fair_admit(list(doorbells))
+    admission = fair_admit(list(doorbells), fleet_round=fleet_round(batch, processes))
     sent = _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
     return Rung(sent, admission.held_back)
+
+
+def fleet_round(batch: int, processes: int | None) -> int:
+    """How many runs one round of the fleet takes when rung in batches: a tenant's fair
+    floor on a cold fleet (`fairness.fair_floor`); 0 when the caller rings one by one or
+    does not know the fleet."""
+    return batch * processes if batch > 1 and processes else 0
 
 
 def doorbells_hold_back(held_back: Sequence[Doorbell]) -> int:

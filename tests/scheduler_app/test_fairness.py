@@ -16,6 +16,7 @@ from scheduler_app.fairness import (
     fair_release_into,
 )
 from scheduler_app.redis_client import get_redis
+from scheduler_app.services.ringing import fleet_round
 
 pytestmark = pytest.mark.django_db
 
@@ -40,6 +41,22 @@ def test_a_cold_fleet_gets_the_floor(settings, tier):
     assert len(admission.admitted) == 5
     # The excess comes back to the caller (which puts its rows back to pending), in order.
     assert admission.held_back == bells[5:]
+
+
+def test_a_cold_fleet_rung_in_batches_takes_one_round_of_the_fleet(settings, tier):
+    """The beat rings a burst in batches and knows the fleet: 8 live processes taking up to
+    128 runs a message take 1,024 runs at once; a cold cap of 5 would hold a burst on an
+    idle fleet back and let it climb tick by tick."""
+    settings.FAIR_INFLIGHT_PER_TENANT = 5
+    assert fleet_round(128, 8) == 1024
+    assert fleet_round(1, 8) == 0 and fleet_round(128, None) == 0  # one by one, or unknown
+    admission = fair_admit(_bells("a", tier, 2000), fleet_round=fleet_round(128, 8))
+    assert len(admission.admitted) == 1024 and len(admission.held_back) == 976
+    assert fair_promote_allowance([tier], fleet_round=1024) == 1024
+    # Another tenant has a round of its own; fairness off stays off.
+    assert len(fair_admit(_bells("b", tier, 10), fleet_round=1024).admitted) == 10
+    settings.FAIR_INFLIGHT_PER_TENANT = 0
+    assert fair_promote_allowance([tier], fleet_round=1024) == 0
 
 
 def test_a_fleet_that_drains_fast_takes_a_whole_burst_of_one_tenant(settings, tier):

@@ -16,13 +16,14 @@ from scheduler_app.beat.lock import LeaderLock
 from scheduler_app.beat.publisher import FirePublisher
 from scheduler_app.dispatch import BURST_MESSAGES, batch_size
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
 from tests.factories import make_task, make_worker_record
 from workers.registry import STATE_DRAINING, live_processes, worker_record_save
 
-AHEAD = 1.9  # seconds: the most a claim's clock tolerance (2 s) leaves
+AHEAD = 1.9  # seconds
 
 
-def _config(ahead: float) -> EngineConfig:
+def _config(ahead: float, most: float = 0.0) -> EngineConfig:
     return EngineConfig(
         tick_seconds=0.2,
         batch_size=500,
@@ -31,14 +32,52 @@ def _config(ahead: float) -> EngineConfig:
         housekeeping_seconds=60,
         lock_ttl_seconds=3,
         fire_ahead_seconds=ahead,
+        fire_ahead_max_seconds=most,
     )
 
 
 def test_the_lead_must_stay_inside_the_claims_clock_tolerance():
+    limit = CLAIM_CLOCK_TOLERANCE.total_seconds()
     with pytest.raises(ValueError, match="fire_ahead_seconds"):
-        _config(2.0)
+        _config(limit)
     with pytest.raises(ValueError, match="fire_ahead_seconds"):
         _config(-0.1)
+    with pytest.raises(ValueError, match="fire_ahead_max_seconds"):
+        _config(0.5, most=limit)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_burst_too_big_for_the_base_lead_rings_early_enough_and_once(tenant, redis_client):
+    """200 fires due in 5 s, and a leader that has measured itself at 50 fires/s: rung at
+    the base lead (0.5 s) they would go out up to 3.5 s late, so they ring at once; a fire
+    that must be judged at its time (overlap `skip`) still waits for it."""
+    prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
+    lock = LeaderLock(redis_client, key_prefix=prefix, node_id="burst", ttl_seconds=3)
+    engine = SchedulerEngine(lock=lock, config=_config(0.5, most=5.5))
+    run_at = (timezone.now() + timedelta(seconds=5)).isoformat()
+    burst = [
+        make_task(tenant, name=f"burst-{n}", schedule={"type": "once", "run_at": run_at})
+        for n in range(200)
+    ]
+    judged = make_task(
+        tenant,
+        name="judged",
+        schedule={"type": "once", "run_at": run_at},
+        policy={"overlap": "skip"},
+    )
+    try:
+        engine.load()
+        engine.ring_rate.per_second = 50.0
+        engine.tick()
+        assert engine.last_extra_lead > timedelta(0)
+        early = TaskExecution.objects.filter(task__in=burst)
+        assert early.count() == 200
+        assert all(run.created_at < run.scheduled_at - timedelta(seconds=1) for run in early)
+        assert not TaskExecution.objects.filter(task=judged).exists()
+        engine.tick()  # nothing is fired twice
+        assert TaskExecution.objects.filter(task__in=burst).count() == 200
+    finally:
+        engine.lock.release()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -89,13 +128,13 @@ def test_the_fleet_size_counts_live_active_workers_only(redis_client, settings):
         "REDIS_KEY_PREFIX": f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:",
     }
     assert live_processes() == 0
-    assert FirePublisher()._fleet_processes() is None  # no worker yet: the default cut
+    assert FirePublisher().fleet_processes() is None  # no worker yet: the default cut
     worker_record_save(make_worker_record("a@host", concurrency=4))
     worker_record_save(make_worker_record("b@host", concurrency=3))
     worker_record_save(make_worker_record("draining@host", concurrency=8, state=STATE_DRAINING))
     worker_record_save(make_worker_record("silent@host", concurrency=8, silent_for=3600))
     assert live_processes() == 7
-    assert FirePublisher()._fleet_processes() == 7
+    assert FirePublisher().fleet_processes() == 7
     keys = redis_client.keys(f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}*")
     redis_client.delete(*keys)
 

@@ -82,3 +82,33 @@ def test_entries_that_allow_overlap_ring_ahead_of_their_fire():
     assert heap.pop_due(T0, 10) == [allowing]
     assert heap.pop_due(T0 + timedelta(milliseconds=99), 10) == []
     assert heap.pop_due(T0 + timedelta(milliseconds=100), 10) == [skipping]
+
+
+def test_an_extra_lead_takes_entries_that_ring_ahead_early_and_never_the_others():
+    heap = ScheduleHeap(ahead=timedelta(milliseconds=500))
+    allowing = entry(T0 + timedelta(seconds=3))
+    skipping = dataclasses.replace(entry(T0 + timedelta(seconds=1)), overlap="skip")
+    dag = dataclasses.replace(entry(T0 + timedelta(seconds=2)), kind="dag")
+    for one in (allowing, skipping, dag):
+        heap.upsert(one)
+    # 3 s ahead of now: the allowing entry (rings at 2.5 s) comes out, the others stay.
+    assert heap.pop_due(T0, 10, timedelta(seconds=3)) == [allowing]
+    assert heap.peek_time() == T0 + timedelta(seconds=1)
+    assert heap.pop_due(T0 + timedelta(seconds=2), 10) == [skipping, dag]
+
+
+def test_the_due_ahead_profile_counts_live_entries_that_ring_ahead_by_bucket():
+    heap = ScheduleHeap(ahead=timedelta(milliseconds=500))
+    burst = [entry(T0 + timedelta(seconds=2)) for _ in range(30)]
+    later = [entry(T0 + timedelta(seconds=3, milliseconds=550)) for _ in range(5)]
+    far = entry(T0 + timedelta(hours=1))
+    at_fire = dataclasses.replace(entry(T0 + timedelta(seconds=2)), overlap="queue")
+    for one in [*burst, *later, far, at_fire]:
+        heap.upsert(one)
+    heap.upsert(dataclasses.replace(burst[0], next_fire_at=T0 + timedelta(hours=2)))  # moved
+    profile = heap.due_ahead_profile(T0 + timedelta(seconds=5), cap=1000)
+    assert profile == [
+        (T0 + timedelta(seconds=1, milliseconds=500), 29),
+        (T0 + timedelta(seconds=3), 5),
+    ]
+    assert sum(n for _, n in heap.due_ahead_profile(T0 + timedelta(seconds=5), cap=10)) == 10
