@@ -20,11 +20,12 @@ those that published to the tier lately. All busy tenants together then keep abo
 FAIR_QUEUE_SECONDS of work in the queue, so another tenant's run starts within about that
 long, while a single busy tenant on an idle fleet gets the fleet's whole throughput: its
 burst is not held back as long as the fleet drains it within FAIR_QUEUE_SECONDS. The floor
-keeps a cold fleet (no rate measured yet) dispatching: FAIR_INFLIGHT_PER_TENANT, or, for a
-caller that rings in batches and knows the fleet (the beat), one round of the fleet (its live
-processes x the doorbell batch), so a burst on an idle fleet fills every process at once
-instead of climbing from the fixed floor tick by tick; the rate then grows with what the
-fleet actually drains.
+keeps a cold fleet (no rate measured yet) dispatching: FAIR_INFLIGHT_PER_TENANT, and while
+the tier has drained nothing in the last seconds, for a caller that rings in batches and
+knows the fleet (the beat), one round of the fleet (its live processes x the doorbell
+batch): a burst on an idle fleet fills every process at once instead of climbing from the
+fixed floor tick by tick. Once the tier drains, the floor is FAIR_INFLIGHT_PER_TENANT again
+and the cap grows with what the fleet actually drains.
 
 A worker removes the id when the message reaches it; entries older than
 FAIR_INFLIGHT_STALE_SECONDS are forgotten, so a lost message cannot block a tenant.
@@ -54,7 +55,8 @@ BUSY_SECONDS = 5.0
 
 # KEYS[1] = in-flight set of (tenant, tier), KEYS[2] = busy tenants of the tier,
 # KEYS[3..] = drained counters of the tier for the last seconds;
-# ARGV: now, stale_before, floor, queue_seconds, tenant_id, busy_since, ids... -> ids admitted
+# ARGV: now, stale_before, floor, queue_seconds, tenant_id, busy_since, cold floor (the
+# floor while the tier has drained nothing lately), ids... -> ids admitted
 _ADMIT = """
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
@@ -66,10 +68,14 @@ local rate = 0
 for i = 3, #KEYS do
   rate = math.max(rate, tonumber(redis.call('GET', KEYS[i]) or '0'))
 end
-local cap = math.max(tonumber(ARGV[3]), math.ceil(rate * tonumber(ARGV[4]) / busy))
+local floor = tonumber(ARGV[3])
+if rate == 0 then
+  floor = math.max(floor, tonumber(ARGV[7]))
+end
+local cap = math.max(floor, math.ceil(rate * tonumber(ARGV[4]) / busy))
 local room = cap - redis.call('ZCARD', KEYS[1])
 local admitted = {}
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
     table.insert(admitted, ARGV[i])
   elseif room > 0 then
@@ -107,19 +113,12 @@ class Admission(NamedTuple):
     held_back: list[Doorbell]  # over their tenant's cap: their rows go back to `pending`
 
 
-def fair_floor(fleet_round: int = 0) -> int:
-    """The in-flight cap of a tenant on a cold fleet: FAIR_INFLIGHT_PER_TENANT, or one round
-    of the fleet (`fleet_round`: its live processes x the doorbell batch) when larger; 0 is
-    fairness off."""
-    floor = settings.FAIR_INFLIGHT_PER_TENANT
-    return max(floor, fleet_round) if floor > 0 else 0
-
-
 def fair_admit(doorbells: Sequence[Doorbell], *, fleet_round: int = 0) -> Admission:
     """The doorbells that may be sent now, and those held back (Redis only: putting the
     held-back rows back to `pending` is the caller's, `services.ringing`). `fleet_round`:
-    see `fair_floor`."""
-    floor = fair_floor(fleet_round)
+    one round of the live fleet (processes x doorbell batch), the floor while the tier has
+    drained nothing lately (see the module)."""
+    floor = settings.FAIR_INFLIGHT_PER_TENANT
     if floor <= 0 or not doorbells:
         return Admission(list(doorbells), [])
     groups: dict[tuple[str, str], list[Doorbell]] = defaultdict(list)
@@ -148,6 +147,7 @@ def fair_admit(doorbells: Sequence[Doorbell], *, fleet_round: int = 0) -> Admiss
                         settings.FAIR_QUEUE_SECONDS,
                         tenant_id,
                         now - BUSY_SECONDS,
+                        max(floor, fleet_round),
                         *ids,
                     ],
                 )
@@ -164,7 +164,7 @@ def fair_admit(doorbells: Sequence[Doorbell], *, fleet_round: int = 0) -> Admiss
 def fair_promote_allowance(queues: Sequence[str], *, fleet_round: int = 0) -> int:
     """How many due rows of one tenant and tier are worth promoting in one go: the largest cap
     any single tenant could have in these tiers now (more would only be held back again)."""
-    floor = fair_floor(fleet_round)
+    floor = settings.FAIR_INFLIGHT_PER_TENANT
     if floor <= 0:
         return 0
     now = time.time()
@@ -173,6 +173,8 @@ def fair_promote_allowance(queues: Sequence[str], *, fleet_round: int = 0) -> in
         rate = max(int(value or 0) for value in get_redis().mget(keys)) if keys else 0
     except redis.RedisError:
         return floor
+    if rate == 0:
+        floor = max(floor, fleet_round)
     return max(floor, math.ceil(rate * settings.FAIR_QUEUE_SECONDS))
 
 

@@ -207,7 +207,8 @@ QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # tenant's runs start. The cap follows the fleet's measured drain rate, so that all busy
 # tenants together keep about FAIR_QUEUE_SECONDS of work queued (another tenant's run starts
 # within about that long), and never falls below FAIR_INFLIGHT_PER_TENANT (0 = no fairness),
-# nor, for what the leader rings in batches, below one round of the live fleet.
+# nor, while the tier drains nothing, below one round of the live fleet for what the leader
+# rings in batches.
 FAIR_INFLIGHT_PER_TENANT = env_int("FAIR_INFLIGHT_PER_TENANT", 100)
 FAIR_QUEUE_SECONDS = env_float("FAIR_QUEUE_SECONDS", 1.0)
 FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
@@ -298,11 +299,13 @@ SCHEDULER = {
     # fires due in the same second is claimed before that second instead of after it.
     # 0 records every fire when it falls due. Under 10 s (a claim's clock tolerance).
     "FIRE_AHEAD_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_SECONDS", 0.5),
-    # A burst that takes the leader longer than that to ring (50,000 fires due together)
-    # rings earlier, as early as it needs by the leader's measured ring rate, up to this
-    # long before it falls due (scheduler_app.beat.lead). Under 10 s: a worker process
-    # may hold a burst's batch that long before its time, idle.
-    "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 8.0),
+    # Above FIRE_AHEAD_SECONDS: a burst that takes the leader longer than that to ring
+    # (50,000 fires due together) rings earlier, as early as it needs by the leader's
+    # measured ring rate, up to this long before it falls due (scheduler_app.beat.lead).
+    # For a fleet that can start such a burst at once; where the workers are the bottleneck,
+    # fair dispatch holds most of an early burst back until its time and its runs start
+    # later than with the base lead (bench burst). Under 10 s. 0: off (the default).
+    "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 0.0),
     # Fires of one tenant and tier due together ring up to this many per broker message
     # (workers.batch_runner), a burst cut into one message per live worker process, or 16
     # when the fleet is unknown (dispatch.batch_size); 1 rings one message per fire.

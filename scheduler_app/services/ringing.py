@@ -76,8 +76,8 @@ def ring_deferring_hold_back(
 
 def fleet_round(batch: int, processes: int | None) -> int:
     """How many runs one round of the fleet takes when rung in batches: a tenant's fair
-    floor on a cold fleet (`fairness.fair_floor`); 0 when the caller rings one by one or
-    does not know the fleet."""
+    floor while the tier has drained nothing lately (`fairness`); 0 when the caller rings
+    one by one or does not know the fleet."""
     return batch * processes if batch > 1 and processes else 0
 
 

@@ -44,17 +44,23 @@ def test_a_cold_fleet_gets_the_floor(settings, tier):
 
 
 def test_a_cold_fleet_rung_in_batches_takes_one_round_of_the_fleet(settings, tier):
-    """The beat rings a burst in batches and knows the fleet: 8 live processes taking up to
-    128 runs a message take 1,024 runs at once; a cold cap of 5 would hold a burst on an
-    idle fleet back and let it climb tick by tick."""
+    """The beat rings a burst in batches and knows the fleet: on a tier that has drained
+    nothing lately, 8 live processes taking up to 128 runs a message take 1,024 runs at once;
+    a cold cap of 5 would hold a burst on an idle fleet back and let it climb tick by tick."""
     settings.FAIR_INFLIGHT_PER_TENANT = 5
     assert fleet_round(128, 8) == 1024
     assert fleet_round(1, 8) == 0 and fleet_round(128, None) == 0  # one by one, or unknown
     admission = fair_admit(_bells("a", tier, 2000), fleet_round=fleet_round(128, 8))
     assert len(admission.admitted) == 1024 and len(admission.held_back) == 976
     assert fair_promote_allowance([tier], fleet_round=1024) == 1024
-    # Another tenant has a round of its own; fairness off stays off.
+    # Another tenant has a round of its own.
     assert len(fair_admit(_bells("b", tier, 10), fleet_round=1024).admitted) == 10
+    # Once the tier drains, the operator's floor holds again (the cap follows the rate): a
+    # flood of slow runs on a busy fleet keeps no more than that queued ahead of a newcomer.
+    _drained(tier, 20)
+    admitted = fair_admit(_bells("c", tier, 100), fleet_round=1024).admitted
+    assert len(admitted) == 7  # 20 a second shared by three busy tenants (a, b, c)
+    assert fair_promote_allowance([tier], fleet_round=1024) == 20
     settings.FAIR_INFLIGHT_PER_TENANT = 0
     assert fair_promote_allowance([tier], fleet_round=1024) == 0
 
