@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -145,9 +146,18 @@ class ServiceProcess:
             raise AssertionError(f"{self.name} exited early:\n{self.log()[-4000:]}")
 
 
+@functools.cache
+def _logs() -> tempfile.TemporaryDirectory:
+    """This test process's folder of service logs, removed when the process exits (a failed
+    test prints the logs it needs before then)."""
+    return tempfile.TemporaryDirectory(prefix="scheduler-test-logs-")
+
+
 def _start(name: str, argv: list[str], env: dict[str, str]) -> ServiceProcess:
     # Not a context manager: the child inherits the handle and keeps writing after we return.
-    log_file = tempfile.NamedTemporaryFile(prefix=f"{name}-", suffix=".log", delete=False)  # noqa: SIM115
+    log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        prefix=f"{name}-", suffix=".log", delete=False, dir=_logs().name
+    )
     process = subprocess.Popen(
         argv,
         cwd=ROOT,
