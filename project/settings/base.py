@@ -302,10 +302,9 @@ SCHEDULER = {
     # Above FIRE_AHEAD_SECONDS: a burst that takes the leader longer than that to ring
     # (50,000 fires due together) rings earlier, as early as it needs by the leader's
     # measured ring rate, up to this long before it falls due (scheduler_app.beat.lead).
-    # For a fleet that can start such a burst at once; where the workers are the bottleneck,
-    # fair dispatch holds most of an early burst back until its time and its runs start
-    # later than with the base lead (bench burst). Under 10 s. 0: off (the default).
-    "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 0.0),
+    # A worker process may hold a burst's batch that long before its time, idle. Under 10 s
+    # (a claim's clock tolerance); 0 or at most FIRE_AHEAD_SECONDS: the lead never grows.
+    "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 8.0),
     # Fires of one tenant and tier due together ring up to this many per broker message
     # (workers.batch_runner), a burst cut into one message per live worker process, or 16
     # when the fleet is unknown (dispatch.batch_size); 1 rings one message per fire.

@@ -10,9 +10,8 @@ be rung, with everything due before it, by its ring time, with one tick to spare
 bounded by `SCHEDULER_FIRE_AHEAD_MAX_SECONDS` (under a claim's clock tolerance: a worker
 claims a run at most that early and starts its handler at its time, `workers.due`).
 
-Off by default (0): it pays where the fleet can start a burst at once. Where the workers are
-the bottleneck, fair dispatch holds most of an early burst back as `pending` until its time,
-and its runs start later than with the base lead (measured: `python -m bench burst`).
+Where the workers are the bottleneck, fair dispatch holds most of an early burst back as
+`pending` until its time anyway (measured: `python -m bench burst`).
 """
 
 from __future__ import annotations

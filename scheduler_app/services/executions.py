@@ -45,7 +45,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # A doorbell may arrive before the row's time: the beat rings a burst up to
-# SCHEDULER_FIRE_AHEAD_MAX_SECONDS ahead when set (scheduler_app.beat.lead), and clocks differ
+# SCHEDULER_FIRE_AHEAD_MAX_SECONDS (8 s) ahead (scheduler_app.beat.lead), and clocks differ
 # slightly. A run claimed early starts its handler at its time (workers.due).
 CLAIM_CLOCK_TOLERANCE = timedelta(seconds=10)
 

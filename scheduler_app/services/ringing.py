@@ -49,11 +49,16 @@ def ring(
     sticky: bool = True,
     batch: int = 1,
     processes: int | None = None,
+    round_size: int | None = None,
 ) -> int:
     """Admit, hold back, route and publish doorbells (see the module). Returns how many were
     sent. `batch` > 1 rings up to that many doorbells of one tenant and tier with one
-    message (`dispatch.batch_size`, for the burst and the fleet's live `processes`)."""
-    admission = fair_admit(list(doorbells), fleet_round=fleet_round(batch, processes))
+    message (`dispatch.batch_size`, for the burst and the fleet's live `processes`).
+    `round_size`: the fair floor of a cold tier (`fairness`), when not the `fleet_round` of
+    `batch` and `processes`."""
+    if round_size is None:
+        round_size = fleet_round(batch, processes)
+    admission = fair_admit(list(doorbells), fleet_round=round_size)
     doorbells_hold_back(admission.held_back)
     return _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
 
