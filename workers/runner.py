@@ -224,17 +224,21 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         try:
             if resolved.error:
                 raise _SecretUnavailable(resolved.error)
-            handler_outcome = _idempotent_outcome(claim, cancel_event) or run_handler(
-                resolved.handler_config,
-                context,
-                allowed_hosts=config["HTTP_ALLOWED_HOSTS"],
-                container_runtime=config["CONTAINER_RUNTIME"],
-                kill_grace_seconds=config["KILL_GRACE_SECONDS"],
-                shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
-                shell_sandbox=shell_sandbox_for(
-                    egress_allowed=execution.tenant.shell_egress_allowed
-                ),
-                celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+            handler_outcome = (
+                _cancelled_before_start(cancel_event)
+                or _idempotent_outcome(claim, cancel_event)
+                or run_handler(
+                    resolved.handler_config,
+                    context,
+                    allowed_hosts=config["HTTP_ALLOWED_HOSTS"],
+                    container_runtime=config["CONTAINER_RUNTIME"],
+                    kill_grace_seconds=config["KILL_GRACE_SECONDS"],
+                    shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
+                    shell_sandbox=shell_sandbox_for(
+                        egress_allowed=execution.tenant.shell_egress_allowed
+                    ),
+                    celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+                )
             )
         except _SecretUnavailable as error:
             handler_outcome = HandlerOutcome(
@@ -257,6 +261,20 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     )
 
 
+def _cancelled_before_start(cancel_event: threading.Event) -> HandlerOutcome | None:
+    """A run cancelled while it was queued or waited for its time (or, from
+    `_idempotent_outcome`, for its key) is not started, whatever its handler: a `celery` or
+    `container` handler does not look at the cancel event before it sends or starts."""
+    if not cancel_event.is_set():
+        return None
+    return HandlerOutcome(
+        status="cancelled",
+        error_class="cancelled",
+        error_message="cancelled before start",
+        transient=False,
+    )
+
+
 def _idempotent_outcome(claim: Claim, cancel_event: threading.Event) -> HandlerOutcome | None:
     """The outcome of a keyed run that must not run (its key already succeeded, or cannot be
     rendered); None when the handler should run. While another run of the key is running,
@@ -269,7 +287,7 @@ def _idempotent_outcome(claim: Claim, cancel_event: threading.Event) -> HandlerO
         if run_key is None or run_key.running_elsewhere is None:
             break
         if cancel_event.wait(KEY_WAIT_POLL_SECONDS):
-            return None
+            return _cancelled_before_start(cancel_event)
     if run_key is None:
         return None
     if run_key.error:

@@ -3,6 +3,7 @@ in the database: the success it is skipped for, or the running one it waits for.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import timedelta
 
@@ -11,9 +12,10 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.executions import execution_fail_lost
+from scheduler_app.services.executions import Claim, execution_fail_lost
 from scheduler_app.services.run_keys import execution_key_settle
 from tests.factories import make_task
+from workers.runner import _idempotent_outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -130,3 +132,21 @@ def test_a_run_of_the_key_that_succeeds_while_the_key_is_read_is_seen(task):
         )
     assert finished, "the settle read no run of the key"
     assert first.id in (settled.running_elsewhere, settled.succeeded_before)
+
+
+def test_a_run_whose_wait_for_its_key_is_cancelled_ends_cancelled_unstarted(task):
+    """The wait is cut by the run's cancel event (a cancel, a lost claim): the run ends
+    `cancelled`; its handler never runs."""
+    first, second = _running(task), _running(task)
+    _settle(first)
+    second.refresh_from_db()
+    cancel = threading.Event()
+    cancel.set()
+    claim = Claim(
+        execution=second,
+        task=second.task,
+        claim_token=second.claim_token,
+        claimed_at=timezone.now(),
+    )
+    outcome = _idempotent_outcome(claim, cancel)
+    assert outcome is not None and outcome.status == "cancelled"

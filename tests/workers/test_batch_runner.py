@@ -303,3 +303,27 @@ def test_when_every_lane_is_held_the_batch_hands_back_what_has_not_started(tenan
     assert execution_batch_run(execution_ids=_ids(quick_runs), worker_id="other@host") == (
         "batch of 3: 3 success"
     )
+
+
+def test_a_celery_run_cancelled_while_queued_sends_nothing(tenant, settings):
+    """The celery handler does not look at the cancel event itself: the runner must not
+    start it (the message it would send cannot be taken back)."""
+    from scheduler_app.services.run_signals import cancel_request
+
+    target = f"cancel-test-{uuid.uuid4().hex[:8]}"
+    settings.CELERY_HANDLER_TASKS = [f"reports.tasks.refresh@{target}"]
+    task = make_task(
+        tenant,
+        name="sends-a-celery-task",
+        schedule={"type": "manual"},
+        handler={"type": "celery", "task": "reports.tasks.refresh", "queue": target},
+    )
+    runs = _queued(task, 2)
+    cancel_request(execution_id=str(runs[0].id))
+    summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
+    assert TaskExecution.objects.get(id=runs[0].id).status == "cancelled"
+    assert TaskExecution.objects.get(id=runs[1].id).status == "success"
+    client, prefix = _broker()
+    assert client.llen(prefix + target) == 1  # the run not cancelled sent its one message
+    client.delete(prefix + target)
+    assert sorted(summary.split(": ", 1)[1].split(", ")) == ["1 cancelled", "1 success"]
