@@ -14,7 +14,7 @@ from celery import shared_task
 from django.conf import settings
 
 from alerting.models import AlertIncident, ChannelKind
-from alerting.services.channels import channel_credential, channel_signing_secret
+from alerting.services.channels import channel_secrets
 from alerting.services.incidents import incident_open, incident_resolve
 from alerting.services.notices import incident_message, run_message, tenant_alert_channels
 from alerting.services.targets import targets_for
@@ -114,8 +114,7 @@ def deliver_notification(
     # every process that finalizes the Celery app (see the note above).
     from alerting.services.delivery import DeliveryResult, Target, deliver  # noqa: PLC0415
 
-    secret = channel_signing_secret(channel_id=channel_id) if channel_id else ""
-    credential = channel_credential(channel_id=channel_id) if channel_id else ""
+    secret, credential = channel_secrets(channel_id=channel_id) if channel_id else ("", "")
     result = DeliveryResult(False, "not tried")
     for attempt in range(1, DELIVERY_ATTEMPTS + 1):
         result = deliver(

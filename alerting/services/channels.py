@@ -60,18 +60,22 @@ def _credential_encrypt(value: str, *, field: str) -> str:
     return cipher().encrypt(value.encode()).decode()
 
 
-def channel_credential(*, channel_id: Any) -> str:
-    """The plaintext credential of a channel ("" if it has none or is gone)."""
+def channel_secrets(*, channel_id: Any) -> tuple[str, str]:
+    """The plaintext (signing secret, credential) of a channel, in one read ("" for what it
+    has none of, or both when it is gone or `channel_id` is not a channel id: a message from
+    before secrets were encrypted)."""
     try:
         channel_id = uuid.UUID(str(channel_id))
     except ValueError:
-        return ""
-    ciphertext = (
+        return "", ""
+    row = (
         NotificationChannel.objects.filter(id=channel_id)
-        .values_list("credential_ciphertext", flat=True)
+        .values_list("signing_secret_ciphertext", "credential_ciphertext")
         .first()
     )
-    return signing_secret_decrypt(ciphertext or "")
+    if row is None:
+        return "", ""
+    return signing_secret_decrypt(row[0] or ""), signing_secret_decrypt(row[1] or "")
 
 
 def _checked_url(url: Any, *, field: str) -> str:
@@ -211,11 +215,12 @@ def channel_test(*, channel: NotificationChannel, route: str = "") -> DeliveryRe
         "tenant": str(channel.tenant_id),
         "channel": channel.name,
     }
+    signing_secret, credential = channel_secrets(channel_id=channel.id)
     return deliver(
         Target(channel.kind, channel.target, str(channel.id), route=route),
         message,
-        signing_secret=channel_signing_secret(channel_id=channel.id),
-        credential=channel_credential(channel_id=channel.id),
+        signing_secret=signing_secret,
+        credential=credential,
     )
 
 
@@ -254,16 +259,7 @@ def channel_signing_secret_set(*, channel: NotificationChannel, signing_secret: 
 
 def channel_signing_secret(*, channel_id: Any) -> str:
     """The plaintext signing secret of a channel ("" if it has none or is gone)."""
-    try:
-        channel_id = uuid.UUID(str(channel_id))
-    except ValueError:  # not a channel id (a message from before secrets were encrypted)
-        return ""
-    ciphertext = (
-        NotificationChannel.objects.filter(id=channel_id)
-        .values_list("signing_secret_ciphertext", flat=True)
-        .first()
-    )
-    return signing_secret_decrypt(ciphertext or "")
+    return channel_secrets(channel_id=channel_id)[0]
 
 
 def channel_secrets_rotate() -> int:

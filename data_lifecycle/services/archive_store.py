@@ -123,18 +123,15 @@ class ArchiveStore:
                     handle.write(chunk)
                     written += chunk.count(b"\n")
             read_back = count_lines(local)
-            wanted = written if expected is None else expected
-            if read_back != wanted or written != wanted:
-                raise ArchiveVerificationError(
-                    f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
-                )
-            manifest = {
-                **meta,
-                "rows": read_back,
-                "sha256": _sha256(local),
-                "bytes": local.stat().st_size,
-                "format": "jsonl.gz",
-            }
+            manifest = _verified_manifest(
+                local,
+                name=name,
+                written=written,
+                read_back=read_back,
+                expected=expected,
+                meta=meta,
+                described={"format": "jsonl.gz"},
+            )
             location = self._publish(local, name, manifest)
         return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
 
@@ -158,19 +155,18 @@ class ArchiveStore:
             else:
                 written = write_parquet(local, rows=rows or (), schema=schema)
             read_back = parquet_row_count(local)
-            wanted = written if expected is None else expected
-            if read_back != wanted or written != wanted:
-                raise ArchiveVerificationError(
-                    f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
-                )
-            manifest = {
-                **meta,
-                "rows": read_back,
-                "sha256": _sha256(local),
-                "bytes": local.stat().st_size,
-                "format": "parquet",
-                "schema": [f"{field.name}: {field.type}" for field in schema],
-            }
+            manifest = _verified_manifest(
+                local,
+                name=name,
+                written=written,
+                read_back=read_back,
+                expected=expected,
+                meta=meta,
+                described={
+                    "format": "parquet",
+                    "schema": [f"{field.name}: {field.type}" for field in schema],
+                },
+            )
             location = self._publish(local, name, manifest, suffix=PARQUET_SUFFIX)
         return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
 
@@ -226,6 +222,32 @@ class ArchiveStore:
 
 def _suffix_of(manifest: dict[str, Any]) -> str:
     return PARQUET_SUFFIX if manifest.get("format") == "parquet" else SUFFIX
+
+
+def _verified_manifest(
+    local: Path,
+    *,
+    name: str,
+    written: int,
+    read_back: int,
+    expected: int | None,
+    meta: dict[str, Any],
+    described: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest of an archive file whose rows written and read back are what was
+    expected (`expected` None: what was written); else ArchiveVerificationError."""
+    wanted = written if expected is None else expected
+    if read_back != wanted or written != wanted:
+        raise ArchiveVerificationError(
+            f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
+        )
+    return {
+        **meta,
+        "rows": read_back,
+        "sha256": _sha256(local),
+        "bytes": local.stat().st_size,
+        **described,
+    }
 
 
 def _sha256(path: Path) -> str:
