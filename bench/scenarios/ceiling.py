@@ -6,7 +6,12 @@ the first step whose p99 schedule-to-start passes 250 ms, or that loses or doubl
 ends the climb. Beside it, raw Celery's drain rate of no-op messages on the same workers,
 and the CPU each fire costs (workers / beat / the rest: PostgreSQL, Redis).
 
-    python -m bench ceiling [--seconds=30] [--rates=833,1000,1250,1500,1750,2000]
+    python -m bench ceiling [--seconds=30] [--rates=833,1000,1250,1500,1750,2000] [--profile]
+
+With --profile, every step's workers and beat are sampled through its window
+(`bench.profiling`: the tables go to bench/results/profiles/ceiling-RATE.md, each step's
+top areas into the notes); sampling costs CPU of its own, so a profiled climb breaks
+earlier than a plain one.
 """
 
 from __future__ import annotations
@@ -78,8 +83,16 @@ def run(args: list[str]) -> Result:
     )
     load_before = os.getloadavg()[0]
     highest = 0
+    profiled = "--profile" in args
     for rate in _rates(args):
-        row = _ours(seconds, WORKERS, CONCURRENCY, schedules=rate)
+        row = _ours(
+            seconds,
+            WORKERS,
+            CONCURRENCY,
+            schedules=rate,
+            profile=f"{NAME}-{rate}" if profiled else None,
+        )
+        result.notes += row["profile"]
         row["held"] = "yes" if _held(row) else "no"
         result.add(**{column: row.get(column, "") for column in result.columns})
         if row["held"] != "yes":

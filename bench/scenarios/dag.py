@@ -4,10 +4,16 @@ of a 500-wide fan-out/fan-in, each beside Celery doing the same shape (a chain; 
 Uses a fresh PostgreSQL database (BENCH_DATABASE_URL's server, default local postgres),
 a free Redis db number, and one real prefork worker (BENCH_DAG_CONCURRENCY, default 4)
 that serves both systems in the same run.
+
+    python -m bench dag [--profile]
+
+--profile samples the worker through the measured DAG chains, waiting threads included
+(where a hop's wall time goes): bench/results/profiles/dag-chain.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import statistics
@@ -15,6 +21,7 @@ import sys
 import time
 import uuid
 
+from bench.profiling import sampled
 from bench.report import Result
 
 NAME = "dag"
@@ -131,6 +138,11 @@ def _wait_run(run_id, timeout: float = 600):
     raise RuntimeError(f"DAG run {run_id} did not finish in {timeout}s")
 
 
+# Each hop of the last measured chains, split at the downstream run's row (written by the
+# upstream's finish, which hands the next node to the same worker): finish -> row, row -> start.
+HOP_PARTS: list[tuple[float, float]] = []
+
+
 def _dag_chain(tenant) -> list[float]:
     from dags.models import DagNodeState
     from dags.services.definitions import dag_create
@@ -148,6 +160,13 @@ def _dag_chain(tenant) -> list[float]:
     nodes = dict(DagNodeState.objects.filter(run=run).values_list("node_id", "execution_id"))
     execs = {e.id: e for e in TaskExecution.objects.filter(id__in=nodes.values())}
     ordered = [execs[nodes[f"s{i}"]] for i in range(CHAIN_LENGTH)]
+    HOP_PARTS.extend(
+        (
+            (b.created_at - a.completed_at).total_seconds() * 1000,
+            (b.started_at - b.created_at).total_seconds() * 1000,
+        )
+        for a, b in itertools.pairwise(ordered)
+    )
     return [
         (b.started_at - a.completed_at).total_seconds() * 1000
         for a, b in itertools.pairwise(ordered)
@@ -253,7 +272,15 @@ def run(args: list[str]) -> Result:
         beat = _start_beat()
         _celery_chain()  # warm both paths up (pool processes, connections)
         _dag_chain(tenant)
-        dag_lat = _dag_chain(tenant) + _dag_chain(tenant)
+        HOP_PARTS.clear()
+        with (
+            sampled({"worker": [worker.pid]}, name="dag-chain", idle=True, through="workers/")
+            if "--profile" in args
+            else contextlib.nullcontext()
+        ) as profile:
+            dag_lat = _dag_chain(tenant) + _dag_chain(tenant)
+        if profile is not None:
+            result.notes += profile.notes
         celery_lat = _celery_chain() + _celery_chain()
         for system, values in (("DAG engine", dag_lat), ("plain Celery chain", celery_lat)):
             result.add(
@@ -280,6 +307,13 @@ def run(args: list[str]) -> Result:
             "latency = downstream start - upstream end (DAG: the handler's start and the "
             "finish, as recorded in PostgreSQL; Celery: time.time() in the task); "
             "wall = best of 2"
+        )
+        result.notes.append(
+            "DAG hop, p50 of its parts: upstream finish -> downstream row"
+            f" {statistics.median(part[0] for part in HOP_PARTS):.1f} ms (the finish's"
+            " transaction), downstream row -> its handler's start"
+            f" {statistics.median(part[1] for part in HOP_PARTS):.1f} ms (commit, claim, start"
+            " bookkeeping, in the same worker process)"
         )
         result.notes.append(
             f"fan-out ratio DAG/Celery: nodes {dag_nodes / celery_chord:.2f}x, "

@@ -7,11 +7,13 @@ the burst that p99 schedule-to-start measures is 833 runs that start together.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from datetime import timedelta
 
 from bench import support
+from bench.profiling import sampled
 from bench.report import Result
 
 NAME = "sustained"
@@ -99,8 +101,16 @@ def _cpu_used(before: dict[str, dict[int, float]], after: dict[str, dict[int, fl
     return used
 
 
-def _ours(seconds: int, workers: int, concurrency: int, schedules: int = SCHEDULES) -> dict:
-    """`schedules` interval schedules of 1 s (that many fires a second) for `seconds`."""
+def _ours(
+    seconds: int,
+    workers: int,
+    concurrency: int,
+    schedules: int = SCHEDULES,
+    profile: str | None = None,
+) -> dict:
+    """`schedules` interval schedules of 1 s (that many fires a second) for `seconds`;
+    ``profile``: sample the workers and the beat through the window under that name
+    (`bench.profiling`), its notes in the row's "profile"."""
     from django.db import connection
     from django.utils import timezone
 
@@ -127,7 +137,8 @@ def _ours(seconds: int, workers: int, concurrency: int, schedules: int = SCHEDUL
     }
     cpu_before = _cpu_seconds(groups)
     window_start = timezone.now()
-    time.sleep(seconds)
+    with sampled(groups, name=profile) if profile else contextlib.nullcontext() as sampling:
+        time.sleep(seconds)
     window_end = timezone.now()
     cpu_used = _cpu_used(cpu_before, _cpu_seconds(groups))
     support.stop(beat)
@@ -165,6 +176,7 @@ def _ours(seconds: int, workers: int, concurrency: int, schedules: int = SCHEDUL
             f"{cpu_used[group] / max(1, distinct) * 1000:.2f}"
             for group in ("workers", "beat", "rest")
         ),
+        "profile": sampling.notes if sampling is not None else [],
     }
 
 

@@ -1,0 +1,222 @@
+"""Sampling profiles of the stack's processes while a scenario measures (py-spy).
+
+    with sampled({"workers": [pid, ...], "beat": [pid]}, name="ceiling-1250") as profile:
+        ...  # the measured window
+    result.notes += profile.notes
+
+Each process is sampled with its subprocesses (a prefork worker's pool) at RATE_HZ,
+without pausing it (`--nonblocking`), idle threads left out: a sample is a thread running
+Python or a system call it made. Samples are grouped by where the innermost frame's code
+lives (`area`), so the table says which layer a fire's CPU goes to: the project's own
+modules by app, Django's ORM, the PostgreSQL and Redis clients, Celery/kombu/billiard, JSON,
+logging, the rest of the standard library. The raw samples (flamegraph.pl's input) and a
+markdown summary go to bench/results/profiles/.
+
+Sampling costs CPU of its own (a py-spy process per sampled process): the figures of a
+profiled run are for attribution, not for the scenario's targets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.report import RESULTS_DIR
+
+PROFILES_DIR = RESULTS_DIR / "profiles"  # raw samples (*.txt) stay out of git
+CHECKOUT = str(Path(__file__).resolve().parent.parent)
+RATE_HZ = 100
+TOP_FUNCTIONS = 15
+# The project's own top-level packages, each its own area.
+PROJECT_PACKAGES = (
+    "scheduler_app",
+    "workers",
+    "dags",
+    "handler_contract",
+    "alerting",
+    "data_lifecycle",
+    "project",
+)
+# (a fragment of the file's path, the area), the first that matches wins.
+LIBRARY_AREAS = (
+    ("/django/db/", "Django ORM"),
+    ("/django/", "Django (other)"),
+    ("/psycopg", "psycopg (PostgreSQL client)"),
+    ("/redis/", "redis-py (Redis client)"),
+    ("/kombu/", "kombu"),
+    ("/celery/", "celery"),
+    ("/billiard/", "billiard (prefork pool)"),
+    ("/json/", "json"),
+    ("/logging/", "logging"),
+    ("/uuid.py", "uuid"),
+    ("/datetime", "datetime"),
+    ("/zoneinfo", "datetime"),
+    ("/selectors.py", "stdlib: sockets and selectors"),
+    ("/socket.py", "stdlib: sockets and selectors"),
+    ("/ssl.py", "stdlib: sockets and selectors"),
+    ("/threading.py", "stdlib: threads"),
+    ("/subprocess.py", "stdlib: subprocess"),
+)
+
+
+def area(frame: str) -> str:
+    """'func (path/to/file.py:123)' -> the layer that code belongs to."""
+    path = frame[frame.rfind("(") + 1 :].rsplit(":", 1)[0] if "(" in frame else frame
+    for fragment, name in LIBRARY_AREAS:
+        if fragment in path:
+            return name
+    for package in PROJECT_PACKAGES:
+        if path.startswith(f"{package}/") or f"/{package}/" in path:
+            return f"project: {package}"
+    if "site-packages" in path:
+        return "other libraries"
+    return "stdlib: other" if path.endswith(".py") or path.startswith("<") else "native"
+
+
+@dataclass
+class Profile:
+    name: str
+    files: dict[str, list[Path]] = field(default_factory=dict)  # group -> raw sample files
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    # Waiting threads sampled too (where wall time goes, e.g. a chain's hop): then only the
+    # stacks that pass through a file whose path holds `through` count.
+    idle: bool = False
+    through: str | None = None
+
+    def summarize(self) -> Path:
+        """Write the markdown summary; fill `notes` with each group's top areas."""
+        lines = [f"# profile: {self.name}", ""]
+        lines.append(
+            f"py-spy at {RATE_HZ} Hz over {self.seconds:.0f} s, subprocesses included, idle"
+            f" threads left out; one sample = 1/{RATE_HZ} s of a thread running. Areas are"
+            " where the innermost Python frame's code lives (a system call counts for the"
+            " frame that made it)."
+        )
+        if self.idle:
+            lines.append(
+                f"Waiting threads included (wall time, not CPU), only stacks through"
+                f" `{self.through}`."
+            )
+        for group, paths in self.files.items():
+            counts = _read(paths, through=self.through)
+            total = counts.total
+            if not total:
+                self.notes.append(f"profile {self.name}, {group}: no samples")
+                continue
+            busy = total / RATE_HZ / max(self.seconds, 1e-9)
+            what = "threads sampled" if self.idle else "threads busy"
+            lines += ["", f"## {group}: {total} samples ({busy:.2f} {what} on average)"]
+            lines += ["", "| area | share |", "|---|---|"]
+            lines += [f"| {name} | {n / total:.1%} |" for name, n in counts.by_area.most_common()]
+            for title, counter in (
+                ("function (self time)", counts.by_function),
+                ("project function (inclusive)", counts.by_project_function),
+            ):
+                lines += ["", f"| {title} | share |", "|---|---|"]
+                lines += [
+                    f"| `{name}` | {n / total:.1%} |"
+                    for name, n in counter.most_common(TOP_FUNCTIONS)
+                ]
+            top = ", ".join(f"{name} {n / total:.0%}" for name, n in counts.by_area.most_common(6))
+            self.notes.append(f"profile {self.name}, {group} ({busy:.2f} {what}): {top}")
+        path = PROFILES_DIR / f"{self.name}.md"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+
+@dataclass
+class _Counts:
+    by_area: Counter[str] = field(default_factory=Counter)
+    by_function: Counter[str] = field(default_factory=Counter)
+    by_project_function: Counter[str] = field(default_factory=Counter)
+    total: int = 0
+
+
+def _read(paths: list[Path], *, through: str | None = None) -> _Counts:
+    counts = _Counts()
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not stack or not count.isdigit():
+                continue
+            if through is not None and through not in stack:
+                continue
+            frames = [frame for frame in stack.split(";") if not frame.startswith("process ")]
+            if not frames:
+                continue
+            leaf, samples = frames[-1], int(count)
+            counts.total += samples
+            counts.by_area[area(leaf)] += samples
+            counts.by_function[_short(leaf)] += samples
+            project = {_short(f) for f in frames if area(f).startswith("project: ")}
+            for name in project:
+                counts.by_project_function[name] += samples
+    return counts
+
+
+def _short(frame: str) -> str:
+    """'func (…/site-packages/pkg/mod.py:12)' -> 'func (pkg/mod.py)'; the project's own
+    files relative to the checkout."""
+    name, _, where = frame.partition(" (")
+    path = where.rsplit(":", 1)[0]
+    if path.startswith(f"{CHECKOUT}/"):
+        path = path[len(CHECKOUT) + 1 :]
+    elif "site-packages/" in path:
+        path = path.split("site-packages/", 1)[1]
+    elif "/lib/python" in path:
+        path = path.split("/lib/python", 1)[1].split("/", 1)[-1]
+    return f"{name} ({path})"
+
+
+@contextlib.contextmanager
+def sampled(
+    groups: dict[str, list[int]], *, name: str, idle: bool = False, through: str | None = None
+) -> Iterator[Profile]:
+    """Sample every pid of every group (with its subprocesses) for the block's duration;
+    ``idle``: waiting threads too, counting only stacks through ``through`` (see Profile)."""
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        raise RuntimeError("py-spy is not installed (requirements.txt has it)")
+    PROFILES_DIR.mkdir(parents=True, exist_ok=True)
+    profile = Profile(name=name, idle=idle, through=through)
+    samplers: list[subprocess.Popen[bytes]] = []
+    for group, pids in groups.items():
+        for pid in pids:
+            output = PROFILES_DIR / f"{name}-{group}-{pid}.txt"
+            profile.files.setdefault(group, []).append(output)
+            argv = [py_spy, "record", "--pid", str(pid), "--subprocesses", "--nonblocking"]
+            argv += ["--rate", str(RATE_HZ), "--format", "raw", "--output", str(output)]
+            if idle:
+                argv.append("--idle")
+            samplers.append(
+                subprocess.Popen(
+                    argv,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+    started = time.monotonic()
+    try:
+        yield profile
+    finally:
+        profile.seconds = time.monotonic() - started
+        for sampler in samplers:
+            with contextlib.suppress(ProcessLookupError):
+                sampler.send_signal(signal.SIGINT)  # py-spy writes its file and exits
+        for sampler in samplers:
+            try:
+                sampler.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                sampler.kill()
+                sampler.wait()
+    profile.summarize()
