@@ -5,8 +5,10 @@
     result.notes += profile.notes
 
 Each process is sampled with its subprocesses (a prefork worker's pool) at RATE_HZ,
-without pausing it (`--nonblocking`), idle threads left out: a sample is a thread running
-Python or a system call it made. Samples are grouped by where the innermost frame's code
+without pausing it (`--nonblocking`): by default only threads holding the GIL (running
+Python: where the CPU of the Python processes goes), or with ``idle`` every thread whose
+stack passes through a given function (where a sequence's wall time goes, waits on
+PostgreSQL and Redis included). Samples are grouped by where the innermost frame's code
 lives (`area`), so the table says which layer a fire's CPU goes to: the project's own
 modules by app, Django's ORM, the PostgreSQL and Redis clients, Celery/kombu/billiard, JSON,
 logging, the rest of the standard library. The raw samples (flamegraph.pl's input) and a
@@ -22,6 +24,7 @@ import contextlib
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -44,40 +47,56 @@ PROJECT_PACKAGES = (
     "data_lifecycle",
     "project",
 )
-# (a fragment of the file's path, the area), the first that matches wins.
+# (how the file's path starts, relative to its sys.path entry; the area), the first that
+# matches wins.
 LIBRARY_AREAS = (
-    ("/django/db/", "Django ORM"),
-    ("/django/", "Django (other)"),
-    ("/psycopg", "psycopg (PostgreSQL client)"),
-    ("/redis/", "redis-py (Redis client)"),
-    ("/kombu/", "kombu"),
-    ("/celery/", "celery"),
-    ("/billiard/", "billiard (prefork pool)"),
-    ("/json/", "json"),
-    ("/logging/", "logging"),
-    ("/uuid.py", "uuid"),
-    ("/datetime", "datetime"),
-    ("/zoneinfo", "datetime"),
-    ("/selectors.py", "stdlib: sockets and selectors"),
-    ("/socket.py", "stdlib: sockets and selectors"),
-    ("/ssl.py", "stdlib: sockets and selectors"),
-    ("/threading.py", "stdlib: threads"),
-    ("/subprocess.py", "stdlib: subprocess"),
+    ("django/db/", "Django ORM"),
+    ("django/", "Django (other)"),
+    ("psycopg", "psycopg (PostgreSQL client)"),
+    ("redis/", "redis-py (Redis client)"),
+    ("kombu/", "kombu"),
+    ("celery/", "celery"),
+    ("billiard/", "billiard (prefork pool)"),
+    ("json/", "json"),
+    ("logging/", "logging"),
+    ("uuid.py", "uuid"),
+    ("datetime.py", "datetime"),
+    ("zoneinfo/", "datetime"),
+    ("selectors.py", "stdlib: sockets and selectors"),
+    ("socket.py", "stdlib: sockets and selectors"),
+    ("ssl.py", "stdlib: sockets and selectors"),
+    ("threading.py", "stdlib: threads"),
+    ("subprocess.py", "stdlib: subprocess"),
 )
 
 
 def area(frame: str) -> str:
     """'func (path/to/file.py:123)' -> the layer that code belongs to."""
-    path = frame[frame.rfind("(") + 1 :].rsplit(":", 1)[0] if "(" in frame else frame
-    for fragment, name in LIBRARY_AREAS:
-        if fragment in path:
+    path = _relative(frame)
+    for start, name in LIBRARY_AREAS:
+        if path.startswith(start):
             return name
     for package in PROJECT_PACKAGES:
-        if path.startswith(f"{package}/") or f"/{package}/" in path:
+        if path.startswith(f"{package}/"):
             return f"project: {package}"
-    if "site-packages" in path:
+    if path.startswith("bench/"):
+        return "the bench itself"
+    if "/" in path and not path.startswith("<"):
         return "other libraries"
-    return "stdlib: other" if path.endswith(".py") or path.startswith("<") else "native"
+    return "stdlib: other"
+
+
+def _relative(frame: str) -> str:
+    """The frame's file relative to its sys.path entry (py-spy gives it so, or absolute)."""
+    where = frame[frame.rfind("(") + 1 :] if "(" in frame else frame
+    path = where.rsplit(":", 1)[0]
+    if path.startswith(f"{CHECKOUT}/"):
+        return path[len(CHECKOUT) + 1 :]
+    if "site-packages/" in path:
+        return path.split("site-packages/", 1)[1]
+    if "/lib/python" in path:
+        return path.split("/lib/python", 1)[1].split("/", 1)[-1]
+    return path
 
 
 @dataclass
@@ -90,20 +109,22 @@ class Profile:
     # stacks that pass through a file whose path holds `through` count.
     idle: bool = False
     through: str | None = None
+    rate_hz: int = RATE_HZ
 
     def summarize(self) -> Path:
         """Write the markdown summary; fill `notes` with each group's top areas."""
         lines = [f"# profile: {self.name}", ""]
         lines.append(
-            f"py-spy at {RATE_HZ} Hz over {self.seconds:.0f} s, subprocesses included, idle"
-            f" threads left out; one sample = 1/{RATE_HZ} s of a thread running. Areas are"
-            " where the innermost Python frame's code lives (a system call counts for the"
-            " frame that made it)."
+            f"py-spy at {self.rate_hz} Hz over {self.seconds:.0f} s, subprocesses included,"
+            " only threads holding the GIL (running Python: system calls and waits on"
+            f" PostgreSQL, Redis or the network left out); one sample = 1/{self.rate_hz} s of"
+            " Python running. Areas are where the innermost Python frame's code lives."
         )
         if self.idle:
-            lines.append(
-                f"Waiting threads included (wall time, not CPU), only stacks through"
-                f" `{self.through}`."
+            lines[-1] = (
+                f"py-spy at {self.rate_hz} Hz over {self.seconds:.0f} s, subprocesses included,"
+                " waiting threads too (wall time, not CPU: a wait on PostgreSQL or Redis counts"
+                f" for the frame that waits), only stacks through `{self.through}`."
             )
         for group, paths in self.files.items():
             counts = _read(paths, through=self.through)
@@ -111,9 +132,7 @@ class Profile:
             if not total:
                 self.notes.append(f"profile {self.name}, {group}: no samples")
                 continue
-            busy = total / RATE_HZ / max(self.seconds, 1e-9)
-            what = "threads sampled" if self.idle else "threads busy"
-            lines += ["", f"## {group}: {total} samples ({busy:.2f} {what} on average)"]
+            lines += ["", f"## {group}: {total} samples"]
             lines += ["", "| area | share |", "|---|---|"]
             lines += [f"| {name} | {n / total:.1%} |" for name, n in counts.by_area.most_common()]
             for title, counter in (
@@ -126,7 +145,7 @@ class Profile:
                     for name, n in counter.most_common(TOP_FUNCTIONS)
                 ]
             top = ", ".join(f"{name} {n / total:.0%}" for name, n in counts.by_area.most_common(6))
-            self.notes.append(f"profile {self.name}, {group} ({busy:.2f} {what}): {top}")
+            self.notes.append(f"profile {self.name}, {group} ({total} samples): {top}")
         path = PROFILES_DIR / f"{self.name}.md"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -165,39 +184,40 @@ def _read(paths: list[Path], *, through: str | None = None) -> _Counts:
 
 
 def _short(frame: str) -> str:
-    """'func (…/site-packages/pkg/mod.py:12)' -> 'func (pkg/mod.py)'; the project's own
-    files relative to the checkout."""
-    name, _, where = frame.partition(" (")
-    path = where.rsplit(":", 1)[0]
-    if path.startswith(f"{CHECKOUT}/"):
-        path = path[len(CHECKOUT) + 1 :]
-    elif "site-packages/" in path:
-        path = path.split("site-packages/", 1)[1]
-    elif "/lib/python" in path:
-        path = path.split("/lib/python", 1)[1].split("/", 1)[-1]
-    return f"{name} ({path})"
+    """'func (…/site-packages/pkg/mod.py:12)' -> 'func (pkg/mod.py)'."""
+    return f"{frame.partition(' (')[0]} ({_relative(frame)})"
 
 
 @contextlib.contextmanager
 def sampled(
-    groups: dict[str, list[int]], *, name: str, idle: bool = False, through: str | None = None
+    groups: dict[str, list[int]],
+    *,
+    name: str,
+    idle: bool = False,
+    through: str | None = None,
+    rate_hz: int = RATE_HZ,
 ) -> Iterator[Profile]:
     """Sample every pid of every group (with its subprocesses) for the block's duration;
-    ``idle``: waiting threads too, counting only stacks through ``through`` (see Profile)."""
-    py_spy = shutil.which("py-spy")
+    ``idle``: waiting threads too, counting only stacks through ``through`` (see Profile);
+    ``rate_hz``: lower it when many processes are sampled (each sample costs CPU)."""
+    # The virtualenv's own (requirements.txt), whether or not its bin/ is on PATH.
+    beside = Path(sys.executable).parent / "py-spy"
+    py_spy = str(beside) if beside.exists() else shutil.which("py-spy")
     if py_spy is None:
         raise RuntimeError("py-spy is not installed (requirements.txt has it)")
     PROFILES_DIR.mkdir(parents=True, exist_ok=True)
-    profile = Profile(name=name, idle=idle, through=through)
+    profile = Profile(name=name, idle=idle, through=through, rate_hz=rate_hz)
     samplers: list[subprocess.Popen[bytes]] = []
     for group, pids in groups.items():
         for pid in pids:
             output = PROFILES_DIR / f"{name}-{group}-{pid}.txt"
             profile.files.setdefault(group, []).append(output)
             argv = [py_spy, "record", "--pid", str(pid), "--subprocesses", "--nonblocking"]
-            argv += ["--rate", str(RATE_HZ), "--format", "raw", "--output", str(output)]
-            if idle:
-                argv.append("--idle")
+            argv += ["--rate", str(rate_hz), "--format", "raw", "--output", str(output)]
+            # Without waits: only threads holding the GIL, i.e. running Python (a system
+            # call releases it). py-spy's own idle test, read off a process it does not
+            # pause, counts threads blocked on a socket as busy.
+            argv.append("--idle" if idle else "--gil")
             samplers.append(
                 subprocess.Popen(
                     argv,

@@ -173,6 +173,96 @@ def _dag_chain(tenant) -> list[float]:
     ]
 
 
+ACCOUNTED_HOPS = 30
+
+
+def _hop_accounting(tenant) -> str:
+    """The work of one DAG hop, counted: this process runs a chain of ACCOUNTED_HOPS + 1 no-op
+    nodes itself (no broker, no other worker: what the worker's process does per hop when
+    the finishing node hands it the next one), with libpq's trace on its PostgreSQL
+    connection (round trips = ReadyForQuery messages; statements = CommandComplete, BEGIN
+    and COMMIT apart), Redis's command statistics, and the CPU of this process, of its
+    PostgreSQL backend and of the Redis server. Run before the worker and beat start, so
+    nothing else talks to Redis or this database."""
+    import resource
+    import tempfile
+
+    import psutil
+    from django.db import connection
+    from psycopg.pq import Trace
+
+    from dags.models import DagNodeState
+    from dags.services.continuation import continuing
+    from dags.services.definitions import dag_create
+    from dags.services.runs import dag_trigger
+    from scheduler_app.redis_client import get_redis
+    from workers.runner import execution_run
+
+    noop = {"type": "python", "callable": "noop"}
+    tasks = [{"id": "s0", "handler": noop}] + [
+        {"id": f"s{i}", "handler": noop, "depends_on": [f"s{i - 1}"]}
+        for i in range(1, ACCOUNTED_HOPS + 1)
+    ]
+    dag = dag_create(tenant=tenant, raw={"dag": f"hops-{uuid.uuid4().hex[:6]}", "tasks": tasks})
+    run = dag_trigger(dag=dag)
+    first = DagNodeState.objects.get(run=run, node_id="s0").execution_id
+    redis = get_redis()
+
+    def redis_commands() -> int:
+        stats = redis.info("commandstats")
+        return sum(int(value["calls"]) for name, value in stats.items() if name != "info")
+
+    def redis_cpu() -> float:
+        info = redis.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    def own_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    connection.ensure_connection()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = psutil.Process(cursor.fetchone()[0])
+    pgconn = connection.connection.pgconn
+    nodes = 0
+    with tempfile.TemporaryFile() as trace:
+        before = (own_cpu(), sum(backend.cpu_times()[:2]), redis_cpu(), redis_commands())
+        started = time.perf_counter()
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)  # "F|B <tab> length <tab> message"
+        try:
+            with continuing(tier="normal") as next_execution:
+                execution_run(execution_id=str(first), worker_id="bench-hops@host", queue="normal")
+                nodes += 1
+                while (follow := next_execution()) is not None:
+                    execution_run(execution_id=follow, worker_id="bench-hops@host")
+                    nodes += 1
+        finally:
+            pgconn.untrace()
+        wall = time.perf_counter() - started
+        after = (own_cpu(), sum(backend.cpu_times()[:2]), redis_cpu(), redis_commands())
+        trace.seek(0)
+        messages = [line.split(b"\t") for line in trace.read().splitlines()]
+    if nodes != ACCOUNTED_HOPS + 1:
+        return f"hop accounting: the chain ran {nodes} nodes in this process, not all of them"
+    round_trips = sum(1 for m in messages if m[:1] == [b"B"] and m[2:3] == [b"ReadyForQuery"])
+    completes = [
+        m[3].strip() for m in messages if m[:1] == [b"B"] and m[2:3] == [b"CommandComplete"]
+    ]
+    commits = sum(1 for tag in completes if tag == b'"COMMIT"')
+    statements = sum(1 for tag in completes if tag not in (b'"BEGIN"', b'"COMMIT"'))
+    process, backend_cpu, redis_used, commands = (b - a for a, b in zip(before, after, strict=True))
+    return (
+        f"one DAG hop's work, counted over {nodes} no-op nodes run back to back in one process"
+        f" (no broker): {wall * 1000 / nodes:.1f} ms wall; {round_trips / nodes:.1f} round"
+        f" trips to PostgreSQL ({statements / nodes:.1f} statements, {commits / nodes:.1f}"
+        f" commits); {commands / nodes:.1f} Redis commands; CPU {process * 1000 / nodes:.2f} ms"
+        f" in the process, {backend_cpu * 1000 / nodes:.2f} ms in its PostgreSQL backend,"
+        f" {redis_used * 1000 / nodes:.2f} ms in Redis"
+    )
+
+
 def _dag_fan(tenant, *, mapped: bool) -> float:
     from dags.services.definitions import dag_create
     from dags.services.runs import dag_trigger
@@ -268,6 +358,7 @@ def run(args: list[str]) -> Result:
         },
     )
     try:
+        hops = _hop_accounting(tenant)
         worker = _start_worker(concurrency)
         beat = _start_beat()
         _celery_chain()  # warm both paths up (pool processes, connections)
@@ -308,6 +399,7 @@ def run(args: list[str]) -> Result:
             "finish, as recorded in PostgreSQL; Celery: time.time() in the task); "
             "wall = best of 2"
         )
+        result.notes.append(hops)
         result.notes.append(
             "DAG hop, p50 of its parts: upstream finish -> downstream row"
             f" {statistics.median(part[0] for part in HOP_PARTS):.1f} ms (the finish's"
