@@ -365,7 +365,7 @@ def run(args: list[str]) -> Result:
         _dag_chain(tenant)
         HOP_PARTS.clear()
         with (
-            sampled({"worker": [worker.pid]}, name="dag-chain", idle=True, through="workers/")
+            sampled({"worker": [worker.pid]}, name="dag-chain", idle=True, through="run_execution")
             if "--profile" in args
             else contextlib.nullcontext()
         ) as profile:
