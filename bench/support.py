@@ -273,3 +273,13 @@ def is_full(args: list[str]) -> bool:
     import sys
 
     return "--full" in args or sys.argv[1:2] == ["full"]
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy since boot (all cores, kernel threads
+    included: a sandbox's namespaces are partly set up and torn down by kernel workers that
+    no process is charged for)."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")

@@ -36,6 +36,7 @@ from datetime import timedelta
 
 from bench import support
 from bench.report import Result
+from bench.support import machine_busy_seconds
 
 NAME = "shell"
 QUICK = True
@@ -189,16 +190,6 @@ def _cpu_snapshot(worker: int, beat: int) -> dict[str, dict[int, float]]:
     }
 
 
-def _machine_busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy since boot (all cores, kernel threads
-    included: a sandbox's namespaces are partly set up and torn down by kernel workers that
-    no process is charged for)."""
-    with open("/proc/stat") as stat:
-        fields = [int(value) for value in stat.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_used(before: dict, after: dict) -> dict[str, float]:
     return {
         part: sum(seconds - before[part].get(pid, 0.0) for pid, seconds in after[part].items())
@@ -254,12 +245,12 @@ def _sandbox_floor() -> list[str]:
                 start()
 
         threads = [threading.Thread(target=launcher) for _ in range(FLOOR_LAUNCHERS)]
-        busy_before, started = _machine_busy_seconds(), time.perf_counter()
+        busy_before, started = machine_busy_seconds(), time.perf_counter()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        elapsed, busy = time.perf_counter() - started, _machine_busy_seconds() - busy_before
+        elapsed, busy = time.perf_counter() - started, machine_busy_seconds() - busy_before
         runs = FLOOR_LAUNCHERS * FLOOR_RUNS
         notes.append(
             f"{name}: {runs / elapsed:.0f}/s, {busy * 1000 / runs:.2f} ms of machine CPU each"
@@ -394,11 +385,11 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
     )
     time.sleep(5)  # load, lead, first fires
     cpu_before = _cpu_snapshot(worker.pid, beat.pid)
-    busy_before = _machine_busy_seconds()
+    busy_before = machine_busy_seconds()
     window_start = timezone.now()
     time.sleep(seconds)
     window_end = timezone.now()
-    machine_busy = (_machine_busy_seconds() - busy_before) / seconds
+    machine_busy = (machine_busy_seconds() - busy_before) / seconds
     cpu = _cpu_used(cpu_before, _cpu_snapshot(worker.pid, beat.pid))
     support.stop(beat)
     time.sleep(10)  # let the worker drain what was fired
