@@ -42,6 +42,11 @@ urlpatterns = [
         ),
         name="swagger-ui",
     ),
+    # Typed without the slash, the schema and its UI are still found (the unversioned
+    # catch-all below would answer 404, and CommonMiddleware only appends a slash to a
+    # path nothing matches).
+    path("api/schema", RedirectView.as_view(pattern_name="schema", query_string=True)),
+    path("api/docs", RedirectView.as_view(pattern_name="swagger-ui", query_string=True)),
     # Last of the api/ routes: what is left is an unversioned path (`/api/tasks`).
     path("api/<path:rest>", unversioned_api, name="api-unversioned"),
     path("readyz", readyz_view, name="readyz"),

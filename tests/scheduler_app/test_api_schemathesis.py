@@ -73,3 +73,14 @@ def test_schema_and_swagger_ui_are_served_offline(client):
     off_site = [url for url in asset_urls if not url.startswith("/") or url.startswith("//")]
     assert off_site == [], f"the docs page loads assets from elsewhere: {off_site}"
     assert re.findall(r"https?://", page) == [], "the docs page names another site"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "typed, found", [("/api/docs", "/api/docs/"), ("/api/schema", "/api/schema/")]
+)
+def test_the_docs_and_schema_typed_without_a_slash_redirect_to_them(client, typed, found):
+    response = client.get(typed)
+    assert response.status_code == 302
+    assert response["Location"] == found
+    assert client.get(typed, follow=True).status_code == 200
