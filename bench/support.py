@@ -283,3 +283,16 @@ def machine_busy_seconds() -> float:
         fields = [int(value) for value in stat.readline().split()[1:]]
     idle = fields[3] + fields[4]  # idle, iowait
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def rate_held(measured: dict, *, p99_limit_ms: float) -> bool:
+    """A sustained step held its rate: p99 schedule-to-start within the limit, no fire lost,
+    doubled or left unrun (the row keys `bench sustained` reports)."""
+    p99 = measured["p99_ms"]
+    return (
+        isinstance(p99, float)
+        and p99 <= p99_limit_ms
+        and measured["lost"] == 0
+        and measured["duplicates"] == 0
+        and measured["not_run"] == 0
+    )

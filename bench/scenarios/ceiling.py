@@ -40,14 +40,7 @@ def _rates(args: list[str]) -> list[int]:
 
 
 def _held(row: dict) -> bool:
-    p99 = row["p99_ms"]
-    return (
-        isinstance(p99, float)
-        and p99 <= P99_LIMIT_MS
-        and row["lost"] == 0
-        and row["duplicates"] == 0
-        and row["not_run"] == 0
-    )
+    return support.rate_held(row, p99_limit_ms=P99_LIMIT_MS)
 
 
 def run(args: list[str]) -> Result:

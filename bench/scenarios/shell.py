@@ -448,15 +448,7 @@ HELD_P99_MS = 1000
 
 
 def _held(measured: dict) -> bool:
-    """p99 schedule-to-start within a second, nothing lost, doubled or left unrun."""
-    p99 = measured["p99_ms"]
-    return (
-        isinstance(p99, float)
-        and p99 <= HELD_P99_MS
-        and measured["lost"] == 0
-        and measured["duplicates"] == 0
-        and measured["not_run"] == 0
-    )
+    return support.rate_held(measured, p99_limit_ms=HELD_P99_MS)
 
 
 def _highest_held(seconds: int, *, below: int) -> dict | None:
