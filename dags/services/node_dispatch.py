@@ -58,6 +58,11 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
     return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
 
 
+# What `_new_execution` reads of a task (its tier queue comes from the handler type); a
+# field left out of `.only()` would be loaded by a query of its own, per task.
+_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "handler_type")
+
+
 def _new_execution(
     *,
     run: DagRun,
@@ -93,9 +98,7 @@ def nodes_dispatch(
     task_ids = {node_tasks[state.node_id] for state in states}
     tasks = {
         str(task.id): task
-        for task in TaskDefinition.objects.filter(id__in=task_ids).only(
-            "id", "priority", "max_attempts", "tenant_id"
-        )
+        for task in TaskDefinition.objects.filter(id__in=task_ids).only(*_DISPATCH_FIELDS)
     }
     now = timezone.now()
     executions = []
@@ -126,7 +129,7 @@ def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | No
     """Shards for a map_over node, rung as a chord after commit. Returns a final status when
     the node ended at once (an empty list, or a map_over field that is not a list)."""
     node = graph.nodes[node_id]
-    task = TaskDefinition.objects.only("id", "priority", "max_attempts", "tenant_id").get(
+    task = TaskDefinition.objects.only(*_DISPATCH_FIELDS).get(
         id=node_tasks_of_version(run.version_id)[node_id]
     )
     now = timezone.now()

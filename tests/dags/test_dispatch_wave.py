@@ -65,3 +65,25 @@ def test_a_wide_map_chord_carries_several_shards_per_member_a_narrow_one_one(set
     assert wave_batch(50_000) == 64
     settings.SCHEDULER = {**settings.SCHEDULER, "DOORBELL_BATCH": 1}
     assert wave_batch(500) == 1
+
+
+def test_a_wave_reads_its_tasks_with_one_query_whatever_their_number(tenant):
+    """Each node's tier queue comes from its task's handler type: read with the wave's one
+    query of the tasks, not loaded again per task (a field `.only()` left out was)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    dag = dag_create(
+        tenant=tenant,
+        raw={"dag": "wide", "tasks": [{"id": f"n{i}", "handler": NOOP} for i in range(12)]},
+    )
+    with CaptureQueriesContext(connection) as queries:
+        run = dag_trigger(dag=dag)
+    task_reads = [q["sql"] for q in queries if 'FROM "scheduler_app_taskdefinition"' in q["sql"]]
+    assert len(task_reads) == 1, task_reads
+    queues = set(
+        TaskExecution.objects.filter(
+            id__in=DagNodeState.objects.filter(run=run).values("execution_id")
+        ).values_list("queue", flat=True)
+    )
+    assert queues == {"normal"}
