@@ -122,18 +122,15 @@ class ArchiveStore:
                 for chunk in chunks:
                     handle.write(chunk)
                     written += chunk.count(b"\n")
-            read_back = count_lines(local)
-            manifest = _verified_manifest(
+            return self._verify_and_publish(
                 local,
                 name=name,
                 written=written,
-                read_back=read_back,
+                read_back=count_lines(local),
                 expected=expected,
                 meta=meta,
                 described={"format": "jsonl.gz"},
             )
-            location = self._publish(local, name, manifest)
-        return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
 
     def write_parquet(
         self,
@@ -154,20 +151,49 @@ class ArchiveStore:
                 written = write_parquet_from_json_lines(local, chunks=json_lines, schema=schema)
             else:
                 written = write_parquet(local, rows=rows or (), schema=schema)
-            read_back = parquet_row_count(local)
-            manifest = _verified_manifest(
+            return self._verify_and_publish(
                 local,
                 name=name,
                 written=written,
-                read_back=read_back,
+                read_back=parquet_row_count(local),
                 expected=expected,
                 meta=meta,
                 described={
                     "format": "parquet",
                     "schema": [f"{field.name}: {field.type}" for field in schema],
                 },
+                suffix=PARQUET_SUFFIX,
             )
-            location = self._publish(local, name, manifest, suffix=PARQUET_SUFFIX)
+
+    def _verify_and_publish(
+        self,
+        local: Path,
+        *,
+        name: str,
+        written: int,
+        read_back: int,
+        expected: int | None,
+        meta: dict[str, Any],
+        described: dict[str, Any],
+        suffix: str = SUFFIX,
+    ) -> ArchiveFile:
+        """Publish the archive file `local` once its rows written and read back are what was
+        expected (`expected` None: what was written); else ArchiveVerificationError and
+        nothing is kept. Its manifest is the caller's `meta`, the row count, the file's
+        SHA-256 and size, and `described` (its format)."""
+        wanted = written if expected is None else expected
+        if read_back != wanted or written != wanted:
+            raise ArchiveVerificationError(
+                f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
+            )
+        manifest = {
+            **meta,
+            "rows": read_back,
+            "sha256": _sha256(local),
+            "bytes": local.stat().st_size,
+            **described,
+        }
+        location = self._publish(local, name, manifest, suffix=suffix)
         return ArchiveFile(name=name, location=location, rows=read_back, manifest=manifest)
 
     def _publish(
@@ -222,32 +248,6 @@ class ArchiveStore:
 
 def _suffix_of(manifest: dict[str, Any]) -> str:
     return PARQUET_SUFFIX if manifest.get("format") == "parquet" else SUFFIX
-
-
-def _verified_manifest(
-    local: Path,
-    *,
-    name: str,
-    written: int,
-    read_back: int,
-    expected: int | None,
-    meta: dict[str, Any],
-    described: dict[str, Any],
-) -> dict[str, Any]:
-    """The manifest of an archive file whose rows written and read back are what was
-    expected (`expected` None: what was written); else ArchiveVerificationError."""
-    wanted = written if expected is None else expected
-    if read_back != wanted or written != wanted:
-        raise ArchiveVerificationError(
-            f"{name}: expected {wanted} rows, wrote {written}, read back {read_back}"
-        )
-    return {
-        **meta,
-        "rows": read_back,
-        "sha256": _sha256(local),
-        "bytes": local.stat().st_size,
-        **described,
-    }
 
 
 def _sha256(path: Path) -> str:
