@@ -106,26 +106,26 @@ class Profile:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     # Waiting threads sampled too (where wall time goes, e.g. a chain's hop): then only the
-    # stacks that pass through a file whose path holds `through` count.
+    # stacks with `through` in them (a function's name, say) count.
     idle: bool = False
     through: str | None = None
     rate_hz: int = RATE_HZ
 
     def summarize(self) -> Path:
         """Write the markdown summary; fill `notes` with each group's top areas."""
-        lines = [f"# profile: {self.name}", ""]
-        lines.append(
-            f"py-spy at {self.rate_hz} Hz over {self.seconds:.0f} s, subprocesses included,"
-            " only threads holding the GIL (running Python: system calls and waits on"
-            f" PostgreSQL, Redis or the network left out); one sample = 1/{self.rate_hz} s of"
-            " Python running. Areas are where the innermost Python frame's code lives."
-        )
+        sampled = f"py-spy at {self.rate_hz} Hz over {self.seconds:.0f} s, subprocesses included,"
         if self.idle:
-            lines[-1] = (
-                f"py-spy at {self.rate_hz} Hz over {self.seconds:.0f} s, subprocesses included,"
+            what = (
                 " waiting threads too (wall time, not CPU: a wait on PostgreSQL or Redis counts"
                 f" for the frame that waits), only stacks through `{self.through}`."
             )
+        else:
+            what = (
+                " only threads holding the GIL (running Python: system calls and waits on"
+                f" PostgreSQL, Redis or the network left out); one sample = 1/{self.rate_hz} s of"
+                " Python running. Areas are where the innermost Python frame's code lives."
+            )
+        lines = [f"# profile: {self.name}", "", sampled + what]
         for group, paths in self.files.items():
             counts = _read(paths, through=self.through)
             total = counts.total
