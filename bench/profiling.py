@@ -43,6 +43,7 @@ PROJECT_PACKAGES = (
     "workers",
     "dags",
     "handler_contract",
+    "budgets",
     "alerting",
     "data_lifecycle",
     "project",
