@@ -5,36 +5,42 @@ the node being decided, `{<node id>: {"result": <its result>, "status": <its sta
 `$.classify.result.type` reads what the `field` form spells `classify.result.type`, and
 `$.classify.status` its status. Nodes that are not upstream are not in the document.
 
-The library is `jsonpath-rfc9535`, which implements the RFC and nothing beyond it (no
-extension syntax that a later version could change the meaning of). Compiled queries are
-cached: a run evaluates the same few conditions again and again.
+The query is under the expression budget (`budgets.jsonpath`): its text is checked when the
+DAG is saved and again here, and its evaluation is metered (nodes visited, CPU time), so a
+condition over its budget raises BudgetExceeded instead of running for minutes; the engine
+fails its node with that message.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
-import jsonpath_rfc9535
-from jsonpath_rfc9535 import JSONPathError
 from jsonpath_rfc9535.segments import JSONPathChildSegment
 from jsonpath_rfc9535.selectors import NameSelector
 
-__all__ = ["JSONPathError", "path_compile", "path_condition_holds", "path_first_node"]
+from budgets.jsonpath import JSONPathError, jsonpath_check, jsonpath_values
+from budgets.limits import DEFAULT_BUDGET, BudgetExceeded, ExpressionBudget
+
+__all__ = [
+    "BudgetExceeded",
+    "JSONPathError",
+    "path_check",
+    "path_condition_holds",
+    "path_first_node",
+]
 
 
-@functools.lru_cache(maxsize=1024)
-def path_compile(path: str) -> jsonpath_rfc9535.JSONPathQuery:
-    """The compiled query; raises JSONPathError (with the line and column) if it does not parse."""
-    return jsonpath_rfc9535.compile(path)
+def path_check(path: str, *, budget: ExpressionBudget = DEFAULT_BUDGET) -> None:
+    """Raises JSONPathError (where it breaks) or BudgetExceeded (which limit)."""
+    jsonpath_check(path, budget=budget)
 
 
-def path_first_node(path: str) -> str | None:
+def path_first_node(path: str, *, budget: ExpressionBudget = DEFAULT_BUDGET) -> str | None:
     """The node a query starts from when its first step names one (`$.classify...` or
     `$['classify']...`), else None (a wildcard or a descendant search, which may reach any
     upstream node)."""
-    segments = path_compile(path).segments
+    segments = jsonpath_check(path, budget=budget).segments
     if not segments:
         return None
     first = segments[0]
@@ -52,13 +58,17 @@ def _document(results: Mapping[str, Any], statuses: Mapping[str, str]) -> dict[s
 
 
 def path_condition_holds(
-    condition: Mapping[str, Any], *, results: Mapping[str, Any], statuses: Mapping[str, str]
+    condition: Mapping[str, Any],
+    *,
+    results: Mapping[str, Any],
+    statuses: Mapping[str, str],
+    budget: ExpressionBudget = DEFAULT_BUDGET,
 ) -> bool:
     """A query may select several values (wildcards, filters, `..`): `equals` and `in` hold
     when any selected value matches, `not_equals` when none does, `exists` when some selected
     value is not null. A query that selects nothing holds only for `not_equals` and
-    `exists: false`, as a missing `field` does."""
-    values = path_compile(condition["path"]).find(_document(results, statuses)).values()
+    `exists: false`, as a missing `field` does. BudgetExceeded past the budget."""
+    values = jsonpath_values(condition["path"], _document(results, statuses), budget=budget)
     if "exists" in condition:
         return any(value is not None for value in values) == condition["exists"]
     if "equals" in condition:

@@ -191,6 +191,12 @@ class DagNodeState(models.Model):
                 name="idx_dagnode_mapping",
                 condition=Q(map_total__isnull=False, status="running"),
             ),
+            # Ready nodes not decided yet (dags.services.undecided): few at any time.
+            models.Index(
+                fields=["updated_at"],
+                name="idx_dagnode_undecided",
+                condition=Q(status="waiting", remaining_upstream=0),
+            ),
         ]
 
     def __str__(self) -> str:

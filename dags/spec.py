@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from dags.jsonpath_conditions import JSONPathError, path_compile, path_first_node
+from budgets.limits import DEFAULT_BUDGET, ExpressionBudget
+from dags.spec_conditions import condition_names, condition_parse, map_over_parse
+from dags.spec_errors import DagSpecError
 
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
 # What a node may say for itself: retry it, whatever the DAG does with a failure after that.
@@ -24,7 +26,6 @@ NODE_FAILURE_POLICIES = ("retry",)
 TRIGGER_RULES = ("all_success", "all_done", "one_success")
 CATCHUP = ("none", "latest", "all")
 OVERLAP = ("allow", "skip", "buffer_one", "cancel_other")
-CONDITION_OPERATORS = ("equals", "not_equals", "in", "exists")
 NODE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,99}$")
 MAX_NODES = 5000
 MAX_EDGES = 50_000
@@ -65,13 +66,6 @@ DAG_KEYS = {
 }
 
 
-class DagSpecError(ValueError):
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
-
-
 def _choice(spec: Mapping[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
     value = spec.get(key, default)
     if value not in allowed:
@@ -79,81 +73,7 @@ def _choice(spec: Mapping[str, Any], key: str, allowed: tuple[str, ...], default
     return value
 
 
-def parse_field_path(path: Any, *, field: str) -> tuple[str, list[str]]:
-    """`classify.result.type` -> ("classify", ["result", "type"])."""
-    if not isinstance(path, str) or "." not in path:
-        raise DagSpecError(
-            f"{field} must look like '<node>.result.<key>' or '<node>.status'", field=field
-        )
-    node, *rest = path.split(".")
-    if rest[0] not in ("result", "status") or (rest[0] == "status" and len(rest) != 1):
-        raise DagSpecError(
-            f"{field} must look like '<node>.result.<key>' or '<node>.status'", field=field
-        )
-    return node, rest
-
-
-def _condition(raw: Any, *, field: str, node_id: str = "") -> dict[str, Any]:
-    if not isinstance(raw, Mapping) or ("field" in raw) == ("path" in raw):
-        raise DagSpecError(
-            f"{field} must be an object with one of 'field' or 'path' (JSONPath) and one operator",
-            field=field,
-        )
-    source = "path" if "path" in raw else "field"
-    operators = [op for op in CONDITION_OPERATORS if op in raw]
-    unknown = set(raw) - {source, *CONDITION_OPERATORS}
-    if len(operators) != 1 or unknown:
-        raise DagSpecError(
-            f"{field} needs exactly one of {', '.join(CONDITION_OPERATORS)}", field=field
-        )
-    if source == "path":
-        _condition_path(raw["path"], field=f"{field}.path", node_id=node_id)
-    else:
-        parse_field_path(raw["field"], field=f"{field}.field")
-    if operators[0] == "in" and not isinstance(raw["in"], list):
-        raise DagSpecError(f"{field}.in must be a list", field=f"{field}.in")
-    if operators[0] == "exists" and not isinstance(raw["exists"], bool):
-        raise DagSpecError(f"{field}.exists must be true or false", field=f"{field}.exists")
-    return {source: raw[source], operators[0]: raw[operators[0]]}
-
-
-def _condition_path(path: Any, *, field: str, node_id: str) -> None:
-    """A JSONPath condition's query must parse (RFC 9535); the error names the node and
-    says where the query breaks."""
-    if not isinstance(path, str) or not path.startswith("$"):
-        raise DagSpecError(
-            f"{field} (task {node_id!r}) must be a JSONPath query starting with '$'", field=field
-        )
-    try:
-        path_compile(path)
-    except JSONPathError as error:
-        raise DagSpecError(
-            f"{field} (task {node_id!r}) is not valid JSONPath: {error}", field=field
-        ) from error
-
-
-def _condition_names(condition: Mapping[str, Any] | None) -> str | None:
-    """The node a condition reads, when it names one (checked to be upstream)."""
-    if not condition:
-        return None
-    if "path" in condition:
-        return path_first_node(condition["path"])
-    return condition["field"].split(".")[0]
-
-
-def _map_over(raw: Any, *, field: str) -> dict[str, Any]:
-    if isinstance(raw, list):
-        if len(raw) > MAX_MAP_ITEMS:
-            raise DagSpecError(f"{field} has more than {MAX_MAP_ITEMS} items", field=field)
-        return {"items": raw}
-    path = raw.get("field") if isinstance(raw, Mapping) else raw
-    _node, rest = parse_field_path(path, field=field)
-    if rest[0] != "result":
-        raise DagSpecError(f"{field} must point into an upstream result", field=field)
-    return {"field": path}
-
-
-def _node(raw: Any, index: int) -> dict[str, Any]:
+def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int) -> dict[str, Any]:
     where = f"tasks[{index}]"
     if not isinstance(raw, Mapping):
         raise DagSpecError(f"{where} must be an object", field=where)
@@ -206,11 +126,17 @@ def _node(raw: Any, index: int) -> dict[str, Any]:
         )
     node["trigger_rule"] = trigger_rule
     if raw.get("condition") is not None:
-        node["condition"] = _condition(
-            raw["condition"], field=f"{where}.condition", node_id=node_id
+        node["condition"] = condition_parse(
+            raw["condition"], field=f"{where}.condition", node_id=node_id, budget=budget
         )
     if raw.get("map_over") is not None:
-        node["map_over"] = _map_over(raw["map_over"], field=f"{where}.map_over")
+        node["map_over"] = map_over_parse(
+            raw["map_over"],
+            field=f"{where}.map_over",
+            node_id=node_id,
+            budget=budget,
+            max_items=max_map_items,
+        )
     for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
         if key in raw:
             node[key] = raw[key]
@@ -389,21 +315,23 @@ def ancestors(nodes: Mapping[str, Mapping[str, Any]], node_id: str) -> set[str]:
     return seen
 
 
-def _named_upstream(node: Mapping[str, Any], key: str) -> str | None:
+def _named_upstream(node: Mapping[str, Any], key: str, *, budget: ExpressionBudget) -> str | None:
     """The node a condition (field or JSONPath form) or a `map_over` field reads, if any."""
     if key == "condition":
-        return _condition_names(node.get(key))
+        return condition_names(node.get(key), budget=budget)
     path = (node.get(key) or {}).get("field")
     return None if path is None else path.split(".")[0]
 
 
-def _check_upstream_references(nodes: dict[str, dict[str, Any]], order: list[str]) -> None:
+def _check_upstream_references(
+    nodes: dict[str, dict[str, Any]], order: list[str], *, budget: ExpressionBudget
+) -> None:
     """A condition or `map_over` may only name a node upstream of its own."""
     wanted = [
         (index, node, key, named)
         for index, node in enumerate(nodes.values())
         for key in ("condition", "map_over")
-        if (named := _named_upstream(node, key)) is not None
+        if (named := _named_upstream(node, key, budget=budget)) is not None
     ]
     if not wanted:
         return
@@ -462,8 +390,16 @@ def _dag_policy(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def parse_dag_spec(
-    raw: Any, *, max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES
+    raw: Any,
+    *,
+    max_nodes: int = MAX_NODES,
+    max_edges: int = MAX_EDGES,
+    max_map_items: int = MAX_MAP_ITEMS,
+    budget: ExpressionBudget = DEFAULT_BUDGET,
 ) -> dict[str, Any]:
+    """The normalized definition; DagSpecError naming the field. The caps and the expression
+    budget of conditions and `map_over` paths come in as arguments (the API passes the
+    installation's settings)."""
     if not isinstance(raw, Mapping):
         raise DagSpecError("a DAG definition must be an object", field=None)
     unknown = sorted(set(raw) - DAG_KEYS)
@@ -485,7 +421,7 @@ def parse_dag_spec(
     nodes: dict[str, dict[str, Any]] = {}
     edge_count = 0
     for index, raw_node in enumerate(tasks):
-        node = _node(raw_node, index)
+        node = _node(raw_node, index, budget=budget, max_map_items=max_map_items)
         if node["id"] in nodes:
             raise DagSpecError(
                 f"duplicate task id {node['id']!r} (tasks[{index}])", field=f"tasks[{index}].id"
@@ -511,7 +447,7 @@ def parse_dag_spec(
         cycle = find_cycle(edges) or []
         # Edges were followed from a node to its dependency; show them in run order.
         raise DagSpecError(f"cycle: {' -> '.join(reversed(cycle))}", field="tasks")
-    _check_upstream_references(nodes, order)
+    _check_upstream_references(nodes, order, budget=budget)
     parameters = raw.get("parameters") or {}
     if not isinstance(parameters, Mapping):
         raise DagSpecError("parameters must be an object", field="parameters")

@@ -52,3 +52,16 @@ class NotFound(DomainError):
 class Conflict(DomainError):
     status_code = 409
     code = "conflict"
+
+
+class TooLarge(DomainError):
+    """A document or a definition past its size cap (DEFINITION_MAX_*_BYTES)."""
+
+    status_code = 413
+    code = "too_large"
+
+
+class LimitReached(Conflict):
+    """A per-tenant limit on things running at once (BACKFILL_MAX_RUNNING_PER_TENANT)."""
+
+    code = "limit_reached"

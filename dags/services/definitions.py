@@ -16,10 +16,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from budgets.documents import DocumentError, stored_size_check
 from dags.models import Dag, DagVersion
 from dags.spec import DagSpecError, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
-from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
+from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
@@ -43,13 +45,21 @@ def _node_task_spec(node: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(normalized spec, dag model fields); raises ValidationFailed naming the field."""
+    """(normalized spec, dag model fields); raises ValidationFailed naming the field, or
+    TooLarge for a definition past DEFINITION_MAX_STORED_BYTES (what every read of the DAG
+    and every run of it would pay for), checked before the graph work and on the result."""
+    _stored_size_check(raw)
     try:
         spec = parse_dag_spec(
-            raw, max_nodes=settings.DAG_MAX_NODES, max_edges=settings.DAG_MAX_EDGES
+            raw,
+            max_nodes=settings.DAG_MAX_NODES,
+            max_edges=settings.DAG_MAX_EDGES,
+            max_map_items=settings.DAG_MAX_MAP_ITEMS,
+            budget=expression_budget(),
         )
     except DagSpecError as error:
         raise ValidationFailed(error.message, field=error.field) from error
+    _stored_size_check(spec)
     now = timezone.now()
     _retry_policies_check(spec, anchor=now)
     referenced = _referenced_tasks(
@@ -85,6 +95,13 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
         "enabled": spec["enabled"],
     }
     return spec, fields
+
+
+def _stored_size_check(definition: Any) -> None:
+    try:
+        stored_size_check(definition, max_bytes=settings.DEFINITION_MAX_STORED_BYTES)
+    except DocumentError as error:
+        raise TooLarge(error.message) from error
 
 
 def _policy_fields(

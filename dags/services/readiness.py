@@ -11,27 +11,39 @@ end (`run_end`), which know nothing of it.
 Runs inside the transaction of the event that caused it, with the run row locked: all state
 changes of one run are serialized, so "remaining_upstream reached 0" and "the run has no node
 left" are each observed by exactly one transaction.
+
+A ready node with a condition is not decided in that transaction: the condition is tenant
+input and may be slow, and the transaction holds the run's lock and, in a worker, the finish
+of a run. It stays `waiting` (remaining_upstream 0, its updated_at stamped) and is decided
+after commit, outside any transaction (`condition_verdicts`), then in a short transaction of
+its own (`conditions_decide`). If the process dies in between, the beat leader's housekeeping
+decides it (`dags.services.undecided`).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from dags.choices import FAILED_NODE_STATUSES, FailurePolicy, NodeStatus, RunStatus, TriggerRule
-from dags.conditions import condition_holds
 from dags.graph import Graph, graph_of_version
 from dags.models import Dag, DagNodeState, DagRun
+from dags.services.condition_verdicts import Verdict, condition_verdicts
 from dags.services.counting import children_count, node_set_final
 from dags.services.event_waits import event_wait_begin
 from dags.services.links import run_lock
-from dags.services.node_dispatch import mapped_node_dispatch, nodes_dispatch, upstream_view
+from dags.services.node_dispatch import mapped_node_dispatch, nodes_dispatch
 from dags.services.run_end import run_abort, run_finalize
 
+logger = logging.getLogger(__name__)
+
 RUN, SKIP, UPSTREAM_FAILED = "run", NodeStatus.SKIPPED, NodeStatus.UPSTREAM_FAILED
+FAIL = NodeStatus.FAILED
 
 
 def decide(*, rule: str, policy: str, succeeded: int, failed: int, skipped: int) -> str:
@@ -56,6 +68,7 @@ def nodes_ready(
     node_ids: Iterable[str],
     known: dict[str, DagNodeState] | None = None,
     prefer_worker: str = "",
+    decided: Mapping[str, Verdict] | None = None,
 ) -> None:
     """Nodes whose remaining_upstream is 0: run, skip or fail each; propagate what ended.
 
@@ -64,10 +77,14 @@ def nodes_ready(
     keeps a 500-wide fan-out from costing 500 round trips of each. `known` holds states the
     caller just read (the counters' UPDATE ... RETURNING): those are not read again.
     `prefer_worker` is the worker whose finished node made these ready (sticky routing).
+    A node with a condition is decided after commit (see the module's docstring) unless
+    `decided` holds its verdict already.
     """
     graph = graph_of_version(run.version_id)
     todo = list(dict.fromkeys(node_ids))
     known = dict(known or {})
+    decided = decided or {}
+    undecided: list[str] = []
     while todo and run.status == RunStatus.RUNNING:
         wave, todo = todo, []
         states = {node_id: known.pop(node_id) for node_id in wave if node_id in known}
@@ -93,9 +110,11 @@ def nodes_ready(
                 skipped=state.upstream_skipped,
             )
             if verdict == RUN and "condition" in node:
-                results, statuses = upstream_view(run, graph.ancestors(node_id))
-                if not condition_holds(node["condition"], results=results, statuses=statuses):
-                    verdict = SKIP
+                if node_id not in decided:
+                    undecided.append(node_id)
+                    continue
+                holds = decided[node_id]
+                verdict = RUN if holds is True else SKIP if holds is False else FAIL
             if verdict == RUN and "wait_for_event" in node:
                 # No execution: it waits (no worker slot) unless its event already came.
                 event = event_wait_begin(run=run, node_id=node_id, spec=node["wait_for_event"])
@@ -110,7 +129,8 @@ def nodes_ready(
                 ended = mapped_node_dispatch(run=run, graph=graph, node_id=node_id)
             else:
                 ended = verdict
-                node_set_final(run=run, node_id=node_id, status=verdict, result=None)
+                error = str(decided[node_id]) if verdict == FAIL else ""
+                node_set_final(run=run, node_id=node_id, status=verdict, result=None, error=error)
             if ended is not None:
                 ready = node_ended(run=run, graph=graph, node_id=node_id, status=ended)
                 known.update(ready)
@@ -120,6 +140,44 @@ def nodes_ready(
         if to_dispatch:
             nodes_dispatch(run=run, graph=graph, states=to_dispatch, prefer_worker=prefer_worker)
         todo = list(dict.fromkeys(todo))
+    if undecided and run.status == RunStatus.RUNNING:
+        _conditions_defer(run=run, node_ids=undecided, prefer_worker=prefer_worker)
+
+
+def _conditions_defer(*, run: DagRun, node_ids: list[str], prefer_worker: str) -> None:
+    """In the transaction that made them ready: stamp the nodes (the housekeeping's clock for
+    a decision that never came) and decide them once it commits. `robust`: the transaction
+    that made them ready has committed whatever the decision does; a failure to decide is
+    logged and left to the housekeeping."""
+    DagNodeState.objects.filter(run=run, node_id__in=node_ids, status=NodeStatus.WAITING).update(
+        updated_at=timezone.now()
+    )
+    run_id = run.id
+    transaction.on_commit(
+        lambda: conditions_decide(run_id=run_id, node_ids=node_ids, prefer_worker=prefer_worker),
+        robust=True,
+    )
+
+
+def conditions_decide(*, run_id: uuid.UUID, node_ids: list[str], prefer_worker: str = "") -> None:
+    """Decide undecided nodes: evaluate their conditions with no transaction open (and no
+    lock held), then apply the verdicts under the run's lock. A node decided meanwhile (by
+    the housekeeping) is no longer waiting, and nodes_ready leaves it alone."""
+    run = DagRun.objects.filter(id=run_id, status=RunStatus.RUNNING).first()
+    if run is None:
+        return
+    verdicts = condition_verdicts(
+        run=run, graph=graph_of_version(run.version_id), node_ids=node_ids
+    )
+    for node_id, verdict in verdicts.items():
+        if isinstance(verdict, str):
+            logger.warning("DAG run %s: node %s fails: %s", run_id, node_id, verdict)
+    with transaction.atomic():
+        locked = run_lock(run_id)
+        if locked.status == RunStatus.RUNNING:
+            nodes_ready(
+                run=locked, node_ids=node_ids, decided=verdicts, prefer_worker=prefer_worker
+            )
 
 
 def node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> dict[str, DagNodeState]:

@@ -26,6 +26,7 @@ from dags.services.backfills import backfills_advance
 from dags.services.events import event_waits_expire, events_prune
 from dags.services.mapping import map_joins_reconcile
 from dags.services.schedule_fires import dag_next_fires_save, dag_schedule_fires_record
+from dags.services.undecided import undecided_nodes_decide
 from data_lifecycle.beat_hook import data_lifecycle_tick
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lead import RingRate, extra_lead
@@ -540,8 +541,15 @@ class SchedulerEngine:
             logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
         dead_workers_reap()  # idempotent; every worker runs it too
         if self.lock.is_held():
-            # map_joins_reconcile: complete DAG fan-out joins whose chord callback was lost.
-            steps = (map_joins_reconcile, backfills_advance, event_waits_expire, events_prune)
+            # map_joins_reconcile: complete DAG fan-out joins whose chord callback was lost;
+            # undecided_nodes_decide: conditions whose process died before deciding them.
+            steps = (
+                map_joins_reconcile,
+                undecided_nodes_decide,
+                backfills_advance,
+                event_waits_expire,
+                events_prune,
+            )
             for step in steps:
                 try:
                     step()

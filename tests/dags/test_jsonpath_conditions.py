@@ -100,3 +100,39 @@ def test_the_api_answers_400_naming_the_node_and_saves_nothing(api):
     body = response.json()
     assert body["field"] == "tasks[1].condition.path" and "'route'" in body["message"]
     assert not Dag.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [
+        ("$.classify.result..*..*..*..*..*[?@=='no']", "5 descendant segments"),
+        ("$.classify.result..items[?@..kind]", "2 descendant segments"),
+        ("$.classify" + ".x" * 16, "17 segments"),
+        ("$.classify." + "x" * 600, "characters long"),
+        ('$.classify.result[?match(@, "(a")]', "I-Regexp"),
+    ],
+)
+def test_a_path_over_its_budget_is_a_400_naming_the_node_and_the_field(api, path, said):
+    from dags.models import Dag
+
+    raw = dag(t("classify"), t("route", "classify", condition={"path": path, "equals": 1}))
+    response = api.post("/api/v1/dags", raw, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid"
+    assert body["field"] == "tasks[1].condition.path"
+    assert "'route'" in body["message"] and said in body["message"]
+    assert not Dag.objects.exists()
+
+
+def test_a_field_path_over_its_budget_is_refused_naming_the_node():
+    deep = "classify.result" + ".k" * 20
+    for key, value, field in (
+        ("condition", {"field": deep, "equals": 1}, "tasks[1].condition.field"),
+        ("map_over", {"field": deep}, "tasks[1].map_over"),
+    ):
+        with pytest.raises(DagSpecError) as refused:
+            parse_dag_spec(dag(t("classify"), t("route", "classify", **{key: value})))
+        assert refused.value.field == field
+        assert "'route'" in refused.value.message and "22 parts" in refused.value.message
