@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import chord
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from budgets.limits import BudgetExceeded
 from dags.choices import NodeStatus
 from dags.conditions import is_missing, resolve_path
 from dags.graph import Graph, node_tasks_of_version
@@ -31,6 +33,7 @@ from dags.services.node_retry import node_max_attempts
 from project.celery import app
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 MAP_SHARD_TASK = "dags.run_map_shard"
@@ -182,14 +185,31 @@ def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | No
 
 
 def _map_items(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> tuple[list, str]:
+    """The items to fan out over, or a problem that fails the node before anything is
+    created: not a list, or more items than DAG_MAX_MAP_ITEMS. A list written in the
+    definition was capped when it was saved; one from an upstream result is capped here,
+    and so is a written one saved under a looser cap."""
     spec = node["map_over"]
+    cap = settings.DAG_MAX_MAP_ITEMS
     if "items" in spec:
-        return list(spec["items"]), ""
-    results, statuses = upstream_view(run, graph.ancestors(node["id"]))
-    value = resolve_path(spec["field"], results=results, statuses=statuses)
-    if is_missing(value) or not isinstance(value, list):
-        return [], f"map_over field {spec['field']!r} is not a list in the upstream result"
-    return value, ""
+        items = list(spec["items"])
+    else:
+        results, statuses = upstream_view(run, graph.ancestors(node["id"]))
+        try:
+            value = resolve_path(
+                spec["field"], results=results, statuses=statuses, budget=expression_budget()
+            )
+        except BudgetExceeded as error:
+            return [], f"map_over field over its {error.budget} budget: {error.message}"
+        if is_missing(value) or not isinstance(value, list):
+            return [], f"map_over field {spec['field']!r} is not a list in the upstream result"
+        items = value
+    if len(items) > cap:
+        return [], (
+            f"map_over has {len(items)} items; a node fans out to at most {cap} "
+            "(DAG_MAX_MAP_ITEMS): nothing was run"
+        )
+    return items, ""
 
 
 def map_chord_send(*, execution_ids: list[str], run_id: str, node_id: str, queue: str) -> None:
