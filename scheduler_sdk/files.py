@@ -4,6 +4,10 @@ A file holds one definition, a YAML stream of several (`---`), or a JSON list. A
 with `dag` (or with a `tasks` list) is a DAG, anything else a task (`POST /api/v1/tasks`'s
 body). A DAG file's `tenant` key is for the server's `sync_dags` only: the client acts for
 the tenant it is logged in to, so the key is dropped before sending.
+
+Files are read by the server's own document loader (`budgets.documents`): at most
+MAX_FILE_BYTES, and YAML without aliases, anchors or merge keys, refused here before
+anything is sent (a few hundred bytes of aliases can stand for a structure of any size).
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from budgets.documents import DocumentError, document_size_check, yaml_load_all
 from scheduler_sdk.errors import DefinitionError
 
 SUFFIXES = (".yaml", ".yml", ".json")
+# The server's default DEFINITION_MAX_DOCUMENT_BYTES: a larger file would be refused there.
+MAX_FILE_BYTES = 1024 * 1024
 FILE_ONLY_KEYS = ("tenant",)
 
 
@@ -33,13 +38,18 @@ class FileDefinition:
 
 
 def _documents(path: Path) -> list[Any]:
-    text = path.read_text()
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:  # not even read
+            raise DocumentError(
+                f"the file is {path.stat().st_size} bytes; at most {MAX_FILE_BYTES} are allowed"
+            )
+        text = path.read_text()
         if path.suffix == ".json":
+            document_size_check(text, max_bytes=MAX_FILE_BYTES)
             loaded = json.loads(text)
             return loaded if isinstance(loaded, list) else [loaded]
-        return [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except (ValueError, yaml.YAMLError) as error:
+        return yaml_load_all(text, max_bytes=MAX_FILE_BYTES)
+    except ValueError as error:  # DocumentError and JSONDecodeError are ValueErrors
         raise DefinitionError(f"cannot parse: {error}", source=str(path)) from error
 
 

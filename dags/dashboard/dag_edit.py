@@ -6,6 +6,7 @@ DAG definitions; another tenant's DAG is not found."""
 from __future__ import annotations
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -51,7 +52,8 @@ def _form(request, *, dag: Dag | None, text: str, error=None, status: int = 200)
 
 def _save(request: HttpRequest, *, tenant, dag: Dag | None) -> HttpResponse:
     text = request.POST.get("definition", "")
-    raw, problem, line = parse_definition(text)
+    max_bytes = settings.DEFINITION_MAX_DOCUMENT_BYTES
+    raw, problem, line = parse_definition(text, max_bytes=max_bytes)
     if problem:
         return _form(
             request, dag=dag, text=text, error={"message": problem, "line": line}, status=400
@@ -66,7 +68,7 @@ def _save(request: HttpRequest, *, tenant, dag: Dag | None) -> HttpResponse:
         error = {
             "message": refused.message,
             "field": refused.field,
-            "line": line_of_field(text, refused.field),
+            "line": line_of_field(text, refused.field, max_bytes=max_bytes),
         }
         return _form(request, dag=dag, text=text, error=error, status=400)
     messages.success(

@@ -1,7 +1,9 @@
 """Load the DAG files under dags/definitions/ (YAML or JSON) into the database.
 
 A file names its tenant (`tenant: <slug>`, default: the DAG_FILES_TENANT setting). A file
-that does not validate is reported and the DAG keeps its previous version.
+that does not validate is reported and the DAG keeps its previous version. Files are read by
+the one document loader (`budgets.documents`): at most DEFINITION_MAX_DOCUMENT_BYTES, and
+YAML without aliases, anchors or merge keys.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from budgets.documents import DocumentError, document_size_check, yaml_load
 from dags.models import Dag
 from dags.services.definitions import dag_create, dag_update
 from scheduler_app.errors import DomainError
@@ -20,8 +22,15 @@ from scheduler_app.models import Tenant
 
 
 def _load(path: Path) -> object:
+    max_bytes = settings.DEFINITION_MAX_DOCUMENT_BYTES
+    # The size first, from the file system: a huge file is not read into memory at all.
+    if path.stat().st_size > max_bytes:
+        raise DocumentError(f"the file is {path.stat().st_size} bytes; at most {max_bytes}")
     text = path.read_text()
-    return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if path.suffix == ".json":
+        document_size_check(text, max_bytes=max_bytes)
+        return json.loads(text)
+    return yaml_load(text, max_bytes=max_bytes)
 
 
 class Command(BaseCommand):
@@ -37,7 +46,7 @@ class Command(BaseCommand):
         for path in files:
             try:
                 raw = _load(path)
-            except (ValueError, yaml.YAMLError) as error:
+            except ValueError as error:  # DocumentError and JSONDecodeError are ValueErrors
                 self.stderr.write(f"{path.name}: cannot parse: {error}")
                 failed += 1
                 continue
