@@ -37,7 +37,7 @@ class ExpressionBudget:
     max_nodes: int = 100_000
     cpu_seconds: float = 0.5
     # A rendered template, and a regular expression given at evaluation time (by the data).
-    max_output_chars: int = 64 * 1024
+    max_output_chars: int = 1024 * 1024
     max_pattern_chars: int = 512
 
 

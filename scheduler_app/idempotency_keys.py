@@ -8,6 +8,11 @@ merged with the trigger's), `scheduled_at` (the fire's instant, ISO 8601 UTC),
 `scheduled_date` and `scheduled_time` (the fire's date and time in the task's time zone:
 a daily 02:00 America/New_York run is keyed on New York's date). The key is rendered once,
 for the first attempt of a fire; its retries carry the same key. Pure: no Django.
+
+A key template is tenant input under the expression budget (`budgets.templates`), like every
+path and template a tenant writes: placeholders are found in linear time, each one's path is
+capped in length and parts, and the rendered key may not pass the budget's output size
+before it is hashed (a parameter of 1 MiB would otherwise be copied into every key).
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from budgets.limits import DEFAULT_BUDGET, BudgetExceeded, ExpressionBudget
+from budgets.templates import template_placeholders, template_render
+
 MAX_TEMPLATE_LENGTH = 255
 MAX_KEY_LENGTH = 255
-_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _PARAMETER = re.compile(r"^parameters(\.[A-Za-z0-9_-]+)+$")
 TIME_NAMES = ("scheduled_at", "scheduled_date", "scheduled_time")
 
@@ -31,13 +38,16 @@ class KeyTemplateError(ValueError):
     pass
 
 
-def key_template_check(template: Any) -> str:
+def key_template_check(template: Any, *, budget: ExpressionBudget = DEFAULT_BUDGET) -> str:
     """The template, or KeyTemplateError saying what is wrong with it."""
     if not isinstance(template, str) or not template.strip():
         raise KeyTemplateError("must be a non-empty string")
     if len(template) > MAX_TEMPLATE_LENGTH:
         raise KeyTemplateError(f"must be at most {MAX_TEMPLATE_LENGTH} characters")
-    names = _PLACEHOLDER.findall(template)
+    try:
+        names = [p.name for p in template_placeholders(template, budget=budget)]
+    except BudgetExceeded as error:
+        raise KeyTemplateError(error.message) from error
     if not names:
         raise KeyTemplateError(
             "names no placeholder, so every run would share one key; use "
@@ -62,9 +72,15 @@ def _parameter(parameters: Mapping[str, Any], path: str) -> str:
 
 
 def key_render(
-    template: str, *, parameters: Mapping[str, Any], scheduled_at: datetime, timezone_name: str
+    template: str,
+    *,
+    parameters: Mapping[str, Any],
+    scheduled_at: datetime,
+    timezone_name: str,
+    budget: ExpressionBudget = DEFAULT_BUDGET,
 ) -> str:
-    """The key of one fire. A key longer than MAX_KEY_LENGTH is kept as its SHA-256."""
+    """The key of one fire. A key longer than MAX_KEY_LENGTH is kept as its SHA-256; one
+    longer than the budget's output is a KeyTemplateError."""
     local = scheduled_at.astimezone(ZoneInfo(timezone_name or "UTC"))
     times = {
         "scheduled_at": scheduled_at.astimezone(ZoneInfo("UTC")).isoformat().replace("+00:00", "Z"),
@@ -72,11 +88,13 @@ def key_render(
         "scheduled_time": local.strftime("%H:%M:%S"),
     }
 
-    def fill(match: re.Match[str]) -> str:
-        name = match.group(1)
+    def fill(name: str) -> str:
         return times[name] if name in times else _parameter(parameters, name)
 
-    key = _PLACEHOLDER.sub(fill, template)
+    try:
+        key = template_render(template, fill=fill, budget=budget)
+    except BudgetExceeded as error:
+        raise KeyTemplateError(error.message) from error
     if len(key) > MAX_KEY_LENGTH:
         key = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
     return key

@@ -19,8 +19,10 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from budgets.limits import BudgetExceeded
 from dags.services.hooks import dag_upstream_results
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
+from scheduler_app.limits import expression_budget
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import (
     Claim,
@@ -156,10 +158,19 @@ def _resolve_secrets(claim: Claim) -> _Resolved:
         )
     except ValueError as error:
         return _Resolved(handler_config, parameters, (), str(error))
+    masked = tuple(value for value in values.values() if value)
+    # One output budget for the handler config and the parameters together.
+    growth = expression_budget().max_output_chars
+    try:
+        filled = substitute(
+            {"handler": handler_config, "parameters": authored}, values, max_growth=growth
+        )
+    except BudgetExceeded as error:
+        return _Resolved(handler_config, parameters, masked, error.message)
     return _Resolved(
-        handler_config=substitute(handler_config, values),
-        parameters={**substitute(authored, values), **supplied},
-        masked=tuple(value for value in values.values() if value),
+        handler_config=filled["handler"],
+        parameters={**filled["parameters"], **supplied},
+        masked=masked,
     )
 
 

@@ -438,7 +438,7 @@ EXPRESSION_BUDGET = {
     "MAX_SEGMENTS": env_int("EXPRESSION_MAX_SEGMENTS", 16),
     "MAX_NODES": env_int("EXPRESSION_MAX_NODES", 100_000),
     "CPU_SECONDS": env_float("EXPRESSION_CPU_SECONDS", 0.5),
-    "MAX_OUTPUT_CHARS": env_int("EXPRESSION_MAX_OUTPUT_CHARS", 64 * 1024),
+    "MAX_OUTPUT_CHARS": env_int("EXPRESSION_MAX_OUTPUT_CHARS", 1024 * 1024),
 }
 # A worker that finishes a DAG node runs one ready successor itself (no broker round trip)
 # for up to this many seconds from the message that started it; 0 turns it off.

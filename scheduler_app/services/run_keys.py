@@ -22,6 +22,7 @@ from django.db import connection, transaction
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.idempotency_keys import KeyTemplateError, key_render
+from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
 
 
@@ -72,6 +73,7 @@ def execution_key_settle(
                 parameters={**(task.parameters or {}), **(execution.parameters or {})},
                 scheduled_at=execution.scheduled_at,
                 timezone_name=task.timezone,
+                budget=expression_budget(),
             )
         except KeyTemplateError as error:
             return RunKey(key="", error=f"idempotency_key: {error}")

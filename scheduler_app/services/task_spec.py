@@ -41,6 +41,7 @@ from scheduler_app.limits import (
     MAX_JITTER_SECONDS,
     PRIORITY_HIGHEST,
     PRIORITY_LOWEST,
+    expression_budget,
     task_timeout_limit,
 )
 from scheduler_app.schedules import ScheduleError
@@ -334,7 +335,7 @@ def task_spec_to_fields(
         template = spec["idempotency_key"] or ""
         if template:
             try:
-                key_template_check(template)
+                key_template_check(template, budget=expression_budget())
             except KeyTemplateError as error:
                 raise ValidationFailed(
                     f"idempotency_key {error}", field="idempotency_key"

@@ -57,3 +57,22 @@ def test_a_missing_parameter_is_an_error_not_an_empty_key():
 def test_bad_templates_are_refused(template, says):
     with pytest.raises(KeyTemplateError, match=says):
         key_template_check(template)
+
+
+def test_a_template_is_under_the_expression_budget():
+    from budgets.limits import ExpressionBudget
+
+    with pytest.raises(KeyTemplateError, match="17 placeholders; at most 16"):
+        key_template_check("{{scheduled_at}}" * 4 + "{{x}}" * 13)
+    with pytest.raises(KeyTemplateError, match="parts; at most 16"):
+        key_template_check("{{parameters" + ".a" * 16 + "}}")
+    # Rendering stops at the output budget: a huge parameter is not copied into the key.
+    small = ExpressionBudget(max_output_chars=1000)
+    with pytest.raises(KeyTemplateError, match="output budget"):
+        key_render(
+            "{{parameters.blob}}",
+            parameters={"blob": "x" * 5000},
+            scheduled_at=FIRE,
+            timezone_name="UTC",
+            budget=small,
+        )
