@@ -308,6 +308,9 @@ class Backfill(models.Model):
     cursor = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=utc_now)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # When a housekeeping round last advanced it: rounds take each tenant's least recently
+    # advanced backfill first (dags.services.backfill_rounds).
+    advanced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -322,6 +325,11 @@ class Backfill(models.Model):
             models.Index(
                 fields=["created_at"],
                 name="idx_backfill_running",
+                condition=Q(status="running"),
+            ),
+            models.Index(
+                fields=["tenant", "advanced_at"],
+                name="idx_backfill_round",
                 condition=Q(status="running"),
             ),
             models.Index(fields=["tenant", "-created_at"], name="idx_backfill_tenant"),

@@ -8,6 +8,13 @@ ON CONFLICT DO NOTHING), a DAG's a run at that `scheduled_at` (the same unique i
 schedule's fires), so a fire the scheduler (or another backfill) already recorded is counted
 as `already_recorded` and not run again.
 
+Backfills are tenant input like any fan-out: a tenant may have at most
+BACKFILL_MAX_RUNNING_PER_TENANT running at once (one more is a 409, code `limit_reached`:
+refused rather than queued, so the tenant learns at once and no hidden queue grows), and a
+housekeeping round advances at most BACKFILL_ADVANCE_BATCH of them taken in turn across
+tenants (`backfills_in_turn`): before, the 200 oldest advanced each round, and one tenant's
+200 parked backfills held another's at 1/3 for over a minute.
+
 A task's run is released as a `pending` execution due at its fire time, so the leader
 publishes it the way it publishes every due pending row (fair per tenant, quotas at claim);
 trigger `backfill`, which the schedule-to-start histogram leaves out (its lag is the age of
@@ -24,7 +31,10 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from dags.choices import ACTIVE_RUN_STATUSES, BackfillStatus, RunStatus
@@ -37,15 +47,13 @@ from scheduler_app.choices import (
     Trigger,
     tier_for_priority,
 )
-from scheduler_app.errors import Conflict, ValidationFailed
+from scheduler_app.errors import Conflict, LimitReached, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.schedules import Schedule
 from scheduler_app.task_schedule import schedule_of, schedule_of_task
 
 MAX_FIRES = 10_000
 MAX_PARALLEL = 100
-# How many running backfills one housekeeping round looks at.
-ADVANCE_BATCH = 200
 _JUST_BEFORE = timedelta(microseconds=1)
 
 
@@ -111,6 +119,7 @@ def backfill_create(
     if total == 0:
         raise ValidationFailed("the schedule has no fire time in this range", field="start")
     with transaction.atomic():
+        _running_limit_check(tenant)
         backfill = Backfill.objects.create(
             tenant=tenant,
             task=task,
@@ -125,20 +134,57 @@ def backfill_create(
     return backfill
 
 
-def backfills_advance(*, now: datetime | None = None) -> int:
-    """Release the next runs of every running backfill that has room (the beat leader's
-    housekeeping). Returns how many runs were released."""
-    now = now or timezone.now()
-    released = 0
-    with transaction.atomic():
-        running = (
-            Backfill.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=BackfillStatus.RUNNING)
-            .select_related("task", "dag")
-            .order_by("created_at")[:ADVANCE_BATCH]
+def _running_limit_check(tenant: Tenant) -> None:
+    """Under the tenant row's lock, so two creates at once cannot both take the last slot."""
+    Tenant.objects.select_for_update().filter(id=tenant.id).first()
+    limit = settings.BACKFILL_MAX_RUNNING_PER_TENANT
+    running = Backfill.objects.filter(tenant=tenant, status=BackfillStatus.RUNNING).count()
+    if running >= limit:
+        raise LimitReached(
+            f"this tenant has {running} backfills running; at most {limit} may run at once "
+            "(BACKFILL_MAX_RUNNING_PER_TENANT): wait for one to finish or cancel one",
+            field="backfills",
         )
-        for backfill in running:
+
+
+def backfills_in_turn(*, limit: int) -> list[uuid.UUID]:
+    """Up to `limit` running backfills, in turn across tenants: every tenant's least recently
+    advanced one first (the tenants among them least recently served first), then every
+    tenant's second, and so on. However many one tenant has, another's waits at most one
+    round while a round covers the tenants (and a few rounds when tenants outnumber it)."""
+    ranked = Backfill.objects.filter(status=BackfillStatus.RUNNING).annotate(
+        turn=Window(
+            RowNumber(),
+            partition_by=[F("tenant_id")],
+            order_by=[F("advanced_at").asc(nulls_first=True), F("created_at").asc()],
+        )
+    )
+    return list(
+        ranked.order_by("turn", F("advanced_at").asc(nulls_first=True), "created_at").values_list(
+            "id", flat=True
+        )[:limit]
+    )
+
+
+def backfills_advance(*, now: datetime | None = None, limit: int | None = None) -> int:
+    """Release the next runs of running backfills that have room, taken in turn across
+    tenants (the beat leader's housekeeping). Each in a transaction of its own, its row
+    locked (skipped if another leader has it). Returns how many runs were released."""
+    now = now or timezone.now()
+    limit = settings.BACKFILL_ADVANCE_BATCH if limit is None else limit
+    released = 0
+    for backfill_id in backfills_in_turn(limit=limit):
+        with transaction.atomic():
+            backfill = (
+                Backfill.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(id=backfill_id, status=BackfillStatus.RUNNING)
+                .select_related("task", "dag")
+                .first()
+            )
+            if backfill is None:
+                continue
             released += _advance(backfill, now=now)
+            Backfill.objects.filter(id=backfill.id).update(advanced_at=now)
     return released
 
 
