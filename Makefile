@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
-.PHONY: run test chaos lint format bench bench-full migrate clean
+.PHONY: run test docs chaos lint format bench bench-full migrate clean
 
 # pyproject.toml: the project itself is installed too (editable, its dependencies pinned in
 # requirements.txt), which puts the `schedctl` console script in $(VENV)/bin.
@@ -33,6 +33,11 @@ test:
 	@$(MAKE) --no-print-directory $(STAMP)
 	$(PY) -m tests.run
 
+# The manual (docs/, mkdocs.yml) into build/manual; --strict: a broken link, a page left out
+# of the navigation or a warning of the API reference's generation fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/manual
+
 # The chaos suite's long versions (each fault longer, more load); writes the table to
 # bench/results/chaos.md. `make test` runs the short versions of the same cases.
 chaos: $(STAMP)
@@ -58,4 +63,4 @@ bench-full: $(STAMP)
 	$(PY) -m bench full
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var build
