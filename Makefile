@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
-.PHONY: run test chaos lint format bench bench-full migrate clean
+.PHONY: run test docs chaos lint format bench bench-full migrate clean
 
 # pyproject.toml: the project itself is installed too (editable, its dependencies pinned in
 # requirements.txt), which puts the `schedctl` console script in $(VENV)/bin.
@@ -23,8 +23,20 @@ RUN_ARGS ?=
 run: $(STAMP)
 	$(PY) manage.py runstack $(RUN_ARGS)
 
-test: $(STAMP)
+# First the operating-system tools the suites drive (bubblewrap, slirp4netns, pgbouncer,
+# chromium, promtool), with the machine's own Python and before the virtualenv is built, so a
+# missing one is told within seconds: installed when this user may (root, or passwordless
+# sudo, with apt-get), else one message naming them, or with `make test SKIP_OS_SUITES=1`
+# the suites that need them skip (scripts/os_tools.py).
+test:
+	@$(PYTHON) -m scripts.os_tools ensure
+	@$(MAKE) --no-print-directory $(STAMP)
 	$(PY) -m tests.run
+
+# The manual (docs/, mkdocs.yml) into build/manual; --strict: a broken link, a page left out
+# of the navigation or a warning of the API reference's generation fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/manual
 
 # The chaos suite's long versions (each fault longer, more load); writes the table to
 # bench/results/chaos.md. `make test` runs the short versions of the same cases.
@@ -51,4 +63,4 @@ bench-full: $(STAMP)
 	$(PY) -m bench full
 
 clean:
-	rm -rf $(VENV) var
+	rm -rf $(VENV) var build

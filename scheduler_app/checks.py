@@ -196,8 +196,8 @@ def check_shell_sandbox(app_configs=None, **kwargs) -> list:
             Warning(
                 f"shell sandbox unavailable: {status.detail}",
                 hint="Workers on this host fail shell runs (error_class sandbox_unavailable). "
-                "Install bubblewrap and allow unprivileged user namespaces (see the README, "
-                "'Shell sandbox').",
+                "Install bubblewrap and allow unprivileged user namespaces (see the manual, "
+                "docs/tasks/shell-sandbox.md).",
                 id="scheduler.W131",
             )
         ]

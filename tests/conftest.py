@@ -13,6 +13,7 @@ from hypothesis import settings as hypothesis_settings
 from rest_framework.test import APIClient
 
 from scheduler_app.services.tenants import tenant_create_with_admin
+from tests import os_suites
 
 # Property tests check correctness, not speed: on a loaded 2-core machine (CI runs the suite
 # beside real workers) an example may exceed hypothesis's default 200 ms deadline.
@@ -111,6 +112,7 @@ SERVICE_FIXTURES = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    os_suites.mark_skips(items)
     if os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") != "1":
         return
     skip = pytest.mark.skip(reason=SERVICES_SKIP_REASON)
@@ -175,7 +177,9 @@ def other_user(db):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Without PostgreSQL and Redis: which suites were skipped for want of them, by folder and
-    file (on the xdist controller, from the workers' reports)."""
+    file (on the xdist controller, from the workers' reports); and those that skipped for want
+    of an OS tool (tests/os_suites.py)."""
+    os_suites.summarize(terminalreporter)
     if os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") != "1":
         return
     skipped: dict[str, collections.Counter] = {}

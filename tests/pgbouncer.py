@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -15,14 +14,15 @@ from pathlib import Path
 
 import psycopg
 
+from scripts.os_tools import tool_location
 from tests.processes import wait_until
 from tests.redis_servers import free_port
 
 
 def pgbouncer_binary() -> str | None:
-    return shutil.which("pgbouncer") or next(
-        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None
-    )
+    # Where `make test`'s check finds it (scripts/os_tools.py): PATH, then the system
+    # folders (Debian's is /usr/sbin/pgbouncer, off a user's PATH).
+    return tool_location("pgbouncer")
 
 
 @dataclass

@@ -1,20 +1,34 @@
 """`make test`: lint (ruff, then import-linter's contracts in .importlinter), then the whole
 pytest suite in parallel (pytest-xdist).
 
+When an operating-system tool the suites drive is missing (scripts/os_tools.py; `make test`
+has already tried to install it) it stops with one message, or with `SKIP_OS_SUITES=1` runs
+the rest and lists at the end the suites that skipped and why.
+
 When PostgreSQL or Redis is missing it says which suites need them, runs the rest, and
 fails: a run that could not test everything must not look green.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
+from scripts.os_tools import EXIT_MISSING, missing_message, missing_tools
+from tests.os_suites import MISSING_ENV
 from tests.services_check import missing_services
 
 
 def main() -> int:
+    missing_os = missing_tools()
+    skip_os_suites = os.environ.get("SKIP_OS_SUITES") == "1"
+    if missing_os and not skip_os_suites:
+        print(missing_message(missing_os), file=sys.stderr)
+        return EXIT_MISSING
+    # Every pytest process (xdist's workers too) skips the same suites without probing again.
+    os.environ[MISSING_ENV] = json.dumps(missing_os)
     lint = subprocess.call([sys.executable, "-m", "ruff", "check", "."])
     if lint != 0:
         print("ruff found problems (see above)", file=sys.stderr)
@@ -46,7 +60,13 @@ def main() -> int:
         code = subprocess.call(args)
         print("\nFAILED: only the unit suites ran; those listed above need PostgreSQL and Redis.")
         return code or 1
-    return subprocess.call(args)
+    code = subprocess.call(args)
+    if missing_os:
+        print(
+            f"\nSKIP_OS_SUITES=1: the suites that need {', '.join(missing_os)} did not run"
+            " (listed above, with why); install them to test everything."
+        )
+    return code
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ class Tenant(models.Model):
     max_runs_per_hour = models.PositiveIntegerField(default=10_000)
     max_compute_minutes_per_month = models.PositiveIntegerField(default=50_000)
     # Shell tasks of this tenant may ask for `"network": "egress"` (outbound internet through
-    # a user-mode network; see the README). Off by default: the platform operator decides.
+    # a user-mode network; see docs/tasks/shell-sandbox.md). Off by default: the platform
+    # operator decides.
     shell_egress_allowed = models.BooleanField(default=False)
     # Stored execution logs (scheduler_app.services.log_quota): over it, logs are cut.
     max_log_bytes = models.BigIntegerField(default=100 * 1024**3)

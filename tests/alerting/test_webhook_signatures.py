@@ -1,6 +1,7 @@
-"""Webhook signatures carry their time: a receiver following the README's recipe accepts a
-fresh delivery and refuses the same delivery replayed later, a changed body, a forged time
-and a wrong secret. The delivery is a real HTTP POST to a local receiver."""
+"""Webhook signatures carry their time: a receiver following the manual's recipe
+(docs/tasks/notifications.md) accepts a fresh delivery and refuses the same delivery replayed
+later, a changed body, a forged time and a wrong secret. The delivery is a real HTTP POST to
+a local receiver."""
 
 from __future__ import annotations
 

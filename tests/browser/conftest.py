@@ -1,15 +1,18 @@
 """A real headless Chromium (Debian's package) driven by Playwright against pytest-django's
-live server. Without the browser or Playwright only these tests skip, saying why."""
+live server. Without the browser (every module here is marked needs_os_tool("chromium"):
+tests/os_suites.py) or Playwright only these tests skip, saying why."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+from scripts.os_tools import tool_location
+
+# CHROMIUM_PATH, else `chromium` where `make test`'s check finds it (scripts/os_tools.py).
+CHROMIUM = tool_location("chromium") or os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -23,8 +26,6 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 
 
 def _missing() -> str | None:
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium; .ci/run does it)"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:

@@ -13,7 +13,7 @@ from scheduler_app.services.tenants import tenant_create_with_admin
 from tests.browser.conftest import screenshot, sign_in
 from tests.dashboard.conftest import make_dag, make_dag_run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("chromium")]
 
 # The fills app.css gives each tone, as getComputedStyle reports them.
 GREEN, YELLOW, RED = "rgb(76, 175, 80)", "rgb(255, 212, 59)", "rgb(201, 42, 42)"

@@ -19,7 +19,7 @@ from tests.factories import make_task
 from workers import registry
 from workers.fleet_membership import Fleet
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("chromium")]
 
 
 @pytest.fixture

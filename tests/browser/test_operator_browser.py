@@ -20,6 +20,8 @@ import pytest
 from tests.browser.conftest import ARTIFACTS, screenshot
 from tests.browser.test_stack_browser import stack, stack_browser  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.needs_os_tool("chromium")
+
 AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.3.min.js"
 BLOCKING = ("serious", "critical")
 PHONE = {"width": 390, "height": 844}

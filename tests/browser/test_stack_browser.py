@@ -21,6 +21,8 @@ import pytest
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, screenshot
 
+pytestmark = pytest.mark.needs_os_tool("chromium")
+
 ROOT = Path(__file__).resolve().parents[2]
 GREEN = "rgb(76, 175, 80)"
 # success, running, failed, skipped/upstream failed, waiting/queued (dashboard app.css)

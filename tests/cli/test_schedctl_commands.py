@@ -41,6 +41,7 @@ def _ok(result) -> str:
     return result.stdout
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_trigger_wait_runs_describe_pause_resume_cancel_and_dlq(stack, cli_env, tmp_path):
     _ok(run_schedctl("login", "--url", stack.url, "--username", stack.username, env=cli_env))
     definitions = tmp_path / "defs"

@@ -15,7 +15,11 @@ from dags.models import Dag
 from scheduler_app.models import TaskDefinition
 from tests.cli.conftest import run_schedctl
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.needs_os_tool("bubblewrap"),
+]
 
 TASK = {
     "name": "cli-hello",

@@ -1,5 +1,5 @@
 """The DAG files `make run` loads (dags/definitions/) are valid, the design document's
-handlers included, and do not take the name the README's tour posts."""
+handlers included, and do not take the name the manual's tour posts (docs/getting-started.md)."""
 
 from __future__ import annotations
 

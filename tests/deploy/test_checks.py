@@ -20,6 +20,7 @@ def _ids(messages) -> set[str]:
     return {m.id for m in messages}
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_clean_on_the_test_settings():
     assert not [m for m in run_checks() if m.id.startswith("scheduler.")]
 
@@ -77,6 +78,7 @@ def _check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_check_deploy_is_clean_with_production_settings():
     result = _check_deploy(
         {
@@ -103,6 +105,7 @@ def test_check_deploy_names_missing_keys():
     assert "SECRETS_KEY is not set" in result.stderr
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_shell_sandbox_check_says_which(settings):
     assert checks.check_shell_sandbox() == []  # bubblewrap works here: nothing to say
     settings.WORKER = {**settings.WORKER, "SHELL_BWRAP": "/nonexistent/bwrap"}

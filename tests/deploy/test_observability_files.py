@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -71,9 +70,7 @@ def test_grafana_dashboard_uses_only_exposed_metrics():
     assert set(METRIC_NAMES) - shown == set()
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool not installed (Debian package prometheus)"
-)
+@pytest.mark.needs_os_tool("promtool")
 def test_promtool_checks_and_unit_tests_the_rules():
     check = subprocess.run(
         ["promtool", "check", "rules", str(ALERTS)], capture_output=True, text=True

@@ -17,7 +17,7 @@ from tests.factories import make_queued_runs, make_task
 from tests.integration.conftest import FAST_WORKER, dump_logs
 from tests.processes import broker_key_prefix, start_worker, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("bubblewrap")]
 
 RUNS = 4
 

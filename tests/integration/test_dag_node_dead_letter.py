@@ -14,7 +14,7 @@ from scheduler_app.models import TaskExecution
 from tests.integration.test_dag_runs import ONCE, node, run_dag
 from tests.processes import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("bubblewrap")]
 
 
 # A shell task sees nothing of the host (its sandbox), so the gate cannot wait for a flag file

@@ -261,6 +261,7 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     assert DagNodeState.objects.get(run=run, node_id="slow").attempt_number == 2
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_re_run_from_the_failed_nodes(tenant, live_worker):
     from dags.services.runs import dag_run_rerun
 
@@ -432,6 +433,7 @@ def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
     assert dag.next_fire_at is None
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_map_over_with_a_retried_shard_and_a_failed_shard(tenant, live_worker, beats):
     # Shard 1 succeeds at once (settled as a chord member), shard 2 succeeds on its retry
     # (outside the chord: it joins itself), shard 3 fails on both attempts.

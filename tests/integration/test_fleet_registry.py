@@ -52,6 +52,7 @@ def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):
         worker.stop()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api):
     worker = fleet_worker("cancel")
     marker = unique_sleep_seconds()
@@ -115,6 +116,7 @@ def test_cancel_of_a_waiting_run_means_it_never_starts(tenant, api):
     assert execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=5) is None
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
     worker = fleet_worker("logs")
     script = "for i in 1 2 3 4 5 6 7 8; do echo line-$i; sleep 0.3; done"

@@ -22,6 +22,7 @@ from workers.live_logs import log_stream_key
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("private_broker"),
+    pytest.mark.needs_os_tool("bubblewrap"),
 ]
 
 RUNS = 16

@@ -66,6 +66,7 @@ def _platform_secrets() -> list[str]:
     return [settings.SECRET_KEY, database_url(), settings.REDIS_URL]
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_worker_environment_and_command_lines_are_out_of_reach(tenant, live_worker):
     script = (
         "ls -d /proc/[0-9]* | wc -l; "
@@ -86,6 +87,7 @@ def test_the_worker_environment_and_command_lines_are_out_of_reach(tenant, live_
     assert "done" in _output(log)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_redis_and_postgresql_cannot_be_reached(tenant, live_worker):
     probe = (
         "import socket\n"
@@ -103,6 +105,7 @@ def test_redis_and_postgresql_cannot_be_reached(tenant, live_worker):
     assert _output(log).count("failed") == 4
 
 
+@pytest.mark.needs_os_tool("bubblewrap", "slirp4netns")
 def test_egress_reaches_out_but_not_the_hosts_redis_and_postgresql(tenant, live_worker):
     Tenant.objects.filter(id=tenant.id).update(shell_egress_allowed=True)
     tenant.refresh_from_db()
@@ -141,6 +144,7 @@ def test_egress_is_refused_for_a_tenant_not_allowed_it(tenant, api):
     assert "handler.network" in response.content.decode()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_checkout_and_its_files_are_not_visible(tenant, live_worker):
     targets = [str(ROOT), f"{ROOT}/project/settings/base.py", f"{ROOT}/.env", f"{ROOT}/var"]
     script = "; ".join(f"cat {t} 2>&1 || ls {t} 2>&1" for t in targets)
@@ -167,6 +171,7 @@ def test_the_checkout_and_its_files_are_not_visible(tenant, live_worker):
     }
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_writes_outside_the_work_directory_fail(tenant, live_worker, tmp_path):
     name = f"pwned-{uuid.uuid4().hex[:8]}"
     host_targets = [f"/usr/{name}", f"/etc/{name}", f"/{name}", str(tmp_path / name)]
@@ -178,6 +183,7 @@ def test_writes_outside_the_work_directory_fail(tenant, live_worker, tmp_path):
     assert not [t for t in host_targets if os.path.exists(t)]
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_fork_bomb_is_contained_and_the_worker_carries_on(tenant, live_worker):
     marker = uuid.uuid4().hex
     bomb = f"bomb() {{ bomb | bomb & }}; bomb; sleep 30 # {marker}"
@@ -207,6 +213,7 @@ def test_a_fork_bomb_is_contained_and_the_worker_carries_on(tenant, live_worker)
     assert after.status == "success" and "still-working" in log
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_daemon_does_not_outlive_its_run(tenant, live_worker):
     marker = unique_sleep_seconds()
     script = f"setsid nohup sleep {marker} >/dev/null 2>&1 & sleep 0.5; echo detached"
@@ -257,6 +264,7 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
     assert "platform's own tasks" in execution.error_message
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker):
     from django.test import Client
 

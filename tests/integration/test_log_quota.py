@@ -14,7 +14,7 @@ from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("bubblewrap")]
 
 LINES = "for i in $(seq 1 20); do echo line-$i-of-a-chatty-task; done"
 

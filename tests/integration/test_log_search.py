@@ -14,6 +14,7 @@ from tests.processes import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_log_search_finds_the_one_run_whose_log_has_the_words(
     tenant_and_user, tenant_factory, api, client, live_worker
 ):

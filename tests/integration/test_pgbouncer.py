@@ -16,14 +16,14 @@ import uuid
 import pytest
 from django.conf import settings
 
-from tests.pgbouncer import pgbouncer, pgbouncer_binary
+from tests.pgbouncer import pgbouncer
 from tests.processes import ROOT
 
 pytestmark = [
     pytest.mark.slow,
     # Needs the test PostgreSQL (and is skipped with the suites that do when it is missing).
     pytest.mark.usefixtures("django_db_setup"),
-    pytest.mark.skipif(pgbouncer_binary() is None, reason="pgbouncer is not installed"),
+    pytest.mark.needs_os_tool("pgbouncer"),
 ]
 
 CORE = [

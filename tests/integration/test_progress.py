@@ -29,6 +29,7 @@ def _progress(api, execution_id):
     return response.json()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_shell_progress_is_seen_while_running_and_stored_at_the_end(tenant, api, live_worker):
     task = make_task(
         tenant,

@@ -93,6 +93,7 @@ def test_a_failing_task_is_retried_with_its_backoff_then_dead_lettered(tenant, l
         assert delay - 0.05 <= gap <= delay + 3, gap
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_shell_task_past_its_timeout_is_killed_with_its_whole_sandbox(tenant, live_worker):
     marker = unique_sleep_seconds()
     task = make_task(

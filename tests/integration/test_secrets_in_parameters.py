@@ -126,6 +126,7 @@ def test_a_dag_trigger_with_a_secret_reference_is_refused(api, tenant):
     assert response.json()["field"] == "parameters"
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_references_in_run_parameters_stay_literal_and_resolved_values_are_masked_in_every_form(
     api, tenant, printing_task, live_worker
 ):

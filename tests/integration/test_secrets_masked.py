@@ -26,6 +26,7 @@ def _database_contains(text: str) -> list[str]:
     return hits
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_printed_secret_is_masked_everywhere(api, live_worker):
     assert (
         api.post(

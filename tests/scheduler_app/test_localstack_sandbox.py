@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from django.test import override_settings
 
 from scheduler_app.localstack import shell_sandbox_choice
@@ -15,6 +16,7 @@ def _worker_settings(**overrides):
     return {**settings.WORKER, **overrides}
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_sandbox_stays_on_where_bubblewrap_works():
     env: dict[str, str] = {}
     out = io.StringIO()

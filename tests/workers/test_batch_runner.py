@@ -114,6 +114,7 @@ def test_failures_are_finished_one_by_one_with_their_retry(tenant):
     ) == {"success"}
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_batch_run_that_logs_keeps_its_log(tenant):
     task = make_task(
         tenant,
@@ -217,6 +218,7 @@ def test_a_batch_that_keeps_moving_still_hands_back_what_waits_too_long(tenant, 
     assert sorted(_rung(runs[0].queue)) == sorted(_ids(runs[done:]))
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_shell_runs_run_in_lanes_and_a_slow_one_spills_only_what_has_not_started(tenant, settings):
     # Two lanes: the slow run holds one, the quick runs pass through the other meanwhile;
     # once the slow run has been seen running at two looks, the batch spills.
@@ -275,6 +277,7 @@ def test_a_batch_runs_side_by_side_only_when_every_handler_only_waits():
     assert batch_width([], parallel=4, room=100) == 1
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_when_every_lane_is_held_the_batch_hands_back_what_has_not_started(tenant, settings):
     settings.WORKER = {**settings.WORKER, "BATCH_SPILL_SECONDS": 0.3, "BATCH_PARALLEL": 2}
     settings.FAIR_INFLIGHT_PER_TENANT = 0

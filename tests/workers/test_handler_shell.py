@@ -88,6 +88,7 @@ def assert_group_gone(pgid: int) -> None:
         os.killpg(pgid, 0)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_success_uses_json_object_on_last_stdout_line() -> None:
     ctx, sink = make_ctx()
     outcome = run_shell(
@@ -100,6 +101,7 @@ def test_success_uses_json_object_on_last_stdout_line() -> None:
     assert any(line.startswith("running sh -c") for line in sink.stream("system"))
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 @pytest.mark.parametrize("last_line", ["plain text", "[1, 2, 3]", '"just a string"', "{broken"])
 def test_result_falls_back_to_exit_code_when_last_line_is_not_an_object(last_line: str) -> None:
     ctx, _ = make_ctx()
@@ -108,6 +110,7 @@ def test_result_falls_back_to_exit_code_when_last_line_is_not_an_object(last_lin
     assert outcome.result == {"exit_code": 0}
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_non_zero_exit_is_a_transient_failure_with_last_stderr_line() -> None:
     ctx, sink = make_ctx()
     outcome = run_shell(
@@ -123,6 +126,7 @@ def test_non_zero_exit_is_a_transient_failure_with_last_stderr_line() -> None:
     assert sink.stream("stderr") == ["first", "disk on fire"]
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_killed_by_signal_reports_the_shell_style_exit_code_and_names_the_signal() -> None:
     # Inside the sandbox bwrap reports a command killed by signal n as 128 + n.
     ctx, _ = make_ctx()
@@ -140,6 +144,7 @@ def test_unsandboxed_killed_by_signal_reports_negative_exit_code() -> None:
     assert "SIGKILL" in outcome.error_message
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_environment_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HANDLER_TEST_LEAK", "must-not-leak")
     ctx, sink = make_ctx(attempt=2)
@@ -163,6 +168,7 @@ def test_environment_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:
     }
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_upstream_results_on_stdin_and_in_a_file() -> None:
     upstream = {"extract": {"rows": 10}, "other": [1, 2]}
     ctx, sink = make_ctx(upstream_results=upstream)
@@ -180,6 +186,7 @@ def test_upstream_results_on_stdin_and_in_a_file() -> None:
     assert not os.path.exists(path)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_stdin_is_dev_null_without_upstream_results() -> None:
     ctx, sink = make_ctx(timeout_seconds=10)
     started = time.monotonic()
@@ -189,12 +196,14 @@ def test_stdin_is_dev_null_without_upstream_results() -> None:
     assert sink.stream("stdout") == ["after-cat"]
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_large_upstream_results_do_not_deadlock_a_command_that_ignores_stdin() -> None:
     ctx, _ = make_ctx(upstream_results={"blob": "x" * 500_000}, timeout_seconds=10)
     outcome = run_shell(shell("sh", "-c", "echo ignoring stdin"), ctx)
     assert outcome.status == "success"
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_timeout_kills_the_whole_sandbox_including_grandchildren() -> None:
     ctx, sink = make_ctx(timeout_seconds=1)
     marker = unique_sleep_seconds()
@@ -213,6 +222,7 @@ def test_timeout_kills_the_whole_sandbox_including_grandchildren() -> None:
     assert "SIGTERM" in system
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_timeout_sends_sigterm_to_the_task_first() -> None:
     ctx, sink = make_ctx(timeout_seconds=1)
     script = "trap 'echo got-term; exit 7' TERM; while :; do sleep 0.1; done"
@@ -231,6 +241,7 @@ def test_unsandboxed_timeout_kills_the_whole_process_group_including_grandchildr
     assert_group_gone(int(sink.stream("stdout")[0]))
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_timeout_escalates_to_sigkill_for_a_leader_ignoring_sigterm() -> None:
     ctx, sink = make_ctx(timeout_seconds=0.5)
     marker = unique_sleep_seconds()
@@ -244,6 +255,7 @@ def test_timeout_escalates_to_sigkill_for_a_leader_ignoring_sigterm() -> None:
     assert_processes_gone(marker)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_background_children_left_behind_are_killed_and_do_not_hang_the_worker() -> None:
     ctx, _ = make_ctx(timeout_seconds=30)
     marker = unique_sleep_seconds()
@@ -254,6 +266,7 @@ def test_background_children_left_behind_are_killed_and_do_not_hang_the_worker()
     assert_processes_gone(marker)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_cancel_event_kills_the_group_quickly() -> None:
     ctx, _ = make_ctx(timeout_seconds=60)
     timer = threading.Timer(0.5, ctx.cancel_event.set)
@@ -281,6 +294,7 @@ def test_cancel_before_start_runs_nothing(tmp_path: Any) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_twenty_megabytes_of_output_keep_memory_bounded() -> None:
     sink = BufferedLogSink(max_bytes=1024 * 1024)
     ctx, _ = make_ctx(log=sink)
@@ -303,6 +317,7 @@ def test_twenty_megabytes_of_output_keep_memory_bounded() -> None:
     assert f"[log truncated after {sink.kept_bytes} bytes]" in sink.text()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_single_huge_line_is_cut_and_memory_stays_bounded() -> None:
     ctx, sink = make_ctx()
     tracemalloc.start()
@@ -319,6 +334,7 @@ def test_a_single_huge_line_is_cut_and_memory_stays_bounded() -> None:
     assert line.endswith("[line truncated: 20000000 bytes]")
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_secrets_are_masked_in_logs_errors_and_results() -> None:
     secret = "s3cr3t-T0ken"
     ctx, sink = make_ctx(secrets_to_mask=(secret,))
@@ -342,6 +358,7 @@ def test_secret_in_argv_is_masked_in_the_system_log_line() -> None:
     assert secret not in json.dumps(sink.lines)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_file_size_limit_contains_a_disk_hog() -> None:
     ctx, sink = make_ctx()
     script = "dd if=/dev/zero of=big bs=1M count=10 2>/dev/null; echo dd=$?; wc -c < big"
@@ -354,6 +371,7 @@ def test_file_size_limit_contains_a_disk_hog() -> None:
     assert int(stdout[1]) == 1_000_000
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_memory_limit_contains_a_memory_hog() -> None:
     ctx, sink = make_ctx()
     hog = "x = bytearray(1024 * 1024 * 1024); print('allocated')"
@@ -366,6 +384,7 @@ def test_memory_limit_contains_a_memory_hog() -> None:
     assert "allocated" not in sink.stream("stdout")
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_default_and_explicit_limits_are_applied_in_the_child() -> None:
     ctx, sink = make_ctx()
     outcome = run_shell(shell("sh", "-c", "ulimit -n; ulimit -c"), ctx)
@@ -379,6 +398,7 @@ def test_default_and_explicit_limits_are_applied_in_the_child() -> None:
     assert sink.stream("stdout") == ["64"]
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_limits_set_through_the_start_gate_apply_before_the_command_starts() -> None:
     """The path of a worker that is not root (the image's): no prlimit exec, the worker sets
     the limits on the sandbox's init while it waits at the gate. Run here as the worker's
@@ -422,6 +442,7 @@ def test_limits_set_through_the_start_gate_apply_before_the_command_starts() -> 
     assert lines[3].split()[2:4] == ["50", "50"]  # Max processes: soft, hard
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_sandbox_whose_gate_fails_is_killed_before_its_command_runs() -> None:
     """Limits that cannot be set (a hard limit above the worker's own): the run fails and
     the command never ran (it would have printed)."""
@@ -469,6 +490,7 @@ os._exit(1)  # the worker dies at the gate: no limits set, no byte written
 """
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_worker_that_dies_at_the_gate_leaves_no_command_running() -> None:
     import psutil
 
@@ -549,6 +571,7 @@ def _start_worker_and_kill_it(tmp_path: Any, mode: str, marker: str) -> None:
         worker.wait()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_the_sandbox_dies_with_the_worker(tmp_path: Any) -> None:
     _start_worker_and_kill_it(tmp_path, "on", unique_sleep_seconds())
     # Nothing of a sandboxed run is on the worker's disk.
@@ -591,6 +614,7 @@ def test_unsandboxed_command_dies_with_the_worker(tmp_path: Any) -> None:
     assert not leftover.exists()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_runs_in_a_private_work_directory_with_nothing_left_on_the_host() -> None:
     ctx, sink = make_ctx()
     script = (
@@ -622,6 +646,7 @@ def test_unsandboxed_runs_in_a_fresh_working_directory_that_is_removed() -> None
     assert not os.path.exists(workdir)
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_command_not_found_is_permanent() -> None:
     ctx, _ = make_ctx()
     outcome = run_shell(shell("definitely-not-a-real-command-4711"), ctx)
@@ -631,6 +656,7 @@ def test_command_not_found_is_permanent() -> None:
     assert "definitely-not-a-real-command-4711" in outcome.error_message
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_command_string_is_never_run_through_a_shell(tmp_path: Any) -> None:
     marker = tmp_path / "pwned"
     ctx, _ = make_ctx()
@@ -639,6 +665,7 @@ def test_command_string_is_never_run_through_a_shell(tmp_path: Any) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_dispatcher_runs_shell_and_rejects_bad_config() -> None:
     ctx, _ = make_ctx()
     ok = run_handler({"type": "shell", "command": ["sh", "-c", "echo '{\"ok\": true}'"]}, ctx)
@@ -678,6 +705,7 @@ def test_egress_is_refused_unless_the_tenant_is_allowed_it() -> None:
     assert sink.stream("stdout") == []
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_without_network_no_socket_but_unix_can_be_created() -> None:
     probe = (
         "import errno, socket\n"
@@ -695,6 +723,7 @@ def test_without_network_no_socket_but_unix_can_be_created() -> None:
     assert sink.stream("stdout") == ["refused EAFNOSUPPORT"] * 4 + ["unix x"]
 
 
+@pytest.mark.needs_os_tool("bubblewrap", "slirp4netns")
 def test_egress_gives_the_sandbox_a_network_without_the_hosts_loopback() -> None:
     probe = (
         "import socket\n"
@@ -718,6 +747,7 @@ def test_egress_gives_the_sandbox_a_network_without_the_hosts_loopback() -> None
     assert out[:2] == ["failed 101", "failed 101"]  # ENETUNREACH: host loopback disabled
 
 
+@pytest.mark.needs_os_tool("bubblewrap", "slirp4netns")
 def test_egress_sandboxes_started_together_all_get_their_network() -> None:
     """bwrap reports the sandbox before it has set up the namespace's loopback; slirp4netns
     attached at once raced it and bwrap died ("loopback: Failed RTM_NEWADDR") in about one

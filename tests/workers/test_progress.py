@@ -50,6 +50,7 @@ def ctx_with_progress(**extra: Any) -> tuple[HandlerContext, BufferedLogSink, li
     return ctx, sink, reports
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_a_shell_commands_progress_lines_are_reports_not_log_lines():
     script = (
         "echo start; echo '::progress 40 copying s3cr3t'; echo '::progress soon';"
@@ -64,6 +65,7 @@ def test_a_shell_commands_progress_lines_are_reports_not_log_lines():
     assert outcome.result == {"exit_code": 0}
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 def test_without_a_reporter_every_line_is_logged():
     ctx, sink, _ = ctx_with_progress()
     ctx.progress = None

@@ -76,6 +76,7 @@ def _live_processes_of(uid: int) -> list[str]:
     return found
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 @needs_root
 def test_a_memory_hog_fails_inside_its_limit():
     ctx = _context(timeout=30)
@@ -92,6 +93,7 @@ def test_a_memory_hog_fails_inside_its_limit():
     assert "MemoryError" in ctx.log.text()
 
 
+@pytest.mark.needs_os_tool("bubblewrap")
 @needs_root
 def test_a_root_worker_runs_the_sandbox_as_the_run_as_user_not_root():
     ctx = _context(timeout=30)

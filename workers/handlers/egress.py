@@ -9,7 +9,7 @@ single host; the task's own 127.0.0.1 is its namespace's loopback, which holds n
 So egress reaches: the internet and every address the worker host can route to other than
 its loopback. In a deployment where Redis and PostgreSQL sit on another address of the
 worker's network (docker compose, Kubernetes), that address is reachable too unless the
-network refuses it (a NetworkPolicy, firewall rules): the README says so.
+network refuses it (a NetworkPolicy, firewall rules): docs/tasks/shell-sandbox.md says so.
 
 The network is attached through the run's start gate (``spawn.StartGate``: bwrap's
 ``--info-fd`` and ``--block-fd``), so the command never runs before its network.

@@ -1,6 +1,6 @@
 """The bubblewrap profile shell tasks run in, and whether this host can provide it.
 
-What a sandboxed command sees (the README's handler section says the same to tenants):
+What a sandboxed command sees (the manual's docs/tasks/shell-sandbox.md says the same to tenants):
 
 * its own user, PID, IPC, UTS, cgroup, mount and network namespaces; a fresh ``/proc`` that
   lists only the task's own processes (so ``/proc/*/environ`` of the worker does not exist
