@@ -14,6 +14,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from scheduler_app.ascii_numbers import ascii_int
 from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.log_search import executions_with_log_words
@@ -28,6 +29,9 @@ from scheduler_app.models import (
     Tenant,
     TenantMembership,
 )
+
+# The largest id a BigAutoField (members) holds.
+MAX_BIGINT = 2**63 - 1
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
@@ -279,9 +283,10 @@ def invitation_list_for_user(*, user: Any):
 
 
 def member_get(*, tenant: Tenant, member_id: Any):
-    if not str(member_id).isdigit():
-        raise NotFound("member not found")
-    member = member_list(tenant=tenant).filter(id=int(member_id)).first()
+    wanted = ascii_int(str(member_id), low=1, high=MAX_BIGINT)
+    if wanted is None:
+        raise ValidationFailed("member_id must be a member's number", field="member_id")
+    member = member_list(tenant=tenant).filter(id=wanted).first()
     if member is None:
         raise NotFound("member not found")
     return member

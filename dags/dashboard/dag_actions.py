@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from dags import selectors as dag_selectors
 from dags.api.serializers import DagTriggerInput
 from dags.services import definitions, runs
+from scheduler_app.api.parsers import JsonRefused, json_loads_bounded
 from scheduler_app.dashboard.actions import operator_object, say_with_links
 from scheduler_app.errors import DomainError
 
@@ -30,7 +31,9 @@ def _trigger_parameters(text: str) -> tuple[dict | None, str]:
     if not text.strip():
         return None, ""
     try:
-        parsed = json.loads(text)
+        parsed = json_loads_bounded(text)
+    except JsonRefused as error:
+        return None, str(error)
     except json.JSONDecodeError as error:
         return None, f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
     body = DagTriggerInput(data={"parameters": parsed})

@@ -6,6 +6,7 @@ DAG definitions; another tenant's DAG is not found."""
 from __future__ import annotations
 
 import yaml
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -18,6 +19,7 @@ from django.views.decorators.http import require_http_methods
 from dags import selectors as dag_selectors
 from dags.models import Dag
 from dags.services import definitions
+from scheduler_app.api.parsers import depth_error_message, json_depth_exceeds
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.spec_lines import line_of_field, parse_definition
 from scheduler_app.dashboard.tenancy import dashboard_membership
@@ -52,6 +54,9 @@ def _form(request, *, dag: Dag | None, text: str, error=None, status: int = 200)
 def _save(request: HttpRequest, *, tenant, dag: Dag | None) -> HttpResponse:
     text = request.POST.get("definition", "")
     raw, problem, line = parse_definition(text)
+    if not problem and json_depth_exceeds(raw, settings.API_MAX_JSON_DEPTH):
+        # The API refuses such a body before reading it (BoundedJSONParser): so does this.
+        problem, line = depth_error_message(), None
     if problem:
         return _form(
             request, dag=dag, text=text, error={"message": problem, "line": line}, status=400

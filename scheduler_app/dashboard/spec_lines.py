@@ -51,6 +51,10 @@ def parse_definition(text: str) -> tuple[object | None, str | None, int | None]:
         mark = getattr(error, "problem_mark", None)
         problem = getattr(error, "problem", None) or str(error)
         return None, f"not valid YAML or JSON: {problem}", (mark.line + 1 if mark else None)
+    except RecursionError:  # PyYAML recurses once per level: 100,000 `[` were a 500
+        return None, "nested too deeply to read", None
+    except ValueError as error:  # a value PyYAML cannot build: a number of 5,000 digits
+        return None, f"not valid YAML or JSON: {error}", None  # or the 13th month: 500s too
     if not isinstance(data, dict):
         return None, "the definition must be an object (dag, tasks, ...)", 1
     return data, None, None
