@@ -232,8 +232,10 @@ def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):
         assert field in response.content.decode()
 
 
-def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, live_worker):
-    """A definition written behind the API's back: the worker validates again and sends nothing."""
+@pytest.mark.parametrize("internal", ["workers.tasks.run_execution", "alerting.deliver"])
+def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, live_worker, internal):
+    """A definition written behind the API's back: the worker validates again and sends nothing
+    (alerting's tasks were missing from the platform's prefixes)."""
     task = make_task(
         tenant,
         name="legacy",
@@ -243,7 +245,7 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
     )
     type(task).objects.filter(id=task.id).update(
         handler_type="celery",
-        handler_config={"type": "celery", "task": "workers.tasks.run_execution", "args": []},
+        handler_config={"type": "celery", "task": internal, "args": []},
     )
     task.refresh_from_db()
     execution = task_trigger(task=task)
