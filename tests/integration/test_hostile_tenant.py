@@ -259,9 +259,14 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
     assert "platform's own tasks" in execution.error_message
 
 
-def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker):
+def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker, settings):
     from django.test import Client
 
-    sandboxes = Client().get("/readyz").json()["shell_sandbox"]
+    settings.MONITORING = {**settings.MONITORING, "METRICS_BEARER_TOKEN": "probe-token"}
+    # Only to the metrics credentials: anonymous callers get up or down.
+    assert "shell_sandbox" not in Client().get("/readyz").json()
+    sandboxes = (
+        Client().get("/readyz", HTTP_AUTHORIZATION="Bearer probe-token").json()["shell_sandbox"]
+    )
     ours = [state for name, state in sandboxes.items() if name.startswith("w-main-")]
     assert ours and ours[0].startswith("on (bubblewrap at ")
