@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from scheduler_app import selectors
 from scheduler_app.errors import DomainError, NotFound
@@ -14,6 +14,7 @@ from scheduler_app.services import members
 
 
 @login_required
+@require_safe
 def invitation_list(request: HttpRequest) -> HttpResponse:
     invitations = selectors.invitation_list_for_user(user=request.user)
     return render(request, "dashboard/invitations.html", {"invitations": invitations})
