@@ -52,3 +52,17 @@ class NotFound(DomainError):
 class Conflict(DomainError):
     status_code = 409
     code = "conflict"
+
+
+class Gone(DomainError):
+    """It existed, and can no longer be used (a used, expired or revoked invitation)."""
+
+    status_code = 410
+    code = "gone"
+
+
+class DeliveryFailed(DomainError):
+    """A message the request depends on (an invitation's email) could not be handed over."""
+
+    status_code = 502
+    code = "delivery_failed"

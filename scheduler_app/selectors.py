@@ -264,22 +264,21 @@ def member_list(*, tenant: Tenant):
 
 
 def invitation_list(*, tenant: Tenant):
-    return MemberInvitation.objects.filter(tenant=tenant).order_by("created_at")
-
-
-def invitation_list_for_user(*, user: Any):
-    """The user's own pending invitations: bound to this user, still under its name."""
-
+    """The tenant's invitations, newest first, whatever their state (never their tokens:
+    only a hash is stored)."""
     return (
-        MemberInvitation.objects.select_related("tenant")
-        .filter(
-            user=user,
-            username=user.get_username(),
-            expires_at__gt=timezone.now(),
-            tenant__is_active=True,
-        )
-        .order_by("created_at")
+        MemberInvitation.objects.filter(tenant=tenant)
+        .select_related("tenant", "accepted_by")
+        .order_by("-created_at")
     )
+
+
+def invitation_get(*, tenant: Tenant, invitation_id: Any):
+    wanted = _as_uuid(invitation_id, what="invitation")
+    invitation = invitation_list(tenant=tenant).filter(id=wanted).first()
+    if invitation is None:
+        raise NotFound("invitation not found")
+    return invitation
 
 
 def member_get(*, tenant: Tenant, member_id: Any):

@@ -198,6 +198,8 @@ SPECTACULAR_SETTINGS = {
 # default is derived from SECRET_KEY; the production settings refuse to start without one.
 SECRETS_KEY = env_secret("SECRETS_KEY", "") or local_secrets_key(SECRET_KEY)
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
+# A member invitation's token works once, for this long (scheduler_app/services/invitations.py).
+MEMBER_INVITATION_TTL_HOURS = env_int("MEMBER_INVITATION_TTL_HOURS", 168)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
@@ -387,6 +389,8 @@ ALERTS = {
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
+# Seconds an SMTP exchange may take (an invitation is mailed while its request waits).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 # --- Data lifecycle: partitions, retention, archive, statistics ----------------------------
 # The longest timeout a task on this installation gets (the API refuses longer ones); the
 # broker's visibility timeout must exceed it (system check scheduler.E003), or Redis

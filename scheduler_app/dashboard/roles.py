@@ -37,7 +37,7 @@ class ApiRule:
     @property
     def role(self) -> str:
         if getattr(self.view, "platform_staff_only", False) or getattr(
-            self.view, "user_scoped", False
+            self.view, "token_scoped", False
         ):
             raise ValueError(f"{self.view.__name__} is not a tenant member's endpoint")
         return required_role(self.view, self.method)

@@ -24,6 +24,7 @@ from scheduler_app.api.permissions import role_allows
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.dashboard.roles import DashboardRoute, dashboard_routes
 from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.services.invitations import invitation_create
 from scheduler_app.services.tenants import membership_set
 from tests.api_clients import PASSWORD
 from tests.dashboard.conftest import add_execution, make_dag, make_dag_run
@@ -31,8 +32,9 @@ from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
 ROLES = ("viewer", "operator")
-# Routes that are not a tenant member's writes: signing in and out, a user's own invitations.
-SIGN_IN_ROUTES = {"login", "logout", "invitation-action"}
+# Routes that are not a tenant member's writes: signing in and out, joining by invitation
+# (public: the token is the credential; tests/scheduler_app/test_members.py plays them).
+SIGN_IN_ROUTES = {"login", "logout", "join-token", "join"}
 SNAPSHOT_APPS = ("scheduler_app", "dags", "alerting", "data_lifecycle", "auth")
 
 
@@ -60,7 +62,9 @@ def world(tenant):
     )
     dag = make_dag(tenant)
     run = make_dag_run(dag)
+    invitation = invitation_create(tenant=tenant, role="admin", link_for=str).invitation
     return {
+        "invitation_id": str(invitation.id),
         "task_id": str(task.id),
         "execution_id": str(queued.id),
         "dead_letter_id": str(dead.id),
@@ -171,6 +175,8 @@ def test_every_dashboard_route_follows_the_apis_role_rules(tenant, world):
     assert "dlq-action.retry:operator=allowed" in checked
     assert "dlq-action.delete:operator=refused" in checked
     assert "dlq-action.delete:viewer=refused" in checked
+    assert "members.POST:operator=refused" in checked  # inviting is the API's admin write
+    assert "invitation-revoke.POST:operator=refused" in checked
 
 
 def test_an_operator_cannot_dismiss_a_dead_letter(tenant, world):
