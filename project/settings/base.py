@@ -67,14 +67,25 @@ AUTHENTICATION_BACKENDS = [
     "scheduler_app.api.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# After this many failed logins for one user name, or from one client address, every login
-# for it (the right password too) is refused until LOGIN_LOCKOUT_SECONDS pass without one.
+# After this many failed logins in a row for one user name from one client address (the
+# pair, never the address alone), that pair's logins (the right password too) are refused
+# for LOGIN_LOCKOUT_SECONDS; each further lockout of the pair lasts twice as long, up to
+# LOGIN_LOCKOUT_MAX_SECONDS, and a pair is forgotten after a success or that long without a
+# failure (scheduler_app/api/login_throttle.py).
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+LOGIN_LOCKOUT_MAX_SECONDS = env_int("LOGIN_LOCKOUT_MAX_SECONDS", 86400)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "scheduler_app.api.login_throttle.PairLockoutHandler"
+# A refused attempt during a lockout is not counted (nor does it extend the lockout); the
+# lockouts themselves grow.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "scheduler_app.api.login_throttle.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
 # How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
+# Exactly as many as there are: one too many lets a client choose its address (and so a
+# fresh pair per guess). The Kubernetes manifests set 1 (the ingress), compose 0.
 LOGIN_TRUSTED_PROXIES = env_int("LOGIN_TRUSTED_PROXIES", 0)
 AXES_VERBOSE = False
 # Failures are what is counted (AccessAttempt rows, dropped after the cool-off); a row per
