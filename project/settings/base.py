@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Every page, error pages included (project/csp.py says what the policy allows and why).
+    "project.csp.ContentSecurityPolicyMiddleware",
     # Static files from the app server itself (compose, make run and the image alike):
     # hashed names cached for ever, gzip/brotli variants made by collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -60,6 +62,20 @@ MIDDLEWARE = [
     # Last: turns a login that django-axes marked as locked out into the 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
+
+CONTENT_SECURITY_POLICY = {
+    "default-src": ("'self'",),
+    "script-src": ("'self'",),
+    "style-src": ("'self'",),
+    "style-src-attr": ("'unsafe-inline'",),
+    "img-src": ("'self'", "data:"),
+    "font-src": ("'self'", "data:"),
+    "connect-src": ("'self'",),
+    "object-src": ("'none'",),
+    "base-uri": ("'none'",),
+    "form-action": ("'self'",),
+    "frame-ancestors": ("'none'",),
+}
 
 # --- Login throttling (django-axes; scheduler_app/api/login_throttle.py) -------------------
 # The lockout check runs first; the model backend then checks the password.

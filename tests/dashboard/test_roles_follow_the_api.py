@@ -10,25 +10,17 @@ here, unless it is one of the sign-in routes listed below.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 
-from alerting.services.channels import channel_create
-from dags.services.backfills import backfill_create
 from scheduler_app.api.permissions import role_allows
-from scheduler_app.choices import ExecutionStatus
 from scheduler_app.dashboard.roles import DashboardRoute, dashboard_routes
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.invitations import invitation_create
 from scheduler_app.services.tenants import membership_set
 from tests.api_clients import PASSWORD
-from tests.dashboard.conftest import add_execution, make_dag, make_dag_run
-from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
 ROLES = ("viewer", "operator")
@@ -36,43 +28,6 @@ ROLES = ("viewer", "operator")
 # (public: the token is the credential; tests/scheduler_app/test_members.py plays them).
 SIGN_IN_ROUTES = {"login", "logout", "join-token", "join"}
 SNAPSHOT_APPS = ("scheduler_app", "dags", "alerting", "data_lifecycle", "auth")
-
-
-@pytest.fixture
-def world(tenant):
-    """One object of every kind a dashboard route names, in the tenant; ids by parameter."""
-    task = make_task(tenant, name="hourly-import")
-    queued = add_execution(task, minutes_ago=0, status=ExecutionStatus.QUEUED)
-    dead = add_execution(
-        task, minutes_ago=5, status=ExecutionStatus.FAILED, error_class="boom", dead_lettered=True
-    )
-    channel = channel_create(
-        tenant=tenant, name="ops-hook", kind="webhook", url="https://hooks.example.com/x"
-    )
-    backfill = backfill_create(
-        tenant=tenant,
-        task=make_task(
-            tenant,
-            name="backfilled",
-            schedule={"type": "cron", "expression": "0 * * * *", "timezone": "UTC"},
-        ),
-        start=datetime(2026, 11, 1, tzinfo=UTC),
-        end=datetime(2026, 11, 1, 4, tzinfo=UTC),
-        max_parallel=1,
-    )
-    dag = make_dag(tenant)
-    run = make_dag_run(dag)
-    invitation = invitation_create(tenant=tenant, role="admin", link_for=str).invitation
-    return {
-        "invitation_id": str(invitation.id),
-        "task_id": str(task.id),
-        "execution_id": str(queued.id),
-        "dead_letter_id": str(dead.id),
-        "channel_id": str(channel.id),
-        "backfill_id": str(backfill.id),
-        "dag_id": str(dag.id),
-        "run_id": str(run.id),
-    }
 
 
 def _client(tenant, role: str) -> Client:
