@@ -167,7 +167,7 @@ def _read(paths: list[Path], *, through: str | None = None) -> _Counts:
             continue
         for line in path.read_text(errors="replace").splitlines():
             stack, _, count = line.rpartition(" ")
-            if not stack or not count.isdigit():
+            if not stack or not (count.isascii() and count.isdigit()):
                 continue
             if through is not None and through not in stack:
                 continue

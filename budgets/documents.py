@@ -128,7 +128,17 @@ def _refused(error: yaml.YAMLError) -> DocumentError:
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     message = problem if isinstance(error, NotPlainYAML) else f"not valid YAML or JSON: {problem}"
+    if "maximum nesting depth" in str(problem):  # libyaml's own limit on nesting
+        message = "nested too deeply to read"
     return DocumentError(message, line=mark.line + 1 if mark else None)
+
+
+def _unbuildable(error: Exception) -> DocumentError:
+    """PyYAML recurses once per nesting level (100,000 `[` were a RecursionError, a 500) and
+    raises ValueError for a value it cannot build (a 5,000-digit number, the 13th month)."""
+    if isinstance(error, RecursionError):
+        return DocumentError("nested too deeply to read")
+    return DocumentError(f"not valid YAML or JSON: {error}")
 
 
 def yaml_load(text: str, *, max_bytes: int) -> Any:
@@ -138,6 +148,8 @@ def yaml_load(text: str, *, max_bytes: int) -> Any:
         return yaml.load(text, Loader=PlainLoader)  # noqa: S506 - PlainLoader is a SafeLoader
     except yaml.YAMLError as error:
         raise _refused(error) from error
+    except (RecursionError, ValueError) as error:
+        raise _unbuildable(error) from error
 
 
 def yaml_load_all(text: str, *, max_bytes: int) -> list[Any]:
@@ -149,6 +161,8 @@ def yaml_load_all(text: str, *, max_bytes: int) -> list[Any]:
         ]
     except yaml.YAMLError as error:
         raise _refused(error) from error
+    except (RecursionError, ValueError) as error:
+        raise _unbuildable(error) from error
 
 
 def yaml_compose(text: str, *, max_bytes: int) -> yaml.Node | None:
@@ -158,3 +172,5 @@ def yaml_compose(text: str, *, max_bytes: int) -> yaml.Node | None:
         return yaml.compose(text, Loader=PlainLoader)
     except yaml.YAMLError as error:
         raise _refused(error) from error
+    except RecursionError as error:
+        raise _unbuildable(error) from error

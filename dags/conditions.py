@@ -29,7 +29,7 @@ def resolve_path(
     for key in keys:
         if isinstance(value, Mapping) and key in value:
             value = value[key]
-        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+        elif isinstance(value, list) and key.isascii() and key.isdigit() and int(key) < len(value):
             value = value[int(key)]
         else:
             return _MISSING

@@ -78,9 +78,21 @@ _CELERY_TASK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*([.:\-][A-Za-z0-9_]+)*$"
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@\-]{1,200}$")
 DEFAULT_CELERY_QUEUE = "celery"
 # What a `celery` handler may never send, whatever CELERY_HANDLER_TASKS lists: the platform's
-# own tasks (a tenant would ring its workers, e.g. claim or finish runs by id) and the queues
-# its workers consume (the tier queues, each worker's sticky "worker.<host>" queue).
-PLATFORM_TASK_PREFIXES = ("scheduler_app.", "workers.", "dags.", "project.", "celery.", "bench.")
+# own tasks (a tenant would ring its workers, e.g. claim or finish runs by id, deliver alerts,
+# apply retention) and the queues its workers consume (the tier queues, each worker's sticky
+# "worker.<host>" queue). Inside Django the callers pass scheduler_app.platform_tasks'
+# prefixes, which add every installed app; this default is the platform's own packages.
+PLATFORM_TASK_PREFIXES = (
+    "alerting.",
+    "bench.",
+    "celery.",
+    "dags.",
+    "data_lifecycle.",
+    "handler_contract.",
+    "project.",
+    "scheduler_app.",
+    "workers.",
+)
 PLATFORM_QUEUES = ("critical", "normal", "bulk")
 PLATFORM_QUEUE_PREFIXES = ("worker.",)
 NETWORK_MODES = ("none", "egress")
@@ -99,11 +111,13 @@ def validate_handler_config(
     container_runtime: str | None,
     celery_allowed_tasks: Collection[str] = (),
     require_runtime: bool = True,
+    platform_task_prefixes: Collection[str] = PLATFORM_TASK_PREFIXES,
 ) -> dict[str, Any]:
     """Return a normalised copy of ``config`` or raise ``HandlerConfigError``.
 
     ``require_runtime=False`` (saving a task) accepts a container handler on a process that
     has no runtime itself: the runs go to workers that offer one (workers.capabilities).
+    ``platform_task_prefixes``: task names a celery handler may never send.
     """
     if not isinstance(config, Mapping):
         raise HandlerConfigError("handler", "must be an object")
@@ -140,31 +154,38 @@ def validate_handler_config(
     if handler_type == "python":
         return _validate_python(config, python_registry_names)
     if handler_type == "celery":
-        return _validate_celery(config, celery_allowed_tasks)
+        return _validate_celery(config, celery_allowed_tasks, tuple(platform_task_prefixes))
     return _validate_container(config)
 
 
-def celery_platform_task(name: str) -> bool:
-    return name.startswith(PLATFORM_TASK_PREFIXES)
+def celery_platform_task(name: str, prefixes: tuple[str, ...] = PLATFORM_TASK_PREFIXES) -> bool:
+    return name.startswith(prefixes)
 
 
 def celery_platform_queue(name: str) -> bool:
     return name in PLATFORM_QUEUES or name.startswith(PLATFORM_QUEUE_PREFIXES)
 
 
-def celery_allowed(task: str, queue: str, allowed: Collection[str]) -> bool:
+def celery_allowed(
+    task: str,
+    queue: str,
+    allowed: Collection[str],
+    platform_task_prefixes: tuple[str, ...] = PLATFORM_TASK_PREFIXES,
+) -> bool:
     """``allowed`` holds ``task`` (on the default queue) or ``task@queue`` entries."""
-    if celery_platform_task(task) or celery_platform_queue(queue):
+    if celery_platform_task(task, platform_task_prefixes) or celery_platform_queue(queue):
         return False
     entry = task if queue == DEFAULT_CELERY_QUEUE else f"{task}@{queue}"
     return entry in allowed or f"{task}@{queue}" in allowed
 
 
-def _validate_celery(config: Mapping[str, Any], allowed: Collection[str]) -> dict[str, Any]:
+def _validate_celery(
+    config: Mapping[str, Any], allowed: Collection[str], platform_task_prefixes: tuple[str, ...]
+) -> dict[str, Any]:
     task = config.get("task")
     if not isinstance(task, str) or not _CELERY_TASK_NAME.match(task) or len(task) > 255:
         raise HandlerConfigError("handler.task", "is required: the Celery task name to send")
-    if celery_platform_task(task):
+    if celery_platform_task(task, platform_task_prefixes):
         raise HandlerConfigError(
             "handler.task", f"{task!r} is one of the platform's own tasks and cannot be sent"
         )
@@ -181,7 +202,7 @@ def _validate_celery(config: Mapping[str, Any], allowed: Collection[str]) -> dic
         raise HandlerConfigError(
             "handler.queue", f"{queue!r} is a queue of the platform's own workers"
         )
-    if not celery_allowed(task, queue, allowed):
+    if not celery_allowed(task, queue, allowed, platform_task_prefixes):
         shown = task if queue == DEFAULT_CELERY_QUEUE else f"{task}@{queue}"
         raise HandlerConfigError(
             "handler.task",

@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
 from scheduler_app.api.root import ApiRootView
@@ -35,10 +35,14 @@ urlpatterns = [
         SpectacularAPIView.as_view(permission_classes=[AllowAny], throttle_classes=[]),
         name="schema",
     ),
+    # The split view: its start-up script is a file (?script), not inline, for the CSP.
     path(
         "api/docs/",
-        SpectacularSwaggerView.as_view(
-            url_name="schema", permission_classes=[AllowAny], throttle_classes=[]
+        SpectacularSwaggerSplitView.as_view(
+            url_name="schema",
+            template_name="api/swagger_ui.html",
+            permission_classes=[AllowAny],
+            throttle_classes=[],
         ),
         name="swagger-ui",
     ),

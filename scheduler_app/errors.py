@@ -65,3 +65,17 @@ class LimitReached(Conflict):
     """A per-tenant limit on things running at once (BACKFILL_MAX_RUNNING_PER_TENANT)."""
 
     code = "limit_reached"
+
+
+class Gone(DomainError):
+    """It existed, and can no longer be used (a used, expired or revoked invitation)."""
+
+    status_code = 410
+    code = "gone"
+
+
+class DeliveryFailed(DomainError):
+    """A message the request depends on (an invitation's email) could not be handed over."""
+
+    status_code = 502
+    code = "delivery_failed"

@@ -14,6 +14,7 @@ from django.db.models import Count, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from scheduler_app.ascii_numbers import ascii_int
 from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.log_search import executions_with_log_words
@@ -28,6 +29,9 @@ from scheduler_app.models import (
     Tenant,
     TenantMembership,
 )
+
+# The largest id a BigAutoField (members) holds.
+MAX_BIGINT = 2**63 - 1
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
@@ -260,28 +264,28 @@ def member_list(*, tenant: Tenant):
 
 
 def invitation_list(*, tenant: Tenant):
-    return MemberInvitation.objects.filter(tenant=tenant).order_by("created_at")
-
-
-def invitation_list_for_user(*, user: Any):
-    """The user's own pending invitations: bound to this user, still under its name."""
-
+    """The tenant's invitations, newest first, whatever their state (never their tokens:
+    only a hash is stored)."""
     return (
-        MemberInvitation.objects.select_related("tenant")
-        .filter(
-            user=user,
-            username=user.get_username(),
-            expires_at__gt=timezone.now(),
-            tenant__is_active=True,
-        )
-        .order_by("created_at")
+        MemberInvitation.objects.filter(tenant=tenant)
+        .select_related("tenant", "accepted_by")
+        .order_by("-created_at")
     )
 
 
+def invitation_get(*, tenant: Tenant, invitation_id: Any):
+    wanted = _as_uuid(invitation_id, what="invitation")
+    invitation = invitation_list(tenant=tenant).filter(id=wanted).first()
+    if invitation is None:
+        raise NotFound("invitation not found")
+    return invitation
+
+
 def member_get(*, tenant: Tenant, member_id: Any):
-    if not str(member_id).isdigit():
-        raise NotFound("member not found")
-    member = member_list(tenant=tenant).filter(id=int(member_id)).first()
+    wanted = ascii_int(str(member_id), low=1, high=MAX_BIGINT)
+    if wanted is None:
+        raise ValidationFailed("member_id must be a member's number", field="member_id")
+    member = member_list(tenant=tenant).filter(id=wanted).first()
     if member is None:
         raise NotFound("member not found")
     return member

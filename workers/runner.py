@@ -23,6 +23,7 @@ from budgets.limits import BudgetExceeded
 from dags.services.hooks import dag_upstream_results
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
 from scheduler_app.limits import expression_budget
+from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.executions import (
     Claim,
@@ -249,6 +250,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
                         egress_allowed=execution.tenant.shell_egress_allowed
                     ),
                     celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+                    platform_task_prefixes=platform_task_prefixes(),
                 )
             )
         except _SecretUnavailable as error:

@@ -38,9 +38,11 @@ def signature_verify(
     parts = [item.split("=", 1) for item in header.split(",") if "=" in item]
     timestamps = [value for key, value in parts if key.strip() == "t"]
     candidates = [value.strip() for key, value in parts if key.strip() == SCHEME]
-    if len(timestamps) != 1 or not timestamps[0].strip().isdigit() or not candidates:
+    stamp = timestamps[0].strip() if len(timestamps) == 1 else ""
+    # ASCII digits only: "²".isdigit() is true too, and int() refuses it.
+    if not (stamp.isascii() and stamp.isdigit()) or not candidates:
         return False
-    signed_at = int(timestamps[0])
+    signed_at = int(stamp)
     current = time.time() if now is None else now
     if abs(current - signed_at) > tolerance_seconds:
         return False

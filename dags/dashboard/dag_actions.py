@@ -1,5 +1,5 @@
 """The buttons of the DAG pages: trigger, pause and resume a DAG; cancel and re-run a run.
-Operators and admins of the DAG's tenant only (POST, then back to the page)."""
+Allowed by the API's rules for the same endpoints (POST, then back to the page)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
 from dags import selectors as dag_selectors
+from dags.api import views as api
 from dags.api.serializers import DagTriggerInput
 from dags.services import definitions, runs
-from scheduler_app.dashboard.actions import operator_object, say_with_links
+from scheduler_app.api.parsers import JsonRefused, json_loads_bounded
+from scheduler_app.dashboard.actions import say_with_links, tenant_object
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.errors import DomainError
 
 
@@ -30,7 +32,9 @@ def _trigger_parameters(text: str) -> tuple[dict | None, str]:
     if not text.strip():
         return None, ""
     try:
-        parsed = json.loads(text)
+        parsed = json_loads_bounded(text)
+    except JsonRefused as error:
+        return None, str(error)
     except json.JSONDecodeError as error:
         return None, f"not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})"
     body = DagTriggerInput(data={"parameters": parsed})
@@ -40,9 +44,15 @@ def _trigger_parameters(text: str) -> tuple[dict | None, str]:
 
 
 @login_required
-@require_POST
+@follows_api(
+    actions={
+        "trigger": ApiRule(api.DagTriggerView, "POST"),
+        "pause": ApiRule(api.DagPauseView, "POST"),
+        "resume": ApiRule(api.DagResumeView, "POST"),
+    }
+)
 def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
-    dag = operator_object(request, dag_selectors.dag_get, dag_id=dag_id)
+    dag = tenant_object(request, dag_selectors.dag_get, dag_id=dag_id)
     if action == "trigger":
         parameters, problem = _trigger_parameters(request.POST.get("parameters", ""))
         if problem:
@@ -69,11 +79,14 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@follows_api(
+    actions={
+        "cancel": ApiRule(api.DagRunCancelView, "POST"),
+        "rerun": ApiRule(api.DagRunRetryView, "POST"),
+    }
+)
 def dag_run_action(request: HttpRequest, dag_id: str, run_id: str, action: str) -> HttpResponse:
-    run = operator_object(request, _dag_run_get, dag_id=dag_id, run_id=run_id)
-    if action not in ("cancel", "rerun"):
-        raise Http404("unknown action")
+    run = tenant_object(request, _dag_run_get, dag_id=dag_id, run_id=run_id)
     try:
         run = (
             runs.dag_run_cancel(run=run)

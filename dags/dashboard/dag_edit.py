@@ -1,7 +1,7 @@
 """Create and edit a DAG in the dashboard: its definition as YAML or JSON text, checked by the
 same code as the API (`dags.services.definitions`: POST /dags, PUT /dags/<id>), a refusal
-shown with the line of the text it concerns. Tenant admins only, the API's write role for
-DAG definitions; another tenant's DAG is not found."""
+shown with the line of the text it concerns. Allowed by the API's rules for the same writes
+(POST /dags, PUT /dags/<id>); another tenant's DAG is not found."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import yaml
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_http_methods
 
 from dags import selectors as dag_selectors
+from dags.api import views as api
 from dags.models import Dag
 from dags.services import definitions
-from scheduler_app.choices import Role
+from scheduler_app.api.parsers import depth_error_message, json_depth_exceeds
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.dashboard.spec_lines import line_of_field, parse_definition
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import page_context
@@ -37,11 +37,9 @@ tasks:
 """
 
 
-def _admin(request: HttpRequest):
-    membership = dashboard_membership(request)
-    if membership.role != Role.ADMIN:
-        raise PermissionDenied("only the tenant's admins change DAG definitions")
-    return membership
+# The form's page is for who may send it.
+CREATE = ApiRule(api.DagListView, "POST")
+UPDATE = ApiRule(api.DagDetailView, "PUT")
 
 
 def _form(request, *, dag: Dag | None, text: str, error=None, status: int = 200):
@@ -54,6 +52,9 @@ def _save(request: HttpRequest, *, tenant, dag: Dag | None) -> HttpResponse:
     text = request.POST.get("definition", "")
     max_bytes = settings.DEFINITION_MAX_DOCUMENT_BYTES
     raw, problem, line = parse_definition(text, max_bytes=max_bytes)
+    if not problem and json_depth_exceeds(raw, settings.API_MAX_JSON_DEPTH):
+        # The API refuses such a body before reading it (BoundedJSONParser): so does this.
+        problem, line = depth_error_message(), None
     if problem:
         return _form(
             request, dag=dag, text=text, error={"message": problem, "line": line}, status=400
@@ -84,18 +85,18 @@ def _save(request: HttpRequest, *, tenant, dag: Dag | None) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@follows_api(GET=CREATE, HEAD=CREATE, POST=CREATE)
 def dag_new(request: HttpRequest) -> HttpResponse:
-    membership = _admin(request)
+    membership = dashboard_membership(request)
     if request.method == "POST":
         return _save(request, tenant=membership.tenant, dag=None)
     return _form(request, dag=None, text=EXAMPLE)
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@follows_api(GET=UPDATE, HEAD=UPDATE, POST=UPDATE)
 def dag_edit(request: HttpRequest, dag_id: str) -> HttpResponse:
-    membership = _admin(request)
+    membership = dashboard_membership(request)
     try:
         dag = dag_selectors.dag_get(tenant=membership.tenant, dag_id=dag_id)
     except NotFound as error:

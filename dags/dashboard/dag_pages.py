@@ -10,6 +10,7 @@ from collections import Counter
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from dags import selectors as dag_selectors
 from dags.attempt_selectors import dag_run_node_attempts
@@ -64,6 +65,7 @@ def _run_duration(run: DagRun, now) -> str:
 
 
 @login_required
+@require_safe
 def dag_list(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     dags = list(dag_selectors.dag_list(tenant=tenant)[:200])
@@ -99,6 +101,7 @@ def _node_summary(node: dict) -> tuple[str, str]:
 
 
 @login_required
+@require_safe
 @shows_other_tenant
 def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -153,6 +156,7 @@ def _event_waits(run: DagRun) -> list[dict]:
 
 
 @login_required
+@require_safe
 @shows_other_tenant
 def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant

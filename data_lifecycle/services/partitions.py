@@ -174,7 +174,7 @@ def partitions_detached(connection=None) -> list[Partition]:
     found = []
     for name in names:
         suffix = name.removeprefix(PARTITION_PREFIX)
-        if len(suffix) != 6 or not suffix.isdigit():
+        if len(suffix) != 6 or not (suffix.isascii() and suffix.isascii() and suffix.isdigit()):
             continue
         month = date(int(suffix[:4]), int(suffix[4:6]), 1)
         nxt = add_months(month, 1)
@@ -210,7 +210,12 @@ def partition_drop(*, name: str, connection=None) -> None:
 def _checked(name: str) -> str:
     # Names come from pg_inherits, but they end up in DDL: accept only our own pattern.
     suffix = name.removeprefix(PARTITION_PREFIX)
-    if not (name.startswith(PARTITION_PREFIX) and len(suffix) == 6 and suffix.isdigit()):
+    if not (
+        name.startswith(PARTITION_PREFIX)
+        and len(suffix) == 6
+        and suffix.isascii()
+        and suffix.isdigit()
+    ):
         raise ValueError(f"{name!r} is not an executions partition")
     return name
 

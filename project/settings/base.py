@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Every page, error pages included (project/csp.py says what the policy allows and why).
+    "project.csp.ContentSecurityPolicyMiddleware",
     # Static files from the app server itself (compose, make run and the image alike):
     # hashed names cached for ever, gzip/brotli variants made by collectstatic.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -61,20 +63,45 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+CONTENT_SECURITY_POLICY = {
+    "default-src": ("'self'",),
+    "script-src": ("'self'",),
+    "style-src": ("'self'",),
+    "style-src-attr": ("'unsafe-inline'",),
+    "img-src": ("'self'", "data:"),
+    "font-src": ("'self'", "data:"),
+    "connect-src": ("'self'",),
+    "object-src": ("'none'",),
+    "base-uri": ("'none'",),
+    "form-action": ("'self'",),
+    "frame-ancestors": ("'none'",),
+}
+
 # --- Login throttling (django-axes; scheduler_app/api/login_throttle.py) -------------------
 # The lockout check runs first; the model backend then checks the password.
 AUTHENTICATION_BACKENDS = [
     "scheduler_app.api.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# After this many failed logins for one user name, or from one client address, every login
-# for it (the right password too) is refused until LOGIN_LOCKOUT_SECONDS pass without one.
+# After this many failed logins in a row for one user name from one client address (the
+# pair, never the address alone), that pair's logins (the right password too) are refused
+# for LOGIN_LOCKOUT_SECONDS; each further lockout of the pair lasts twice as long, up to
+# LOGIN_LOCKOUT_MAX_SECONDS, and a pair is forgotten after a success or that long without a
+# failure (scheduler_app/api/login_throttle.py).
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+LOGIN_LOCKOUT_MAX_SECONDS = env_int("LOGIN_LOCKOUT_MAX_SECONDS", 86400)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "scheduler_app.api.login_throttle.PairLockoutHandler"
+# A refused attempt during a lockout is not counted (nor does it extend the lockout); the
+# lockouts themselves grow.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "scheduler_app.api.login_throttle.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
 # How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
+# Exactly as many as there are: one too many lets a client choose its address (and so a
+# fresh pair per guess). The Kubernetes manifests set 1 (the ingress), compose 0.
 LOGIN_TRUSTED_PROXIES = env_int("LOGIN_TRUSTED_PROXIES", 0)
 AXES_VERBOSE = False
 # Failures are what is counted (AccessAttempt rows, dropped after the cool-off); a row per
@@ -198,6 +225,8 @@ SPECTACULAR_SETTINGS = {
 # default is derived from SECRET_KEY; the production settings refuse to start without one.
 SECRETS_KEY = env_secret("SECRETS_KEY", "") or local_secrets_key(SECRET_KEY)
 API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
+# A member invitation's token works once, for this long (scheduler_app/services/invitations.py).
+MEMBER_INVITATION_TTL_HOURS = env_int("MEMBER_INVITATION_TTL_HOURS", 168)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
@@ -387,6 +416,8 @@ ALERTS = {
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
+# Seconds an SMTP exchange may take (an invitation is mailed while its request waits).
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)
 # --- Data lifecycle: partitions, retention, archive, statistics ----------------------------
 # The longest timeout a task on this installation gets (the API refuses longer ones); the
 # broker's visibility timeout must exceed it (system check scheduler.E003), or Redis

@@ -1,4 +1,4 @@
-"""Which SECRET_KEY and SECRETS_KEY a production process may start with.
+"""Which SECRET_KEY and SECRETS_KEY, and which passwords, a production process may start with.
 
 Pure functions, no Django: the production settings call `refuse_weak_keys` while they are
 being imported, which every process does first (gunicorn/uvicorn loading the WSGI or ASGI
@@ -12,6 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
+from collections.abc import Mapping
+from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -91,6 +94,67 @@ def refuse_weak_keys(*, secret_key: str, secrets_key: str) -> None:
             + ". Generate them with: python -c 'import secrets; print(secrets.token_urlsafe(64))'"
             " (SECRET_KEY) and python -c 'from cryptography.fernet import Fernet; "
             "print(Fernet.generate_key().decode())' (SECRETS_KEY)."
+        )
+
+
+# Variables that hold a credential by their name: the passwords .env.example ships as
+# "change-me" (PostgreSQL, Flower, Grafana) and any other the deployment adds (a Redis
+# password, a token). SECRET_KEY and SECRETS_KEY have their own, stricter checks above.
+CREDENTIAL_NAME = re.compile(r"(PASSWORD|PASSWD|TOKEN|BASIC_AUTH|API_KEY|SECRET)$")
+# Variables that may carry a password inside a URL (DATABASE_URL, REDIS_URL, the broker's).
+URL_NAME = re.compile(r"_URL$")
+OWN_CHECKS = frozenset({"SECRET_KEY", "SECRETS_KEY"})
+
+
+def _url_passwords(value: str) -> list[str]:
+    """The passwords of a URL, or of each part of kombu's `sentinel://a;sentinel://b` form."""
+    passwords = []
+    for part in value.split(";"):
+        try:
+            password = urlparse(part.strip()).password
+        except ValueError:  # not a URL after all (a bad port): nothing to check here
+            continue
+        if password:
+            passwords.append(password)
+    return passwords
+
+
+def placeholder_credentials(environ: Mapping[str, str]) -> list[str]:
+    """The names (never the values) of the variables that hold a placeholder credential: a
+    password, token or basic-auth pair, or a URL whose password is one."""
+    found = []
+    for name in sorted(environ):
+        value = environ[name]
+        base = name.removesuffix("_FILE")
+        if not value or name in OWN_CHECKS or base in OWN_CHECKS:
+            continue
+        if name.endswith("_FILE") and (CREDENTIAL_NAME.search(base) or URL_NAME.search(base)):
+            try:  # a mounted secret (env_secret reads NAME_FILE): judge what it holds
+                with open(value, encoding="utf-8") as handle:
+                    value = handle.read().strip()
+            except OSError:
+                continue
+        if CREDENTIAL_NAME.search(base):
+            if _placeholder(value):
+                found.append(name)
+        elif URL_NAME.search(base) and any(_placeholder(p) for p in _url_passwords(value)):
+            found.append(name)
+    return found
+
+
+def refuse_placeholder_credentials(environ: Mapping[str, str]) -> None:
+    """Raised while the production settings load, like the keys: `.env.example` copied
+    without changing its "change-me" passwords must not give a running installation (its
+    database, Flower, Grafana) passwords anyone can read in this repository."""
+    names = placeholder_credentials(environ)
+    if names:
+        raise WeakKeysError(
+            "refusing to start with production settings: "
+            + ", ".join(names)
+            + (" holds" if len(names) == 1 else " hold")
+            + ' a placeholder credential (the "change-me" values of .env.example are '
+            "public); set real ones, e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(24))'."
         )
 
 

@@ -2,16 +2,19 @@
 
 Selected with DJANGO_SETTINGS_MODULE=project.settings.production (the Dockerfile does).
 Every value still comes from the environment; nothing secret has a default here. A missing,
-placeholder or short SECRET_KEY or SECRETS_KEY stops the import of these settings
+placeholder or short SECRET_KEY or SECRETS_KEY, or a placeholder password in the environment
+(.env.example's "change-me" ones), stops the import of these settings
 (project/settings/keys.py), so no process of any kind (web, worker, beat, Flower, manage.py)
 starts with one.
 """
 
 from __future__ import annotations
 
+import os
+
 from project.settings.base import *  # noqa: F403
 from project.settings.env import env_bool, env_int, env_list, env_secret
-from project.settings.keys import refuse_weak_keys
+from project.settings.keys import refuse_placeholder_credentials, refuse_weak_keys
 
 SCHEDULER_PRODUCTION = True
 DEBUG = False
@@ -20,6 +23,9 @@ SECRET_KEY = env_secret("SECRET_KEY", "")
 # not open both the sessions and the stored secrets.
 SECRETS_KEY = env_secret("SECRETS_KEY", "")
 refuse_weak_keys(secret_key=SECRET_KEY, secrets_key=SECRETS_KEY)
+# compose hands every app container the whole .env (env_file), Kubernetes its Secret: the
+# PostgreSQL, Flower and Grafana passwords are judged where they are read, and here.
+refuse_placeholder_credentials(os.environ)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [])
 
 # Behind a TLS-terminating proxy (the usual deployment): trust its X-Forwarded-Proto.

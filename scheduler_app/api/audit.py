@@ -17,7 +17,8 @@ from scheduler_app.services.audit import audit_record
 logger = logging.getLogger(__name__)
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-SKIPPED_ROUTES = {"token-obtain", "token-refresh", "token-logout"}
+# Sign-ins, and accepting an invitation (its service audits it, in the tenant it joins).
+SKIPPED_ROUTES = {"token-obtain", "token-refresh", "token-logout", "invitation-accept"}
 
 
 class AuditMiddleware:

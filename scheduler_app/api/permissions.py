@@ -8,8 +8,11 @@ A view declares what it needs with class attributes, nothing else:
 - `platform_staff_only = True`: only platform staff (`is_staff` users), e.g. failover.
 - `staff_all_tenants = True`: platform staff may call it without a membership and see
   every tenant (admin endpoints); everyone else sees their own tenant only.
-- `user_scoped = True`: any signed-in person (not an API key), member of a tenant or not,
-  acting on their own things only (their invitations); the view looks nothing up by tenant.
+- `token_scoped = True`: anyone, signed in or not, but never an API key: the request's body
+  carries the credential (an invitation's token), which the view checks.
+
+The dashboard's pages and buttons name the API view and method they stand for and are
+allowed or refused by the same rules (scheduler_app/dashboard/roles.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,13 @@ from rest_framework.request import Request
 from scheduler_app.api.tenancy import ROLE_RANK, is_platform_staff, request_access
 from scheduler_app.choices import Role
 from scheduler_app.models import ApiKey
+
+
+def role_allows(role: str, needed: str) -> bool:
+    """Whether a member with `role` may do what needs `needed` (viewer < operator < admin).
+    The API's permission class and the dashboard's buttons (scheduler_app.dashboard.roles)
+    both decide with this and `required_role`."""
+    return ROLE_RANK[role] >= ROLE_RANK[needed]
 
 
 def required_role(view, method: str) -> str:
@@ -37,10 +47,10 @@ class TenantRolePermission(BasePermission):
     message = "your role in this tenant does not allow this"
 
     def has_permission(self, request: Request, view) -> bool:
+        if getattr(view, "token_scoped", False):
+            return not isinstance(request.auth, ApiKey)
         if not (request.user and request.user.is_authenticated):
             return False
-        if getattr(view, "user_scoped", False):
-            return not isinstance(request.auth, ApiKey)
         staff = is_platform_staff(request)
         if getattr(view, "platform_staff_only", False):
             return staff
@@ -48,4 +58,4 @@ class TenantRolePermission(BasePermission):
             return True
         # Raises PermissionDenied (403, no data) when the caller belongs to no tenant.
         access = request_access(request)
-        return access.allows(required_role(view, request.method or "GET"))
+        return role_allows(access.role, required_role(view, request.method or "GET"))

@@ -27,6 +27,7 @@ from scheduler_app.limits import (
 )
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.progress import progress_live_get_many
+from scheduler_app.schedules import MAX_EXPRESSION_LENGTH
 from scheduler_app.services.task_spec import schedule_block_errors
 
 
@@ -35,7 +36,9 @@ class ScheduleInput(StrictSerializer):
         choices=[*SCHEDULE_TYPES_ACCEPTED, "event"],
         help_text="`one-shot` is the same as `once`; `event` starts a run per matching event.",
     )
-    expression = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    expression = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_EXPRESSION_LENGTH
+    )
     timezone = serializers.CharField(required=False, max_length=64, default="UTC")
     run_at = serializers.CharField(required=False, allow_null=True, max_length=64)
     scheduled_at = serializers.CharField(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from scheduler_app.api.strict import StrictSerializer
@@ -51,30 +52,100 @@ class ApiKeyCreatedOutput(ApiKeyOutput):
         fields = [*ApiKeyOutput.Meta.fields, "key"]
 
 
-class MemberInput(StrictSerializer):
-    username = serializers.CharField(max_length=150)
+class InvitationInput(StrictSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
+    email = serializers.EmailField(
+        required=False,
+        allow_blank=True,
+        help_text="Mail the invitation link there (then the answer does not carry the token). "
+        "Without it, the answer carries the link, once, for you to hand over.",
+    )
+
+    def to_internal_value(self, data):
+        # The old request named an account: say why that is gone, not only "unknown field".
+        if isinstance(data, dict) and ({"username", "password"} & set(data)):
+            raise serializers.ValidationError(
+                {
+                    key: [
+                        "a tenant admin does not name or create accounts: the invitee chooses "
+                        "their own user name and password when accepting"
+                    ]
+                    for key in sorted({"username", "password"} & set(data))
+                }
+            )
+        return super().to_internal_value(data)
+
+
+class InvitationOutput(serializers.ModelSerializer):
+    """Never the token: only its hash is stored."""
+
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status = serializers.SerializerMethodField()
+    accepted_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = MemberInvitation
+        fields = [
+            "id",
+            "tenant",
+            "role",
+            "email",
+            "status",
+            "invited_by",
+            "created_at",
+            "expires_at",
+            "accepted_at",
+            "accepted_by",
+            "revoked_at",
+        ]
+
+    def get_status(self, invitation: MemberInvitation) -> str:
+        return invitation.status_at(timezone.now())
+
+    def get_accepted_by(self, invitation: MemberInvitation) -> str | None:
+        user = invitation.accepted_by
+        return user.get_username() if user is not None else None
+
+
+class InvitationCreatedOutput(InvitationOutput):
+    delivery = serializers.ChoiceField(
+        choices=["email", "link"], help_text="`email`: sent to `email`; `link`: hand it over."
+    )
+    token = serializers.CharField(
+        allow_null=True, help_text="Shown once, and only when not emailed; store nothing else."
+    )
+    accept_url = serializers.CharField(
+        allow_null=True, help_text="The page that takes the token (only when not emailed)."
+    )
+
+    class Meta(InvitationOutput.Meta):
+        fields = [*InvitationOutput.Meta.fields, "delivery", "token", "accept_url"]
+
+
+class InvitationAcceptInput(StrictSerializer):
+    token = serializers.CharField(max_length=200, trim_whitespace=True)
+    username = serializers.CharField(
+        max_length=150,
+        required=False,
+        help_text="Signed out: the new account's user name (your choice). Signed in: leave "
+        "it out, you accept with your own account.",
+    )
     password = serializers.CharField(
         max_length=128,
         required=False,
         write_only=True,
-        help_text="Creates the user if no user has this name (never changes an existing "
-        "user's password); checked by the password validators either way.",
+        trim_whitespace=False,
+        style={"input_type": "password"},
+        help_text="Signed out: the new account's password (the password validators apply).",
     )
 
 
-class InvitationOutput(serializers.ModelSerializer):
-    """The same fields whether or not the invited user name exists."""
-
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    status = serializers.SerializerMethodField()
-
-    class Meta:
-        model = MemberInvitation
-        fields = ["id", "tenant", "username", "role", "status", "created_at", "expires_at"]
-
-    def get_status(self, invitation: MemberInvitation) -> str:
-        return "invited"
+class InvitationAcceptedOutput(serializers.Serializer):
+    tenant = serializers.CharField()
+    username = serializers.CharField()
+    role = serializers.CharField()
+    member_id = serializers.IntegerField()
+    new_account = serializers.BooleanField()
 
 
 class MemberRoleInput(StrictSerializer):

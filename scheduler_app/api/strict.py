@@ -12,6 +12,9 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from scheduler_app.ascii_numbers import ascii_int
+from scheduler_app.errors import ValidationFailed
+
 
 def unknown_field_errors(data: Any, known: Any) -> dict[str, list[str]]:
     """{"name": ["unknown field; allowed: ..."]} for every key of `data` not in `known`."""
@@ -45,3 +48,11 @@ def refuse_body(request: Request) -> None:
     unknown = unknown_field_errors(request.data, ())
     if unknown:
         raise serializers.ValidationError(unknown)
+
+
+def query_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
+    """The query parameter `name` as an int from `low` to `high`; a 400 naming it otherwise."""
+    value = ascii_int(request.query_params.get(name, str(default)), low=low, high=high)
+    if value is None:
+        raise ValidationFailed(f"{name} must be an integer from {low} to {high}", field=name)
+    return value

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from scheduler_app.api import views, views_access, views_auth, views_channels, views_operations
+from scheduler_app.api import (
+    views,
+    views_access,
+    views_auth,
+    views_channels,
+    views_invitations,
+    views_operations,
+)
 
 urlpatterns = [
     path("auth/token", views_auth.TokenObtainView.as_view(), name="token-obtain"),
@@ -84,19 +91,19 @@ urlpatterns = [
     # Before members/<member_id>, which would take "invitations" for an id.
     path(
         "members/invitations",
-        views_access.TenantInvitationListView.as_view(),
+        views_invitations.TenantInvitationListView.as_view(),
         name="invitation-list",
     ),
     path(
         "members/invitations/<str:invitation_id>",
-        views_access.TenantInvitationDetailView.as_view(),
+        views_invitations.TenantInvitationDetailView.as_view(),
         name="invitation-detail",
     ),
-    path("invitations", views_access.MyInvitationListView.as_view(), name="my-invitation-list"),
+    # Public: the token in the body is the credential.
     path(
-        "invitations/<str:invitation_id>/<str:action>",
-        views_access.MyInvitationActionView.as_view(),
-        name="my-invitation-action",
+        "invitations/accept",
+        views_invitations.InvitationAcceptView.as_view(),
+        name="invitation-accept",
     ),
     path("members/<str:member_id>", views_access.MemberDetailView.as_view(), name="member-detail"),
 ]

@@ -33,10 +33,9 @@ from scheduler_app.api.serializers import (
     TaskSavedOutput,
     TriggerInput,
 )
-from scheduler_app.api.strict import refuse_body
+from scheduler_app.api.strict import query_int, refuse_body
 from scheduler_app.api.tenancy import request_actor, request_tenant
 from scheduler_app.api.views_operations import admin_scope
-from scheduler_app.errors import ValidationFailed
 from scheduler_app.fleet_registry import worker_records
 from scheduler_app.schedules import preview
 from scheduler_app.services import dead_letters, task_definitions
@@ -208,13 +207,8 @@ class TaskSchedulePreviewView(APIView):
     @extend_schema(parameters=[OpenApiParameter("count", int)], responses=PreviewOutput)
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
-        raw_count = request.query_params.get("count", "10")
-        if not raw_count.isdigit() or not 1 <= int(raw_count) <= MAX_PREVIEW:
-            raise ValidationFailed(
-                f"count must be an integer from 1 to {MAX_PREVIEW}", field="count"
-            )
-
-        fires = preview(schedule_of_task(task), count=int(raw_count), now=timezone.now())
+        count = query_int(request, "count", default=10, low=1, high=MAX_PREVIEW)
+        fires = preview(schedule_of_task(task), count=count, now=timezone.now())
         return Response(
             {
                 "timezone": task.timezone,

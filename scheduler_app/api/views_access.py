@@ -1,4 +1,5 @@
-"""Audit log, usage and quotas, secrets, API keys and members of the caller's tenant."""
+"""Audit log, usage and quotas, secrets, API keys and members of the caller's tenant (the
+invitations: views_invitations)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from scheduler_app.api.serializers_access import (
     ApiKeyInput,
     ApiKeyOutput,
     AuditOutput,
-    InvitationOutput,
-    MemberInput,
+    InvitationCreatedOutput,
+    InvitationInput,
     MemberOutput,
     MemberRoleInput,
     SecretInput,
@@ -26,9 +27,9 @@ from scheduler_app.api.serializers_access import (
     UsageOutput,
 )
 from scheduler_app.api.strict import refuse_body
-from scheduler_app.api.tenancy import request_access, request_tenant
+from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.views_invitations import invitation_create_response
 from scheduler_app.api.views_operations import admin_scope
-from scheduler_app.errors import NotFound
 from scheduler_app.services import api_keys, members, quotas, secrets
 from scheduler_app.services.log_quota import log_bytes_used
 
@@ -185,71 +186,11 @@ class MemberListView(APIView):
             request, self, selectors.member_list(tenant=request_tenant(request)), MemberOutput
         )
 
-    @extend_schema(request=MemberInput, responses={202: InvitationOutput})
+    @extend_schema(request=InvitationInput, responses={201: InvitationCreatedOutput})
     def post(self, request: Request) -> Response:
-        """Invite a user (202 whether or not the user name exists); they accept it."""
-        body = MemberInput(data=request.data)
-        body.is_valid(raise_exception=True)
-        invitation = members.member_invite(
-            tenant=request_tenant(request),
-            invited_by=request_access(request).actor,
-            **body.validated_data,
-        )
-        return Response(InvitationOutput(invitation).data, status=status.HTTP_202_ACCEPTED)
-
-
-class TenantInvitationListView(APIView):
-    read_role = "admin"
-
-    @extend_schema(responses=page_of(InvitationOutput))
-    def get(self, request: Request) -> Response:
-        return _page(
-            request,
-            self,
-            selectors.invitation_list(tenant=request_tenant(request)).select_related("tenant"),
-            InvitationOutput,
-        )
-
-
-class TenantInvitationDetailView(APIView):
-    read_role = "admin"
-    write_role = "admin"
-
-    @extend_schema(responses={204: None})
-    def delete(self, request: Request, invitation_id: str) -> Response:
-        refuse_body(request)
-        members.invitation_revoke(tenant=request_tenant(request), invitation_id=invitation_id)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class MyInvitationListView(APIView):
-    """The signed-in user's own pending invitations (no tenant membership needed)."""
-
-    user_scoped = True
-
-    @extend_schema(responses=page_of(InvitationOutput))
-    def get(self, request: Request) -> Response:
-        return _page(
-            request,
-            self,
-            selectors.invitation_list_for_user(user=request.user),
-            InvitationOutput,
-        )
-
-
-class MyInvitationActionView(APIView):
-    user_scoped = True
-
-    @extend_schema(request=None, responses={200: MemberOutput, 204: None})
-    def post(self, request: Request, invitation_id: str, action: str) -> Response:
-        refuse_body(request)
-        if action == "accept":
-            member = members.invitation_accept(user=request.user, invitation_id=invitation_id)
-            return Response(MemberOutput(member).data)
-        if action == "decline":
-            members.invitation_decline(user=request.user, invitation_id=invitation_id)
-            return Response(status=status.HTTP_204_NO_CONTENT)
-        raise NotFound("no such action")
+        """Invite someone: a single-use token, mailed to `email` or returned once here. Whoever
+        accepts it chooses their own account; no account is named or created here."""
+        return invitation_create_response(request)
 
 
 class MemberDetailView(APIView):

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework_simplejwt.serializers import TokenRefreshSerializer
 from rest_framework_simplejwt.settings import api_settings
 from rest_framework_simplejwt.tokens import RefreshToken
@@ -22,12 +24,22 @@ from rest_framework_simplejwt.views import (
     TokenRefreshView,
 )
 
+from scheduler_app.api.login_throttle import pair_forget
+
 
 class TokenObtainView(TokenObtainPairView):
     def get_serializer_context(self) -> dict[str, Any]:
         # axes marks the request it is given as locked out, and its middleware (which sees
         # Django's HttpRequest, not DRF's wrapper) turns that mark into the 429.
         return {**super().get_serializer_context(), "request": self.request._request}
+
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().post(request, *args, **kwargs)
+        if response.status_code == 200 and isinstance(request.data, dict):
+            username = request.data.get("username")
+            if isinstance(username, str):
+                pair_forget(request=request._request, username=username)
+        return response
 
 
 class RefreshInput(TokenRefreshSerializer):

@@ -1,4 +1,5 @@
-"""Dashboard buttons: POST only, CSRF-protected, operator role, calling the existing services."""
+"""Dashboard buttons: POST only, CSRF-protected, allowed by the API's role rules for the
+endpoint each stands for (scheduler_app.dashboard.roles), calling the existing services."""
 
 from __future__ import annotations
 
@@ -9,19 +10,17 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html
-from django.views.decorators.http import require_POST
 
 from dags import selectors as dag_selectors
 from dags.services.dead_letters import dag_node_dead_letter_retry
 from scheduler_app import selectors
-from scheduler_app.choices import Role
+from scheduler_app.api import views as api
 from scheduler_app.dashboard.naming import is_dag_node_task
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.services.fleet import execution_cancel
-
-WRITE_ROLES = (Role.OPERATOR, Role.ADMIN)
 
 
 def say_with_links(request: HttpRequest, template: str, **parts: tuple[str, str | None]) -> None:
@@ -34,11 +33,10 @@ def say_with_links(request: HttpRequest, template: str, **parts: tuple[str, str 
     messages.success(request, format_html(template, **rendered))
 
 
-def operator_object(request: HttpRequest, getter, **lookup):
-    """The object a button acts on, for operators and admins of its tenant only."""
+def tenant_object(request: HttpRequest, getter, **lookup):
+    """The object a button acts on, in the tenant the dashboard shows (another tenant's is a
+    404). Who may press the button was decided before, by @follows_api."""
     membership = dashboard_membership(request)
-    if membership.role not in WRITE_ROLES:
-        raise PermissionDenied("operators only")
     try:
         return getter(tenant=membership.tenant, **lookup)
     except NotFound as error:
@@ -46,9 +44,15 @@ def operator_object(request: HttpRequest, getter, **lookup):
 
 
 @login_required
-@require_POST
+@follows_api(
+    actions={
+        "trigger": ApiRule(api.TaskTriggerView, "POST"),
+        "pause": ApiRule(api.TaskPauseView, "POST"),
+        "resume": ApiRule(api.TaskResumeView, "POST"),
+    }
+)
 def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse:
-    task = operator_object(request, selectors.task_get, task_id=task_id)
+    task = tenant_object(request, selectors.task_get, task_id=task_id)
     if is_dag_node_task(task):
         raise PermissionDenied("this task runs a DAG node; trigger or pause its DAG instead")
     if action == "trigger":
@@ -71,9 +75,15 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
 
 
 @login_required
-@require_POST
+@follows_api(
+    actions={
+        "retry": ApiRule(api.DeadLetterRetryView, "POST"),
+        # Admins only, as DELETE /api/v1/admin/dlq/<id>: it takes the run out of the queue.
+        "delete": ApiRule(api.DeadLetterDetailView, "DELETE"),
+    }
+)
 def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
-    execution = operator_object(request, selectors.dead_letter_get, execution_id=execution_id)
+    execution = tenant_object(request, selectors.dead_letter_get, execution_id=execution_id)
     if action == "retry":
         link = dag_selectors.dag_node_of_execution(tenant=execution.tenant, execution=execution)
         if link is not None:
@@ -124,13 +134,11 @@ def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@follows_api(actions={"cancel": ApiRule(api.ExecutionCancelView, "POST")})
 def execution_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
     """Cancel: a waiting run never starts; a running one has its process group killed."""
 
-    execution = operator_object(request, selectors.execution_get, execution_id=execution_id)
-    if action != "cancel":
-        raise Http404("unknown action")
+    execution = tenant_object(request, selectors.execution_get, execution_id=execution_id)
     try:
         outcome = execution_cancel(execution=execution)
     except DomainError as error:  # it had already ended

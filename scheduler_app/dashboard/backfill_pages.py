@@ -8,18 +8,21 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_safe
 
 from dags import backfill_selectors
+from dags.api.backfill_views import BackfillCancelView
 from dags.choices import BackfillStatus
 from dags.services import backfills
-from scheduler_app.dashboard.actions import operator_object
+from scheduler_app.dashboard.actions import tenant_object
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import _page
 from scheduler_app.errors import DomainError
 
 
 @login_required
+@require_safe
 def backfill_list(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     rows = []
@@ -40,9 +43,9 @@ def backfill_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@follows_api(POST=ApiRule(BackfillCancelView, "POST"))
 def backfill_cancel(request: HttpRequest, backfill_id: str) -> HttpResponse:
-    backfill = operator_object(request, backfill_selectors.backfill_get, backfill_id=backfill_id)
+    backfill = tenant_object(request, backfill_selectors.backfill_get, backfill_id=backfill_id)
     try:
         backfills.backfill_cancel(backfill=backfill)
         messages.success(request, "Backfill cancelled: nothing more is released")

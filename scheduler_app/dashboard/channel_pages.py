@@ -1,39 +1,36 @@
 """The dashboard's notification channels: list them (how a task names each), add one, send a
-test message, delete one. Tenant admins only, as in the API; secrets are never shown."""
+test message, delete one. Allowed by the API's rules for the channel endpoints (tenant
+admins); secrets are never shown."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
 from alerting import selectors as alerting_selectors
 from alerting.models import ChannelKind
 from alerting.services import channels
 from alerting.services.channels import KIND_FIELDS
+from scheduler_app.api import views_channels as api
 from scheduler_app.api.serializers_channels import ChannelOutput
-from scheduler_app.choices import Role
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import page_context
 from scheduler_app.errors import DomainError, NotFound
-from scheduler_app.models import TenantMembership
 
 FORM_FIELDS = ("url", "signing_secret", "webhook_url", "bot_token", "addresses", "routing_key")
 
 
-def _admin(request: HttpRequest) -> TenantMembership:
-    membership = dashboard_membership(request)
-    if membership.role != Role.ADMIN:
-        raise PermissionDenied("tenant admins only")
-    return membership
-
-
 @login_required
+@follows_api(
+    GET=ApiRule(api.ChannelListView, "GET"),
+    HEAD=ApiRule(api.ChannelListView, "GET"),
+    POST=ApiRule(api.ChannelListView, "POST"),
+)
 def channel_list(request: HttpRequest) -> HttpResponse:
-    membership = _admin(request)
+    membership = dashboard_membership(request)
     if request.method == "POST":
         values = {key: request.POST.get(key, "").strip() for key in FORM_FIELDS}
         kind = request.POST.get("kind", "")
@@ -65,9 +62,14 @@ def channel_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@follows_api(
+    actions={
+        "test": ApiRule(api.ChannelTestView, "POST"),
+        "delete": ApiRule(api.ChannelDetailView, "DELETE"),
+    }
+)
 def channel_action(request: HttpRequest, channel_id: str, action: str) -> HttpResponse:
-    membership = _admin(request)
+    membership = dashboard_membership(request)
     try:
         channel = alerting_selectors.channel_get(tenant=membership.tenant, channel_id=channel_id)
     except NotFound as error:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
 
 from dags import selectors as dag_selectors
 from dags.choices import RunStatus
@@ -54,6 +55,7 @@ def _search(*, tenant: Tenant, kind: str, filters: dict[str, str], cursor: str |
 
 
 @login_required
+@require_safe
 def runs(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     kind = "dags" if request.GET.get("kind") == "dags" else "tasks"

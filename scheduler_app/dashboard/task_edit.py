@@ -1,6 +1,6 @@
-"""The task form pages: edit a task of the tenant, or create one. Tenant admins only, the
-role the REST API asks for the same writes (TaskListView / TaskDetailView: write_role admin);
-another tenant's task is not found. Validation, write and audit: dashboard.task_form."""
+"""The task form pages: edit a task of the tenant, or create one. Allowed by the API's rules
+for the same writes (POST /tasks, PUT /tasks/<id>), the form's page included; another
+tenant's task is not found. Validation, write and audit: dashboard.task_form."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods
 
 from scheduler_app import selectors
-from scheduler_app.choices import Role
+from scheduler_app.api import views as api
 from scheduler_app.dashboard.naming import is_dag_node_task
+from scheduler_app.dashboard.roles import ApiRule, follows_api
 from scheduler_app.dashboard.task_form import (
     TaskForm,
     initial_for,
@@ -23,14 +23,11 @@ from scheduler_app.dashboard.task_form import (
 from scheduler_app.dashboard.tenancy import dashboard_membership
 from scheduler_app.dashboard.views import page_context
 from scheduler_app.errors import NotFound
-from scheduler_app.models import TaskDefinition, TenantMembership
+from scheduler_app.models import TaskDefinition
 
-
-def _admin_membership(request: HttpRequest) -> TenantMembership:
-    membership = dashboard_membership(request)
-    if membership.role != Role.ADMIN:
-        raise PermissionDenied("only the tenant's admins edit tasks")
-    return membership
+# The form's page is for who may send it.
+CREATE = ApiRule(api.TaskListView, "POST")
+UPDATE = ApiRule(api.TaskDetailView, "PUT")
 
 
 def _form_page(
@@ -50,9 +47,9 @@ def _saved(request: HttpRequest, form: TaskForm, membership, task) -> HttpRespon
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@follows_api(GET=UPDATE, HEAD=UPDATE, POST=UPDATE)
 def task_edit(request: HttpRequest, task_id: str) -> HttpResponse:
-    membership = _admin_membership(request)
+    membership = dashboard_membership(request)
     try:
         task = selectors.task_get(tenant=membership.tenant, task_id=task_id)
     except NotFound as error:
@@ -66,9 +63,9 @@ def task_edit(request: HttpRequest, task_id: str) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@follows_api(GET=CREATE, HEAD=CREATE, POST=CREATE)
 def task_new(request: HttpRequest) -> HttpResponse:
-    membership = _admin_membership(request)
+    membership = dashboard_membership(request)
     if request.method == "POST":
         return _saved(request, TaskForm(request.POST), membership, None)
     return _form_page(request, TaskForm(initial=initial_for(None)), None)

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from handler_contract.validation import HANDLER_TYPES
 from scheduler_app.api.errors import flatten_errors
+from scheduler_app.api.parsers import JsonRefused, json_loads_bounded
 from scheduler_app.api.serializers import TaskInput, TaskOutput
 from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import DomainError, NotFound
@@ -131,7 +132,10 @@ class TaskForm(forms.Form):
         if not text:
             return {}
         try:
-            return json.loads(text)
+            return json_loads_bounded(text)
+        except JsonRefused as error:
+            self.add_error(name, str(error))
+            return None
         except json.JSONDecodeError as error:
             self.add_error(
                 name,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
 
 from scheduler_app import selectors
 from scheduler_app.dashboard.tenancy import dashboard_membership
@@ -14,6 +15,7 @@ PAGE_SIZE = 50
 
 
 @login_required
+@require_safe
 def tasks(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     search = request.GET.get("q", "").strip()

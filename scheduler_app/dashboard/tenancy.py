@@ -44,8 +44,8 @@ def dashboard_membership(request: HttpRequest) -> TenantMembership:
     memberships = dashboard_memberships(request)
     if not memberships:
         raise Http404(
-            "you are not a member of any active tenant "
-            "(pending invitations: /dashboard/invitations)"
+            "you are not a member of any active tenant (to join one, open the invitation "
+            "link a tenant admin gave you)"
         )
     wanted = request.GET.get("tenant") or request.session.get(SESSION_KEY) or _remembered(request)
     chosen = next((m for m in memberships if m.tenant.slug == wanted), memberships[0])

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from alerting.services.sla import sla_misses_list
 from dags import selectors as dag_selectors
@@ -96,6 +97,7 @@ def _workers_alive() -> int | None:
 
 
 @login_required
+@require_safe
 def overview(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     summary = stats.overview(tenant=tenant)
@@ -169,6 +171,7 @@ def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | Non
 
 
 @login_required
+@require_safe
 @shows_other_tenant
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -245,6 +248,7 @@ def _waiting_for(execution) -> dict[str, Any] | None:
 
 
 @login_required
+@require_safe
 @shows_other_tenant
 def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
@@ -285,6 +289,7 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def workers(request: HttpRequest) -> HttpResponse:
     """The fleet (every worker's load, the queues, the schedulers) is platform staff's: its
     numbers span every tenant. A tenant member sees their own tenant's runs per worker."""
@@ -313,6 +318,7 @@ def workers(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def dead_letters(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     dead_letters = selectors.dead_letter_list(tenant=tenant)
@@ -327,6 +333,7 @@ def dead_letters(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+@require_safe
 def missed_schedules(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     try:

@@ -55,33 +55,47 @@ class TenantMembership(models.Model):
 
 
 class MemberInvitation(models.Model):
-    """A tenant admin's offer of a role to a user name; the user accepts it or not.
+    """A tenant admin's offer of a role, delivered as a single-use token (by email, or as a
+    link the admin hands over). It names no account: whoever holds the token chooses their
+    own credentials when accepting (a new account), or accepts signed in with their own.
+    Only the SHA-256 of the token is stored; the token is shown once, at creation.
 
-    Addressed by user name, so the admin's request and its answer are the same whether or not
-    such a user exists (no enumeration); bound to the user it names at the time (`user` null
-    when none existed), so an account created later under that name cannot accept it."""
+    The review's takeover: addressed by user name, an invitation bound itself to whatever
+    account had that name, and another tenant's admin had created it with his password."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invitations")
-    username = models.CharField(max_length=150)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.CASCADE,
-        null=True,
-        blank=True,
-        related_name="invitations",
-    )
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    # Where the token was sent (blank: the admin took the link). Not an identity: the
+    # account that accepts may have any address.
+    email = models.EmailField(blank=True, default="")
+    # The token is `inv_<token_prefix>_<secret>`; the prefix finds the row, the hash of the
+    # whole token is compared in constant time.
+    token_prefix = models.CharField(max_length=16, unique=True)
+    token_hash = models.CharField(max_length=64)
     invited_by = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["tenant", "username"], name="uniq_invitation_tenant_username"
-            )
-        ]
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "-created_at"], name="idx_invitation_tenant")]
 
     def __str__(self) -> str:
-        return f"{self.username} invited to {self.tenant} ({self.role})"
+        return f"invitation to {self.tenant} as {self.role} ({self.token_prefix})"
+
+    def status_at(self, now) -> str:
+        if self.accepted_at is not None:
+            return "accepted"
+        if self.revoked_at is not None:
+            return "revoked"
+        return "expired" if self.expires_at <= now else "pending"

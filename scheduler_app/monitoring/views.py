@@ -1,4 +1,5 @@
-"""/metrics (behind a bearer token or basic auth), /readyz and /readyz/scheduler."""
+"""/metrics (behind a bearer token or basic auth), /readyz and /readyz/scheduler (up or down
+for anyone, their detail behind the same credentials)."""
 
 from __future__ import annotations
 
@@ -40,26 +41,26 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
 
-def _checks_response(checks: dict[str, str]) -> JsonResponse:
+def _checks_response(request: HttpRequest, checks: dict[str, str]) -> JsonResponse:
+    """Up or down for anyone (what a load balancer or a probe needs: the status code); the
+    detail (each check's error, the workers' host names and sandbox paths) only for the
+    metrics credentials or a staff session: it maps the platform for an attacker."""
     failing = [name for name, state in checks.items() if state != "ok"]
-    return JsonResponse(
-        {
-            "status": "ok" if not failing else "unavailable",
-            "checks": checks,
-            # Informational, not a readiness condition of this process: which workers run
-            # shell tasks sandboxed, unsandboxed, or cannot run them at all.
-            "shell_sandbox": shell_sandbox_by_worker(),
-        },
-        status=200 if not failing else 503,
-    )
+    body: dict[str, object] = {"status": "ok" if not failing else "unavailable"}
+    if _authorized(request):
+        body["checks"] = checks
+        # Informational, not a readiness condition of this process: which workers run
+        # shell tasks sandboxed, unsandboxed, or cannot run them at all.
+        body["shell_sandbox"] = shell_sandbox_by_worker()
+    return JsonResponse(body, status=200 if not failing else 503)
 
 
 def readyz_view(request: HttpRequest) -> JsonResponse:
     """This process's own dependencies (database, Redis): what a load balancer asks."""
-    return _checks_response(readiness())
+    return _checks_response(request, readiness())
 
 
 def scheduler_readyz_view(request: HttpRequest) -> JsonResponse:
     """The scheduler's health (a leading beat), for monitoring; alert SchedulerNoLeader
     watches the same from Prometheus."""
-    return _checks_response(scheduler_health())
+    return _checks_response(request, scheduler_health())

@@ -15,13 +15,14 @@ from .base import FireTime, Schedule
 from .cron import CronSchedule
 from .cron_engine import CompiledCron, compile_cron
 from .errors import ScheduleError
-from .factory import SCHEDULE_TYPES, parse_schedule
+from .factory import MAX_EXPRESSION_LENGTH, SCHEDULE_TYPES, parse_schedule
 from .interval import IntervalSchedule, parse_interval
 from .manual import ManualSchedule
 from .once import OnceSchedule
 from .preview import fires_between, preview
 
 __all__ = [
+    "MAX_EXPRESSION_LENGTH",
     "SCHEDULE_TYPES",
     "CompiledCron",
     "CronSchedule",

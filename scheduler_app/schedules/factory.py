@@ -14,6 +14,10 @@ from .once import OnceSchedule, parse_run_at
 from .timezones import load_timezone, resolve_wall_time
 
 SCHEDULE_TYPES = ("cron", "interval", "once", "manual")
+# The longest cron or interval text. Every way in (the API, DAG files and the DAG API, the
+# dashboard's forms) passes here, so none can hand the parsers an expression of thousands
+# of digits (Python's int() refuses more than 4,300: a 500, not a 400).
+MAX_EXPRESSION_LENGTH = 255
 
 
 def parse_schedule(
@@ -34,6 +38,11 @@ def parse_schedule(
         raise ScheduleError(
             f"unknown schedule type {schedule_type!r}; expected one of {', '.join(SCHEDULE_TYPES)}",
             field="schedule.type",
+        )
+    if isinstance(expression, str) and len(expression) > MAX_EXPRESSION_LENGTH:
+        raise ScheduleError(
+            f"expression is longer than {MAX_EXPRESSION_LENGTH} characters",
+            field="schedule.expression",
         )
     zone = load_timezone(timezone)
     if schedule_type == "cron":

@@ -67,7 +67,7 @@ def _shard_of_node(node: str, shards: int) -> int:
     if shards == 1:
         return 0
     _, _, index = node.rpartition("/shard-")
-    return int(index) if index.isdigit() else -1
+    return int(index) if index.isascii() and index.isdigit() else -1
 
 
 def _beats(client: redis.Redis, now: float) -> list[dict[str, Any]]:

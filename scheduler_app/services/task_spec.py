@@ -44,6 +44,7 @@ from scheduler_app.limits import (
     expression_budget,
     task_timeout_limit,
 )
+from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.schedules.timezones import load_timezone
 from scheduler_app.task_schedule import schedule_for
@@ -175,6 +176,7 @@ def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
             python_registry_names=registered_names(),
             container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
             celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+            platform_task_prefixes=platform_task_prefixes(),
             # The runs go to workers that offer the handler (workers.capabilities); a
             # task nobody can run yet is saved with a warning, not refused.
             require_runtime=False,

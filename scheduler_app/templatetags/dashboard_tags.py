@@ -6,8 +6,21 @@ from django import template
 from django.utils import timezone
 
 from scheduler_app.dashboard.durations import format_duration
+from scheduler_app.dashboard.roles import route_allows
 
 register = template.Library()
+
+
+@register.filter
+def invitation_state(invitation) -> str:
+    return invitation.status_at(timezone.now())
+
+
+@register.filter
+def may(role: str, route_and_key: str) -> bool:
+    """`{% if role|may:"dlq-action.delete" %}`: a button shows to who the API's rule for its
+    route allows (scheduler_app.dashboard.roles), not to a role written in the template."""
+    return bool(role) and route_allows(role, route_and_key)
 
 
 @register.filter

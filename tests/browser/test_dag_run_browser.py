@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from dags.models import Dag, DagNodeState, DagRun
 from scheduler_app.services.tenants import tenant_create_with_admin
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import screenshot, sign_in, wait_for_js
 from tests.dashboard.conftest import make_dag, make_dag_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("chromium")]
@@ -78,8 +78,8 @@ def test_dag_run_graph_colours_gantt_and_live_updates(
     DagNodeState.objects.filter(run=run, node_id="f").update(
         status="running", started_at=now, attempts=1
     )
-    page.wait_for_function(node_fill_is("e", GREEN), timeout=15000)
-    page.wait_for_function(node_fill_is("f", YELLOW), timeout=15000)
+    wait_for_js(page, node_fill_is("e", GREEN), timeout=15000)
+    wait_for_js(page, node_fill_is("f", YELLOW), timeout=15000)
     assert page.locator("#gantt .gantt-bar").count() == 5
     assert page.get_attribute("#live", "data-polling") is None
 

@@ -13,7 +13,7 @@ from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.tenants import tenant_create_with_admin
-from tests.browser.conftest import screenshot, sign_in
+from tests.browser.conftest import screenshot, sign_in, wait_for_js
 from tests.dashboard.conftest import add_execution
 from tests.factories import make_task
 from workers import registry
@@ -71,8 +71,8 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
 
     # Live: a run that appears in the database shows up without a reload.
     add_execution(task, minutes_ago=0.1, status=ExecutionStatus.RUNNING)
-    page.wait_for_function(
-        "document.querySelector('#recent').innerText.includes('Running')", timeout=15000
+    wait_for_js(
+        page, "document.querySelector('#recent').innerText.includes('Running')", timeout=15000
     )
     assert int(page.get_attribute("#live", "data-refreshes")) >= 1
 

@@ -5,7 +5,8 @@ form is in use, the pages at 390x844 (no sideways scrolling, a usable Gantt), an
 every page with no serious or critical violation.
 
 axe-core (4.10.3, from the npm registry, MPL-2.0) is vendored in tests/browser/vendor and
-injected with Playwright's add_script_tag: nothing is fetched. Screenshots go to
+injected with Playwright's add_init_script (the page's CSP refuses added script tags): nothing
+is fetched. Screenshots go to
 tests/artifacts/operator-*.png; every page's axe result to tests/artifacts/axe-results.json.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, screenshot
+from tests.browser.conftest import ARTIFACTS, screenshot, wait_for_js
 from tests.browser.test_stack_browser import stack, stack_browser  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
@@ -34,6 +35,9 @@ class Operator:
         self.base = running["url"]
         self.label = label
         self.context = browser.new_context(viewport=viewport)
+        # axe is put in every page before its own scripts (by the browser, as an extension
+        # would): a <script> tag added to the page is refused by its Content-Security-Policy.
+        self.context.add_init_script(path=str(AXE))
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -57,7 +61,6 @@ class Operator:
         self.check_axe(name)
 
     def check_axe(self, name: str) -> None:
-        self.page.add_script_tag(path=str(AXE))
         result = self.page.evaluate(
             "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
             " return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
@@ -256,7 +259,8 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         desk.visit("/dashboard/", "overview-live")
         page.focus("#all-runs")
         before = desk.refreshes()
-        page.wait_for_function(
+        wait_for_js(
+            page,
             f"Number(document.querySelector('#live').dataset.refreshes || 0) >= {before + 3}",
             timeout=30000,
         )
@@ -266,7 +270,7 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         first_row = "document.querySelector('#recent tbody tr').dataset.executionId"
         focused = page.evaluate(f"() => {first_row}")
         page.focus(f"#recent tr[data-execution-id='{focused}'] a[href*='/executions/']")
-        page.wait_for_function(f"{first_row} !== '{focused}'", timeout=120000)
+        wait_for_js(page, f"{first_row} !== '{focused}'", timeout=120000)
         still = page.evaluate(
             "() => document.activeElement.closest('tr') &&"
             " document.activeElement.closest('tr').dataset.executionId"
@@ -276,15 +280,17 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         page.keyboard.press("Enter")
         page.wait_for_url("**/dashboard/runs")
         desk.visit("/dashboard/runs", "runs-paused")
-        page.wait_for_function("Number(document.querySelector('#live').dataset.refreshes) >= 1")
+        wait_for_js(page, "Number(document.querySelector('#live').dataset.refreshes) >= 1")
         page.focus("#f-worker")
         held = desk.refreshes()
         time.sleep(4)  # four poll intervals of the stack (DASHBOARD_POLL_SECONDS=1)
         assert desk.refreshes() == held
         assert "paused" in page.inner_text("#updated-at")
         page.evaluate("document.activeElement.blur()")
-        page.wait_for_function(
-            f"Number(document.querySelector('#live').dataset.refreshes) > {held}", timeout=30000
+        wait_for_js(
+            page,
+            f"Number(document.querySelector('#live').dataset.refreshes) > {held}",
+            timeout=30000,
         )
 
         # Forms say everything at once: the summary takes focus; a DAG's error is at its line.

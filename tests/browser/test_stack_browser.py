@@ -2,8 +2,9 @@
 its embedded defaults (embedded PostgreSQL and redis, free ports, its var dir in a temporary
 folder), started once for this module. On every dashboard page, the admin's task list and
 change form and /api/docs/ the browser must see no failed request (no response >= 400, no
-request that failed) and no console error; the stylesheet applies, charts draw, and a DAG
-run's graph carries its labels and state colours. Screenshots: tests/artifacts/stack-*.png.
+request that failed) and no console error (a Content-Security-Policy violation is one); the
+stylesheet applies, charts draw, and a DAG run's graph carries its labels and state colours.
+Screenshots: tests/artifacts/stack-*.png.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, screenshot
+from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, screenshot, wait_for_js
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
@@ -128,6 +129,8 @@ class Watched:
     def visit(self, url: str, name: str, ready: str) -> None:
         response = self.page.goto(url)
         assert response is not None and response.status == 200, url
+        # Every page carries the policy; what it refused shows as a console error (above).
+        assert "script-src 'self'" in response.headers["content-security-policy"], url
         self.page.wait_for_selector(ready, timeout=30000)
         self.page.wait_for_load_state("networkidle")
         screenshot(self.page, f"stack-{name}")
@@ -170,7 +173,8 @@ def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_brow
             ("/dashboard/workers", "workers", "#live"),
             ("/dashboard/missed?hours=1", "missed", "#live"),
             ("/dashboard/dlq", "dlq", "#live"),
-            ("/dashboard/dags", "dags", "#dags"),
+            ("/dashboard/members", "members", "#invite"),
+            ("/dashboard/dags", "dags", "#dags"),  # last: the DAG link below is on it
         ):
             watched.visit(base + path, name, ready)
             assert watched.style("body", "background-color") == DASHBOARD_BACKGROUND
@@ -181,7 +185,8 @@ def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_brow
         page.click("#btn-dag-trigger")
         page.wait_for_selector("#dag-graph")
         # The stack's worker runs the roots: the graph follows live until one is green.
-        page.wait_for_function(
+        wait_for_js(
+            page,
             "[...document.querySelectorAll('#dag-graph g.dag-node')].some("
             f"g => getComputedStyle(g.querySelector('rect.node-box')).fill === '{GREEN}')",
             timeout=120000,
@@ -273,8 +278,8 @@ def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, st
         page.wait_for_selector("#live")
         # Live: a line shows while the run is still going (the stored log has them all).
         page.wait_for_selector("#log[data-log-mode=live]", timeout=60000)
-        page.wait_for_function(
-            "document.querySelector('#log').textContent.includes('line-2')", timeout=60000
+        wait_for_js(
+            page, "document.querySelector('#log').textContent.includes('line-2')", timeout=60000
         )
         assert page.get_attribute("#log", "data-log-mode") == "live"
         assert "line-8" not in page.inner_text("#log")
@@ -286,3 +291,53 @@ def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, st
         assert watched.failures == [], watched.failures
     finally:
         watched.context.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_invitee_joins_with_the_link_and_a_password_of_their_own(stack, stack_browser):
+    """The admin takes an invitation link on the Members page; a browser with no account
+    opens it, chooses a user name and password, and is signed in to the tenant. The policy
+    refuses nothing on the way; the link works once."""
+    admin = Watched(stack_browser)
+    invitee = Watched(stack_browser)
+    late = Watched(stack_browser)
+    try:
+        page = admin.page
+        page.goto(f"{stack['url']}/dashboard/members")
+        page.fill("input[name=username]", stack["username"])
+        page.fill("input[name=password]", stack["password"])
+        page.click("button[type=submit]")
+        page.wait_for_selector("#invite")
+        page.select_option("#invite select[name=role]", "operator")
+        page.click("#btn-invite")
+        link = page.wait_for_selector("#invitation-url").get_attribute("value")
+        assert "/dashboard/join/inv_" in link
+        assert admin.failures == [], admin.failures
+
+        joining = invitee.page
+        joining.goto(link)
+        joining.wait_for_selector("#join-new-account")
+        assert "/dashboard/join/" not in joining.url  # the token left the address bar
+        assert "operator" in joining.inner_text("#join-offer")
+        joining.fill("input[name=username]", "new-operator")
+        joining.fill("input[name=password]", "Chosen-by-me-2026")
+        joining.fill("input[name=password_again]", "Chosen-by-me-2026")
+        joining.click("#btn-join")
+        joining.wait_for_selector("#live")
+        assert "joined" in joining.inner_text("[role=status]")
+        screenshot(joining, "stack-joined")
+        assert invitee.failures == [], invitee.failures
+
+        late.page.goto(link)
+        late.page.wait_for_selector("#join-problem")
+        assert "already used" in late.page.inner_text("#join-problem")
+        token = _api(
+            stack,
+            "POST",
+            "/api/v1/auth/token",
+            body={"username": "new-operator", "password": "Chosen-by-me-2026"},
+        )
+        assert token["access"]
+    finally:
+        for watched in (admin, invitee, late):
+            watched.context.close()

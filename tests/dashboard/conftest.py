@@ -1,13 +1,16 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
+from alerting.services.channels import channel_create
+from dags.services.backfills import backfill_create
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.invitations import invitation_create
 from tests.factories import make_task
 
 
@@ -201,3 +204,40 @@ def live_log_end(sink, *, status: str) -> None:
     pipe = get_redis().pipeline(transaction=False)
     sink.close_into(pipe, status=status)
     pipe.execute()
+
+
+@pytest.fixture
+def world(tenant):
+    """One object of every kind a dashboard route names, in the tenant; ids by parameter."""
+    task = make_task(tenant, name="hourly-import")
+    queued = add_execution(task, minutes_ago=0, status=ExecutionStatus.QUEUED)
+    dead = add_execution(
+        task, minutes_ago=5, status=ExecutionStatus.FAILED, error_class="boom", dead_lettered=True
+    )
+    channel = channel_create(
+        tenant=tenant, name="ops-hook", kind="webhook", url="https://hooks.example.com/x"
+    )
+    backfill = backfill_create(
+        tenant=tenant,
+        task=make_task(
+            tenant,
+            name="backfilled",
+            schedule={"type": "cron", "expression": "0 * * * *", "timezone": "UTC"},
+        ),
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        end=datetime(2026, 11, 1, 4, tzinfo=UTC),
+        max_parallel=1,
+    )
+    dag = make_dag(tenant)
+    run = make_dag_run(dag)
+    invitation = invitation_create(tenant=tenant, role="admin", link_for=str).invitation
+    return {
+        "invitation_id": str(invitation.id),
+        "task_id": str(task.id),
+        "execution_id": str(queued.id),
+        "dead_letter_id": str(dead.id),
+        "channel_id": str(channel.id),
+        "backfill_id": str(backfill.id),
+        "dag_id": str(dag.id),
+        "run_id": str(run.id),
+    }

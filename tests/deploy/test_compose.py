@@ -326,3 +326,23 @@ def test_prometheus_sends_the_metrics_token():
     # Compose refuses to start the app without the token, so /metrics is never left open
     # to nobody (or closed to Prometheus).
     assert ":?" in SERVICES["web"]["environment"]["METRICS_BEARER_TOKEN"]
+
+
+# Images that would be a reverse proxy in front of the app (none is in this file today).
+PROXY_IMAGES = ("nginx", "traefik", "caddy", "haproxy", "envoy")
+
+
+def test_the_login_throttle_trusts_exactly_the_proxies_in_front_of_web():
+    """The throttle counts per (user name, client address): web must be told how many proxies
+    append to X-Forwarded-For. None runs in this file and port 8000 is published directly, so
+    0 (a higher count would let a client forge the address it is counted under)."""
+    env = SERVICES["web"]["environment"]
+    assert env["LOGIN_TRUSTED_PROXIES"] == "${LOGIN_TRUSTED_PROXIES:-0}"
+    proxies = [
+        name
+        for name, service in SERVICES.items()
+        if str(service.get("image", "")).split(":")[0].split("/")[-1] in PROXY_IMAGES
+    ]
+    assert proxies == []
+    assert "8000:8000" in SERVICES["web"]["ports"]
+    assert "LOGIN_TRUSTED_PROXIES" in _documented_env()

@@ -21,10 +21,18 @@ BIN = Path(sys.executable).parent
 GOOD_SECRET_KEY = "k7Hq2-xW9pLz4vR8mN3bT6yJ1cF5gD0sA-eU2iO7pQ4wE9rT1yU6iO3pA8sD5fG2hJ"
 # A fixed valid Fernet key: test ids carry it, and every xdist worker must collect the same ids.
 GOOD_SECRETS_KEY = "Vz1o4fK2m8QyJ3rT7wX0cB5nL9hD6sA2eU4iP8gR1tM="
-ENV_EXAMPLE_SECRET_KEY = next(
-    line.split("=", 1)[1]
+ENV_EXAMPLE = dict(
+    line.split("=", 1)
     for line in (ROOT / ".env.example").read_text().splitlines()
-    if line.startswith("SECRET_KEY=")
+    if "=" in line and not line.startswith("#")
+)
+ENV_EXAMPLE_SECRET_KEY = ENV_EXAMPLE["SECRET_KEY"]
+# Every other credential .env.example ships as a placeholder (PostgreSQL, Flower, Grafana, and
+# whatever is added later): each must stop a production process by its name.
+ENV_EXAMPLE_PLACEHOLDERS = sorted(
+    name
+    for name, value in ENV_EXAMPLE.items()
+    if "change-me" in value and name not in ("SECRET_KEY", "SECRETS_KEY")
 )
 
 
@@ -165,3 +173,76 @@ def test_a_failing_check_does_not_stop_local_processes(tmp_path):
     env["SCHEDULER_VAR_DIR"] = str(tmp_path)
     result = _run([sys.executable, "-c", "import project.asgi; print('loaded')"], env)
     assert result.returncode == 0, result.stderr
+
+
+# --- the other credentials: .env.example's "change-me" passwords ----------------------------
+def test_env_example_ships_the_placeholders_this_checks():
+    assert {"POSTGRES_PASSWORD", "FLOWER_BASIC_AUTH", "GRAFANA_ADMIN_PASSWORD"} <= set(
+        ENV_EXAMPLE_PLACEHOLDERS
+    )
+
+
+def _good_keys(**extra: str) -> dict[str, str]:
+    return _env(SECRET_KEY=GOOD_SECRET_KEY, SECRETS_KEY=GOOD_SECRETS_KEY, **extra)
+
+
+@pytest.mark.parametrize("name", ENV_EXAMPLE_PLACEHOLDERS)
+def test_a_change_me_password_of_env_example_is_refused(name, tmp_path):
+    result = _run(_processes(tmp_path)["asgi-import"], _good_keys(**{name: ENV_EXAMPLE[name]}))
+    assert result.returncode != 0
+    assert "refusing to start with production settings" in result.stderr
+    assert f"{name} holds a placeholder credential" in result.stderr
+    # The message names the variable, never its value.
+    assert ENV_EXAMPLE[name] not in result.stderr
+
+
+@pytest.mark.parametrize("process", ["gunicorn-wsgi", "celery-worker", "celery-flower"])
+def test_env_example_as_it_is_stops_every_process(process, tmp_path):
+    """`cp .env.example .env` and real keys, nothing else changed: compose's env_file hands
+    each app container all of it."""
+    env = {**_good_keys(), **{name: ENV_EXAMPLE[name] for name in ENV_EXAMPLE_PLACEHOLDERS}}
+    result = _run(_processes(tmp_path)[process], env)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "placeholder credential" in output
+    for name in ENV_EXAMPLE_PLACEHOLDERS:
+        assert name in output
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "postgres://scheduler:change-me-postgres@postgres:5432/scheduler"),
+        ("REDIS_URL", "redis://:changeme@redis:6379/0"),
+        ("CELERY_BROKER_URL", "sentinel://:placeholder@s1:26379/0;sentinel://:x@s2:26379/0"),
+        ("METRICS_BEARER_TOKEN", "change-me-token"),
+        ("METRICS_BASIC_AUTH", "prometheus:change-me"),
+        ("REDIS_SENTINEL_PASSWORD", "change-me"),
+    ],
+)
+def test_a_placeholder_in_any_credential_or_url_is_refused(name, value, tmp_path):
+    result = _run(_processes(tmp_path)["asgi-import"], _good_keys(**{name: value}))
+    assert result.returncode != 0
+    assert f"{name} holds a placeholder credential" in result.stderr
+
+
+def test_a_placeholder_in_a_mounted_secret_file_is_refused(tmp_path):
+    secret = tmp_path / "postgres_password"
+    secret.write_text("change-me-postgres\n")
+    result = _run(
+        _processes(tmp_path)["asgi-import"], _good_keys(POSTGRES_PASSWORD_FILE=str(secret))
+    )
+    assert result.returncode != 0
+    assert "POSTGRES_PASSWORD_FILE holds a placeholder credential" in result.stderr
+
+
+def test_real_passwords_start(tmp_path):
+    env = _good_keys(
+        POSTGRES_PASSWORD="Zq8-lN2vR6tY0pW4",
+        FLOWER_BASIC_AUTH="admin:Hd3-kP9xQ1mB7sV5",
+        GRAFANA_ADMIN_PASSWORD="Tg6-wE2rU8iO4pA0",
+        DATABASE_URL="postgres://postgres:Zq8-lN2vR6tY0pW4@127.0.0.1:5432/postgres",
+    )
+    result = _run([sys.executable, "-c", "import project.asgi; print('loaded')"], env)
+    assert result.returncode == 0, result.stderr
+    assert "loaded" in result.stdout

@@ -508,3 +508,17 @@ def test_only_the_app_pods_and_keda_reach_postgresql_and_redis():
                 assert peer["namespaceSelector"]["matchLabels"] == {
                     "kubernetes.io/metadata.name": "keda"
                 }
+
+
+def test_the_login_throttle_trusts_the_one_ingress_in_front_of_web():
+    """Users reach web through an ingress controller, which appends the client's address to
+    X-Forwarded-For: the throttle counts per (user name, that address), so it must trust
+    exactly that one proxy (0 would count every user as the ingress's address; 2 would let a
+    client forge its own)."""
+    assert _config()["LOGIN_TRUSTED_PROXIES"] == "1"
+    web = _named("Deployment", "web")
+    [container] = _containers(web, init=False)
+    assert {"configMapRef": {"name": "scheduler-config"}} in container["envFrom"]
+    assert all(item["name"] != "LOGIN_TRUSTED_PROXIES" for item in container.get("env", []))
+    # The web Service is not exposed by itself: only the ingress in front reaches users.
+    assert _named("Service", "web")["spec"].get("type", "ClusterIP") == "ClusterIP"

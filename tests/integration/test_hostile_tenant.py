@@ -239,8 +239,10 @@ def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):
         assert field in response.content.decode()
 
 
-def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, live_worker):
-    """A definition written behind the API's back: the worker validates again and sends nothing."""
+@pytest.mark.parametrize("internal", ["workers.tasks.run_execution", "alerting.deliver"])
+def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, live_worker, internal):
+    """A definition written behind the API's back: the worker validates again and sends nothing
+    (alerting's tasks were missing from the platform's prefixes)."""
     task = make_task(
         tenant,
         name="legacy",
@@ -250,7 +252,7 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
     )
     type(task).objects.filter(id=task.id).update(
         handler_type="celery",
-        handler_config={"type": "celery", "task": "workers.tasks.run_execution", "args": []},
+        handler_config={"type": "celery", "task": internal, "args": []},
     )
     task.refresh_from_db()
     execution = task_trigger(task=task)
@@ -265,9 +267,14 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
 
 
 @pytest.mark.needs_os_tool("bubblewrap")
-def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker):
+def test_readiness_says_how_the_worker_runs_shell_tasks(live_worker, settings):
     from django.test import Client
 
-    sandboxes = Client().get("/readyz").json()["shell_sandbox"]
+    settings.MONITORING = {**settings.MONITORING, "METRICS_BEARER_TOKEN": "probe-token"}
+    # Only to the metrics credentials: anonymous callers get up or down.
+    assert "shell_sandbox" not in Client().get("/readyz").json()
+    sandboxes = (
+        Client().get("/readyz", HTTP_AUTHORIZATION="Bearer probe-token").json()["shell_sandbox"]
+    )
     ours = [state for name, state in sandboxes.items() if name.startswith("w-main-")]
     assert ours and ours[0].startswith("on (bubblewrap at ")

@@ -168,11 +168,11 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
     for key in redis_client.scan_iter(match=redis_key("scheduler:node:*")):
         redis_client.delete(key)
     # No beat leads: the web process is still ready (its database and Redis answer) ...
-    response = Client().get("/readyz")
+    response = Client().get("/readyz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200, response.json()
     assert response.json()["checks"] == {"database": "ok", "redis": "ok"}
     # ... and the scheduler's own endpoint says what is wrong.
-    response = Client().get("/readyz/scheduler")
+    response = Client().get("/readyz/scheduler", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 503
     assert "no scheduler" in response.json()["checks"]["leader"]
     for node, role, epoch in (("beat-a", "leader", 7), ("beat-b", "standby", None)):
@@ -204,18 +204,54 @@ def test_leader_status_and_readyz(settings, redis_client, scrape_auth):
         redis_client.delete(redis_key("scheduler:node:beat-a"), redis_key("scheduler:node:beat-b"))
 
 
-def test_readyz_names_an_unreachable_redis(settings):
+def test_readyz_names_an_unreachable_redis(settings, scrape_auth):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     from scheduler_app import redis_client
 
     redis_client._clients.clear()
     try:
-        response = Client().get("/readyz")
+        response = Client().get("/readyz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+        anonymous = Client().get("/readyz")
     finally:
         redis_client._clients.clear()
     assert response.status_code == 503
     assert response.json()["checks"]["database"] == "ok"
     assert response.json()["checks"]["redis"].startswith("error:")
+    # Down for anyone, but why (the error names the address) only with the credentials.
+    assert (anonymous.status_code, anonymous.json()) == (503, {"status": "unavailable"})
+
+
+@pytest.mark.parametrize("path", ["/readyz", "/readyz/scheduler"])
+def test_readyz_tells_an_anonymous_caller_only_up_or_down(scrape_auth, path):
+    """Played as anyone on the network: no check detail, no worker host name, no sandbox path
+    (a wrong token or a signed-in non-staff user is anonymous here)."""
+    from django.contrib.auth import get_user_model
+
+    member = get_user_model().objects.create_user(username="curious", password="pw-123456")
+    signed_in = Client()
+    signed_in.force_login(member)
+    for answer in (
+        Client().get(path),
+        Client().get(path, HTTP_AUTHORIZATION="Bearer wrong-token"),
+        Client().get(path, HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"prom:no").decode()),
+        signed_in.get(path),
+    ):
+        assert set(answer.json()) == {"status"}, answer.content
+        assert answer.json()["status"] == ("ok" if answer.status_code == 200 else "unavailable")
+        assert b"bwrap" not in answer.content and b"checks" not in answer.content
+    staff = get_user_model().objects.create_user(
+        username="operator-staff", password="pw-123456", is_staff=True
+    )
+    staff_session = Client()
+    staff_session.force_login(staff)
+    for detailed in (
+        Client().get(path, HTTP_AUTHORIZATION=f"Bearer {TOKEN}"),
+        Client().get(
+            path, HTTP_AUTHORIZATION="Basic " + base64.b64encode(b"prom:secret-pw").decode()
+        ),
+        staff_session.get(path),
+    ):
+        assert {"status", "checks", "shell_sandbox"} <= set(detailed.json()), detailed.content
 
 
 def test_the_queue_age_reads_a_batch_doorbell_by_its_first_run():

@@ -22,7 +22,7 @@ from handler_contract.base import (
 )
 from handler_contract.http import run_http
 from handler_contract.registry import registered_names
-from handler_contract.validation import validate_handler_config
+from handler_contract.validation import PLATFORM_TASK_PREFIXES, validate_handler_config
 
 from . import builtin  # noqa: F401  (registers the demo python handlers)
 from .celery_task import SendTask, run_celery
@@ -44,6 +44,7 @@ def run_handler(
     shell_run_as: str | None = None,
     shell_sandbox: ShellSandbox | None = None,
     celery_allowed_tasks: Collection[str] = (),
+    platform_task_prefixes: Collection[str] = PLATFORM_TASK_PREFIXES,
 ) -> HandlerOutcome:
     """Validate ``config`` and run the handler its ``type`` names; never raises for task errors.
 
@@ -60,6 +61,7 @@ def run_handler(
             python_registry_names=registered_names(),
             container_runtime=container_runtime,
             celery_allowed_tasks=celery_allowed_tasks,
+            platform_task_prefixes=platform_task_prefixes,
         )
     except HandlerConfigError as exc:
         outcome = HandlerOutcome(

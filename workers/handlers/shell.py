@@ -846,7 +846,7 @@ def live_group_members(pgid: int) -> list[int]:
     except OSError:
         return members
     for entry in entries:
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdigit()):
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:

@@ -296,7 +296,7 @@ def sandbox_task_pids(bwrap_pid: int) -> list[int]:
     """
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not (entry.isascii() and entry.isdigit()):
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as fh:

@@ -248,6 +248,13 @@
     box.hidden = false;
   }
 
+  // A select with data-autosubmit sends its form when it changes (the tenant switch, the
+  // missed-schedules window): here, not in an inline handler, which the CSP refuses.
+  document.addEventListener("change", function (event) {
+    var field = event.target;
+    if (field.hasAttribute && field.hasAttribute("data-autosubmit") && field.form) field.form.submit();
+  });
+
   // Delete and cancel ask first: a form with data-confirm submits only when confirmed.
   document.addEventListener("submit", function (event) {
     var question = event.target.getAttribute && event.target.getAttribute("data-confirm");
