@@ -33,9 +33,10 @@ a word in every log (`host` in `host-7`, which the parser splits into `host` and
 posting list as long as the history, read whatever the window: the bench's two words
 (`host-7 eu-3`: `host`, `-7`, `eu`, `-3`) read 603 index pages in 60 ms at 1M logs, their
 two rarer lexemes alone 7 ms, and it grows with the history. So the index is asked only for
-the query's words in fewer than COMMON_WORD_SHARE of the logs (by the index's statistics;
-always at least the rarest word), and each log it returns is checked against the whole
-query (every word, the phrase order): the same logs, found from the short posting lists.
+the query's words in fewer than COMMON_WORD_SHARE of the logs (by the statistics of the
+words column; always at least the rarest word), and each log it returns is checked against
+the whole query (every word, the phrase order): the same logs, found from the short posting
+lists.
 Only queries of words and phrases are narrowed so; a query with `or` or `-excluded` asks
 the index as written.
 

@@ -457,6 +457,18 @@ LOG_STREAMS = {
     "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
 }
 
+# --- Log search (GET /api/v1/executions?log_contains=..., the task page's search box) ------
+LOG_SEARCH = {
+    # Every statement of one search together is cut after this long (SET LOCAL
+    # statement_timeout, renewed with what is left before each statement): the answer is a
+    # 503 `log_search_timeout` asking to narrow the search.
+    "TIMEOUT_SECONDS": env_float("LOG_SEARCH_TIMEOUT_SECONDS", 2.0),
+    # Searches of one tenant running at once (API and dashboard together); the next one
+    # answers 429 `too_many_log_searches` with Retry-After. Counted in Redis; without Redis
+    # searches are refused (503), never let through uncounted.
+    "MAX_CONCURRENT_PER_TENANT": env_int("LOG_SEARCH_MAX_CONCURRENT_PER_TENANT", 4),
+}
+
 # Modules whose @handler("name") functions python tasks may call. The demo handlers, and
 # the design document's DocumentClassifier, InvoiceProcessor and ReceiptProcessor.
 PYTHON_HANDLER_MODULES = env_list(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import redis
@@ -54,9 +55,12 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         )
     if isinstance(exc, DomainError):
         errors = {exc.field: [exc.message]} if exc.field else None
-        return Response(
+        response = Response(
             _body(exc.code, exc.message, field=exc.field, errors=errors), status=exc.status_code
         )
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response(
             _body("payload_too_large", "request body is larger than the 1 MiB limit"),
