@@ -201,6 +201,17 @@ API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
+# What a tenant supplies at run time and the platform stores (scheduler_app/services/
+# payload_quota.py): an event's payload and a trigger's parameters, measured as compact JSON.
+PAYLOADS = {
+    # One payload or set of parameters; over it, 413 `payload_too_large` naming the field.
+    # (The request body as a whole is capped first, by MAX_REQUEST_BODY_BYTES.)
+    "MAX_BYTES": env_int("PAYLOAD_MAX_BYTES", 256 * 1024),
+    # What one tenant may store of them per rolling window (an event counts once for itself
+    # and once for each run it starts); over it, 429 `payload_quota_exceeded` + Retry-After.
+    "TENANT_BYTES_PER_WINDOW": env_int("PAYLOAD_TENANT_BYTES_PER_WINDOW", 256 * 1024**2),
+    "WINDOW_SECONDS": env_int("PAYLOAD_QUOTA_WINDOW_SECONDS", 3600),
+}
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # Fair dispatch (scheduler_app/fairness.py): the doorbells one tenant may have waiting in one
 # tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import redis
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import Http404
@@ -63,7 +64,11 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         return response
     if isinstance(exc, RequestDataTooBig):
         return Response(
-            _body("payload_too_large", "request body is larger than the 1 MiB limit"),
+            _body(
+                "payload_too_large",
+                f"request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes "
+                "(MAX_REQUEST_BODY_BYTES)",
+            ),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, DataError):

@@ -16,6 +16,7 @@ from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.ringing import ring_after_commit
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
@@ -172,10 +173,12 @@ def task_trigger(
     trigger: str = Trigger.MANUAL,
 ) -> TaskExecution:
     """Run now, outside the schedule. The row is committed first, then the doorbell rings.
-    `trigger`: `event` for a run an event schedule started."""
+    `trigger`: `event` for a run an event schedule started. The parameters are size-capped
+    (413) and counted against the tenant's bytes quota (429, `services.payload_quota`)."""
     if task.deleted_at is not None:
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
+    size = payload_cap_check(tenant_id=task.tenant_id, value=parameters, field="parameters")
     now = timezone.now()
     queue = queue_for(priority=task.priority, handler_type=task.handler_type)
     execution = TaskExecution(
@@ -197,4 +200,6 @@ def task_trigger(
         execution.save(force_insert=True)
         bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
         ring_after_commit([bell])
+        if trigger != Trigger.EVENT:  # an event's runs are charged with the event
+            payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")
     return execution
