@@ -28,6 +28,10 @@ from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.services.api_keys import api_key_revoke
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.task_spec import task_spec_to_fields
+from scheduler_app.services.tenant_network import (
+    tenant_webhook_hosts_set,
+    webhook_hosts_normalize,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -47,8 +51,21 @@ TASK_BUTTONS = {
 }
 
 
+class TenantAdminForm(forms.ModelForm):
+    class Meta:
+        model = Tenant
+        fields = "__all__"
+
+    def clean_webhook_allowed_hosts(self) -> list[str]:
+        try:
+            return webhook_hosts_normalize(self.cleaned_data["webhook_allowed_hosts"])
+        except DomainError as error:
+            raise forms.ValidationError(error.message) from error
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
+    form = TenantAdminForm
     list_display = ["slug", "name", "is_active", "rate_limit_per_minute", "created_at"]
     list_filter = ["is_active"]
     search_fields = ["slug", "name"]
@@ -66,8 +83,28 @@ class TenantAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Sandbox", {"fields": ["shell_egress_allowed"]}),
+        (
+            "Network (the platform operator's decision; tenants cannot change it)",
+            {
+                "fields": ["shell_egress_allowed", "webhook_allowed_hosts"],
+                "description": "Internal hosts (comma separated names or IP addresses) this "
+                "tenant's http tasks, notification webhooks and channel tests may reach "
+                "although they resolve to private or loopback addresses.",
+            },
+        ),
     ]
+
+    def save_model(self, request, obj, form, change) -> None:
+        hosts = obj.webhook_allowed_hosts
+        if change and "webhook_allowed_hosts" in form.changed_data:
+            # The allow-list through its service (audited); the other fields as the admin saves.
+            obj.webhook_allowed_hosts = form.initial.get("webhook_allowed_hosts") or []
+            super().save_model(request, obj, form, change)
+            tenant_webhook_hosts_set(
+                tenant=obj, hosts=hosts, actor=f"operator:{request.user.get_username()}"
+            )
+            return
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(TenantMembership)
@@ -122,8 +159,13 @@ class TaskDefinitionForm(forms.ModelForm):
     def clean(self) -> dict:
         cleaned = super().clean()
         candidate = TaskDefinition(**{k: v for k, v in cleaned.items() if k != "tenant"})
+        tenant = cleaned.get("tenant")
         try:
-            task_spec_to_fields(_spec_from_admin(candidate), anchor=candidate.created_at)
+            task_spec_to_fields(
+                _spec_from_admin(candidate),
+                anchor=candidate.created_at,
+                allowed_hosts=tenant.webhook_allowed_hosts if tenant else (),
+            )
         except DomainError as error:
             field = _ADMIN_FIELD_FOR.get(error.field or "")
             self.add_error(field if field in self.fields else None, error.message)

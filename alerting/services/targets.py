@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -124,7 +125,7 @@ def targets_for(*, tenant_id: Any, texts: list[str]) -> tuple[list[Target], list
     targets, problems = [], []
     for text in dict.fromkeys(texts):
         try:
-            targets.append(resolve_target(text, channels))
+            targets.append(replace(resolve_target(text, channels), tenant_id=str(tenant_id)))
         except TargetError as error:
             problems.append(str(error))
     return targets, problems

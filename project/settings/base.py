@@ -336,8 +336,6 @@ WORKER = {
     "LEASE_SECONDS": env_int("WORKER_LEASE_SECONDS", 60),
     "KILL_GRACE_SECONDS": env_float("WORKER_KILL_GRACE_SECONDS", 5.0),
     "LOG_MAX_BYTES": env_int("WORKER_LOG_MAX_BYTES", 10 * 1024 * 1024),
-    # Hosts a webhook may reach even though they resolve to a private/loopback address.
-    "HTTP_ALLOWED_HOSTS": env_list("WEBHOOK_ALLOWED_HOSTS", []),
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
     # A batch doorbell hands back the runs it has not started once no run has started for
     # this long (one handler, or every lane, held that long), or the batch has run four
@@ -357,6 +355,10 @@ WORKER = {
     # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
     "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
 }
+# Retired: one list of internal hosts every tenant's http tasks could reach. A tenant's own
+# list is set by the operator (Tenant.webhook_allowed_hosts, `manage.py tenant_webhook_hosts`);
+# set here, the variable stops `manage.py` commands (system check scheduler.E007).
+RETIRED_WEBHOOK_ALLOWED_HOSTS = env_list("WEBHOOK_ALLOWED_HOSTS", [])
 # `celery` handlers may send only these task names and queues, as "task" or "task@queue"
 # (empty: the celery handler can send nothing). The platform's own task names and tier
 # queues are refused even when listed: a tenant must not ring the platform's own workers.
@@ -383,7 +385,9 @@ ALERTS = {
     # Operators' channels for system-wide alerts (queue depth, dead workers).
     "OPS_WEBHOOK_URL": env_str("ALERTS_OPS_WEBHOOK_URL", ""),
     "OPS_EMAILS": env_list("ALERTS_OPS_EMAILS", []),
-    # Hosts a notification webhook may reach even though they resolve to private addresses.
+    # Hosts the platform's own alerts (OPS_WEBHOOK_URL) may reach although they resolve to
+    # private addresses. Tenants' channels never use this list: each tenant has its own,
+    # set by the operator (Tenant.webhook_allowed_hosts).
     "WEBHOOK_ALLOWED_HOSTS": env_list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", []),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0),
     # Where Slack bot tokens post (chat.postMessage) and PagerDuty events go.

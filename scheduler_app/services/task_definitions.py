@@ -73,7 +73,7 @@ def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
 
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
-    fields = task_spec_to_fields(spec, anchor=now)
+    fields = task_spec_to_fields(spec, anchor=now, allowed_hosts=tenant.webhook_allowed_hosts)
     _check_network_allowed(tenant, fields)
     _check_notifications(tenant_id=tenant.id, fields=fields)
     task = TaskDefinition(
@@ -95,7 +95,12 @@ def task_update(
 ) -> TaskDefinition:
     """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
     now = timezone.now()
-    fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
+    fields = task_spec_to_fields(
+        spec,
+        anchor=task.created_at,
+        partial=partial,
+        allowed_hosts=task.tenant.webhook_allowed_hosts,
+    )
     _check_network_allowed(task.tenant, fields)
     _check_notifications(tenant_id=task.tenant_id, fields=fields)
     if not partial:
