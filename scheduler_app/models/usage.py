@@ -5,22 +5,23 @@ from django.db import models
 from scheduler_app.models.tenant import Tenant
 
 
-class PayloadUsage(models.Model):
-    """Bytes of payloads (event payloads, trigger parameters) one tenant stored in one slice
-    of the quota's rolling window (`scheduler_app.services.payload_quota`). Written in the
-    transaction that stores them, so a refused or rolled-back request counts nothing; slices
+class BudgetUsage(models.Model):
+    """What one tenant spent of one rolling budget (`budget`: payload bytes, mail messages)
+    in one slice of its window (`scheduler_app.services.rolling_budgets`). Charged in the
+    transaction that spends it, so a refused or rolled-back request counts nothing; slices
     older than the window are deleted as new ones begin."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    budget = models.CharField(max_length=32)
     bucket_start = models.DateTimeField()
-    bytes = models.BigIntegerField(default=0)
+    amount = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "bucket_start"], name="uniq_payload_usage_bucket"
+                fields=["tenant", "budget", "bucket_start"], name="uniq_budget_usage_slice"
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.tenant_id} @ {self.bucket_start:%Y-%m-%d %H:%M}: {self.bytes} B"
+        return f"{self.tenant_id} {self.budget} @ {self.bucket_start:%Y-%m-%d %H:%M}: {self.amount}"

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 
 from dags.models import Dag, DagRun, Event
 from scheduler_app.errors import TooLarge
-from scheduler_app.models import PayloadUsage, TaskExecution
+from scheduler_app.models import BudgetUsage, TaskExecution
 from scheduler_app.monitoring.counters import read_budget_refusals
 from scheduler_app.services.payload_quota import (
     PayloadQuotaExceeded,
@@ -51,7 +51,8 @@ def _blob(size: int) -> dict:
 
 
 def _used(tenant) -> int:
-    return sum(PayloadUsage.objects.filter(tenant=tenant).values_list("bytes", flat=True))
+    usage = BudgetUsage.objects.filter(tenant=tenant, budget="payload_bytes")
+    return sum(usage.values_list("amount", flat=True))
 
 
 @pytest.mark.django_db
