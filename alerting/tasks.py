@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
@@ -17,6 +18,7 @@ from alerting.models import AlertIncident, ChannelKind
 from alerting.selectors import delivery_allowed_hosts
 from alerting.services.channels import channel_secrets
 from alerting.services.incidents import incident_open, incident_resolve
+from alerting.services.mail_budget import mail_recipients_admit
 from alerting.services.notices import incident_message, run_message, tenant_alert_channels
 from alerting.services.targets import targets_for
 from project.celery import app
@@ -133,6 +135,12 @@ def deliver_notification(
     from alerting.services.delivery import DeliveryResult, Target, deliver  # noqa: PLC0415
 
     receiver = Target(kind, target, channel_id, route=route, tenant_id=tenant_id, platform=platform)
+    if kind == ChannelKind.EMAIL:
+        # A tenant's mail within its domains and hourly rate; what is not sent is recorded.
+        recipients = mail_recipients_admit(target=receiver, message=message)
+        if not recipients:
+            return False
+        receiver = replace(receiver, target=", ".join(recipients))
     secret, credential = channel_secrets(channel_id=channel_id) if channel_id else ("", "")
     allowed_hosts = delivery_allowed_hosts(receiver)
     result = DeliveryResult(False, "not tried")

@@ -397,6 +397,13 @@ ALERTS = {
     ),
     "QUEUE": env_str("NOTIFY_QUEUE", "critical"),
     "FROM_EMAIL": env_str("NOTIFY_FROM_EMAIL", "scheduler@localhost"),
+    # A tenant's mail (alerting/services/mail_budget.py): addresses per email channel, and
+    # per task in its email:// targets (400 past it); messages (one per recipient) its
+    # notifications mail per rolling hour (more are dropped, with an audit entry and a
+    # metric; a channel test answers 429); the domains it may mail (empty: any).
+    "EMAIL_MAX_RECIPIENTS": env_int("NOTIFY_EMAIL_MAX_RECIPIENTS", 10),
+    "EMAIL_PER_TENANT_PER_HOUR": env_int("NOTIFY_EMAIL_PER_TENANT_PER_HOUR", 100),
+    "EMAIL_ALLOWED_DOMAINS": env_list("NOTIFY_EMAIL_ALLOWED_DOMAINS", []),
     "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),
 }
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
