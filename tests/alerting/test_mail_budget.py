@@ -115,6 +115,8 @@ def test_a_flood_of_notices_stops_at_the_hourly_rate_and_says_so(
     assert all(d["title"] == "Task notified succeeded" for d in dropped)
     assert 0 < dropped[0]["retry_after_seconds"] <= 3600
     assert read_notifications_dropped()[(str(tenant.id), "email", "mail_rate")] == 4
+    budget = api.get("/api/v1/tenant/usage").json()["budgets"]["mail_messages"]
+    assert (budget["used"], budget["limit"]) == (4, 5)
     # The tenant reads why in its audit log.
     audit = api.get("/api/v1/audit", {"action": "notification.dropped"}).json()["results"]
     assert len(audit) == 2 and audit[0]["detail"]["reason"] == "mail_rate"

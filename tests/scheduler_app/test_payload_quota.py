@@ -108,6 +108,14 @@ def test_an_event_flood_stops_at_the_tenants_quota_with_retry_after(
     assert 3500 <= int(refused["Retry-After"]) <= 3600
     assert Event.objects.filter(tenant=tenant).count() == 11  # the refused stored nothing
     assert _used(tenant) == 11 * 90 * KIB
+    # The tenant sees it coming: what it spent and may spend.
+    budget = api.get("/api/v1/tenant/usage").json()["budgets"]["payload_bytes"]
+    assert budget == {
+        "used": 11 * 90 * KIB,
+        "limit": 1000 * KIB,
+        "window_seconds": 3600,
+        "max_bytes_each": 256 * KIB,
+    }
     # Another tenant's quota is its own.
     other, _ = tenant_factory("globex")
     theirs, _ = member_client(other, "operator")

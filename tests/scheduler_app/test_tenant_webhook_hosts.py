@@ -55,6 +55,11 @@ def test_a_tenants_own_admin_has_no_way_to_change_it(tenant, client):
             "/api/v1/tenant/usage", {"webhook_allowed_hosts": ["10.0.0.5"]}, format="json"
         )
         assert answer.status_code == 405
+    # It reads what the operator allowed it.
+    call_command("tenant_webhook_hosts", tenant.slug, "--allow", "intranet.example")
+    usage = admin_api.get("/api/v1/tenant/usage").json()
+    assert usage["budgets"]["webhook_allowed_hosts"] == ["intranet.example"]
+    call_command("tenant_webhook_hosts", tenant.slug, "--clear")
     # ... and the Django admin is the platform staff's only.
     client.force_login(admin_user)
     page = client.get(reverse("admin:scheduler_app_tenant_change", args=[tenant.id]))
