@@ -38,10 +38,17 @@ def _statement_timeout() -> str:
         return cursor.fetchone()[0]
 
 
+def _shown(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.cursor.execute(f"SHOW {name}")  # the driver's cursor: no wrapper sees it
+        return cursor.cursor.fetchone()[0]
+
+
 def test_a_search_over_its_time_budget_is_cut_with_a_503_asking_to_narrow_it(tenant, budget):
     task = make_task(tenant, name="fetcher", schedule={"type": "manual"})
     logged_runs_create(task, 40_000)
     viewer, _ = member_client(tenant, "viewer")
+    jit_default = _shown("jit")
     budget(timeout=0.05)
     cut = viewer.get("/api/v1/executions", {"log_contains": UNFILLABLE_PHRASE})
     assert cut.status_code == 503, cut.content
@@ -49,12 +56,23 @@ def test_a_search_over_its_time_budget_is_cut_with_a_503_asking_to_narrow_it(ten
     assert body["code"] == "log_search_timeout" and body["field"] == "log_contains"
     assert "narrow it" in body["message"] and "0.05 s" in body["message"]
     assert _statement_timeout() == "0"  # nothing of the budget outlives the search
+    assert _shown("jit") == jit_default
     assert read_budget_refusals()[(str(tenant.id), "log_search_timeout")] == 1
-    # Within its budget the same search answers (an empty page: no log has the phrase).
+    # Within its budget the same search answers (an empty page: no log has the phrase),
+    # every statement of it without JIT (whose compile time no timeout interrupts).
     budget(timeout=60)
-    whole = viewer.get("/api/v1/executions", {"log_contains": UNFILLABLE_PHRASE})
+    seen: list[str] = []
+
+    def jit_of_each_statement(execute, sql, params, many, context):
+        seen.append(_shown("jit"))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(jit_of_each_statement):
+        whole = viewer.get("/api/v1/executions", {"log_contains": UNFILLABLE_PHRASE})
     assert whole.status_code == 200 and whole.json()["results"] == []
-    assert _statement_timeout() == "0"
+    searched = [jit for jit in seen if jit == "off"]
+    assert len(searched) >= 2  # the estimates and the page
+    assert _statement_timeout() == "0" and _shown("jit") == jit_default
 
 
 def test_the_fifth_search_at_once_is_refused_with_retry_after_and_other_tenants_are_not(
