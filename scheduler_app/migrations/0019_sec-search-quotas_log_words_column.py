@@ -47,16 +47,14 @@ END
 $$;
 """
 
-FIRST_BATCH = (
-    f"WITH batch AS (SELECT execution_id FROM {LOG_TABLE} ORDER BY execution_id LIMIT %s)"
-)
+FIRST_BATCH = "WITH batch AS (SELECT execution_id FROM {table} ORDER BY execution_id LIMIT %s)"
 NEXT_BATCH = (
-    f"WITH batch AS (SELECT execution_id FROM {LOG_TABLE} WHERE execution_id > %s "
+    "WITH batch AS (SELECT execution_id FROM {table} WHERE execution_id > %s "
     "ORDER BY execution_id LIMIT %s)"
 )
 # Setting the words to NULL has the trigger derive them (see scheduler_log_words_write).
 FILL_BATCH = (
-    f", filled AS (UPDATE {LOG_TABLE} AS log SET words = NULL FROM batch "
+    ", filled AS (UPDATE {table} AS log SET words = NULL FROM batch "
     "WHERE log.execution_id = batch.execution_id AND log.words IS NULL RETURNING 1) "
     "SELECT (SELECT execution_id FROM batch ORDER BY execution_id DESC LIMIT 1), "
     "(SELECT count(*) FROM filled)"
@@ -73,15 +71,17 @@ def _ddl(cursor, sql: str) -> None:
         cursor.execute("RESET lock_timeout")
 
 
-def log_words_backfill(cursor, *, batch_rows: int = BATCH_ROWS) -> int:
+def log_words_backfill(cursor, *, batch_rows: int = BATCH_ROWS, table: str = LOG_TABLE) -> int:
     """Fill the words of every log stored before the trigger, a batch per transaction (the
-    connection is in autocommit). Returns how many logs it filled."""
+    connection is in autocommit). Returns how many logs it filled. (`table`: the bench
+    measures it on a copy.)"""
     filled_total, last = 0, None
+    first, following = (FIRST_BATCH + FILL_BATCH, NEXT_BATCH + FILL_BATCH)
     while True:
         if last is None:
-            cursor.execute(FIRST_BATCH + FILL_BATCH, [batch_rows])
+            cursor.execute(first.format(table=table), [batch_rows])
         else:
-            cursor.execute(NEXT_BATCH + FILL_BATCH, [last, batch_rows])
+            cursor.execute(following.format(table=table), [last, batch_rows])
         last, filled = cursor.fetchone()
         if last is None:
             return filled_total
