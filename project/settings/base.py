@@ -6,6 +6,11 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from project.settings.budgets import (  # noqa: F401  (settings: the budgets of tenant input)
+    LOG_SEARCH,
+    PAYLOADS,
+    RETIRED_WEBHOOK_ALLOWED_HOSTS,
+)
 from project.settings.env import (
     database_from_url,
     env_bool,
@@ -201,17 +206,6 @@ API_RATE_LIMIT_DEFAULT = env_int("API_RATE_LIMIT_PER_MINUTE", 1000)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
-# What a tenant supplies at run time and the platform stores (scheduler_app/services/
-# payload_quota.py): an event's payload and a trigger's parameters, measured as compact JSON.
-PAYLOADS = {
-    # One payload or set of parameters; over it, 413 `payload_too_large` naming the field.
-    # (The request body as a whole is capped first, by MAX_REQUEST_BODY_BYTES.)
-    "MAX_BYTES": env_int("PAYLOAD_MAX_BYTES", 256 * 1024),
-    # What one tenant may store of them per rolling window (an event counts once for itself
-    # and once for each run it starts); over it, 429 `payload_quota_exceeded` + Retry-After.
-    "TENANT_BYTES_PER_WINDOW": env_int("PAYLOAD_TENANT_BYTES_PER_WINDOW", 256 * 1024**2),
-    "WINDOW_SECONDS": env_int("PAYLOAD_QUOTA_WINDOW_SECONDS", 3600),
-}
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # Fair dispatch (scheduler_app/fairness.py): the doorbells one tenant may have waiting in one
 # tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the
@@ -355,10 +349,6 @@ WORKER = {
     # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
     "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
 }
-# Retired: one list of internal hosts every tenant's http tasks could reach. A tenant's own
-# list is set by the operator (Tenant.webhook_allowed_hosts, `manage.py tenant_webhook_hosts`);
-# set here, the variable stops `manage.py` commands (system check scheduler.E007).
-RETIRED_WEBHOOK_ALLOWED_HOSTS = env_list("WEBHOOK_ALLOWED_HOSTS", [])
 # `celery` handlers may send only these task names and queues, as "task" or "task@queue"
 # (empty: the celery handler can send nothing). The platform's own task names and tier
 # queues are refused even when listed: a tenant must not ring the platform's own workers.
@@ -477,18 +467,6 @@ LOG_STREAMS = {
     # An open stream renews its place well within this lease; the places of a killed web
     # process free themselves when their leases end.
     "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
-}
-
-# --- Log search (GET /api/v1/executions?log_contains=..., the task page's search box) ------
-LOG_SEARCH = {
-    # Every statement of one search together is cut after this long (SET LOCAL
-    # statement_timeout, renewed with what is left before each statement): the answer is a
-    # 503 `log_search_timeout` asking to narrow the search.
-    "TIMEOUT_SECONDS": env_float("LOG_SEARCH_TIMEOUT_SECONDS", 2.0),
-    # Searches of one tenant running at once (API and dashboard together); the next one
-    # answers 429 `too_many_log_searches` with Retry-After. Counted in Redis; without Redis
-    # searches are refused (503), never let through uncounted.
-    "MAX_CONCURRENT_PER_TENANT": env_int("LOG_SEARCH_MAX_CONCURRENT_PER_TENANT", 4),
 }
 
 # Modules whose @handler("name") functions python tasks may call. The demo handlers, and

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from alerting.selectors import delivery_allowed_hosts
 from alerting.services.delivery import Target
-from scheduler_app.admin import TenantAdminForm
+from scheduler_app.admin_tenants import TenantAdminForm
 from scheduler_app.checks import check_retired_webhook_hosts
 from scheduler_app.models import AuditEntry, Tenant
 from tests.api_clients import member_client
