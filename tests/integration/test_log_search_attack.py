@@ -23,12 +23,16 @@ from tests.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HISTORY = 150_000
-BUDGET_SECONDS = 0.5
+HISTORY = 250_000
+BUDGET_SECONDS = 0.3
 # A search cut by PostgreSQL answers within its budget plus the request's own work (well
 # under a second more, even on a loaded 2-core machine); uncut, four of these searches at
-# once took 1.5 to 2.5 s each here, and grow with the history.
+# once over 150,000 logs took 0.45 s and more each on a quiet machine, and they grow with
+# the history.
 CUT_WITHIN_SECONDS = BUDGET_SECONDS + 1.0
+# The looping searches give their places back between two searches for a few ms: a fifth
+# may slip into one (and be cut like them); asked this many times, it is refused.
+FIFTH_TRIES = 20
 # Another tenant's no-op run, from trigger to start, while the attacker's searches run.
 OTHER_TENANT_START_SECONDS = 3.0
 
@@ -69,7 +73,11 @@ def test_a_viewers_costly_searches_are_cut_capped_and_do_not_delay_another_tenan
             interval=0.005,
             message="four searches in flight",
         )
-        fifth = viewer.get("/api/v1/executions", {"log_contains": "ok"})
+        fifths = []
+        for _ in range(FIFTH_TRIES):
+            fifths.append(viewer.get("/api/v1/executions", {"log_contains": UNFILLABLE_PHRASE}))
+            if fifths[-1].status_code == 429:
+                break
         run = task_trigger(task=quiet)
         try:
             wait_until(
@@ -88,8 +96,11 @@ def test_a_viewers_costly_searches_are_cut_capped_and_do_not_delay_another_tenan
     delay = (started.started_at - started.scheduled_at).total_seconds()
     print(f"other tenant's start {delay:.2f} s behind {len(answers)} searches: {answers}")
 
-    assert fifth.status_code == 429, fifth.content
+    fifth = fifths[-1]
+    assert fifth.status_code == 429, [(f.status_code, f.content[:200]) for f in fifths]
     assert fifth.json()["code"] == "too_many_log_searches"
+    # One that slipped in between two of the attacker's searches was cut like them.
+    assert {f.json()["code"] for f in fifths[:-1]} <= {"log_search_timeout"}
     assert fifth["Retry-After"] == str(math.ceil(BUDGET_SECONDS))
     assert answers and {(status, code) for status, code, _ in answers} == {
         (503, "log_search_timeout")
