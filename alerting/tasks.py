@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from celery import shared_task
 from django.conf import settings
 
 from alerting.models import AlertIncident, ChannelKind
+from alerting.selectors import delivery_allowed_hosts
 from alerting.services.channels import channel_secrets
 from alerting.services.incidents import incident_open, incident_resolve
+from alerting.services.mail_budget import mail_recipients_admit
 from alerting.services.notices import incident_message, run_message, tenant_alert_channels
 from alerting.services.targets import targets_for
 from project.celery import app
@@ -45,7 +48,16 @@ def enqueue_run_notifications(*, execution_id: str, dead_lettered: bool) -> None
 
 def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
     # The channel id, not its secrets: nothing secret is written to the broker.
-    _send(DELIVER_TASK, target.kind, target.target, target.channel_id, message, target.route)
+    _send(
+        DELIVER_TASK,
+        target.kind,
+        target.target,
+        target.channel_id,
+        message,
+        target.route,
+        target.tenant_id,
+        target.platform,
+    )
 
 
 def enqueue_incident_changes(changes: list[tuple[AlertIncident, bool]]) -> None:
@@ -107,21 +119,38 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)
 def deliver_notification(
-    kind: str, target: str, channel_id: str | None, message: dict, route: str = ""
+    kind: str,
+    target: str,
+    channel_id: str | None,
+    message: dict,
+    route: str = "",
+    tenant_id: str | None = None,
+    platform: bool = False,
 ) -> bool:
-    """A few quick tries in place (no broker ETA: the project keeps no delays in Redis)."""
+    """A few quick tries in place (no broker ETA: the project keeps no delays in Redis).
+    `tenant_id` / `platform`: whose notification (a message of neither, from before they
+    were sent, reaches no internal host)."""
     # Local: the delivery code (requests, the SSRF guard) loads when a delivery runs, not in
     # every process that finalizes the Celery app (see the note above).
     from alerting.services.delivery import DeliveryResult, Target, deliver  # noqa: PLC0415
 
+    receiver = Target(kind, target, channel_id, route=route, tenant_id=tenant_id, platform=platform)
+    if kind == ChannelKind.EMAIL:
+        # A tenant's mail within its domains and hourly rate; what is not sent is recorded.
+        recipients = mail_recipients_admit(target=receiver, message=message)
+        if not recipients:
+            return False
+        receiver = replace(receiver, target=", ".join(recipients))
     secret, credential = channel_secrets(channel_id=channel_id) if channel_id else ("", "")
+    allowed_hosts = delivery_allowed_hosts(receiver)
     result = DeliveryResult(False, "not tried")
     for attempt in range(1, DELIVERY_ATTEMPTS + 1):
         result = deliver(
-            Target(kind, target, channel_id, route=route),
+            receiver,
             message,
             signing_secret=secret,
             credential=credential,
+            allowed_hosts=allowed_hosts,
         )
         if result.ok or not result.transient:
             break

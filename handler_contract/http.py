@@ -311,7 +311,8 @@ def _run_http(
             if reason is not None:
                 message = (
                     f"refusing to call {hostname!r}: it resolves to {ip}, which is {reason}; "
-                    "add the host to the worker's allowed hosts if this is intended"
+                    "only allow-listed hosts are reached there (a tenant's: its "
+                    "webhook_allowed_hosts, set by the platform operator)"
                 )
                 log.write("system", message)
                 return _fail("ssrf_blocked", message, transient=False)

@@ -1,4 +1,5 @@
-"""Django admin for every model, with the operator actions (each calls a service)."""
+"""Django admin for every model, with the operator actions (each calls a service). Tenants
+and memberships: `scheduler_app.admin_tenants`, registered from here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from django.shortcuts import redirect
 from django.template.defaultfilters import filesizeformat
 from django.urls import path
 
-from scheduler_app import selectors
+from scheduler_app import (
+    admin_tenants,  # noqa: F401  (registers the tenants' admin)
+    selectors,
+)
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, DomainError
 from scheduler_app.models import (
@@ -21,19 +25,11 @@ from scheduler_app.models import (
     Secret,
     TaskDefinition,
     TaskExecution,
-    Tenant,
-    TenantMembership,
 )
 from scheduler_app.services import dead_letters, task_definitions
 from scheduler_app.services.api_keys import api_key_revoke
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.task_spec import task_spec_to_fields
-
-
-class MembershipInline(admin.TabularInline):
-    model = TenantMembership
-    extra = 0
-    autocomplete_fields = ["user"]
 
 
 def _to_the_second(value) -> str:
@@ -45,37 +41,6 @@ TASK_BUTTONS = {
     "pause": task_definitions.task_pause,
     "resume": task_definitions.task_resume,
 }
-
-
-@admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "is_active", "rate_limit_per_minute", "created_at"]
-    list_filter = ["is_active"]
-    search_fields = ["slug", "name"]
-    inlines = [MembershipInline]
-    fieldsets = [
-        (None, {"fields": ["slug", "name", "is_active"]}),
-        (
-            "Limits (soft quotas: over quota defers runs)",
-            {
-                "fields": [
-                    "rate_limit_per_minute",
-                    "max_concurrent_runs",
-                    "max_runs_per_hour",
-                    "max_compute_minutes_per_month",
-                ]
-            },
-        ),
-        ("Sandbox", {"fields": ["shell_egress_allowed"]}),
-    ]
-
-
-@admin.register(TenantMembership)
-class TenantMembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "tenant", "role", "created_at"]
-    list_filter = ["role", "tenant"]
-    search_fields = ["user__username", "tenant__slug"]
-    autocomplete_fields = ["user", "tenant"]
 
 
 def _spec_from_admin(obj: TaskDefinition) -> dict:
@@ -122,8 +87,13 @@ class TaskDefinitionForm(forms.ModelForm):
     def clean(self) -> dict:
         cleaned = super().clean()
         candidate = TaskDefinition(**{k: v for k, v in cleaned.items() if k != "tenant"})
+        tenant = cleaned.get("tenant")
         try:
-            task_spec_to_fields(_spec_from_admin(candidate), anchor=candidate.created_at)
+            task_spec_to_fields(
+                _spec_from_admin(candidate),
+                anchor=candidate.created_at,
+                allowed_hosts=tenant.webhook_allowed_hosts if tenant else (),
+            )
         except DomainError as error:
             field = _ADMIN_FIELD_FOR.get(error.field or "")
             self.add_error(field if field in self.fields else None, error.message)

@@ -12,6 +12,8 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
                   (The production settings already refuse to load with either, so every
                   process stops at start; these checks say the same under `manage.py check`.)
 - scheduler.E006  pickle in the accepted content types: a broker message could run code.
+- scheduler.E007  WEBHOOK_ALLOWED_HOSTS is set: it is no longer read (it let every tenant
+                  reach the hosts it listed); each tenant's list is set by the operator.
 - scheduler.E130  WORKER_SHELL_SANDBOX is neither "on" nor "off".
 - scheduler.W131  the shell sandbox is on but bubblewrap cannot run on this host (missing, or
                   user namespaces disabled): a worker here fails every shell run with
@@ -159,6 +161,23 @@ def check_serializers(app_configs=None, **kwargs) -> list:
             "could run code in the workers",
             hint="Use JSON only: CELERY_ACCEPT_CONTENT = ['json'].",
             id="scheduler.E006",
+        )
+    ]
+
+
+@register(Tags.security, deploy=False)
+def check_retired_webhook_hosts(app_configs=None, **kwargs) -> list:
+    hosts = getattr(settings, "RETIRED_WEBHOOK_ALLOWED_HOSTS", [])
+    if not hosts:
+        return []
+    return [
+        Error(
+            f"WEBHOOK_ALLOWED_HOSTS ({', '.join(hosts)}) is no longer read: it let every "
+            "tenant's http tasks reach these internal hosts",
+            hint="Allow each host for the tenants that need it (`manage.py tenant_webhook_hosts "
+            "<tenant> --allow <host>`, or the tenant's page in the admin), then remove the "
+            "variable. The platform's alerts use NOTIFY_WEBHOOK_ALLOWED_HOSTS.",
+            id="scheduler.E007",
         )
     ]
 

@@ -9,10 +9,15 @@ class DomainError(Exception):
     status_code = 400
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, field: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        # Seconds after which the same request may succeed (a budget refilling): the API
+        # answers it as Retry-After.
+        self.retry_after = retry_after
 
 
 class ValidationFailed(DomainError):
@@ -79,3 +84,17 @@ class DeliveryFailed(DomainError):
 
     status_code = 502
     code = "delivery_failed"
+
+
+class PayloadTooLarge(TooLarge):
+    """A value over its size cap (an event payload, trigger parameters): 413."""
+
+    code = "payload_too_large"
+
+
+class OverBudget(DomainError):
+    """A tenant's budget is spent for now (searches at once, bytes per hour, mails per
+    hour): 429 with Retry-After."""
+
+    status_code = 429
+    code = "over_budget"

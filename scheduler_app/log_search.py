@@ -8,9 +8,15 @@ writes a log). The `simple` configuration neither stems nor drops stop words, so
 finds the words as they were logged (error codes, host names, `ECONNREFUSED`). What it
 cannot do is find a fragment inside a word; trigrams would.
 
-PostgreSQL caps a `tsvector` at 1 MB, and a log can hold 10 MB: the index (and so the
-search) covers the first SEARCHABLE_CHARS characters of each log. The expression here and
-the index's (`ExecutionLog.Meta`) must stay the same for the index to be used.
+The words are stored (`ExecutionLog.words`, derived from the text by PostgreSQL on every
+write, migration 0019) and indexed (GIN): a log the index returns is checked against its
+stored, parsed words. Parsing the text at search time instead cost `to_tsvector` of up to
+256 KB per candidate row (34 s for a common word over 800 such logs). PostgreSQL caps a
+`tsvector` at 1 MB, and a log can hold 10 MB: the words (and so the search) cover the first
+SEARCHABLE_CHARS characters of each log.
+
+What a search may cost is bounded apart (`scheduler_app.log_search_budget`): a statement
+timeout over the whole search and a number of searches per tenant at once.
 
 Newest first at 10M runs. A GIN index answers "which logs have these words" as a bitmap of
 every match, unordered: a page of the newest 50 costs as many rows as the words have matches
@@ -27,9 +33,10 @@ a word in every log (`host` in `host-7`, which the parser splits into `host` and
 posting list as long as the history, read whatever the window: the bench's two words
 (`host-7 eu-3`: `host`, `-7`, `eu`, `-3`) read 603 index pages in 60 ms at 1M logs, their
 two rarer lexemes alone 7 ms, and it grows with the history. So the index is asked only for
-the query's words in fewer than COMMON_WORD_SHARE of the logs (by the index's statistics;
-always at least the rarest word), and each log it returns is checked against the whole
-query (every word, the phrase order): the same logs, found from the short posting lists.
+the query's words in fewer than COMMON_WORD_SHARE of the logs (by the statistics of the
+words column; always at least the rarest word), and each log it returns is checked against
+the whole query (every word, the phrase order): the same logs, found from the short posting
+lists.
 Only queries of words and phrases are narrowed so; a query with `or` or `-excluded` asks
 the index as written.
 
@@ -47,15 +54,15 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
-from django.contrib.postgres.search import SearchQuery, SearchQueryField, SearchVector
+from django.contrib.postgres.search import SearchQuery, SearchQueryField
 from django.db import connection
-from django.db.models import BooleanField, Func, QuerySet, Value
-from django.db.models.functions import Left
+from django.db.models import BooleanField, F, Func, QuerySet, Value
 
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import ExecutionLog, Tenant
 from scheduler_app.models.execution import LogHour
 
+# The share of each log the stored words cover (the trigger's, migration 0019).
 SEARCHABLE_CHARS = 262_144
 MAX_QUERY_CHARS = 200
 # How much earlier than its run's time (scheduled or created) a log may be written, at most.
@@ -69,11 +76,7 @@ FEW_MATCHES = 1000
 # the logs it returns (see "Words in most logs" above): each leaves at least half of the
 # candidates standing while costing the longest posting lists to read.
 COMMON_WORD_SHARE = 0.5
-WORD_INDEX = "idx_log_words"
-
-
-def log_search_vector() -> SearchVector:
-    return SearchVector(Left("text", SEARCHABLE_CHARS), config="simple")
+WORD_INDEX = "idx_log_search_words"
 
 
 def executions_with_log_words(
@@ -115,8 +118,8 @@ def logs_with_words(words: str) -> QuerySet[ExecutionLog]:
     if lookup is None:
         return _logs_matching(words)
     return ExecutionLog.objects.filter(
-        _Matches(log_search_vector(), _TsQuery(Value(lookup))),
-        _Recheck(log_search_vector(), _websearch(words)),
+        _Matches(F("words"), _TsQuery(Value(lookup))),
+        _Recheck(F("words"), _websearch(words)),
     )
 
 
@@ -132,8 +135,9 @@ def index_words(words: str) -> str | None:
             "  FROM pg_stats s, unnest(s.most_common_elems::text::text[],"
             "                          s.most_common_elem_freqs) AS u(lexeme, share)"
             "  WHERE s.schemaname = current_schema() AND s.tablename = %s"
+            "    AND s.attname = 'words'"
             "    AND u.lexeme = ANY(tsvector_to_array(to_tsvector('simple', %s))))",
-            [words, WORD_INDEX, words],
+            [words, ExecutionLog._meta.db_table, words],
         )
         query, shares = cursor.fetchone()
     if isinstance(shares, str):
@@ -177,7 +181,7 @@ def _websearch(words: str) -> SearchQuery:
 def _logs_matching(words: str) -> QuerySet[ExecutionLog]:
     """The logs with the words, the whole query asked of the index (what the planner
     estimates best)."""
-    return ExecutionLog.objects.annotate(words=log_search_vector()).filter(words=_websearch(words))
+    return ExecutionLog.objects.filter(words=_websearch(words))
 
 
 class _TsQuery(Func):

@@ -86,7 +86,6 @@ def service_env(**overrides: str) -> dict[str, str]:
         DATABASE_URL=database_url(),
         REDIS_URL=settings.REDIS_URL,
         SCHEDULER_REDIS_PREFIX=settings.SCHEDULER["REDIS_KEY_PREFIX"],
-        WEBHOOK_ALLOWED_HOSTS="127.0.0.1,localhost",
         CELERY_SEND_EVENTS="false",
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",

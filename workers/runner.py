@@ -242,7 +242,8 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
                 or run_handler(
                     resolved.handler_config,
                     context,
-                    allowed_hosts=config["HTTP_ALLOWED_HOSTS"],
+                    # The tenant's own allow-list, set by the operator (never another's).
+                    allowed_hosts=execution.tenant.webhook_allowed_hosts,
                     container_runtime=config["CONTAINER_RUNTIME"],
                     kill_grace_seconds=config["KILL_GRACE_SECONDS"],
                     shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,

@@ -9,6 +9,8 @@ code that delivers, never put on the broker, in the admin or in any API response
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from cryptography.fernet import InvalidToken
@@ -18,7 +20,9 @@ from django.core.validators import validate_email, validate_slug
 from django.db import IntegrityError, transaction
 
 from alerting.models import ChannelKind, NotificationChannel
+from alerting.selectors import delivery_allowed_hosts
 from alerting.services.delivery import DeliveryResult, Target, deliver
+from alerting.services.mail_budget import email_domain_allowed, mail_test_admit
 from handler_contract.base import HandlerConfigError
 from handler_contract.http import url_target_refused
 from handler_contract.validation import validate_handler_config
@@ -78,24 +82,28 @@ def channel_secrets(*, channel_id: Any) -> tuple[str, str]:
     return signing_secret_decrypt(row[0] or ""), signing_secret_decrypt(row[1] or "")
 
 
-def _checked_url(url: Any, *, field: str) -> str:
-    """An http(s) URL the delivery's SSRF guard would not refuse outright."""
+def _checked_url(url: Any, *, field: str, allowed_hosts: Collection[str]) -> str:
+    """An http(s) URL the delivery's SSRF guard would not refuse outright, for a tenant whose
+    internal hosts are `allowed_hosts` (its own list; never the platform's)."""
     try:
         config = validate_handler_config(
             {"type": "http", "url": url}, python_registry_names=(), container_runtime=None
         )
     except HandlerConfigError as error:
         raise ValidationFailed(f"{field} {error.message.split(' ', 1)[-1]}", field=field) from None
-    refused = url_target_refused(config["url"], settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"])
+    refused = url_target_refused(config["url"], allowed_hosts)
     if refused:
         raise ValidationFailed(
-            f"{field}: {refused}; allowed only for hosts in NOTIFY_WEBHOOK_ALLOWED_HOSTS",
+            f"{field}: {refused}; allowed only for a host the platform operator allows for "
+            "this tenant (tenant setting webhook_allowed_hosts)",
             field=field,
         )
     return config["url"]
 
 
-def _kind_values(kind: str, values: dict[str, Any], *, creating: bool) -> dict[str, Any]:
+def _kind_values(
+    kind: str, values: dict[str, Any], *, creating: bool, tenant: Tenant
+) -> dict[str, Any]:
     """Model fields from a kind's own fields; refuses fields of another kind."""
     allowed = KIND_FIELDS[kind]
     for key, value in values.items():
@@ -108,7 +116,9 @@ def _kind_values(kind: str, values: dict[str, Any], *, creating: bool) -> dict[s
     fields: dict[str, Any] = {}
     if kind == ChannelKind.WEBHOOK:
         if "url" in given:
-            fields["target"] = _checked_url(given["url"], field="url")
+            fields["target"] = _checked_url(
+                given["url"], field="url", allowed_hosts=tenant.webhook_allowed_hosts
+            )
         elif creating:
             raise ValidationFailed("url is required for a webhook channel", field="url")
         if "signing_secret" in values:
@@ -119,7 +129,11 @@ def _kind_values(kind: str, values: dict[str, Any], *, creating: bool) -> dict[s
         if "webhook_url" in given and "bot_token" in given:
             raise ValidationFailed("give webhook_url or bot_token, not both", field="bot_token")
         if "webhook_url" in given:
-            url = _checked_url(given["webhook_url"], field="webhook_url")
+            url = _checked_url(
+                given["webhook_url"],
+                field="webhook_url",
+                allowed_hosts=tenant.webhook_allowed_hosts,
+            )
             fields["credential_ciphertext"] = _credential_encrypt(url, field="webhook_url")
             fields["target"] = ""
         elif "bot_token" in given:
@@ -142,6 +156,13 @@ def _kind_values(kind: str, values: dict[str, Any], *, creating: bool) -> dict[s
                 addresses = [a.strip() for a in addresses.split(",") if a.strip()]
             if not isinstance(addresses, list) or not addresses:
                 raise ValidationFailed("addresses must be a list of emails", field="addresses")
+            cap = int(settings.ALERTS["EMAIL_MAX_RECIPIENTS"])
+            if len(set(addresses)) > cap:
+                raise ValidationFailed(
+                    f"an email channel mails at most {cap} addresses; "
+                    f"{len(set(addresses))} were given",
+                    field="addresses",
+                )
             for index, address in enumerate(addresses):
                 try:
                     validate_email(address)
@@ -149,7 +170,13 @@ def _kind_values(kind: str, values: dict[str, Any], *, creating: bool) -> dict[s
                     raise ValidationFailed(
                         f"{address!r} is not an email address", field=f"addresses[{index}]"
                     ) from None
-            fields["target"] = ", ".join(addresses)
+                if not email_domain_allowed(address):
+                    raise ValidationFailed(
+                        f"{address!r}: the platform mails only "
+                        f"{', '.join(settings.ALERTS['EMAIL_ALLOWED_DOMAINS'])}",
+                        field=f"addresses[{index}]",
+                    )
+            fields["target"] = ", ".join(dict.fromkeys(addresses))
         elif creating:
             raise ValidationFailed("addresses is required for an email channel", field="addresses")
     elif kind == ChannelKind.PAGERDUTY:
@@ -177,7 +204,7 @@ def channel_create(
         validate_slug(name)
     except DjangoValidationError:
         raise ValidationFailed("name must be letters, digits, '-' or '_'", field="name") from None
-    fields = _kind_values(kind, values, creating=True)
+    fields = _kind_values(kind, values, creating=True, tenant=tenant)
     try:
         with transaction.atomic():
             return NotificationChannel.objects.create(
@@ -191,7 +218,7 @@ def channel_update(
     *, channel: NotificationChannel, alerts: bool | None = None, **values: Any
 ) -> NotificationChannel:
     """Change a channel's own fields (its name and kind stay: tasks name it)."""
-    fields = _kind_values(channel.kind, values, creating=False)
+    fields = _kind_values(channel.kind, values, creating=False, tenant=channel.tenant)
     if alerts is not None:
         fields["alerts"] = alerts
     if fields:
@@ -216,11 +243,17 @@ def channel_test(*, channel: NotificationChannel, route: str = "") -> DeliveryRe
         "channel": channel.name,
     }
     signing_secret, credential = channel_secrets(channel_id=channel.id)
+    target = Target(
+        channel.kind, channel.target, str(channel.id), route=route, tenant_id=str(channel.tenant_id)
+    )
+    if channel.kind == ChannelKind.EMAIL:  # counted as notices are; 429 over the rate
+        target = replace(target, target=", ".join(mail_test_admit(target=target)))
     return deliver(
-        Target(channel.kind, channel.target, str(channel.id), route=route),
+        target,
         message,
         signing_secret=signing_secret,
         credential=credential,
+        allowed_hosts=delivery_allowed_hosts(target),
     )
 
 

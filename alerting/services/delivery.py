@@ -2,13 +2,15 @@
 token), PagerDuty Events API v2, email.
 
 Every HTTP delivery goes through the http handler's SSRF guard (handler_contract.http): a URL that
-resolves to a private or loopback address is refused unless its host is in
-ALERTS["WEBHOOK_ALLOWED_HOSTS"].
+resolves to a private or loopback address is refused unless its host is in the allow-list the
+caller gives (`alerting.selectors.delivery_allowed_hosts`: the operator's list for the
+platform's own alerts, the tenant's own list for a tenant's channels).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,10 @@ class Target:
     channel_id: str | None = None
     # Where inside the service: the Slack channel of a `slack://<channel>` target.
     route: str = ""
+    # Whose notification this is: a tenant's (its internal hosts, its mail budget), or the
+    # platform's own alerts (`platform`, the operators' channels). Neither: no internal host.
+    tenant_id: str | None = None
+    platform: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,13 +63,15 @@ def _answer(result: dict[str, Any] | None) -> str:
     return json.dumps(result)[:300]
 
 
-def _post_json(url: str, payload: dict[str, Any], headers: dict[str, str]) -> DeliveryResult:
+def _post_json(
+    url: str, payload: dict[str, Any], headers: dict[str, str], allowed_hosts: Collection[str]
+) -> DeliveryResult:
     outcome = post_json(
         url,
         payload,
         headers=headers,
         timeout_seconds=settings.ALERTS["WEBHOOK_TIMEOUT_SECONDS"],
-        allowed_hosts=settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"],
+        allowed_hosts=allowed_hosts,
     )
     if outcome.succeeded:
         result = outcome.result or {}
@@ -79,7 +87,15 @@ def _post_json(url: str, payload: dict[str, Any], headers: dict[str, str]) -> De
     )
 
 
-def _slack(target: Target, message: dict[str, Any], credential: str) -> DeliveryResult:
+def _operator_hosts() -> list[str]:
+    """For the endpoints the operator configures (SLACK_API_URL, PAGERDUTY_EVENTS_URL), not
+    the tenant: the operator's list, whoever's message it carries."""
+    return list(settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"])
+
+
+def _slack(
+    target: Target, message: dict[str, Any], credential: str, allowed_hosts: Collection[str]
+) -> DeliveryResult:
     """Slack's message format: `text` (mrkdwn) as the fallback and the notification, with
     `blocks` for the layout. A bot token posts to the target's Slack channel through
     chat.postMessage; an incoming webhook posts where it was made for."""
@@ -97,11 +113,12 @@ def _slack(target: Target, message: dict[str, Any], credential: str) -> Delivery
             return DeliveryResult(False, "a Slack bot token needs slack://<channel>")
         payload["channel"] = target.route
         url = settings.ALERTS["SLACK_API_URL"].rstrip("/") + "/chat.postMessage"
-        return _post_json(url, payload, {"Authorization": f"Bearer {credential}"})
+        headers = {"Authorization": f"Bearer {credential}"}
+        return _post_json(url, payload, headers, _operator_hosts())
     url = credential or target.target
     if not url:
         return DeliveryResult(False, "the Slack channel has no webhook URL or bot token")
-    return _post_json(url, payload, {})
+    return _post_json(url, payload, {}, allowed_hosts)
 
 
 RESOLVING_EVENTS = ("resolved", "success", "alert_resolved", "test_resolve")
@@ -143,8 +160,16 @@ def pagerduty_event(message: dict[str, Any], routing_key: str) -> dict[str, Any]
 
 
 def deliver(
-    target: Target, message: dict[str, Any], *, signing_secret: str = "", credential: str = ""
+    target: Target,
+    message: dict[str, Any],
+    *,
+    signing_secret: str = "",
+    credential: str = "",
+    allowed_hosts: Collection[str] = (),
 ) -> DeliveryResult:
+    """`allowed_hosts`: the internal hosts a URL of the target's own (a webhook's, a Slack
+    incoming webhook's) may reach, see the module's note; the endpoints the operator
+    configures are judged by the operator's list."""
     if target.kind == ChannelKind.WEBHOOK:
         # post_json sends json.dumps(body) exactly; the signature covers those bytes and the
         # time of signing.
@@ -152,14 +177,14 @@ def deliver(
         headers = {EVENT_HEADER: str(message.get("event", ""))}
         if signing_secret:
             headers[SIGNATURE_HEADER] = signature(signing_secret, body)
-        return _post_json(target.target, message, headers)
+        return _post_json(target.target, message, headers, allowed_hosts)
     if target.kind == ChannelKind.SLACK:
-        return _slack(target, message, credential)
+        return _slack(target, message, credential, allowed_hosts)
     if target.kind == ChannelKind.PAGERDUTY:
         if not credential:
             return DeliveryResult(False, "the PagerDuty channel has no routing key")
         url = settings.ALERTS["PAGERDUTY_EVENTS_URL"]
-        return _post_json(url, pagerduty_event(message, credential), {})
+        return _post_json(url, pagerduty_event(message, credential), {}, _operator_hosts())
     if target.kind == ChannelKind.EMAIL:
         recipients = [a.strip() for a in target.target.split(",") if a.strip()]
         send_mail(

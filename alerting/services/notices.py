@@ -18,14 +18,14 @@ def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
     """A tenant's alert channels; system-wide incidents go to the operators' settings."""
     if tenant is not None:
         return [
-            Target(c.kind, c.target, str(c.id))
+            Target(c.kind, c.target, str(c.id), tenant_id=str(tenant.id))
             for c in NotificationChannel.objects.filter(tenant=tenant, alerts=True)
         ]
     targets = []
     if settings.ALERTS["OPS_WEBHOOK_URL"]:
-        targets.append(Target("webhook", settings.ALERTS["OPS_WEBHOOK_URL"]))
+        targets.append(Target("webhook", settings.ALERTS["OPS_WEBHOOK_URL"], platform=True))
     if settings.ALERTS["OPS_EMAILS"]:
-        targets.append(Target("email", ",".join(settings.ALERTS["OPS_EMAILS"])))
+        targets.append(Target("email", ",".join(settings.ALERTS["OPS_EMAILS"]), platform=True))
     return targets
 
 

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email
 
 from alerting.models import ChannelKind, NotificationChannel
 from alerting.services.delivery import Target
+from alerting.services.mail_budget import email_domain_allowed
 from scheduler_app.errors import ValidationFailed
 
 SLACK_CONNECTION_NAME = "slack"
@@ -67,6 +70,11 @@ def resolve_target(text: str, channels: Mapping[str, NotificationChannel]) -> Ta
             validate_email(rest)
         except DjangoValidationError:
             raise TargetError(f"{text!r}: {rest!r} is not an email address") from None
+        if not email_domain_allowed(rest):
+            raise TargetError(
+                f"{text!r}: the platform mails only "
+                f"{', '.join(settings.ALERTS['EMAIL_ALLOWED_DOMAINS'])}"
+            )
         return Target(ChannelKind.EMAIL, rest)
     if scheme == "slack":
         if not _SLACK_CHANNEL.match(rest):
@@ -107,14 +115,22 @@ def notification_targets_check(*, tenant_id: Any, notifications: Mapping[str, li
     channels = _channels_named(
         tenant_id=tenant_id, texts=[t for texts in notifications.values() for t in texts]
     )
+    cap, addresses = int(settings.ALERTS["EMAIL_MAX_RECIPIENTS"]), set()
     for event, texts in notifications.items():
         for index, text in enumerate(texts):
+            field = f"notifications.{event}[{index}]"
             try:
-                resolve_target(text, channels)
+                target = resolve_target(text, channels)
             except TargetError as error:
-                raise ValidationFailed(
-                    str(error), field=f"notifications.{event}[{index}]"
-                ) from error
+                raise ValidationFailed(str(error), field=field) from error
+            if text.startswith("email://"):
+                addresses.add(target.target.lower())
+                if len(addresses) > cap:
+                    raise ValidationFailed(
+                        f"{text!r}: a task mails at most {cap} addresses through email:// "
+                        "targets (an email channel holds as many)",
+                        field=field,
+                    )
 
 
 def targets_for(*, tenant_id: Any, texts: list[str]) -> tuple[list[Target], list[str]]:
@@ -124,7 +140,7 @@ def targets_for(*, tenant_id: Any, texts: list[str]) -> tuple[list[Target], list
     targets, problems = [], []
     for text in dict.fromkeys(texts):
         try:
-            targets.append(resolve_target(text, channels))
+            targets.append(replace(resolve_target(text, channels), tenant_id=str(tenant_id)))
         except TargetError as error:
             problems.append(str(error))
     return targets, problems

@@ -76,7 +76,12 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
                 )
             continue
         try:
-            task_spec_to_fields(_node_task_spec(node), anchor=now, partial=True)
+            task_spec_to_fields(
+                _node_task_spec(node),
+                anchor=now,
+                partial=True,
+                allowed_hosts=tenant.webhook_allowed_hosts,
+            )
         except ValidationFailed as error:
             if isinstance(node["handler"], str) and error.field == "handler.callable":
                 error.field = "handler"

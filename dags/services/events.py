@@ -34,6 +34,7 @@ from dags.spec import EVENT_NAME
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.task_definitions import task_trigger
 
 logger = logging.getLogger(__name__)
@@ -50,13 +51,16 @@ class Posted:
 
 def event_post(*, tenant: Tenant, name: Any, payload: Any) -> Posted:
     """Record an event, release the waits it matches and start a run of every task and DAG
-    whose event schedule it matches (with the payload as the run's parameters)."""
+    whose event schedule it matches (with the payload as the run's parameters). The payload
+    is size-capped (413) and counted against the tenant's bytes quota (429), see
+    `scheduler_app.services.payload_quota`."""
     if not isinstance(name, str) or not EVENT_NAME.match(name):
         raise ValidationFailed("name must be 1 to 255 letters, digits or _ . : / -", field="name")
     if payload is None:
         payload = {}
     if not isinstance(payload, Mapping):
         raise ValidationFailed("payload must be a JSON object", field="payload")
+    size = payload_cap_check(tenant_id=tenant.id, value=payload, field="payload")
     with transaction.atomic():
         event = Event.objects.create(tenant=tenant, name=name, payload=dict(payload))
         posted = Posted(event=event, started=_scheduled_runs_start(tenant=tenant, event=event))
@@ -69,6 +73,11 @@ def event_post(*, tenant: Tenant, name: Any, payload: Any) -> Posted:
                 wait, status=NodeStatus.SUCCESS, result=event.payload, event=event
             ):
                 released.append(wait)
+        # Last (payload_quota's rule): the payload is stored once for the event and once as
+        # the parameters of each run it started (their triggers do not charge it again).
+        payload_bytes_charge(
+            tenant_id=tenant.id, size=size * (1 + len(posted.started)), field="payload"
+        )
     return posted
 
 

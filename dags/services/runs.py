@@ -24,6 +24,7 @@ from dags.services.links import run_lock
 from dags.services.node_attempts import node_attempts_keep
 from dags.services.readiness import nodes_ready, run_roots_start, run_stop
 from scheduler_app.errors import Conflict, NotFound
+from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.secrets import secret_references_refuse
 
 RERUNNABLE = (RunStatus.FAILED, RunStatus.PARTIALLY_COMPLETED, RunStatus.CANCELLED)
@@ -39,11 +40,14 @@ def dag_trigger(
 ) -> DagRun | None:
     """Create a run and start it, or queue it when max_active_runs are already running.
 
-    A scheduled fire that was already recorded (by another leader) returns None.
+    A scheduled fire that was already recorded (by another leader) returns None. The
+    parameters are size-capped (413) and counted against the tenant's bytes quota (429,
+    `scheduler_app.services.payload_quota`).
     """
     if dag.deleted_at is not None:
         raise NotFound("DAG not found")
     secret_references_refuse(parameters=parameters)
+    size = payload_cap_check(tenant_id=dag.tenant_id, value=parameters, field="parameters")
     version = current_version(dag)
     if version is None:
         raise Conflict("this DAG has no version", field="dag")
@@ -83,6 +87,8 @@ def dag_trigger(
             )
             if status == RunStatus.RUNNING:
                 run_roots_start(run)
+            if trigger != "event":  # an event's runs are charged with the event
+                payload_bytes_charge(tenant_id=dag.tenant_id, size=size, field="parameters")
     except IntegrityError:
         if trigger in ("schedule", "backfill"):  # that fire time was already recorded
             return None

@@ -26,6 +26,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -59,13 +60,19 @@ class _Table:
     time_column: str
     key_columns: tuple[str, ...]
     json_columns: frozenset[str]
+    # What an archive holds: every column but derived search data (a log's stored words,
+    # as large as its text and rebuilt from it by PostgreSQL when a log is written).
+    columns: str
 
 
 def _table(model, *, kind: str, time_column: str, key_columns: tuple[str, ...]) -> _Table:
     json_columns = frozenset(
         f.column for f in model._meta.concrete_fields if f.get_internal_type() == "JSONField"
     )
-    return _Table(kind, model._meta.db_table, time_column, key_columns, json_columns)
+    columns = ", ".join(
+        f.column for f in model._meta.concrete_fields if not isinstance(f, SearchVectorField)
+    )
+    return _Table(kind, model._meta.db_table, time_column, key_columns, json_columns, columns)
 
 
 EXECUTIONS = _table(
@@ -202,7 +209,7 @@ def rows_archive(
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT * FROM {spec.table} WHERE {where} "
+                f"SELECT {spec.columns} FROM {spec.table} WHERE {where} "
                 f"ORDER BY {spec.time_column} LIMIT {int(batch_rows)}",
                 params,
             )
@@ -353,5 +360,6 @@ def _default_partition_archive(
         "scheduled_at",
         ("id",),
         EXECUTIONS.json_columns,
+        EXECUTIONS.columns,
     )
     return rows_archive(spec=spec, before=cutoff, tenant_ids=tenant_ids, store=store, now=now)

@@ -6,6 +6,11 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from project.settings.budgets import (  # noqa: F401  (settings: the budgets of tenant input)
+    LOG_SEARCH,
+    PAYLOADS,
+    RETIRED_WEBHOOK_ALLOWED_HOSTS,
+)
 from project.settings.env import (
     database_from_url,
     env_bool,
@@ -354,8 +359,6 @@ WORKER = {
     "LEASE_SECONDS": env_int("WORKER_LEASE_SECONDS", 60),
     "KILL_GRACE_SECONDS": env_float("WORKER_KILL_GRACE_SECONDS", 5.0),
     "LOG_MAX_BYTES": env_int("WORKER_LOG_MAX_BYTES", 10 * 1024 * 1024),
-    # Hosts a webhook may reach even though they resolve to a private/loopback address.
-    "HTTP_ALLOWED_HOSTS": env_list("WEBHOOK_ALLOWED_HOSTS", []),
     "CONTAINER_RUNTIME": env_str("CONTAINER_RUNTIME", "") or None,
     # A batch doorbell hands back the runs it has not started once no run has started for
     # this long (one handler, or every lane, held that long), or the batch has run four
@@ -401,7 +404,9 @@ ALERTS = {
     # Operators' channels for system-wide alerts (queue depth, dead workers).
     "OPS_WEBHOOK_URL": env_str("ALERTS_OPS_WEBHOOK_URL", ""),
     "OPS_EMAILS": env_list("ALERTS_OPS_EMAILS", []),
-    # Hosts a notification webhook may reach even though they resolve to private addresses.
+    # Hosts the platform's own alerts (OPS_WEBHOOK_URL) may reach although they resolve to
+    # private addresses. Tenants' channels never use this list: each tenant has its own,
+    # set by the operator (Tenant.webhook_allowed_hosts).
     "WEBHOOK_ALLOWED_HOSTS": env_list("NOTIFY_WEBHOOK_ALLOWED_HOSTS", []),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("NOTIFY_WEBHOOK_TIMEOUT", 10.0),
     # Where Slack bot tokens post (chat.postMessage) and PagerDuty events go.
@@ -411,6 +416,13 @@ ALERTS = {
     ),
     "QUEUE": env_str("NOTIFY_QUEUE", "critical"),
     "FROM_EMAIL": env_str("NOTIFY_FROM_EMAIL", "scheduler@localhost"),
+    # A tenant's mail (alerting/services/mail_budget.py): addresses per email channel, and
+    # per task in its email:// targets (400 past it); messages (one per recipient) its
+    # notifications mail per rolling hour (more are dropped, with an audit entry and a
+    # metric; a channel test answers 429); the domains it may mail (empty: any).
+    "EMAIL_MAX_RECIPIENTS": env_int("NOTIFY_EMAIL_MAX_RECIPIENTS", 10),
+    "EMAIL_PER_TENANT_PER_HOUR": env_int("NOTIFY_EMAIL_PER_TENANT_PER_HOUR", 100),
+    "EMAIL_ALLOWED_DOMAINS": env_list("NOTIFY_EMAIL_ALLOWED_DOMAINS", []),
     "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),
 }
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import redis
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import Http404
@@ -54,12 +56,19 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
         )
     if isinstance(exc, DomainError):
         errors = {exc.field: [exc.message]} if exc.field else None
-        return Response(
+        response = Response(
             _body(exc.code, exc.message, field=exc.field, errors=errors), status=exc.status_code
         )
+        if exc.retry_after is not None:
+            response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response(
-            _body("payload_too_large", "request body is larger than the 1 MiB limit"),
+            _body(
+                "payload_too_large",
+                f"request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes "
+                "(MAX_REQUEST_BODY_BYTES)",
+            ),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, DataError):

@@ -183,3 +183,8 @@ class UsageOutput(serializers.Serializer):
     usage = serializers.DictField()
     quota = serializers.DictField()
     rate_limit_per_minute = serializers.IntegerField()
+    budgets = serializers.DictField(
+        help_text="What the tenant may spend of what it supplies, and has spent: payload "
+        "bytes and mail messages per rolling window, log searches at once and their time "
+        "limit, the internal hosts the operator allowed it (webhook_allowed_hosts)"
+    )

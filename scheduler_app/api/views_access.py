@@ -28,6 +28,7 @@ from scheduler_app.api.serializers_access import (
 )
 from scheduler_app.api.strict import refuse_body
 from scheduler_app.api.tenancy import request_tenant
+from scheduler_app.api.usage_budgets import usage_budgets
 from scheduler_app.api.views_invitations import invitation_create_response
 from scheduler_app.api.views_operations import admin_scope
 from scheduler_app.services import api_keys, members, quotas, secrets
@@ -80,6 +81,7 @@ class TenantUsageView(APIView):
                     "max_log_bytes": tenant.max_log_bytes,
                 },
                 "rate_limit_per_minute": tenant.rate_limit_per_minute,
+                "budgets": usage_budgets(tenant=tenant),
             }
         )
 

@@ -19,6 +19,7 @@ from scheduler_app.api.serializers import ExecutionOutput
 from scheduler_app.api.strict import query_int, refuse_body
 from scheduler_app.api.tenancy import is_platform_staff, request_tenant
 from scheduler_app.errors import NotFound, ValidationFailed
+from scheduler_app.log_search_budget import log_search_budget
 from scheduler_app.models import Tenant
 from scheduler_app.services import retries, scheduler_control
 
@@ -35,7 +36,12 @@ EXECUTION_FILTERS = [
     OpenApiParameter("until", str, description="scheduled_at < (ISO 8601 with offset)"),
     OpenApiParameter("ordering", str, enum=list(selectors.EXECUTION_ORDERINGS)),
     OpenApiParameter(
-        "log_contains", str, description="Words in the stored log (full-text, web-search syntax)"
+        "log_contains",
+        str,
+        description="Words in the stored log (full-text, web-search syntax). A search is cut"
+        " after LOG_SEARCH_TIMEOUT_SECONDS (503 `log_search_timeout`: narrow it); a tenant"
+        " runs at most LOG_SEARCH_MAX_CONCURRENT_PER_TENANT at once (429"
+        " `too_many_log_searches`, Retry-After)",
     ),
 ]
 
@@ -59,19 +65,20 @@ class ExecutionListView(APIView):
         paginator = ExecutionCursor()
         if "log_contains" in filters:
             others = other_filters(filters)
-            page = log_search_page(
-                paginator,
-                request,
-                view=self,
-                search=lambda window: selectors.execution_list(
-                    tenant=tenant, filters=filters, log_window=window
-                ),
-                tenant=tenant,
-                words=filters["log_contains"],
-                runs=None
-                if others is None
-                else selectors.execution_list(tenant=tenant, filters=others),
-            )
+            with log_search_budget(tenant_id=tenant.id):
+                page = log_search_page(
+                    paginator,
+                    request,
+                    view=self,
+                    search=lambda window: selectors.execution_list(
+                        tenant=tenant, filters=filters, log_window=window
+                    ),
+                    tenant=tenant,
+                    words=filters["log_contains"],
+                    runs=None
+                    if others is None
+                    else selectors.execution_list(tenant=tenant, filters=others),
+                )
         else:
             queryset = selectors.execution_list(tenant=tenant, filters=filters)
             page = paginator.paginate_queryset(queryset, request, view=self)

@@ -297,7 +297,12 @@ def task_save_from_form(
         checked = rest.validated_data if rest.is_valid() else {}
     # The services stop at their first refusal; each part of the spec is judged on its own
     # first, by the same code, so the form lists every mistake at once.
-    for error in task_spec_errors(checked, anchor=timezone.now(), require=False):
+    for error in task_spec_errors(
+        checked,
+        anchor=timezone.now(),
+        require=False,
+        allowed_hosts=tenant.webhook_allowed_hosts,
+    ):
         if _form_field_for(error.field) not in form.errors:  # one stage's word per field
             form.add_api_error(error.field, error.message)
     if form.errors:

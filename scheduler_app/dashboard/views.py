@@ -30,7 +30,8 @@ from scheduler_app.dashboard.tenancy import (
     remember_tenant,
     shows_other_tenant,
 )
-from scheduler_app.errors import NotFound, ValidationFailed
+from scheduler_app.errors import DomainError, NotFound
+from scheduler_app.log_search_budget import log_search_budget
 from scheduler_app.log_search_windows import newest_first_windows
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
@@ -150,22 +151,26 @@ def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | Non
         ).order_by("-scheduled_at", "-attempt")
 
     try:
-        found = search(None)
-        for start in newest_first_windows(
-            tenant=tenant,
-            words=words,
-            anchor=timezone.now(),
-            wanted=2 * (HISTORY_ROWS + 1),
-            runs=runs,
-        ):
-            # The newest rows, and one more that says there are more than shown.
-            rows = list(
-                (found if start is None else search(("scheduled_at", start)))[: HISTORY_ROWS + 1]
-            )
-            if start is None or len(rows) > HISTORY_ROWS:
-                more = len(rows) > HISTORY_ROWS
-                return rows[:HISTORY_ROWS], None if more else len(rows), words, ""
-    except ValidationFailed as error:
+        # The API's budget: one place among the tenant's searches at once, one time budget.
+        with log_search_budget(tenant_id=tenant.id):
+            found = search(None)
+            for start in newest_first_windows(
+                tenant=tenant,
+                words=words,
+                anchor=timezone.now(),
+                wanted=2 * (HISTORY_ROWS + 1),
+                runs=runs,
+            ):
+                # The newest rows, and one more that says there are more than shown.
+                rows = list(
+                    (found if start is None else search(("scheduled_at", start)))[
+                        : HISTORY_ROWS + 1
+                    ]
+                )
+                if start is None or len(rows) > HISTORY_ROWS:
+                    more = len(rows) > HISTORY_ROWS
+                    return rows[:HISTORY_ROWS], None if more else len(rows), words, ""
+    except DomainError as error:  # bad words, or the search over its budget
         return [], 0, words, error.message
     raise AssertionError("the windows end with the whole history")  # pragma: no cover
 

@@ -2,10 +2,12 @@ from scheduler_app.models.access import ApiKey, AuditEntry, IdempotencyRecord, S
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import MemberInvitation, Tenant, TenantMembership
+from scheduler_app.models.usage import BudgetUsage
 
 __all__ = [
     "ApiKey",
     "AuditEntry",
+    "BudgetUsage",
     "ExecutionLog",
     "IdempotencyRecord",
     "MemberInvitation",

@@ -3,10 +3,9 @@ from __future__ import annotations
 import uuid
 
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import F, Q
-from django.db.models.functions import Left
 
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
@@ -130,6 +129,14 @@ class LogHour(models.Func):
     output_field = models.DateTimeField()
 
 
+class ExecutionLogManager(models.Manager["ExecutionLog"]):
+    """Logs without their `words`: only the search reads them (in SQL), and a stored log's
+    tsvector can be as large as its text."""
+
+    def get_queryset(self) -> models.QuerySet[ExecutionLog]:
+        return super().get_queryset().defer("words")
+
+
 class ExecutionLog(models.Model):
     """The captured output of one execution, persisted when it ends (capped, masked)."""
 
@@ -139,14 +146,18 @@ class ExecutionLog(models.Model):
     size_bytes = models.BigIntegerField(default=0)
     truncated = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The words of the log's first SEARCHABLE_CHARS characters, for log search: written by
+    # PostgreSQL whenever the text is (a trigger, migration 0019), whichever writer stores
+    # it (a finish, a batch of finishes, the ORM). Stored, so a search checks each candidate
+    # log against a parsed tsvector instead of parsing up to 256 KB of text per row.
+    words = SearchVectorField(null=True, editable=False)
+
+    objects = ExecutionLogManager()
 
     class Meta:
         indexes = [
-            # Log search (scheduler_app.log_search): the same expression as its queries.
-            GinIndex(
-                SearchVector(Left("text", 262_144), config="simple"),
-                name="idx_log_words",
-            ),
+            # Log search (scheduler_app.log_search) on the stored words.
+            GinIndex(fields=["words"], name="idx_log_search_words"),
             # A recent window of one tenant's logs (log_search_pages), combined with the
             # words' index in one bitmap. Not one GIN over both: that needs btree_gin, which
             # the embedded PostgreSQL of `make run` does not ship.

@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from scheduler_app.choices import Role
@@ -25,6 +26,12 @@ class Tenant(models.Model):
     # a user-mode network; see docs/tasks/shell-sandbox.md). Off by default: the platform
     # operator decides.
     shell_egress_allowed = models.BooleanField(default=False)
+    # Internal hosts (names or IP literals that resolve to private, loopback or link-local
+    # addresses) this tenant's http tasks, notification webhooks and channel tests may reach
+    # past the SSRF guard. Set by the platform operator only (the admin, `manage.py
+    # tenant_webhook_hosts`), never through the tenant's API or dashboard; the platform's own
+    # alerts have their own list (NOTIFY_WEBHOOK_ALLOWED_HOSTS), which no tenant gets.
+    webhook_allowed_hosts = ArrayField(models.CharField(max_length=253), default=list, blank=True)
     # Stored execution logs (scheduler_app.services.log_quota): over it, logs are cut.
     max_log_bytes = models.BigIntegerField(default=100 * 1024**3)
 

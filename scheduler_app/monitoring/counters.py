@@ -108,3 +108,34 @@ def read_histograms(kind: str) -> dict[str, Histogram]:
             count=float(raw.get(f"{tier}|count", 0)),
         )
     return histograms
+
+
+# hash "tenant_id|budget" -> requests refused for that budget (log searches over the time or
+# concurrency budget, payloads over their size cap or the tenant's bytes per hour)
+REFUSALS_KEY = "metrics:budget-refusals"
+# hash "tenant_id|kind|reason" -> notifications not sent (a tenant's mail over its rate)
+NOTICES_DROPPED_KEY = "metrics:notifications-dropped"
+
+
+def record_budget_refusal(*, tenant_id: str, budget: str) -> None:
+    try:
+        get_redis().hincrby(redis_key(REFUSALS_KEY), f"{tenant_id}|{budget}", 1)
+    except redis.RedisError as error:
+        logger.debug("could not count a budget refusal: %s", error)
+
+
+def record_notification_dropped(*, tenant_id: str, kind: str, reason: str, count: int) -> None:
+    try:
+        get_redis().hincrby(redis_key(NOTICES_DROPPED_KEY), f"{tenant_id}|{kind}|{reason}", count)
+    except redis.RedisError as error:
+        logger.debug("could not count a dropped notification: %s", error)
+
+
+def read_budget_refusals() -> dict[tuple[str, str], int]:
+    raw = get_redis().hgetall(redis_key(REFUSALS_KEY))
+    return {tuple(field.split("|", 1)): int(value) for field, value in raw.items()}  # type: ignore[misc]
+
+
+def read_notifications_dropped() -> dict[tuple[str, str, str], int]:
+    raw = get_redis().hgetall(redis_key(NOTICES_DROPPED_KEY))
+    return {tuple(field.split("|", 2)): int(value) for field, value in raw.items()}  # type: ignore[misc]

@@ -47,6 +47,8 @@ METRIC_NAMES = (
     "scheduler_leaders",
     "scheduler_missed_fires",
     "scheduler_retry_budget",
+    "scheduler_budget_refusals_total",
+    "scheduler_notifications_dropped_total",
     "scheduler_scrape_errors",
 )
 
@@ -91,6 +93,25 @@ class SchedulerCollector:
         for (tenant_id, tier, status), value in sorted(counters.read_runs().items()):
             runs.add_metric([slugs.get(tenant_id, tenant_id), tier, status], value)
         yield runs
+        refusals = CounterMetricFamily(
+            "scheduler_budget_refusals",
+            "Requests refused because a tenant's budget was spent (log search time or "
+            "concurrency, payload size or bytes per hour)",
+            labels=["tenant", "budget"],
+        )
+        for (tenant_id, budget), value in sorted(counters.read_budget_refusals().items()):
+            refusals.add_metric([slugs.get(tenant_id, tenant_id), budget], value)
+        yield refusals
+        dropped = CounterMetricFamily(
+            "scheduler_notifications_dropped",
+            "Notifications not sent, with the reason (a tenant's mail over its hourly rate)",
+            labels=["tenant", "kind", "reason"],
+        )
+        for (tenant_id, kind, reason), value in sorted(
+            counters.read_notifications_dropped().items()
+        ):
+            dropped.add_metric([slugs.get(tenant_id, tenant_id), kind, reason], value)
+        yield dropped
         for kind, name, text in (
             ("lag", "scheduler_schedule_lag_seconds", "Start time minus scheduled time"),
             ("duration", "scheduler_run_duration_seconds", "Run duration, start to finish"),

@@ -16,6 +16,7 @@ from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.ringing import ring_after_commit
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
@@ -72,7 +73,7 @@ def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
 
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:
     now = timezone.now()
-    fields = task_spec_to_fields(spec, anchor=now)
+    fields = task_spec_to_fields(spec, anchor=now, allowed_hosts=tenant.webhook_allowed_hosts)
     _check_network_allowed(tenant, fields)
     _check_notifications(tenant_id=tenant.id, fields=fields)
     task = TaskDefinition(
@@ -94,7 +95,12 @@ def task_update(
 ) -> TaskDefinition:
     """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
     now = timezone.now()
-    fields = task_spec_to_fields(spec, anchor=task.created_at, partial=partial)
+    fields = task_spec_to_fields(
+        spec,
+        anchor=task.created_at,
+        partial=partial,
+        allowed_hosts=task.tenant.webhook_allowed_hosts,
+    )
     _check_network_allowed(task.tenant, fields)
     _check_notifications(tenant_id=task.tenant_id, fields=fields)
     if not partial:
@@ -172,10 +178,12 @@ def task_trigger(
     trigger: str = Trigger.MANUAL,
 ) -> TaskExecution:
     """Run now, outside the schedule. The row is committed first, then the doorbell rings.
-    `trigger`: `event` for a run an event schedule started."""
+    `trigger`: `event` for a run an event schedule started. The parameters are size-capped
+    (413) and counted against the tenant's bytes quota (429, `services.payload_quota`)."""
     if task.deleted_at is not None:
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
+    size = payload_cap_check(tenant_id=task.tenant_id, value=parameters, field="parameters")
     now = timezone.now()
     queue = queue_for(priority=task.priority, handler_type=task.handler_type)
     execution = TaskExecution(
@@ -197,4 +205,6 @@ def task_trigger(
         execution.save(force_insert=True)
         bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
         ring_after_commit([bell])
+        if trigger != Trigger.EVENT:  # an event's runs are charged with the event
+            payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")
     return execution

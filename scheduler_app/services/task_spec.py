@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -169,7 +169,7 @@ def schedule_block_errors(
     return []
 
 
-def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
+def _handler_fields(handler: Mapping[str, Any], allowed_hosts: Collection[str]) -> dict[str, Any]:
     try:
         config = validate_handler_config(
             dict(handler),
@@ -184,12 +184,11 @@ def _handler_fields(handler: Mapping[str, Any]) -> dict[str, Any]:
     except HandlerConfigError as error:
         raise ValidationFailed(error.message, field=error.field) from error
     if config["type"] == "http":
-        allowed_hosts = settings.WORKER["HTTP_ALLOWED_HOSTS"]
         refused = url_target_refused(config["url"], allowed_hosts)
         if refused:
             raise ValidationFailed(
-                f"{refused}; requests there are refused unless the host is in "
-                "WEBHOOK_ALLOWED_HOSTS",
+                f"{refused}; requests there are refused unless the platform operator allows "
+                "the host for this tenant (tenant setting webhook_allowed_hosts)",
                 field="handler.url",
             )
     return {"handler_type": config["type"], "handler_config": config}
@@ -291,9 +290,15 @@ def _check_policy_fits(fields: Mapping[str, Any], *, anchor: datetime) -> None:
 
 
 def task_spec_to_fields(
-    spec: Mapping[str, Any], *, anchor: datetime, partial: bool = False
+    spec: Mapping[str, Any],
+    *,
+    anchor: datetime,
+    partial: bool = False,
+    allowed_hosts: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Validated model fields for `spec`. With partial=True only the given keys are returned."""
+    """Validated model fields for `spec`. With partial=True only the given keys are returned.
+    `allowed_hosts`: the internal hosts the tenant's http tasks may call (the tenant's
+    webhook_allowed_hosts; none by default)."""
     fields: dict[str, Any] = {}
     if "name" in spec or not partial:
         name = (spec.get("name") or "").strip()
@@ -311,7 +316,7 @@ def task_spec_to_fields(
         handler = spec.get("handler")
         if not isinstance(handler, Mapping):
             raise ValidationFailed("handler is required", field="handler")
-        fields.update(_handler_fields(handler))
+        fields.update(_handler_fields(handler, allowed_hosts))
     timeout_field, timeout = _timeout(spec)
     if timeout_field:
         _require_range(timeout, field=timeout_field, low=1, high=task_timeout_limit())
@@ -419,7 +424,11 @@ def policy_check(fields: Mapping[str, Any], *, anchor: datetime) -> None:
 
 
 def task_spec_errors(
-    spec: Mapping[str, Any], *, anchor: datetime, require: bool = True
+    spec: Mapping[str, Any],
+    *,
+    anchor: datetime,
+    require: bool = True,
+    allowed_hosts: Collection[str] = (),
 ) -> list[ValidationFailed]:
     """Every refusal `task_spec_to_fields` would make of the full `spec`, not only the first:
     each key is judged on its own by the same code (a partial spec of that one key), and the
@@ -431,7 +440,9 @@ def task_spec_errors(
             errors.append(ValidationFailed(f"{key} is required", field=key))
     for key, value in spec.items():
         try:
-            task_spec_to_fields({key: value}, anchor=anchor, partial=True)
+            task_spec_to_fields(
+                {key: value}, anchor=anchor, partial=True, allowed_hosts=allowed_hosts
+            )
         except ValidationFailed as error:
             errors.extend(each_validation_error(error))
     return errors

@@ -12,6 +12,7 @@ from django.core import mail
 from alerting.models import NotificationChannel
 from alerting.services.signing import signature_verify
 from scheduler_app.models import TaskDefinition
+from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.alerting.services import ServiceReceiver
 from tests.alerting.smtp_receiver import SmtpReceiver
 from tests.alerting.test_notifications import drain, run_once
@@ -186,6 +187,7 @@ def test_deliveries_go_through_the_ssrf_guard(
 ):
     # The attacker's target: a loopback address. Refused when the channel is saved ...
     settings.ALERTS = {**settings.ALERTS, "WEBHOOK_ALLOWED_HOSTS": []}
+    tenant_webhook_hosts_set(tenant=tenant, hosts=[], actor="operator:test")
     response = api.post(
         "/api/v1/channels",
         {"name": "inside", "kind": "webhook", "url": services.url + "/internal"},

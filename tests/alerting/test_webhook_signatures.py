@@ -16,13 +16,13 @@ SECRET = "whsec-test-0123456789"
 
 
 @pytest.fixture
-def delivered(settings, receiver):
-    settings.ALERTS = {**settings.ALERTS, "WEBHOOK_ALLOWED_HOSTS": ["127.0.0.1"]}
+def delivered(receiver):
     sent_at = time.time()
     result = deliver(
         Target("webhook", receiver.url + "/hook"),
         {"event": "failure", "title": "t"},
         signing_secret=SECRET,
+        allowed_hosts=["127.0.0.1"],  # the receiver, on loopback
     )
     assert result.ok, result.detail
     [request] = receiver.requests

@@ -8,6 +8,7 @@ from django.test import Client
 from scheduler_app.choices import Role
 from scheduler_app.dashboard.task_form import initial_for
 from scheduler_app.models import AuditEntry, TaskDefinition, TenantMembership
+from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -163,7 +164,7 @@ def test_a_webhook_to_an_internal_address_is_refused_like_the_api_does(signed_in
     response = edit(signed_in, task, handler_type="http", handler_config=f'{{"url": "{url}"}}')
     assert response.status_code == 400
     [message] = response.context["form"].errors["handler_config"]
-    assert "WEBHOOK_ALLOWED_HOSTS" in message
+    assert "webhook_allowed_hosts" in message
     assert snapshot(task) == before
     answer = api.patch(
         f"/api/v1/tasks/{task.id}", {"handler": {"type": "http", "url": url}}, format="json"
@@ -171,8 +172,8 @@ def test_a_webhook_to_an_internal_address_is_refused_like_the_api_does(signed_in
     assert answer.status_code == 400 and answer.json()["field"] == "handler.url"
 
 
-def test_an_allow_listed_host_and_a_public_name_are_accepted(signed_in, task, settings):
-    settings.WORKER = {**settings.WORKER, "HTTP_ALLOWED_HOSTS": ["127.0.0.1"]}
+def test_an_allow_listed_host_and_a_public_name_are_accepted(signed_in, tenant, task):
+    tenant_webhook_hosts_set(tenant=tenant, hosts=["127.0.0.1"], actor="operator:test")
     config = '{"url": "http://127.0.0.1:9000/hook", "method": "post"}'
     assert edit(signed_in, task, handler_type="http", handler_config=config).status_code == 302
     saved = TaskDefinition.objects.get(id=task.id)

@@ -87,4 +87,4 @@ def test_the_search_expression_is_the_indexed_one():
         sql, params = query.query.sql_with_params()
         cursor.execute(f"EXPLAIN {sql}", params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "idx_log_words" in plan, plan
+    assert "idx_log_search_words" in plan, plan

@@ -17,6 +17,7 @@ from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
 from scheduler_app.services.ringing import ring
 from scheduler_app.services.task_definitions import task_trigger
+from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.alerting.receiver import Receiver
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER
@@ -43,6 +44,8 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
         "METRICS_BEARER_TOKEN": "t0ken",
     }
     receiver = Receiver()
+    # The receiver is on loopback: the operator allows it for this tenant (its own list).
+    tenant_webhook_hosts_set(tenant=tenant, hosts=["127.0.0.1"], actor="operator:test")
     notification_channel_create(
         tenant=tenant,
         name="hook",
@@ -67,7 +70,6 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
         env_overrides={
             **FAST_WORKER,
             "NOTIFY_QUEUE": queue,
-            "NOTIFY_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         },
     )
     scrape = lambda: Client().get("/metrics", HTTP_AUTHORIZATION="Bearer t0ken").content.decode()  # noqa: E731

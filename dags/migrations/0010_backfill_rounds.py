@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dags', '0009_sec-budgets_undecided_nodes'),
+        ('dags', '0009_undecided_nodes'),
         ('scheduler_app', '0018_alerting_and_data_lifecycle_move_out'),
     ]
 
