@@ -12,6 +12,8 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
                   (The production settings already refuse to load with either, so every
                   process stops at start; these checks say the same under `manage.py check`.)
 - scheduler.E006  pickle in the accepted content types: a broker message could run code.
+- scheduler.W007  LIVE_LOGS_REDIS_URL is the broker's own Redis database: a tenant's output
+                  then shares keys and memory with the queue (scheduler_app/live_logs.py).
 - scheduler.E130  WORKER_SHELL_SANDBOX is neither "on" nor "off".
 - scheduler.W131  the shell sandbox is on but bubblewrap cannot run on this host (missing, or
                   user namespaces disabled): a worker here fails every shell run with
@@ -22,6 +24,7 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -161,6 +164,30 @@ def check_serializers(app_configs=None, **kwargs) -> list:
             id="scheduler.E006",
         )
     ]
+
+
+@register(Tags.caches, deploy=False)
+def check_live_logs_apart(app_configs=None, **kwargs) -> list:
+    if not same_redis_database(settings.LIVE_LOGS_REDIS_URL, settings.REDIS_URL):
+        return []
+    return [
+        Warning(
+            "LIVE_LOGS_REDIS_URL names the broker's Redis database: live log tails share its "
+            "keys and memory",
+            hint="Unset LIVE_LOGS_REDIS_URL (tails then go to the next database of the same "
+            "server) or point it at a Redis of its own (docker-compose.yml's redis-logs).",
+            id="scheduler.W007",
+        )
+    ]
+
+
+def same_redis_database(first: str, second: str) -> bool:
+    a, b = urlparse(first), urlparse(second)
+    return (a.hostname, a.port or 6379, a.path.strip("/") or "0") == (
+        b.hostname,
+        b.port or 6379,
+        b.path.strip("/") or "0",
+    )
 
 
 @register(Tags.security, deploy=False)
