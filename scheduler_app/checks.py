@@ -19,6 +19,8 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
                   user namespaces disabled): a worker here fails every shell run with
                   error_class sandbox_unavailable.
 - scheduler.W132  WORKER_SHELL_SANDBOX=off: shell tasks run unsandboxed, as the worker's user.
+- scheduler.E133  WORKER_EGRESS_DENIED_NETWORKS / WORKER_EGRESS_ALLOWED_NETWORKS holds
+                  something that is not an IP network: egress runs would fail to start.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from project.settings.keys import (
 )
 from scheduler_app.limits import MAX_TIMEOUT_SECONDS
 from scheduler_app.redis_client import get_redis
+from workers.handlers.egress_filter import parse_networks
 from workers.handlers.sandbox import MODE_OFF, MODE_ON
 from workers.shell_sandbox import worker_sandbox_status
 
@@ -188,6 +191,23 @@ def same_redis_database(first: str, second: str) -> bool:
         b.port or 6379,
         b.path.strip("/") or "0",
     )
+
+
+@register(Tags.security, deploy=False)
+def check_egress_networks(app_configs=None, **kwargs) -> list:
+    problems = []
+    for name in ("EGRESS_DENIED_NETWORKS", "EGRESS_ALLOWED_NETWORKS"):
+        try:
+            parse_networks(settings.WORKER[name])
+        except ValueError as error:
+            problems.append(
+                Error(
+                    f"WORKER_{name}: {error}",
+                    hint="Give CIDRs (10.20.0.0/16) or addresses, comma separated.",
+                    id="scheduler.E133",
+                )
+            )
+    return problems
 
 
 @register(Tags.security, deploy=False)

@@ -288,6 +288,13 @@ WORKER = {
     "SHELL_BWRAP": env_str("WORKER_SHELL_BWRAP", "bwrap"),
     # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
     "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
+    # Shell runs with `"network": "egress"` reach the public internet only: private,
+    # link-local and metadata ranges, the worker's own addresses and the platform's Redis
+    # and PostgreSQL are unreachable in their sandbox (workers/handlers/egress_filter.py).
+    # More networks to refuse, and private ones to open (CIDRs, comma separated; the
+    # worker's and the platform's addresses stay refused inside an opened one).
+    "EGRESS_DENIED_NETWORKS": env_list("WORKER_EGRESS_DENIED_NETWORKS", []),
+    "EGRESS_ALLOWED_NETWORKS": env_list("WORKER_EGRESS_ALLOWED_NETWORKS", []),
 }
 # `celery` handlers may send only these task names and queues, as "task" or "task@queue"
 # (empty: the celery handler can send nothing). The platform's own task names and tier

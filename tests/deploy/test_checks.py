@@ -43,6 +43,14 @@ def test_live_logs_in_the_brokers_own_database_is_a_warning(settings):
     assert checks.check_live_logs_apart() == []
 
 
+def test_an_egress_network_that_is_not_one_is_an_error(settings):
+    settings.WORKER = {**settings.WORKER, "EGRESS_ALLOWED_NETWORKS": ["10.20.0.0/16", "intranet"]}
+    (error,) = checks.check_egress_networks()
+    assert error.id == "scheduler.E133" and "'intranet' is not an IP network" in error.msg
+    settings.WORKER = {**settings.WORKER, "EGRESS_ALLOWED_NETWORKS": ["10.20.0.0/16"]}
+    assert checks.check_egress_networks() == []
+
+
 def test_visibility_timeout_shorter_than_the_longest_task_is_an_error(settings):
     settings.SCHEDULER_MAX_TASK_TIMEOUT = 7200
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}

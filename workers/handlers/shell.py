@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from handler_contract.base import (
@@ -60,6 +60,7 @@ from handler_contract.base import (
 from handler_contract.validation import rlimit_requirements
 
 from .egress import EgressNetwork, EgressSetupError
+from .egress_filter import EgressPolicy
 from .progress_lines import progress_line_taker
 from .sandbox import (
     DEFAULT_BWRAP,
@@ -320,6 +321,8 @@ class ShellSandbox:
 
     mode: str = MODE_ON
     egress_allowed: bool = False
+    # What egress may not reach beyond the built-in list, and what it may (egress_filter).
+    egress_policy: EgressPolicy = field(default_factory=EgressPolicy)
     scratch_bytes: int = DEFAULT_SCRATCH_BYTES
     bwrap: str = DEFAULT_BWRAP  # a name looked up in the system directories, or a path
 
@@ -412,7 +415,7 @@ def _run_sandboxed(
     try:
         with SandboxFiles(network=network, upstream=stdin_data) as files:
             if network == NETWORK_EGRESS:
-                egress = EgressNetwork()
+                egress = EgressNetwork(sandbox.egress_policy)
             gate = StartGate()
             argv = sandboxed_argv(
                 command,
