@@ -53,6 +53,7 @@ def shell_sandbox_for(*, egress_allowed: bool) -> ShellSandbox:
     return ShellSandbox(
         mode=configured_mode(),
         egress_allowed=egress_allowed,
+        egress_offered=settings.WORKER["SHELL_EGRESS"],
         egress_policy=egress_policy() if egress_allowed else EgressPolicy(),
         scratch_bytes=settings.WORKER["SHELL_SCRATCH_BYTES"],
         bwrap=settings.WORKER["SHELL_BWRAP"],

@@ -288,6 +288,10 @@ WORKER = {
     "SHELL_BWRAP": env_str("WORKER_SHELL_BWRAP", "bwrap"),
     # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
     "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
+    # Whether this worker runs shell tasks with `"network": "egress"` (their own queues,
+    # `<tier>.egress`, scheduler_app/capabilities.py). Kubernetes turns it off on the workers
+    # that sit next to the data and runs them on the worker-egress pool alone.
+    "SHELL_EGRESS": env_bool("WORKER_SHELL_EGRESS", True),
     # Shell runs with `"network": "egress"` reach the public internet only: private,
     # link-local and metadata ranges, the worker's own addresses and the platform's Redis
     # and PostgreSQL are unreachable in their sandbox (workers/handlers/egress_filter.py).

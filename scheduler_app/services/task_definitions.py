@@ -177,7 +177,7 @@ def task_trigger(
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
     now = timezone.now()
-    queue = queue_for(priority=task.priority, handler_type=task.handler_type)
+    queue = queue_for(priority=task.priority, capability=task.capability)
     execution = TaskExecution(
         id=uuid.uuid4(),
         tenant_id=task.tenant_id,

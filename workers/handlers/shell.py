@@ -321,6 +321,9 @@ class ShellSandbox:
 
     mode: str = MODE_ON
     egress_allowed: bool = False
+    # This worker runs egress tasks at all (WORKER_SHELL_EGRESS): off on the workers that a
+    # deployment keeps next to its data, whose queues never carry one.
+    egress_offered: bool = True
     # What egress may not reach beyond the built-in list, and what it may (egress_filter).
     egress_policy: EgressPolicy = field(default_factory=EgressPolicy)
     scratch_bytes: int = DEFAULT_SCRATCH_BYTES
@@ -356,6 +359,14 @@ def run_shell(
         return _spawn_failure(
             "egress_not_allowed",
             'handler.network: "egress" is not allowed for this tenant (ask the operator)',
+        )
+    if network == NETWORK_EGRESS and not sandbox.egress_offered:
+        # Only a run that reached this worker by another way than its queue (its routing
+        # sends it to `<tier>.egress`) gets here: it does not run next to the platform.
+        return _spawn_failure(
+            "egress_unavailable",
+            "this worker does not run egress-enabled tasks (WORKER_SHELL_EGRESS=off); they "
+            "run on the workers that consume the egress queues",
         )
     try:
         limits = resolve_limits(rlimit_requirements(config.get("resource_requirements")))
