@@ -63,10 +63,18 @@ _SENTINEL_OPTIONS = (
     else {}
 )
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", _CELERY_REDIS_URL)
+
+def _with_credentials(url: str) -> str:
+    """An explicit broker or result URL of Redis gets the process's user too."""
+    if not url.startswith(("redis://", "rediss://")):
+        return url
+    return redis_url_with_credentials(url, username=REDIS_USERNAME, password=_REDIS_PASSWORD)
+
+
+CELERY_BROKER_URL = _with_credentials(env_str("CELERY_BROKER_URL", _CELERY_REDIS_URL))
 # Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
 # (fan-out shards count themselves done there); every other task ignores its result.
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _CELERY_REDIS_URL)
+CELERY_RESULT_BACKEND = _with_credentials(env_str("CELERY_RESULT_BACKEND", _CELERY_REDIS_URL))
 CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = dict(_SENTINEL_OPTIONS)
 CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
 CELERY_TASK_IGNORE_RESULT = True
