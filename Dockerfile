@@ -8,9 +8,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     SCHEDULER_VAR_DIR=/app/var
 WORKDIR /app
 # bubblewrap sandboxes shell tasks; slirp4netns gives the ones allowed egress a user-mode
-# network (prlimit and setpriv come with util-linux, already in the base image).
+# network, and iproute2 (ip) writes the routes that keep them off private addresses inside
+# it (prlimit, setpriv and nsenter come with util-linux, already in the base image).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends bubblewrap slirp4netns \
+    && apt-get install -y --no-install-recommends bubblewrap slirp4netns iproute2 \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt .
 RUN pip install -r requirements.txt

@@ -166,6 +166,7 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         "changed_at",
         "deleted_at",
         "created_by",
+        "capability",  # derived from the handler by the service
     ]
     actions = ["trigger_now", "pause", "resume"]
     date_hierarchy = "created_at"

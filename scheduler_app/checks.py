@@ -14,16 +14,21 @@ Stable ids, so an operator can look one up or silence it knowingly (SILENCED_SYS
 - scheduler.E006  pickle in the accepted content types: a broker message could run code.
 - scheduler.E007  WEBHOOK_ALLOWED_HOSTS is set: it is no longer read (it let every tenant
                   reach the hosts it listed); each tenant's list is set by the operator.
+- scheduler.W007  LIVE_LOGS_REDIS_URL is the broker's own Redis database: a tenant's output
+                  then shares keys and memory with the queue (scheduler_app/live_logs.py).
 - scheduler.E130  WORKER_SHELL_SANDBOX is neither "on" nor "off".
 - scheduler.W131  the shell sandbox is on but bubblewrap cannot run on this host (missing, or
                   user namespaces disabled): a worker here fails every shell run with
                   error_class sandbox_unavailable.
 - scheduler.W132  WORKER_SHELL_SANDBOX=off: shell tasks run unsandboxed, as the worker's user.
+- scheduler.E133  WORKER_EGRESS_DENIED_NETWORKS / WORKER_EGRESS_ALLOWED_NETWORKS holds
+                  something that is not an IP network: egress runs would fail to start.
 """
 
 from __future__ import annotations
 
 import sys
+from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -35,6 +40,7 @@ from project.settings.keys import (
 )
 from scheduler_app.limits import MAX_TIMEOUT_SECONDS
 from scheduler_app.redis_client import get_redis
+from workers.handlers.egress_filter import parse_networks
 from workers.handlers.sandbox import MODE_OFF, MODE_ON
 from workers.shell_sandbox import worker_sandbox_status
 
@@ -163,6 +169,47 @@ def check_serializers(app_configs=None, **kwargs) -> list:
             id="scheduler.E006",
         )
     ]
+
+
+@register(Tags.caches, deploy=False)
+def check_live_logs_apart(app_configs=None, **kwargs) -> list:
+    if not same_redis_database(settings.LIVE_LOGS_REDIS_URL, settings.REDIS_URL):
+        return []
+    return [
+        Warning(
+            "LIVE_LOGS_REDIS_URL names the broker's Redis database: live log tails share its "
+            "keys and memory",
+            hint="Unset LIVE_LOGS_REDIS_URL (tails then go to the next database of the same "
+            "server) or point it at a Redis of its own (docker-compose.yml's redis-logs).",
+            id="scheduler.W007",
+        )
+    ]
+
+
+def same_redis_database(first: str, second: str) -> bool:
+    a, b = urlparse(first), urlparse(second)
+    return (a.hostname, a.port or 6379, a.path.strip("/") or "0") == (
+        b.hostname,
+        b.port or 6379,
+        b.path.strip("/") or "0",
+    )
+
+
+@register(Tags.security, deploy=False)
+def check_egress_networks(app_configs=None, **kwargs) -> list:
+    problems = []
+    for name in ("EGRESS_DENIED_NETWORKS", "EGRESS_ALLOWED_NETWORKS"):
+        try:
+            parse_networks(settings.WORKER[name])
+        except ValueError as error:
+            problems.append(
+                Error(
+                    f"WORKER_{name}: {error}",
+                    hint="Give CIDRs (10.20.0.0/16) or addresses, comma separated.",
+                    id="scheduler.E133",
+                )
+            )
+    return problems
 
 
 @register(Tags.security, deploy=False)

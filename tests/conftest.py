@@ -26,12 +26,13 @@ hypothesis_settings.load_profile("suite")
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from project.settings.test_redis import release_redis_db
 
-    number = getattr(settings, "REDIS_TEST_DB", None)
-    if number is not None:
-        owner = f"{settings.RUN_ID}:{settings.XDIST_WORKER}"
-        release_redis_db(
-            os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), number, owner=owner
-        )
+    owner = f"{settings.RUN_ID}:{settings.XDIST_WORKER}"
+    for name in ("REDIS_TEST_DB", "LIVE_LOGS_TEST_DB"):
+        number = getattr(settings, name, None)
+        if number is not None:
+            release_redis_db(
+                os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"), number, owner=owner
+            )
 
 
 @pytest.hookimpl(tryfirst=True)

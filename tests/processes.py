@@ -85,6 +85,7 @@ def service_env(**overrides: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="project.settings",
         DATABASE_URL=database_url(),
         REDIS_URL=settings.REDIS_URL,
+        LIVE_LOGS_REDIS_URL=settings.LIVE_LOGS_REDIS_URL,
         SCHEDULER_REDIS_PREFIX=settings.SCHEDULER["REDIS_KEY_PREFIX"],
         CELERY_SEND_EVENTS="false",
         PYTHONPATH=str(ROOT),

@@ -62,6 +62,7 @@ from scheduler_app.services.ringing import ring
 from workers import registry
 from workers.batch_lanes import Lanes, batch_width
 from workers.due import wait_until_due
+from workers.live_logs import live_tails_close
 from workers.run_ledger import RunLedger
 from workers.runner import Executed, execute_claimed, finish_claimed
 
@@ -301,8 +302,6 @@ class _Batch:
             self.ledger.end_into(
                 writes,
                 done.item.claim,
-                sink=done.executed.sink,
-                status="success" if ok else "rejected",
                 errored=False,
                 started_at=done.started_at,
                 stored_log=logs[done.item.claim.execution.id][0] if ok else None,
@@ -314,6 +313,13 @@ class _Batch:
             pipe.execute(raise_on_error=False)
         except Exception:
             logger.exception("could not record the end of a batch of %s runs", len(waiting))
+        live_tails_close(
+            (
+                done.executed.sink,
+                "success" if done.item.claim.execution.id in accepted_ids else "rejected",
+            )
+            for done in waiting
+        )
 
     def _watch(self) -> None:
         """The watcher thread: spill when no run has started for a whole look (one after

@@ -2,7 +2,8 @@
 
 A worker offers a handler type when it has what that type needs: every worker runs shell,
 http, python and celery handlers; `container` needs a container runtime on the worker
-(CONTAINER_RUNTIME naming a docker or podman binary it can find). The API reads the live
+(CONTAINER_RUNTIME naming a docker or podman binary it can find); `egress` (shell runs with
+`"network": "egress"`) is offered unless WORKER_SHELL_EGRESS is off. The API reads the live
 workers' offers to warn, when a task is saved, that no worker can run it yet.
 """
 
@@ -13,22 +14,39 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
+
 from handler_contract.validation import SUPPORTED_CONTAINER_RUNTIMES
-from scheduler_app.capabilities import PARTIAL_CAPABILITIES
+from scheduler_app.capabilities import (
+    CONTAINER,
+    EGRESS,
+    PARTIAL_CAPABILITIES,
+    capability_of_handler,
+)
 from scheduler_app.choices import TIERS
 from workers.registry import STATE_ACTIVE, worker_records
 
 ALWAYS_OFFERED = ("shell", "http", "python", "celery")
 
 
-def offered_capabilities(*, container_runtime: str | None) -> list[str]:
+def offered_capabilities(*, container_runtime: str | None, egress: bool = True) -> list[str]:
     """The capabilities of a worker process with this configuration."""
     offered = list(ALWAYS_OFFERED)
     runtime = (container_runtime or "").strip()
     name = runtime.rsplit("/", 1)[-1]
     if runtime and name in SUPPORTED_CONTAINER_RUNTIMES and shutil.which(runtime):
-        offered.append("container")
+        offered.append(CONTAINER)
+    if egress:
+        offered.append(EGRESS)
     return offered
+
+
+def worker_capabilities() -> list[str]:
+    """This worker's capabilities, from its settings."""
+    return offered_capabilities(
+        container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
+        egress=settings.WORKER["SHELL_EGRESS"],
+    )
 
 
 def capability_queues_to_consume(consumed: list[str], offered: list[str]) -> list[str]:
@@ -44,8 +62,8 @@ def capability_queues_to_consume(consumed: list[str], offered: list[str]) -> lis
 
 
 def required_capability(handler_config: Mapping[str, Any]) -> str:
-    """The capability a handler needs: its type."""
-    return str(handler_config.get("type") or "")
+    """The capability a handler needs: a partial one (container, egress), else its type."""
+    return capability_of_handler(handler_config) or str(handler_config.get("type") or "")
 
 
 def live_capabilities(now: float | None = None) -> set[str]:
@@ -66,5 +84,6 @@ def task_warnings(handler_config: Mapping[str, Any]) -> list[str]:
     return [
         f"no live worker offers {needed!r} now; the task is saved and its runs wait for a "
         "worker that does"
-        + (" (a worker with CONTAINER_RUNTIME set)" if needed == "container" else "")
+        + (" (a worker with CONTAINER_RUNTIME set)" if needed == CONTAINER else "")
+        + (" (a worker with WORKER_SHELL_EGRESS on)" if needed == EGRESS else "")
     ]

@@ -28,7 +28,7 @@ from scheduler_app.services.fleet import worker_executions_fail_lost, worker_exe
 from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import abandon_request
 from workers import registry
-from workers.capabilities import capability_queues_to_consume, offered_capabilities
+from workers.capabilities import capability_queues_to_consume, worker_capabilities
 from workers.reaper import dead_workers_reap
 from workers.shell_sandbox import worker_sandbox_status
 
@@ -55,9 +55,7 @@ class Fleet:
             started_at=now,
             heartbeat_seconds=interval,
             last_heartbeat=now,
-            capabilities=offered_capabilities(
-                container_runtime=settings.WORKER["CONTAINER_RUNTIME"]
-            ),
+            capabilities=worker_capabilities(),
         )
         self._stop = threading.Event()
         self._process = psutil.Process()
@@ -189,12 +187,12 @@ def _consume_sticky_queue(sender: str, instance, **kwargs) -> None:
 
 @celeryd_after_setup.connect
 def _consume_capability_queues(sender: str, instance, **kwargs) -> None:
-    """A worker that offers a capability only some have (a container runtime) also takes
-    the runs routed to it: `<tier>.container` for each tier it consumes."""
+    """A worker that offers a capability only some have (a container runtime, egress) also
+    takes the runs routed to it: `<tier>.container`, `<tier>.egress` for each tier it
+    consumes. (A worker may consume capability queues alone: `-Q normal.egress`.)"""
     queues = instance.app.amqp.queues
     consumed = list(queues.consume_from or queues)
-    offered = offered_capabilities(container_runtime=settings.WORKER["CONTAINER_RUNTIME"])
-    for queue in capability_queues_to_consume(consumed, offered):
+    for queue in capability_queues_to_consume(consumed, worker_capabilities()):
         queues.select_add(queue)
 
 

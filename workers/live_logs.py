@@ -1,10 +1,12 @@
-"""Live log tail: lines go to a capped Redis stream per execution while the run goes.
+"""Live log tail: lines go to the execution's stream on the live-log Redis while the run goes
+(`scheduler_app.live_logs`: a Redis apart from the broker, a byte budget per run and per
+tenant, the stream gone soon after the run ends).
 
-Only lines the size-capped sink keeps are streamed (plus its truncation marker), so the
-stream of one execution never holds more than the log cap, however much a task prints.
-Lines are sent by the process's run watcher (`workers.run_watch`) in pipelined batches: a
-chatty task costs one round trip per flush, not one per line. The stream expires a while
-after the run ends; the persisted ExecutionLog is the record.
+Only lines the size-capped sink keeps are streamed (plus its truncation marker), and only
+as long as the budget lasts: past it the stream carries a `cut` entry and nothing more but
+its end. Lines are sent by the process's run watcher (`workers.run_watch`) in batches: a
+chatty task costs one round trip per flush, not one per line. The persisted ExecutionLog is
+the record.
 """
 
 from __future__ import annotations
@@ -12,11 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-
-from django.conf import settings
+from collections.abc import Iterable
 
 from handler_contract.base import BufferedLogSink
-from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.live_logs import LINE, PROGRESS, LiveLogStream, live_logs_redis
 
 logger = logging.getLogger(__name__)
 
@@ -24,74 +25,99 @@ FLUSH_SECONDS = 0.2
 BATCH_LINES = 500
 
 
-def log_stream_key(execution_id: str) -> str:
-    return redis_key(f"logs:{execution_id}")
-
-
 class LiveLogSink:
-    """A BufferedLogSink (the persisted copy) that also tails into Redis.
+    """A BufferedLogSink (the persisted copy) that also tails into the live-log Redis.
 
     Lines wait in memory until the process's run watcher flushes them (every FLUSH_SECONDS)
-    or the run ends: `close_into` queues what is left and the end marker on the runner's
-    end-of-run pipeline."""
+    or the run ends: `live_tails_close` sends what is left and the end marker, after the
+    runner committed the final status."""
 
-    def __init__(self, *, execution_id: str, max_bytes: int, secrets: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        execution_id: str,
+        tenant_id: object,
+        max_bytes: int,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         # Masking happens in the buffer, so the live tail never sees a secret either.
         self.buffer = BufferedLogSink(max_bytes=max_bytes, secrets=secrets)
-        self._key = log_stream_key(execution_id)
-        self._pending: deque[str] = deque()
+        self.stream = LiveLogStream(execution_id=execution_id, tenant_id=tenant_id)
+        self._pending: deque[tuple[str, str]] = deque()
         self._lock = threading.Lock()
-        # Held while lines are taken and sent, so batches reach the stream in order.
+        # Held while entries are taken and sent, so batches reach the stream in order.
         self._send_lock = threading.Lock()
-        self._streamed = False  # a line went to the stream: it exists and needs its end
-        self._max_lines = settings.FLEET["LOG_STREAM_MAX_LINES"]
-        self._ttl = settings.FLEET["LOG_STREAM_TTL_SECONDS"]
+        self._streamed = False  # an entry went to the stream: it exists and needs its end
+        self.cut = False  # the budget is spent: nothing more is streamed
 
     # LogSink protocol ---------------------------------------------------------------
     def write(self, stream: str, line: str) -> None:
-        if self.buffer.truncated:
-            self.buffer.write(stream, line)  # only counted
+        if self.buffer.truncated or self.cut:
+            self.buffer.write(stream, line)  # only counted, or only stored
             return
         with self._lock:
             self.buffer.write(stream, line)
             # The buffer appended exactly one line (the new one, or its truncation marker).
-            self._pending.append(self.buffer.last_line_rendered())
+            self._pending.append((LINE, self.buffer.last_line_rendered()))
+
+    def progress(self, payload: str) -> None:
+        """A progress report (JSON) for followers, in line with the log."""
+        if self.cut:
+            return
+        with self._lock:
+            self._pending.append((PROGRESS, payload))
 
     # sending --------------------------------------------------------------------------
-    def _take(self, limit: int) -> list[str]:
+    def _take(self, limit: int) -> list[tuple[str, str]]:
         with self._lock:
             return [self._pending.popleft() for _ in range(min(limit, len(self._pending)))]
 
-    def _lines_into(self, pipe, lines: list[str]) -> None:
-        if lines:
+    def _send(self, entries: list[tuple[str, str]]) -> bool:
+        """Append a batch; False when the tail is over (cut, or Redis failed)."""
+        if self.cut:
+            return False
+        try:
+            appended = self.stream.append(entries)
+        except Exception:  # the tail is best effort; the persisted log is the record
+            logger.exception("live log tail of %s failed", self.stream.key)
+            return False
+        if appended.admitted or appended.cut:
             self._streamed = True
-        for line in lines:
-            pipe.xadd(self._key, {"line": line}, maxlen=self._max_lines, approximate=True)
+        if appended.cut:
+            self.cut = True
+            with self._lock:
+                self._pending.clear()
+            return False
+        return True
 
     def flush(self) -> None:
-        """Send the buffered lines (the run watcher calls this while the run goes)."""
+        """Send the buffered entries (the run watcher calls this while the run goes)."""
         with self._send_lock:
             while self._pending:
-                batch = self._take(BATCH_LINES)
-                try:
-                    pipe = get_redis().pipeline(transaction=False)
-                    self._lines_into(pipe, batch)
-                    pipe.expire(self._key, self._ttl)
-                    pipe.execute()
-                except Exception:  # the tail is best effort; the persisted log is the record
-                    logger.exception("live log tail of %s failed", self._key)
+                if not self._send(self._take(BATCH_LINES)):
                     return
 
-    def close_into(self, pipe, *, status: str) -> None:
-        """Queue the lines not sent yet and the end marker that tells followers the run is
-        over (the runner sends it after the final status is committed); nothing for a run
-        that never wrote a line."""
-        with self._send_lock:  # waits for a flush in progress: lines stay in order
-            lines = self._take(len(self._pending))
-        self._lines_into(pipe, lines)
-        if not self._streamed:
-            # A silent run has no stream: a follower sees the final status in the database
-            # (and the stored log) on its next idle poll. No key is created for nothing.
-            return
-        pipe.xadd(self._key, {"end": status}, maxlen=self._max_lines + 1, approximate=True)
-        pipe.expire(self._key, self._ttl)
+    def close_into(self, pipe, *, status: str) -> bool:
+        """Queue the entries not sent yet and the end marker that tells followers the run is
+        over on `pipe` (of the live-log Redis; sent after the final status is committed).
+        False, queueing nothing, for a run that never wrote: a follower sees its final status
+        in the database (and the stored log) on its next idle poll."""
+        with self._send_lock:  # waits for a flush in progress: entries stay in order
+            entries = [] if self.cut else self._take(len(self._pending))
+        if not entries and not self._streamed:
+            return False
+        self.stream.close_into(pipe, entries, status=status)
+        return True
+
+
+def live_tails_close(closing: Iterable[tuple[LiveLogSink, str]]) -> None:
+    """End the tails of runs whose final status is committed, (sink, status) each, in one
+    round trip to the live-log Redis (none when no run wrote anything)."""
+    pipe = live_logs_redis().pipeline(transaction=False)
+    queued = [sink.close_into(pipe, status=status) for sink, status in closing]
+    if not any(queued):
+        return
+    try:
+        pipe.execute(raise_on_error=False)
+    except Exception:  # the tail is best effort; the persisted log is the record
+        logger.exception("could not end %s live log tails", sum(queued))

@@ -20,12 +20,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
-
 from handler_contract.base import SecretMasker
 from scheduler_app.progress import LIVE_TTL_SECONDS, progress_key
 from scheduler_app.redis_client import get_redis
 from workers.handlers.progress_lines import progress_value
+from workers.live_logs import LiveLogSink
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +33,12 @@ class ProgressReporter:
     """The `progress(percent, message)` a handler is given; thread-safe."""
 
     def __init__(
-        self, *, execution_id: str, secrets: Iterable[str] = (), stream_key: str = ""
+        self, *, execution_id: str, secrets: Iterable[str] = (), live: LiveLogSink | None = None
     ) -> None:
         self._key = progress_key(execution_id)
-        # The live log stream: SSE followers get a `progress` event in line with the log.
-        self._stream_key = stream_key
+        # The live log tail: SSE followers get a `progress` event in line with the log (sent
+        # with the tail's next flush, under its budget).
+        self._live = live
         self._masker = SecretMasker(secrets)
         self._lock = threading.Lock()
         self._latest: dict[str, Any] | None = None
@@ -67,18 +67,9 @@ class ProgressReporter:
                 return
             payload = json.dumps(self._latest)
             self._dirty = False
+        if self._live is not None:
+            self._live.progress(payload)
         try:
-            pipe = get_redis().pipeline(transaction=False)
-            pipe.set(self._key, payload, ex=LIVE_TTL_SECONDS)
-            if self._stream_key:
-                # The log's own cap: a progress entry must not trim the stream shorter.
-                pipe.xadd(
-                    self._stream_key,
-                    {"progress": payload},
-                    maxlen=settings.FLEET["LOG_STREAM_MAX_LINES"],
-                    approximate=True,
-                )
-                pipe.expire(self._stream_key, settings.FLEET["LOG_STREAM_TTL_SECONDS"])
-            pipe.execute()
+            get_redis().set(self._key, payload, ex=LIVE_TTL_SECONDS)
         except Exception:  # best effort: the stored value at the end is the record
             logger.exception("could not send the progress of %s", self._key)

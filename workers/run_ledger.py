@@ -5,7 +5,7 @@ and what its end writes. The single runner (`workers.runner`) and the batch runn
 What is kept: the tenant's in-flight doorbells and the tier's drain rate (fairness), the
 tenant's hourly run count and monthly compute seconds (quotas), the worker's active, done and
 error counts (the fleet), the started executions the retry budget is a ratio of, the bytes of
-stored logs, the live log's end, and the schedule-to-start of a run claimed ahead of its
+stored logs, and the schedule-to-start of a run claimed ahead of its
 time. They are counters for operators, fairness and budgets, not the record (PostgreSQL is):
 a Redis blip must not fail a run, so a failed round trip is logged and the run goes on.
 
@@ -44,7 +44,6 @@ from scheduler_app.services.retry_budget import (
 )
 from workers import registry
 from workers.control import stop_requested_into
-from workers.live_logs import LiveLogSink
 
 logger = logging.getLogger(__name__)
 
@@ -158,22 +157,19 @@ class RunLedger:
         pipe: Any,
         claim: Claim,
         *,
-        sink: LiveLogSink,
-        status: str,
         errored: bool,
         started_at: datetime | None = None,
         stored_log: str | None = None,
     ) -> None:
         """Queue the end-of-run writes on `pipe` (which holds the counters the finish
         queued): the bytes of the log the finish stored (`stored_log`, when it was accepted),
-        the rest of the live log and its end marker, the worker's counters, the tenant's
+        the worker's counters, the tenant's
         compute seconds (from `started_at`, the handler's start, else the claim's), and the
         schedule-to-start of a run claimed ahead of its time (the claim observes the others).
         The caller sends `pipe` after the finish committed."""
         execution, now = claim.execution, timezone.now()
         if stored_log is not None:
             log_bytes_count_into(pipe, tenant_id=execution.tenant_id, text=stored_log)
-        sink.close_into(pipe, status=status)
         registry.run_ended_into(pipe, self.worker_id, errored=errored)
         if started_at is not None and claim.ahead_of_time:
             lag = (started_at - execution.scheduled_at).total_seconds()

@@ -96,10 +96,11 @@ class RunWatcher:
                 if now >= next_flush:
                     next_flush = now + FLUSH_SECONDS
                     for run in runs:
-                        if run.sink is not None:
-                            run.sink.flush()
+                        # Progress first: its tail entry goes out with the lines.
                         if run.progress is not None:
                             run.progress.flush()
+                        if run.sink is not None:
+                            run.sink.flush()
                 self._renew([run for run in runs if run.renewing and run.next_renew <= now], now)
             except Exception:  # the watcher must outlive any blip
                 logger.exception("run watcher round failed")

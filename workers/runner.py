@@ -42,7 +42,7 @@ from scheduler_app.services.secrets import (
 )
 from workers.due import wait_until_due
 from workers.handlers import run_handler
-from workers.live_logs import LiveLogSink, log_stream_key
+from workers.live_logs import LiveLogSink, live_tails_close
 from workers.progress import ProgressReporter
 from workers.run_ledger import RunLedger
 from workers.run_watch import WatchedRun, run_watcher
@@ -198,16 +198,15 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     task, execution = claim.task, claim.execution
     resolved = _resolve_secrets(claim)
     sink = LiveLogSink(
-        execution_id=str(execution.id), max_bytes=config["LOG_MAX_BYTES"], secrets=resolved.masked
+        execution_id=str(execution.id),
+        tenant_id=execution.tenant_id,
+        max_bytes=config["LOG_MAX_BYTES"],
+        secrets=resolved.masked,
     )
     cancel_event = threading.Event()
     if stop_requested:
         cancel_event.set()  # cancelled while it was queued: the handler does not start
-    progress = ProgressReporter(
-        execution_id=str(execution.id),
-        secrets=resolved.masked,
-        stream_key=log_stream_key(str(execution.id)),
-    )
+    progress = ProgressReporter(execution_id=str(execution.id), secrets=resolved.masked, live=sink)
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -330,7 +329,8 @@ def _idempotent_outcome(claim: Claim, cancel_event: threading.Event) -> HandlerO
 def finish_claimed(
     claim: Claim, executed: Executed, *, worker_id: str, started_at: datetime | None = None
 ) -> tuple[str, bool]:
-    """Record the outcome (one statement), then the end-of-run Redis writes; returns the
+    """Record the outcome (one statement), then the end-of-run Redis writes (the live tail's
+    end on the live-log Redis, apart); returns the
     status and whether the finish was accepted. `started_at`: the handler's real start, when
     it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
     handler_outcome, sink = executed.outcome, executed.sink
@@ -350,16 +350,16 @@ def finish_claimed(
     )
     if report.accepted and executed.progress is not None:
         execution_progress_save(execution=claim.execution, progress=executed.progress)
+    status = handler_outcome.status if report.accepted else "rejected"
     RunLedger(worker_id).end_into(
         end_pipe,
         claim,
-        sink=sink,
-        status=handler_outcome.status if report.accepted else "rejected",
         errored=handler_outcome.status not in ("success", "skipped"),
         started_at=started_at,
         stored_log=log_text if report.accepted else None,
     )
     _send(end_pipe, claim)
+    live_tails_close([(sink, status)])
     return handler_outcome.status, report.accepted
 
 

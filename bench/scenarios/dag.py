@@ -36,7 +36,7 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _setup_environment() -> tuple[str, str, int]:
+def _setup_environment() -> tuple[str, str, tuple[int, int]]:
     import psycopg
 
     server = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -48,6 +48,9 @@ def _setup_environment() -> tuple[str, str, int]:
     from project.settings.test_redis import claim_redis_db
 
     redis_url, number = claim_redis_db(base_redis, owner=f"bench-dag-{name}")
+    # The live log tails' db, apart from the broker's as in every deployment.
+    live_logs_url, live_number = claim_redis_db(base_redis, owner=f"bench-dag-{name}")
+    os.environ["LIVE_LOGS_REDIS_URL"] = live_logs_url
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     os.environ["REDIS_URL"] = redis_url
@@ -62,10 +65,10 @@ def _setup_environment() -> tuple[str, str, int]:
     # prefix with every other local stack: leader lock, fleet registry, fairness sets.)
     for module in [m for m in sys.modules if m.split(".")[:2] == ["project", "settings"]]:
         del sys.modules[module]
-    return name, server, number
+    return name, server, (number, live_number)
 
 
-def _teardown(name: str, server: str, number: int) -> None:
+def _teardown(name: str, server: str, numbers: tuple[int, int]) -> None:
     import psycopg
     from django.db import connections
 
@@ -74,11 +77,12 @@ def _teardown(name: str, server: str, number: int) -> None:
     connections.close_all()
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    release_redis_db(
-        os.environ.get("BENCH_REDIS_BASE", "redis://127.0.0.1:6379/0"),
-        number,
-        owner=f"bench-dag-{name}",
-    )
+    for number in numbers:
+        release_redis_db(
+            os.environ.get("BENCH_REDIS_BASE", "redis://127.0.0.1:6379/0"),
+            number,
+            owner=f"bench-dag-{name}",
+        )
 
 
 def _start_worker(concurrency: int):
@@ -326,7 +330,7 @@ def _celery_chord() -> float:
 
 
 def run(args: list[str]) -> Result:
-    name, server, number = _setup_environment()
+    name, server, numbers = _setup_environment()
     import django
 
     django.setup()
@@ -340,7 +344,7 @@ def run(args: list[str]) -> Result:
 
         tenant, _ = tenant_create_with_admin(slug="bench", username="bench", password="bench-pw-1")
     except BaseException:
-        _teardown(name, server, number)
+        _teardown(name, server, numbers)
         raise
     concurrency = int(os.environ.get("BENCH_DAG_CONCURRENCY", "4"))
     worker = beat = None
@@ -411,5 +415,5 @@ def run(args: list[str]) -> Result:
             beat.stop(timeout=10)
         if worker is not None:
             worker.stop()
-        _teardown(name, server, number)
+        _teardown(name, server, numbers)
     return result

@@ -40,12 +40,12 @@ from django.utils import timezone
 from dags.choices import ACTIVE_RUN_STATUSES, BackfillStatus, RunStatus
 from dags.models import Backfill, BackfillRun, Dag, DagRun
 from dags.services.runs import dag_run_cancel, dag_trigger
+from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import (
     ACTIVE_STATUSES,
     WAITING_STATUSES,
     ExecutionStatus,
     Trigger,
-    tier_for_priority,
 )
 from scheduler_app.errors import Conflict, LimitReached, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
@@ -259,7 +259,7 @@ def _release_task_runs(
                 status=ExecutionStatus.PENDING,
                 trigger=Trigger.BACKFILL,
                 priority=task.priority,
-                queue=tier_for_priority(task.priority),
+                queue=queue_for(priority=task.priority, capability=task.capability),
                 scheduled_at=at,
                 attempt=1,
                 max_attempts=task.max_attempts,

@@ -61,9 +61,9 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
     return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
 
 
-# What `_new_execution` reads of a task (its tier queue comes from the handler type); a
-# field left out of `.only()` would be loaded by a query of its own, per task.
-_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "handler_type")
+# What `_new_execution` reads of a task (its queue comes from its priority and capability);
+# a field left out of `.only()` would be loaded by a query of its own, per task.
+_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "capability")
 
 
 def _new_execution(
@@ -82,7 +82,7 @@ def _new_execution(
         status=ExecutionStatus.QUEUED,
         trigger=Trigger.DAG,
         priority=task.priority,
-        queue=queue_for(priority=task.priority, handler_type=task.handler_type),
+        queue=queue_for(priority=task.priority, capability=task.capability),
         scheduled_at=now,
         queued_at=now,
         attempt=1,

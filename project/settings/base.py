@@ -19,7 +19,6 @@ from project.settings.env import (
     env_list,
     env_secret,
     env_str,
-    sentinel_url,
 )
 from project.settings.keys import local_secrets_key
 
@@ -259,64 +258,8 @@ SIMPLE_JWT = {
     "CHECK_REVOKE_TOKEN": True,
 }
 
-# --- Redis and Celery -------------------------------------------------------
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
-# Redis behind Sentinel: the sentinels (host:port, comma separated) and the name of the
-# master they watch. Then every Redis client (broker, result backend, leader lock, counters,
-# live logs) asks them for the current master and follows a failover; REDIS_URL gives only
-# the master's password and database number. REDIS_SENTINEL_PASSWORD: the sentinels' own.
-REDIS_SENTINELS = env_list("REDIS_SENTINELS", [])
-REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "mymaster")
-REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD", "")
-# What Celery connects with: the sentinel:// form kombu and the result backend take.
-_CELERY_REDIS_URL = (
-    sentinel_url(REDIS_SENTINELS, redis_url=REDIS_URL) if REDIS_SENTINELS else REDIS_URL
-)
-_SENTINEL_OPTIONS = (
-    {
-        "master_name": REDIS_SENTINEL_MASTER,
-        "sentinel_kwargs": {"password": REDIS_SENTINEL_PASSWORD or None},
-    }
-    if REDIS_SENTINELS
-    else {}
-)
-
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", _CELERY_REDIS_URL)
-# Results live in PostgreSQL. The result backend exists only for the DAG engine's chords
-# (fan-out shards count themselves done there); every other task ignores its result.
-CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", _CELERY_REDIS_URL)
-CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = dict(_SENTINEL_OPTIONS)
-CELERY_RESULT_EXPIRES = env_int("CELERY_RESULT_EXPIRES", 86400)
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_TASK_SERIALIZER = "json"
-CELERY_RESULT_SERIALIZER = "json"
-CELERY_TIMEZONE = "UTC"
-CELERY_ENABLE_UTC = True
-# Late ack: a message a dead worker had taken comes back; the claim makes it once per attempt.
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "normal"
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Celery's consumer, reconnecting to the broker at most 5 s apart instead of kombu's 30 s, so
-# a worker takes runs again within seconds of Redis coming back (workers/consumer.py).
-CELERY_WORKER_CONSUMER = "workers.consumer:Consumer"
-CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": env_int("BROKER_VISIBILITY_TIMEOUT", 7200),
-    "global_keyprefix": env_str("BROKER_KEY_PREFIX", ""),
-    **_SENTINEL_OPTIONS,
-}
-CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_SEND_EVENTS", True)
-CELERY_TASK_SEND_SENT_EVENT = False
-CELERY_BEAT_SCHEDULER = "scheduler_app.beat:LeaderScheduler"
-CELERY_BEAT_MAX_LOOP_INTERVAL = 1
-# Celery's Django fixup closes every database connection before and after each task unless
-# this is set, so each run paid for a new PostgreSQL connection (a backend process forked per
-# run: more CPU than the run itself). With it a pool process keeps its connection and Celery
-# recycles it every this many tasks; Django's CONN_MAX_AGE and health checks still apply,
-# since every task starts with close_old_connections (project/celery.py).
-CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
+# --- Redis and Celery: project/settings/redis_celery.py ---------------------------
+from project.settings.redis_celery import *  # noqa: E402, F403
 
 # --- Scheduler --------------------------------------------------------------
 SCHEDULER = {
@@ -377,6 +320,17 @@ WORKER = {
     "SHELL_BWRAP": env_str("WORKER_SHELL_BWRAP", "bwrap"),
     # Size cap of each of a sandbox's in-memory scratch directories (/task and /tmp).
     "SHELL_SCRATCH_BYTES": env_int("WORKER_SHELL_SCRATCH_BYTES", 1024**3),
+    # Whether this worker runs shell tasks with `"network": "egress"` (their own queues,
+    # `<tier>.egress`, scheduler_app/capabilities.py). Kubernetes turns it off on the workers
+    # that sit next to the data and runs them on the worker-egress pool alone.
+    "SHELL_EGRESS": env_bool("WORKER_SHELL_EGRESS", True),
+    # Shell runs with `"network": "egress"` reach the public internet only: private,
+    # link-local and metadata ranges, the worker's own addresses and the platform's Redis
+    # and PostgreSQL are unreachable in their sandbox (workers/handlers/egress_filter.py).
+    # More networks to refuse, and private ones to open (CIDRs, comma separated; the
+    # worker's and the platform's addresses stay refused inside an opened one).
+    "EGRESS_DENIED_NETWORKS": env_list("WORKER_EGRESS_DENIED_NETWORKS", []),
+    "EGRESS_ALLOWED_NETWORKS": env_list("WORKER_EGRESS_ALLOWED_NETWORKS", []),
 }
 # `celery` handlers may send only these task names and queues, as "task" or "task@queue"
 # (empty: the celery handler can send nothing). The platform's own task names and tier
@@ -495,7 +449,8 @@ FLEET = {
     "SHUTDOWN_DEADLINE_SECONDS": env_float("WORKER_SHUTDOWN_DEADLINE_SECONDS", 300.0),
     # How often a running execution checks for a cancel request (Redis key).
     "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
-    # Live log tail: a capped Redis stream per execution, kept this long after the run.
+    # Live log tail: a capped Redis stream per execution (LIVE_LOGS has its byte budgets),
+    # expiring this long after its last write (a dead worker's tail goes by itself).
     "LOG_STREAM_MAX_LINES": env_int("WORKER_LOG_STREAM_MAX_LINES", 10000),
     "LOG_STREAM_TTL_SECONDS": env_int("WORKER_LOG_STREAM_TTL_SECONDS", 3600),
     # Retries may be at most this share of the executions started per minute ...

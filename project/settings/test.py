@@ -9,7 +9,12 @@ import uuid
 
 from project.settings.base import *  # noqa: F403
 from project.settings.base import DATABASE_TRANSACTION_POOLING, LIFECYCLE, SCHEDULER, STORAGES
-from project.settings.env import database_from_url, env_secret, env_str
+from project.settings.env import (
+    database_from_url,
+    env_secret,
+    env_str,
+    redis_neighbour_database_url,
+)
 from project.settings.test_redis import claim_redis_db, release_redis_db
 
 RUN_ID = os.environ.setdefault("SCHEDULER_TEST_RUN_ID", uuid.uuid4().hex[:10])
@@ -26,21 +31,21 @@ DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 
 WITHOUT_SERVICES = os.environ.get("SCHEDULER_TESTS_WITHOUT_SERVICES") == "1"
+_BASE_REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+_OWNER = f"{RUN_ID}:{XDIST_WORKER}"
 if WITHOUT_SERVICES:
-    REDIS_URL, REDIS_TEST_DB = env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), None
+    REDIS_URL, REDIS_TEST_DB = _BASE_REDIS_URL, None
+    LIVE_LOGS_REDIS_URL, LIVE_LOGS_TEST_DB = redis_neighbour_database_url(REDIS_URL), None
 else:
-    REDIS_URL, REDIS_TEST_DB = claim_redis_db(
-        env_str("REDIS_URL", "redis://127.0.0.1:6379/0"), owner=f"{RUN_ID}:{XDIST_WORKER}"
-    )
-    # Any process that loads these settings gives its db back when it exits, not only a
+    # Two db numbers: the broker's and the live log tails' (apart, as in every deployment).
+    REDIS_URL, REDIS_TEST_DB = claim_redis_db(_BASE_REDIS_URL, owner=_OWNER)
+    LIVE_LOGS_REDIS_URL, LIVE_LOGS_TEST_DB = claim_redis_db(_BASE_REDIS_URL, owner=_OWNER)
+    # Any process that loads these settings gives its dbs back when it exits, not only a
     # pytest session (whose sessionfinish also does): `manage.py spectacular` run by a test,
     # the xdist controller, a developer's shell. Only a killed process waits for the expiry.
-    atexit.register(
-        release_redis_db,
-        env_str("REDIS_URL", "redis://127.0.0.1:6379/0"),
-        REDIS_TEST_DB,
-        owner=f"{RUN_ID}:{XDIST_WORKER}",
-    )
+    for _number in (REDIS_TEST_DB, LIVE_LOGS_TEST_DB):
+        atexit.register(release_redis_db, _BASE_REDIS_URL, _number, owner=_OWNER)
+LIVE_LOGS_REDIS_URL_DERIVED = False
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 SCHEDULER = {**SCHEDULER, "REDIS_KEY_PREFIX": f"test:{RUN_ID}:{XDIST_WORKER}:"}

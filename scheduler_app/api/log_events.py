@@ -1,10 +1,13 @@
-"""Server-Sent Events for an execution's log: follow the live Redis stream while the run
-goes, end when it finishes. A run that ended long ago (stream expired) is served from the
-persisted log, so a client can use one code path for live and finished runs.
+"""Server-Sent Events for an execution's log: follow the live stream (on the live-log Redis,
+`scheduler_app.live_logs`) while the run goes, end when it finishes. A finished run is
+served from the persisted log (its stream is deleted shortly after it ends), so a client can
+use one code path for live and finished runs.
 
 Events: `data: <log line>` (id = stream id, so `Last-Event-ID` resumes), `event: progress`
-with the run's latest `{percent, message, updated_at}` as JSON, `event: end` with the final
-status, and a `: keepalive` comment every few seconds through idle proxies.
+with the run's latest `{percent, message, updated_at}` as JSON, `event: cut` when the run's
+or its tenant's live-log budget is spent (the stored log, sent when the run ends, has the
+rest), `event: end` with the final status, and a `: keepalive` comment every few seconds
+through idle proxies.
 
 The stream is an async iterator read with redis.asyncio: under the ASGI server (gunicorn
 with uvicorn workers) an open stream waits on Redis inside the event loop and holds neither
@@ -20,21 +23,21 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
-import redis.asyncio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connection
 from django.http import StreamingHttpResponse
 
 from scheduler_app.choices import TERMINAL_STATUSES
+from scheduler_app.live_logs import CUT, END, LINE, PROGRESS, live_logs_async_client, log_stream_key
 from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.redis_client import async_redis_from_url, redis_connect_url
 from scheduler_app.services.log_followers import (
     LogFollower,
     log_follower_close,
     log_follower_open,
     log_follower_renew,
 )
-from workers.live_logs import log_stream_key
 
 BLOCK_MILLISECONDS = 1000
 KEEPALIVE_SECONDS = 10.0
@@ -60,11 +63,13 @@ def _event(data: str, *, event: str | None = None, event_id: str | None = None) 
 def stream_entry_event(entry_id: str, fields: dict[str, str]) -> tuple[str, bool]:
     """The SSE event for one entry of the worker's log stream, and whether it is the last.
     Every kind of entry the worker writes is turned into an event here, and only here."""
-    if "end" in fields:
-        return _event(fields["end"], event="end", event_id=entry_id), True
-    if "progress" in fields:
-        return progress_event(fields["progress"], event_id=entry_id), False
-    return _event(fields.get("line", ""), event_id=entry_id), False
+    if END in fields:
+        return _event(fields[END], event=END, event_id=entry_id), True
+    if PROGRESS in fields:
+        return progress_event(fields[PROGRESS], event_id=entry_id), False
+    if CUT in fields:
+        return _event(fields[CUT], event=CUT, event_id=entry_id), False
+    return _event(fields.get(LINE, ""), event_id=entry_id), False
 
 
 def progress_event(payload: str, *, event_id: str) -> str:
@@ -110,11 +115,19 @@ def _cancelled() -> bool:
 
 
 async def follow_log(
-    *, execution_id, last_event_id: str | None = None, follower: LogFollower
+    *,
+    execution_id,
+    last_event_id: str | None = None,
+    follower: LogFollower,
+    finished: bool = False,
 ) -> AsyncIterator[str]:
-    # A connection of its own: XREAD BLOCK holds it, and it lives in this stream's loop.
-    client = redis.asyncio.Redis.from_url(
-        settings.REDIS_URL, decode_responses=True, socket_connect_timeout=5
+    """`finished`: the run had ended when the stream was asked for; without a Last-Event-ID
+    to resume from, its stored log is the answer (the live tail may be cut or gone)."""
+    # Connections of their own: XREAD BLOCK holds one, and they live in this stream's loop.
+    # The tail is on the live-log Redis; the follower's place on the platform's.
+    tails = live_logs_async_client()
+    client = async_redis_from_url(
+        redis_connect_url(), decode_responses=True, socket_connect_timeout=5
     )
     key = log_stream_key(str(execution_id))
     cursor = last_event_id or "0-0"
@@ -125,8 +138,13 @@ async def follow_log(
     seen_stream = False
     try:
         yield ": following\n\n"
+        if finished and last_event_id is None:
+            async for event in _persisted(execution_id):
+                yield event
+            yield _event(await _status(execution_id), event=END)
+            return
         while time.monotonic() - started < MAX_FOLLOW_SECONDS:
-            response = await client.xread({key: cursor}, count=READ_COUNT, block=BLOCK_MILLISECONDS)
+            response = await tails.xread({key: cursor}, count=READ_COUNT, block=BLOCK_MILLISECONDS)
             if _cancelled():
                 return
             for _stream, entries in response or []:
@@ -146,7 +164,7 @@ async def follow_log(
                     if not seen_stream and cursor == "0-0":
                         async for event in _persisted(execution_id):
                             yield event
-                    yield _event(status, event="end")
+                    yield _event(status, event=END)
                     return
             if time.monotonic() - last_renewal >= renew_every:
                 last_renewal = time.monotonic()
@@ -159,6 +177,7 @@ async def follow_log(
         # Also when the client went away: the ASGI server cancels the stream.
         await log_follower_close(follower, client)
         await client.aclose()
+        await tails.aclose()
 
 
 def log_event_stream_response(
@@ -171,7 +190,12 @@ def log_event_stream_response(
     if not connection.in_atomic_block:
         connection.close()
     response = StreamingHttpResponse(
-        follow_log(execution_id=execution.id, last_event_id=last_event_id, follower=follower),
+        follow_log(
+            execution_id=execution.id,
+            last_event_id=last_event_id,
+            follower=follower,
+            finished=execution.status in TERMINAL_STATUSES,
+        ),
         content_type="text/event-stream",
     )
     response["Cache-Control"] = "no-cache"

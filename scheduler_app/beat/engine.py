@@ -315,7 +315,7 @@ class SchedulerEngine:
                 tenant_id=tenant_id,
                 priority=row["priority"],
                 queue=(
-                    queue_for(priority=row["priority"], handler_type=row["handler_type"])
+                    queue_for(priority=row["priority"], capability=row["capability"])
                     if row["kind"] == TASK
                     else ""
                 ),

@@ -66,12 +66,12 @@ class Source:
 
 
 SOURCES = (
-    Source(TASK, TaskDefinition, (*_SCHEDULE_FIELDS, "priority", "handler_type", "max_attempts")),
+    Source(TASK, TaskDefinition, (*_SCHEDULE_FIELDS, "priority", "capability", "max_attempts")),
     Source(
         DAG,
         Dag,
         _SCHEDULE_FIELDS,
-        defaults=(("priority", 5), ("handler_type", ""), ("max_attempts", 1)),
+        defaults=(("priority", 5), ("capability", ""), ("max_attempts", 1)),
     ),
 )
 BY_KIND = {source.kind: source for source in SOURCES}

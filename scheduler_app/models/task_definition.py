@@ -26,6 +26,9 @@ class TaskDefinition(models.Model):
 
     handler_type = models.CharField(max_length=16, choices=HandlerType.choices)
     handler_config = models.JSONField(default=dict)
+    # What only some workers offer (scheduler_app.capabilities: "container", "egress"; ""
+    # for none), from the handler config: its runs go to that capability's queues.
+    capability = models.CharField(max_length=16, blank=True, default="", db_default="")
     parameters = models.JSONField(default=dict, blank=True)
     timeout_seconds = models.PositiveIntegerField(default=300)
 

@@ -185,7 +185,7 @@ def task_trigger(
     secret_references_refuse(parameters=parameters)
     size = payload_cap_check(tenant_id=task.tenant_id, value=parameters, field="parameters")
     now = timezone.now()
-    queue = queue_for(priority=task.priority, handler_type=task.handler_type)
+    queue = queue_for(priority=task.priority, capability=task.capability)
     execution = TaskExecution(
         id=uuid.uuid4(),
         tenant_id=task.tenant_id,

@@ -21,6 +21,7 @@ from handler_contract.base import HandlerConfigError
 from handler_contract.http import url_target_refused
 from handler_contract.registry import registered_names
 from handler_contract.validation import validate_handler_config
+from scheduler_app.capabilities import capability_of_handler
 from scheduler_app.choices import (
     SCHEDULE_TYPE_SPELLINGS,
     SCHEDULE_TYPES_ACCEPTED,
@@ -191,7 +192,11 @@ def _handler_fields(handler: Mapping[str, Any], allowed_hosts: Collection[str]) 
                 "the host for this tenant (tenant setting webhook_allowed_hosts)",
                 field="handler.url",
             )
-    return {"handler_type": config["type"], "handler_config": config}
+    return {
+        "handler_type": config["type"],
+        "handler_config": config,
+        "capability": capability_of_handler(config),
+    }
 
 
 def _retry_fields(policy: Mapping[str, Any]) -> dict[str, Any]:

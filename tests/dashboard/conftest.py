@@ -197,13 +197,11 @@ def _node_execution(run, task_id, node_id, status, dispatched, ended):
 
 
 def live_log_end(sink, *, status: str) -> None:
-    """What the worker's end-of-run pipeline does for the live tail: the unsent lines and
-    the end marker, in one round trip."""
-    from scheduler_app.redis_client import get_redis
+    """What the worker does for the live tail once the final status is committed: the
+    unsent lines and the end marker, in one round trip to the live-log Redis."""
+    from workers.live_logs import live_tails_close
 
-    pipe = get_redis().pipeline(transaction=False)
-    sink.close_into(pipe, status=status)
-    pipe.execute()
+    live_tails_close([(sink, status)])
 
 
 @pytest.fixture

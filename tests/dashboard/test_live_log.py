@@ -9,11 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from scheduler_app.choices import ExecutionStatus
+from scheduler_app.live_logs import live_logs_redis, log_stream_key
 from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.dashboard.conftest import add_execution, live_log_end
 from tests.factories import make_task
 from tests.streams import sync_chunks
-from workers.live_logs import LiveLogSink, log_stream_key
+from workers.live_logs import LiveLogSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,11 +37,11 @@ def events(chunks: Iterator[bytes]) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def running(tenant, redis_client):
+def running(tenant):
     task = make_task(tenant, name="chatty", schedule={"type": "manual"})
     execution = add_execution(task, minutes_ago=0.1, status=ExecutionStatus.RUNNING)
     yield execution
-    redis_client.delete(log_stream_key(str(execution.id)))
+    live_logs_redis().delete(log_stream_key(str(execution.id)))
 
 
 def finish(execution: TaskExecution, sink: LiveLogSink) -> None:
@@ -65,7 +66,12 @@ def test_running_page_follows_the_stream_then_shows_the_stored_log(signed_in, ru
     assert response["Content-Type"] == "text/event-stream"
     stream = events(sync_chunks(response))
 
-    sink = LiveLogSink(execution_id=str(running.id), max_bytes=1 << 20, secrets=("hunter2",))
+    sink = LiveLogSink(
+        execution_id=str(running.id),
+        tenant_id=running.tenant_id,
+        max_bytes=1 << 20,
+        secrets=("hunter2",),
+    )
     # The worker's run watcher flushes the sink while the run goes; here the test does.
     sink.write("stdout", "step 1 of 2")
     sink.flush()
@@ -119,3 +125,33 @@ def test_log_endpoints_are_tenant_scoped_and_need_a_login(signed_in, running, te
     for suffix in ("log-events", "log"):
         url = f"/dashboard/executions/{foreign.id}/{suffix}"
         assert signed_in.get(url).status_code == 404
+
+
+def test_a_cut_tail_says_so_and_the_finished_run_is_served_its_stored_log(
+    signed_in, running, settings
+):
+    # Room for a stream's first node and a few 100-byte lines.
+    settings.LIVE_LOGS = {**settings.LIVE_LOGS, "RUN_MAX_BYTES": 6500}
+    sink = LiveLogSink(execution_id=str(running.id), tenant_id=running.tenant_id, max_bytes=1 << 20)
+    for index in range(20):
+        sink.write("stdout", f"line-{index:02d} " + "z" * 100)
+    sink.flush()
+    assert sink.cut
+    events_url = f"/dashboard/executions/{running.id}/log-events"
+    stream = events(sync_chunks(signed_in.get(events_url)))
+    live = [next(stream)]
+    while live[-1].get("event") != "cut":
+        live.append(next(stream))
+    assert 0 < len(live) - 1 < 20
+    assert "live-log budget of 6500 bytes is spent" in live[-1]["data"]
+    finish(running, sink)
+    assert [e.get("event") for e in stream] == ["end"]
+
+    # Once the run has ended, a new follower gets the stored log (every line), not the tail
+    # (which lingers a few seconds for the followers that were connected).
+    assert live_logs_redis().exists(log_stream_key(str(running.id)))
+    replay = list(events(sync_chunks(signed_in.get(events_url))))
+    assert [e["data"].split("] ", 1)[-1][:7] for e in replay[:-1]] == [
+        f"line-{index:02d}" for index in range(20)
+    ]
+    assert replay[-1] == {"event": "end", "data": "success"}

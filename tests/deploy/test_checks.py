@@ -36,6 +36,22 @@ def test_redis_check_reads_the_real_server_policy(settings):
     assert checks.check_redis_eviction() == []
 
 
+def test_live_logs_in_the_brokers_own_database_is_a_warning(settings):
+    assert checks.check_live_logs_apart() == []  # the test settings keep them apart
+    settings.LIVE_LOGS_REDIS_URL = settings.REDIS_URL.replace("redis://", "redis://u:p@")
+    assert _ids(checks.check_live_logs_apart()) == {"scheduler.W007"}
+    settings.LIVE_LOGS_REDIS_URL = "redis://redis-logs:6379/0"
+    assert checks.check_live_logs_apart() == []
+
+
+def test_an_egress_network_that_is_not_one_is_an_error(settings):
+    settings.WORKER = {**settings.WORKER, "EGRESS_ALLOWED_NETWORKS": ["10.20.0.0/16", "intranet"]}
+    (error,) = checks.check_egress_networks()
+    assert error.id == "scheduler.E133" and "'intranet' is not an IP network" in error.msg
+    settings.WORKER = {**settings.WORKER, "EGRESS_ALLOWED_NETWORKS": ["10.20.0.0/16"]}
+    assert checks.check_egress_networks() == []
+
+
 def test_visibility_timeout_shorter_than_the_longest_task_is_an_error(settings):
     settings.SCHEDULER_MAX_TASK_TIMEOUT = 7200
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}

@@ -49,6 +49,7 @@ def test_the_whole_topology_is_there():
     assert {
         "postgres",
         "redis",
+        "redis-logs",
         "migrate",
         "web",
         "beat-a",
@@ -67,6 +68,97 @@ def test_redis_is_configured_as_a_queue():
     assert _option(argv, "--appendonly") == "yes"
     assert _option(argv, "--appendfsync") == "everysec"
     assert _option(argv, "--maxmemory-policy") == "noeviction"
+
+
+def _acl_users(rules: str) -> set[str]:
+    return {
+        line.split()[1]
+        for line in (ROOT / "deploy" / "redis" / rules).read_text().splitlines()
+        if line.startswith("user ")
+    }
+
+
+def _required_variable(value: str) -> str:
+    """The .env variable a value is interpolated from, required (`${NAME:?...}`)."""
+    match = re.fullmatch(r"\$\{([A-Z][A-Z0-9_]*):\?[^}]+\}", str(value))
+    assert match, f"{value!r} is not a required variable from .env"
+    return match.group(1)
+
+
+@pytest.mark.parametrize(
+    ("name", "rules"), [("redis", "queue.acl"), ("redis-logs", "live-logs.acl")]
+)
+def test_both_redis_servers_require_credentials_from_the_env_file(name, rules):
+    service = SERVICES[name]
+    argv = _argv(service)
+    # Started by the script that writes the ACL users (`default` off) from the rules.
+    assert argv[:2] == ["sh", "/etc/redis/start-redis.sh"]
+    assert "./deploy/redis:/etc/redis:ro" in service["volumes"]
+    assert service["environment"]["REDIS_ACL_RULES"] == f"/etc/redis/{rules}"
+    script = (ROOT / "deploy" / "redis" / "start-redis.sh").read_text()
+    assert 'echo "user default off' in script
+    # Every user of the rules gets its password from .env, never a value in the file.
+    for user in _acl_users(rules) - {"keda"}:
+        variable = _required_variable(service["environment"][f"REDIS_{user.upper()}_PASSWORD"])
+        assert variable == f"REDIS_{user.upper()}_PASSWORD"
+        assert variable in _documented_env()
+    assert "probe" in " ".join(service["healthcheck"]["test"])
+
+
+def test_each_app_service_connects_as_its_own_redis_user_with_its_password():
+    users = {}
+    for name, service in APP_SERVICES.items():
+        env = service["environment"]
+        assert env["REDIS_URL"] == "redis://redis:6379/0" and "@" not in env["REDIS_URL"]
+        assert env["LIVE_LOGS_REDIS_URL"] == "redis://redis-logs:6379/0"
+        user = env["REDIS_USERNAME"]
+        assert user in _acl_users("queue.acl"), name
+        # The same variable the Redis server takes that user's password from.
+        assert _required_variable(env["REDIS_PASSWORD"]) == _required_variable(
+            SERVICES["redis"]["environment"][f"REDIS_{user.upper()}_PASSWORD"]
+        )
+        users[name] = user
+    assert users["web"] == users["migrate"] == "web"
+    assert {users[n] for n in ("beat-a", "beat-b")} == {"beat"}
+    assert {users[n] for n in APP_SERVICES if n.startswith("worker-")} == {"worker"}
+    assert users["flower"] == "flower"
+    # Who reads and writes live log tails has a user on that server too.
+    assert {"web", "worker"} <= _acl_users("live-logs.acl")
+    assert "flower" not in _acl_users("live-logs.acl")
+
+
+def test_the_live_log_redis_may_evict_and_keeps_nothing_on_disk():
+    argv = _argv(SERVICES["redis-logs"])
+    assert _option(argv, "--maxmemory-policy") == "allkeys-lru"
+    assert _option(argv, "--maxmemory")
+    assert _option(argv, "--appendonly") == "no"
+    for name in APP_SERVICES:
+        if name != "migrate":
+            assert APP_SERVICES[name]["depends_on"]["redis-logs"]["condition"] == "service_healthy"
+
+
+def test_no_password_is_written_in_the_compose_file():
+    """Passwords come from .env (compose refuses to start without them), never the file."""
+    for name, service in SERVICES.items():
+        for key, value in (service.get("environment") or {}).items():
+            if "PASSWORD" in key:
+                _required_variable(value)
+            if "://" in str(value) and "@" in str(value):
+                assert re.search(r"://[^:/@]*:\$\{[A-Z0-9_]+:\?[^}]+\}@", str(value)), (name, key)
+
+
+def _assert_asgi_server(argv: list[str]) -> None:
+    """gunicorn with the shared config (uvicorn workers) serving the ASGI application."""
+    config = _option(argv, "--config", "-c")
+    assert config and config.startswith("python:"), argv
+    conf = importlib.import_module(config.removeprefix("python:"))
+    worker_module, _, worker_class = conf.worker_class.rpartition(".")
+    assert worker_class == "UvicornWorker" and hasattr(
+        importlib.import_module(worker_module), worker_class
+    )
+    module, _, attribute = argv[-1].partition(":")
+    assert module == "project.asgi"
+    assert callable(getattr(importlib.import_module(module), attribute))
 
 
 @pytest.mark.parametrize("name", sorted(APP_SERVICES))
@@ -305,6 +397,7 @@ def test_workers_get_what_bubblewrap_needs_and_nothing_more():
     assert "security_opt" not in SERVICES["web"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "bubblewrap" in dockerfile and "slirp4netns" in dockerfile
+    assert "iproute2" in dockerfile  # the egress filter's `ip` (workers/handlers/egress_filter.py)
 
 
 @pytest.mark.parametrize("name", ["flower", "prometheus", "grafana"])

@@ -31,7 +31,14 @@ TIERS = ("critical", "normal", "bulk")
 APP_IMAGE = "scheduler-app"
 SECRET_NAME = "scheduler-secrets"
 # What the official images of the data services read (docker-compose.yml sets the same).
-THIRD_PARTY_ENV = {"postgres:15": {"POSTGRES_DB", "POSTGRES_USER", "POSTGRES_PASSWORD", "PGDATA"}}
+THIRD_PARTY_ENV = {
+    "postgres:15": {"POSTGRES_DB", "POSTGRES_USER", "POSTGRES_PASSWORD", "PGDATA"},
+    # What deploy/redis/start-redis.sh reads.
+    "redis:7": {"REDIS_ACL_RULES", "REDIS_PASSWORDS_DIR", "REDIS_ACL_DIR"},
+}
+REDIS_SECRET = "scheduler-redis"
+REDIS_DIR = ROOT / "deploy" / "redis"
+EGRESS_QUEUES = {f"{tier}.egress" for tier in TIERS}
 POD_KINDS = ("Deployment", "StatefulSet", "Job")
 
 
@@ -80,9 +87,12 @@ def _env_names_read_by_the_project() -> set[str]:
     itself (the beat's node id, the worker's reported version)."""
     names = {"DJANGO_SETTINGS_MODULE"}
     helper = re.compile(r"env_(?:str|int|float|bool|list|secret)\(\s*\"([A-Z0-9_]+)\"")
+    secret = re.compile(r"env_secret\(\s*\"([A-Z0-9_]+)\"")
     for path in (ROOT / "project" / "settings").glob("*.py"):
         if not path.name.startswith("test"):
             names |= set(helper.findall(path.read_text()))
+            # A secret is also read from a file named by NAME_FILE.
+            names |= {f"{name}_FILE" for name in secret.findall(path.read_text())}
     direct = re.compile(r"os\.environ\.get\(\s*\"([A-Z0-9_]+)\"")
     for package in ("scheduler_app", "workers", "dags", "handler_contract", "project"):
         for path in (ROOT / package).rglob("*.py"):
@@ -276,7 +286,9 @@ def _check_command(argv: list[str]) -> None:
             module, _, attribute = params["scheduler"].partition(":")
             assert hasattr(importlib.import_module(module), attribute)
         if subcommand == "worker":
-            assert set(params["queues"]) <= set(TIERS)
+            # The tier queues, or the egress pool's: the egress queues alone.
+            queues = set(params["queues"])
+            assert queues <= set(TIERS) or queues == EGRESS_QUEUES, queues
     else:
         pytest.fail(f"unknown program {program}")
 
@@ -483,7 +495,7 @@ def test_only_the_app_pods_and_keda_reach_postgresql_and_redis():
         deny and deny[0]["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in deny[0]["spec"]
     )
     app_pods = {w["metadata"]["name"] for w in _app_workloads()}
-    for component, port in (("postgres", 5432), ("redis", 6379)):
+    for component, port in (("postgres", 5432), ("redis", 6379), ("redis-logs", 6379)):
         guarding = [
             p
             for p in policies
@@ -493,21 +505,177 @@ def test_only_the_app_pods_and_keda_reach_postgresql_and_redis():
         assert len(guarding) == 1, component
         (rule,) = guarding[0]["spec"]["ingress"]
         assert [p["port"] for p in rule["ports"]] == [port]
+        allowed: dict[str, set[str]] = {}
         for peer in rule["from"]:
             if "podSelector" in peer:
-                allowed = {
+                (label,) = peer["podSelector"]["matchLabels"]
+                allowed[label] = {
                     w["metadata"]["name"]
                     for w in _workloads()
                     if _selects(peer["podSelector"]["matchLabels"], _pod(w)["metadata"]["labels"])
                 }
-                # Every app workload (they all use both) and nothing else: not the data
-                # services themselves.
-                assert allowed == app_pods, component
             else:
                 assert component == "redis"
                 assert peer["namespaceSelector"]["matchLabels"] == {
                     "kubernetes.io/metadata.name": "keda"
                 }
+        # Every app workload (they all use all three) and nothing else: not the data
+        # services themselves. The egress pool only by its own label, never as a data client.
+        assert set().union(*allowed.values()) == app_pods, component
+        assert allowed["scheduler.io/egress-worker"] == {"worker-egress"}
+        assert "worker-egress" not in allowed["scheduler.io/data-client"]
+
+
+def test_egress_runs_run_on_a_pool_that_is_no_data_client():
+    pool = _named("Deployment", "worker-egress")
+    labels = _pod(pool)["metadata"]["labels"]
+    assert "scheduler.io/data-client" not in labels
+    assert labels["scheduler.io/egress-worker"] == "true"
+    (container,) = _containers(pool, init=False)
+    argv = container["command"]
+    # It consumes the egress queues of every tier, and nothing else.
+    assert set(argv[argv.index("-Q") + 1].split(",")) == EGRESS_QUEUES
+    env = {var["name"]: var.get("value") for var in container["env"]}
+    assert env["WORKER_SHELL_EGRESS"] == "true"
+    # Every other worker refuses egress runs and does not consume their queues.
+    assert _config()["WORKER_SHELL_EGRESS"] == "false"
+    for workload in _app_workloads():
+        if workload["metadata"]["name"] == "worker-egress":
+            continue
+        for other in _containers(workload, init=False):
+            names = {var["name"] for var in other.get("env", [])}
+            assert "WORKER_SHELL_EGRESS" not in names, workload["metadata"]["name"]
+            if "worker" in other["command"]:
+                queues = other["command"][other["command"].index("-Q") + 1].split(",")
+                assert not EGRESS_QUEUES & set(queues)
+    # What routes a run there: its capability's queue (scheduler_app.capabilities).
+    from scheduler_app.capabilities import queue_for
+
+    assert {queue_for(priority=p, capability="egress") for p in (1, 5, 9)} == EGRESS_QUEUES
+
+
+def test_the_egress_pool_reaches_dns_the_data_services_and_the_internet_only():
+    (policy,) = [
+        p
+        for p in _of_kind("NetworkPolicy")
+        if p["spec"]["podSelector"] == {"matchLabels": {"scheduler.io/egress-worker": "true"}}
+    ]
+    assert policy["spec"]["policyTypes"] == ["Egress"]
+    selected = [
+        w["metadata"]["name"]
+        for w in _workloads()
+        if _selects(policy["spec"]["podSelector"]["matchLabels"], _pod(w)["metadata"]["labels"])
+    ]
+    assert selected == ["worker-egress"]
+    pods, blocks = set(), []
+    for rule in policy["spec"]["egress"]:
+        for peer in rule["to"]:
+            if "ipBlock" in peer:
+                blocks.append(peer["ipBlock"])
+            else:
+                assert "ports" in rule  # a named service's port, not the whole pod
+                pods.add(tuple(sorted(peer["podSelector"]["matchLabels"].items())))
+    assert pods == {
+        (("k8s-app", "kube-dns"),),
+        (("app.kubernetes.io/component", "postgres"),),
+        (("app.kubernetes.io/component", "redis"),),
+        (("app.kubernetes.io/component", "redis-logs"),),
+    }
+    (block,) = blocks
+    assert block["cidr"] == "0.0.0.0/0"
+    import ipaddress
+
+    refused = [ipaddress.ip_network(cidr) for cidr in block["except"]]
+    for address in ("10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "127.0.0.1"):
+        assert any(ipaddress.ip_address(address) in net for net in refused), address
+
+
+def _redis_servers() -> dict[str, dict]:
+    return {
+        w["metadata"]["name"]: w
+        for w in _workloads()
+        if _pod(w)["spec"]["containers"][0]["image"].startswith("redis:")
+    }
+
+
+def test_both_redis_servers_require_credentials_from_the_secret():
+    config_map = _named("ConfigMap", "redis-acl")
+    # The very files compose mounts (deploy/redis/), byte for byte.
+    for name in ("start-redis.sh", "queue.acl", "live-logs.acl"):
+        assert config_map["data"][name] == (REDIS_DIR / name).read_text(), name
+    assert 'echo "user default off' in config_map["data"]["start-redis.sh"]
+    servers = _redis_servers()
+    assert set(servers) == {"redis", "redis-logs"}
+    for name, rules in (("redis", "queue.acl"), ("redis-logs", "live-logs.acl")):
+        (container,) = _containers(servers[name])
+        assert container["command"][:2] == ["sh", "/etc/redis/start-redis.sh"]
+        env = {var["name"]: var["value"] for var in container["env"]}
+        assert env["REDIS_ACL_RULES"] == f"/etc/redis/{rules}"
+        volumes = {v["name"]: v for v in _pod(servers[name])["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert volumes[mounts["/etc/redis"]]["configMap"]["name"] == "redis-acl"
+        secret = volumes[mounts[env["REDIS_PASSWORDS_DIR"]]]["secret"]
+        assert secret["secretName"] == REDIS_SECRET
+        users = {
+            line.split()[1]
+            for line in (REDIS_DIR / rules).read_text().splitlines()
+            if line.startswith("user ")
+        }
+        # Each user's password, and only this server's users' (Flower runs in compose only).
+        assert {item["key"] for item in secret["items"]} == users - {"flower"}
+        assert all(item["path"] == item["key"] for item in secret["items"])
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert "--user probe" in " ".join(container[probe]["exec"]["command"])
+
+
+def test_every_app_process_connects_as_its_own_redis_user_with_a_password_file():
+    queue_users = {
+        line.split()[1]
+        for line in (REDIS_DIR / "queue.acl").read_text().splitlines()
+        if line.startswith("user ")
+    }
+    expected = {"web": "web", "migrate": "web", "beat": "beat"}
+    for workload in _app_workloads():
+        name = workload["metadata"]["name"]
+        (container,) = _containers(workload, init=False)
+        env = {var["name"]: var.get("value") for var in container["env"]}
+        user = env["REDIS_USERNAME"]
+        assert user == expected.get(name, "worker"), name
+        assert user in queue_users
+        # The password is a file from the Secret, holding that user's key only; never an
+        # environment variable (a sandbox could not read one either, but a file is tidier).
+        assert "REDIS_PASSWORD" not in env
+        path = env["REDIS_PASSWORD_FILE"]
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in _pod(workload)["spec"]["volumes"]}
+        secret = volumes[mounts[path.rsplit("/", 1)[0]]]["secret"]
+        assert secret["secretName"] == REDIS_SECRET
+        assert secret["items"] == [{"key": user, "path": path.rsplit("/", 1)[1]}]
+    config = _config()
+    assert "@" not in config["REDIS_URL"] and "@" not in config["LIVE_LOGS_REDIS_URL"]
+    assert urlparse(config["LIVE_LOGS_REDIS_URL"]).hostname == "redis-logs"
+    for workload in _workloads():
+        for container in _containers(workload):
+            for var in container.get("env", []):
+                if var["name"].endswith("PASSWORD"):
+                    assert "value" not in var, (workload["metadata"]["name"], var["name"])
+
+
+def test_keda_reads_the_queues_as_its_own_redis_user():
+    (auth,) = _of_kind("TriggerAuthentication")
+    refs = {ref["parameter"]: ref for ref in auth["spec"]["secretTargetRef"]}
+    assert set(refs) == {"username", "password"}
+    assert {ref["name"] for ref in refs.values()} == {REDIS_SECRET}
+    assert refs["password"]["key"] == "keda"
+    for doc in _of_kind("ScaledObject"):
+        assert _trigger(doc, "redis")["authenticationRef"] == {"name": auth["metadata"]["name"]}
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    command = re.search(
+        r"kubectl -n scheduler create secret generic scheduler-redis(.*?)\n\n", readme, re.S
+    )
+    assert command, "deploy/README.md creates the Secret scheduler-redis"
+    keys = set(re.findall(r"--from-literal=([a-z-]+)=", command.group(1)))
+    assert keys == {"web", "beat", "worker", "keda", "keda-username"}
 
 
 def test_the_login_throttle_trusts_the_one_ingress_in_front_of_web():

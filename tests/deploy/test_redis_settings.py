@@ -65,3 +65,63 @@ def test_without_sentinels_nothing_changes():
     )
     assert broker == backend == "redis://h:6379/1"
     assert "master_name" not in broker_options and backend_options == {}
+
+
+def _urls_with(env: dict[str, str]) -> list[str]:
+    import json
+
+    code = (
+        "from django.conf import settings as s; import json; print(json.dumps(["
+        "s.REDIS_URL, s.LIVE_LOGS_REDIS_URL, s.CELERY_BROKER_URL, s.CELERY_RESULT_BACKEND]))"
+    )
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "REDIS_", "LIVE_LOGS_"))
+    }
+    clean["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup(); " + code],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out)
+
+
+def test_a_process_connects_everywhere_as_its_redis_user(tmp_path):
+    """Broker, result backend, the app's client and the live-log Redis all carry the
+    credentials (deploy/redis/: one ACL user per kind of process)."""
+    password = tmp_path / "password"
+    password.write_text("s3cr/t:pw\n")  # a mounted Secret: read, stripped, quoted
+    urls = _urls_with(
+        {
+            "REDIS_URL": "redis://redis:6379/0",
+            "LIVE_LOGS_REDIS_URL": "redis://redis-logs:6379/0",
+            "REDIS_USERNAME": "worker",
+            "REDIS_PASSWORD_FILE": str(password),
+        }
+    )
+    assert urls == [
+        "redis://worker:s3cr%2Ft%3Apw@redis:6379/0",
+        "redis://worker:s3cr%2Ft%3Apw@redis-logs:6379/0",
+        "redis://worker:s3cr%2Ft%3Apw@redis:6379/0",
+        "redis://worker:s3cr%2Ft%3Apw@redis:6379/0",
+    ]
+    # Without a LIVE_LOGS_REDIS_URL: the next database of the same server, same user.
+    assert (
+        _urls_with(
+            {"REDIS_URL": "redis://h:6379/3", "REDIS_USERNAME": "web", "REDIS_PASSWORD": "pw"}
+        )[1]
+        == "redis://web:pw@h:6379/4"
+    )
+    # A URL that names its own credentials keeps them.
+    assert (
+        _urls_with({"REDIS_URL": "redis://other:theirs@h:6379/0", "REDIS_PASSWORD": "pw"})[0]
+        == "redis://other:theirs@h:6379/0"
+    )
+
+
+def test_sentinel_url_keeps_the_masters_user():
+    url = sentinel_url(["s1:26379"], redis_url="redis://worker:pw@ignored:6379/0")
+    assert url == "sentinel://worker:pw@s1:26379/0"

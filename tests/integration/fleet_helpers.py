@@ -25,8 +25,12 @@ FLEET_BEAT = {
 }
 
 
-def fleet_worker(name: str, *, concurrency: int = 2, **env: str) -> ServiceProcess:
-    worker = start_worker(name=name, concurrency=concurrency, env_overrides={**FLEET_WORKER, **env})
+def fleet_worker(
+    name: str, *, concurrency: int = 2, queues: str = "critical,normal,bulk", **env: str
+) -> ServiceProcess:
+    worker = start_worker(
+        name=name, queues=queues, concurrency=concurrency, env_overrides={**FLEET_WORKER, **env}
+    )
     wait_until(lambda: registered(worker), timeout=30, message=f"{name} to register")
     return worker
 

@@ -8,8 +8,10 @@ Redis and PostgreSQL on this host's loopback, and runs from the project's checko
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
+from urllib.parse import urlparse
 
 import pytest
 from django.conf import settings
@@ -17,6 +19,12 @@ from django.conf import settings
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.selectors import execution_log_get
 from scheduler_app.services.task_definitions import task_trigger
+from tests.egress_net import (
+    BANNER,
+    host_addresses,
+    listener_on_every_address,
+    public_looking_server,
+)
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.processes import ROOT, database_url, host_pids_running, unique_sleep_seconds, wait_until
@@ -105,29 +113,89 @@ def test_redis_and_postgresql_cannot_be_reached(tenant, live_worker):
     assert _output(log).count("failed") == 4
 
 
-@pytest.mark.needs_os_tool("bubblewrap", "slirp4netns")
-def test_egress_reaches_out_but_not_the_hosts_redis_and_postgresql(tenant, live_worker):
+# What the attacker's egress-enabled task runs: a TCP connect to each (host, port), printing
+# what it saw (the errno's name, or what the other side sent).
+EGRESS_PROBE = (
+    "import errno, socket, sys\n"
+    "for target in sys.argv[1:]:\n"
+    "    host, port = target.rsplit(':', 1)\n"
+    "    s = socket.socket(socket.AF_INET6 if ':' in host else socket.AF_INET)\n"
+    "    s.settimeout(5)\n"
+    "    try:\n"
+    "        s.connect((host, int(port)))\n"
+    "        print('SAW', target, 'CONNECTED', repr(s.recv(100)))\n"
+    "    except socket.timeout:\n"
+    "        print('SAW', target, 'TIMEOUT')\n"
+    "    except OSError as error:\n"
+    "        print('SAW', target, errno.errorcode.get(error.errno, error.errno))\n"
+)
+REFUSED_OR_UNREACHABLE = {"ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH"}
+
+
+def _egress_attack(tenant: Tenant, worker, targets: list[str]) -> dict[str, str]:
+    """Run the probe as an egress-enabled shell task of `tenant`; {target: what it saw}."""
     Tenant.objects.filter(id=tenant.id).update(shell_egress_allowed=True)
     tenant.refresh_from_db()
-    probe = (
-        "import socket\n"
-        "for host in ('127.0.0.1', '10.0.2.2'):\n"
-        "    for port in (6379, 5432):\n"
-        "        try:\n"
-        "            s = socket.socket(); s.settimeout(3); s.connect((host, port))\n"
-        "            print('CONNECTED', host, port)\n"
-        "        except OSError as error:\n"
-        "            print('failed', host, port, error.errno)\n"
-        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('10.0.2.3', 53))\n"
-        "print('network up', s.getsockname()[0])\n"
-    )
+    command = ["python3", "-c", EGRESS_PROBE, *targets]
     execution, log = _run(
-        tenant, live_worker, f'python3 -c "{probe}"', handler_extra={"network": "egress"}
+        tenant, worker, "", handler_extra={"network": "egress", "command": command}
     )
     assert execution.status == "success", log
-    assert "CONNECTED" not in _output(log)
-    assert _output(log).count("failed") == 4
-    assert "network up 10.0.2.100" in _output(log)  # the sandbox had a network: egress was on
+    seen = {}
+    for line in _output(log).splitlines():
+        if line.startswith("SAW "):
+            _saw, target, outcome = line.split(" ", 2)
+            seen[target] = outcome
+    assert set(seen) == set(targets), log
+    return seen
+
+
+@pytest.mark.needs_os_tool("bubblewrap", "slirp4netns")
+def test_egress_reaches_the_internet_but_not_the_platform_the_host_or_private_networks(
+    tenant, live_worker
+):
+    """The attacker may use egress (its tenant is allowed it) and tries everything a worker
+    can reach: the platform's Redis and PostgreSQL on 127.0.0.1 and on every other address
+    of this host, a port open on all of the host's addresses, the private ranges, the cloud
+    metadata address, IPv6 loopback and ULA. It sees each refused or unreachable; a server at
+    a public-looking address answers it."""
+    redis_port = urlparse(settings.REDIS_URL).port or 6379
+    postgres_port = int(settings.DATABASES["default"].get("PORT") or 5432)
+    with listener_on_every_address() as open_port, public_looking_server() as public:
+        host = host_addresses()
+        for address in host:  # the host itself reaches its open port on each address
+            with socket.create_connection((address, open_port), timeout=5) as check:
+                assert check.recv(100) == BANNER
+        platform = [
+            f"{address}:{port}"
+            for address in ("127.0.0.1", "::1", "10.0.2.2", *host)
+            for port in (redis_port, postgres_port)
+        ]
+        forbidden = [
+            *platform,
+            *(f"{address}:{open_port}" for address in host),
+            "10.1.2.3:80",
+            "10.0.2.5:80",
+            "172.16.0.1:80",
+            "192.168.1.1:80",
+            "169.254.169.254:80",
+            "100.100.100.200:80",
+            "fd00::1:80",
+            f"::ffff:127.0.0.1:{redis_port}",
+        ]
+        allowed = [f"{public[0]}:{public[1]}"] if public else []
+        seen = _egress_attack(tenant, live_worker, forbidden + allowed)
+    print("\n".join(f"egress attacker: {target} -> {seen[target]}" for target in seen))
+    for target in forbidden:
+        assert seen[target] in REFUSED_OR_UNREACHABLE, (target, seen[target])
+    # Nothing but the task's own (empty) loopback even answered with a refusal: the rest
+    # never left the sandbox.
+    for target in forbidden:
+        if not target.startswith(("127.0.0.1:", "::1:", "::ffff:127.0.0.1:")):
+            assert seen[target] in ("EHOSTUNREACH", "ENETUNREACH"), (target, seen[target])
+    if public is None:
+        pytest.skip("no network namespace for a public-looking server here (needs root)")
+    assert seen[allowed[0]] == f"CONNECTED {BANNER!r}"
 
 
 def test_egress_is_refused_for_a_tenant_not_allowed_it(tenant, api):

@@ -12,6 +12,7 @@ import redis
 from django.utils import timezone
 
 from scheduler_app.fairness import _drained_keys, _inflight_key
+from scheduler_app.live_logs import live_logs_redis, log_stream_key
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.executions import Claim
@@ -20,7 +21,7 @@ from scheduler_app.services.quotas import tenant_usage
 from scheduler_app.services.retry_budget import retry_budget_usage
 from scheduler_app.services.run_signals import abandon_request, cancel_request
 from tests.factories import make_queued_runs, make_task
-from workers.live_logs import LiveLogSink, log_stream_key
+from workers.live_logs import LiveLogSink, live_tails_close
 from workers.registry import counters_read
 from workers.run_ledger import RunLedger
 
@@ -136,13 +137,14 @@ def test_an_end_counts_the_run_its_log_and_its_compute_time(tenant, worker_id):
     (claim,) = _claims(tenant, 1, claimed_at=timezone.now() - timedelta(seconds=30))
     ledger = RunLedger(worker_id)
     ledger.start([claim], _pipe())
-    sink = LiveLogSink(execution_id=str(claim.execution.id), max_bytes=10_000)
+    sink = LiveLogSink(execution_id=str(claim.execution.id), tenant_id=tenant.id, max_bytes=10_000)
     sink.write("stdout", "hello")
     log_before = log_bytes_used(tenant_id=tenant.id, fresh=True)
 
     pipe = _pipe()
-    ledger.end_into(pipe, claim, sink=sink, status="failed", errored=True, stored_log="hello\n")
+    ledger.end_into(pipe, claim, errored=True, stored_log="hello\n")
     pipe.execute()
+    live_tails_close([(sink, "failed")])
 
     counters = counters_read(worker_id)
     assert counters.active_runs == 0
@@ -151,27 +153,29 @@ def test_an_end_counts_the_run_its_log_and_its_compute_time(tenant, worker_id):
     assert log_bytes_used(tenant_id=tenant.id, fresh=True) - log_before == len("hello\n")
     # 30 s since the claim (no handler start given): about half a compute minute.
     assert 0.49 <= tenant_usage(tenant=tenant).compute_minutes_this_month < 0.6
-    entries = get_redis().xrange(log_stream_key(str(claim.execution.id)))
-    assert entries[-1][1] == {"end": "failed"}
+    entries = live_logs_redis().xrange(log_stream_key(str(claim.execution.id)))
+    assert [fields for _id, fields in entries][1:] == [{"end": "failed"}]
+    assert entries[0][1]["line"].endswith("hello")
 
 
 def test_a_rejected_end_counts_no_log_and_no_error(tenant, worker_id):
     (claim,) = _claims(tenant, 1)
     ledger = RunLedger(worker_id)
     ledger.start([claim], _pipe())
-    sink = LiveLogSink(execution_id=str(claim.execution.id), max_bytes=10_000)
+    sink = LiveLogSink(execution_id=str(claim.execution.id), tenant_id=tenant.id, max_bytes=10_000)
     log_before = log_bytes_used(tenant_id=tenant.id, fresh=True)
 
     writes = CoalescedWrites()
-    ledger.end_into(writes, claim, sink=sink, status="rejected", errored=False)
+    ledger.end_into(writes, claim, errored=False)
     pipe = _pipe()
     writes.send_into(pipe)
     pipe.execute()
+    live_tails_close([(sink, "rejected")])
 
     counters = counters_read(worker_id)
     assert (counters.active_runs, counters.completed_last_minute, counters.error_count) == (0, 1, 0)
     assert log_bytes_used(tenant_id=tenant.id, fresh=True) == log_before
-    assert not get_redis().exists(log_stream_key(str(claim.execution.id)))  # it wrote nothing
+    assert not live_logs_redis().exists(log_stream_key(str(claim.execution.id)))  # it wrote nothing
 
 
 def test_a_crashed_run_counts_as_ended_with_an_error(tenant, worker_id):

@@ -3,13 +3,14 @@
 The sandbox keeps its own empty network namespace; slirp4netns, a user-mode TCP/IP stack,
 attaches a tap device to it and makes the task's connections as ordinary sockets of the
 worker's host. ``--disable-host-loopback`` refuses the gateway address (10.0.2.2) that would
-otherwise lead to the host's 127.0.0.1, where the platform's Redis and PostgreSQL listen on a
-single host; the task's own 127.0.0.1 is its namespace's loopback, which holds nothing.
+otherwise lead to the host's 127.0.0.1; the task's own 127.0.0.1 is its namespace's loopback,
+which holds nothing.
 
-So egress reaches: the internet and every address the worker host can route to other than
-its loopback. In a deployment where Redis and PostgreSQL sit on another address of the
-worker's network (docker compose, Kubernetes), that address is reachable too unless the
-network refuses it (a NetworkPolicy, firewall rules): docs/tasks/shell-sandbox.md says so.
+Since slirp4netns connects from the worker, the sandbox's routing table is what keeps the
+task from the rest of the worker's reach: the private, link-local and metadata ranges, the
+worker's own addresses and the platform's Redis and PostgreSQL are unreachable routes there
+(``egress_filter``), written before the command starts. So egress reaches the public
+internet (IPv4, and names through slirp4netns's DNS forwarder) and nothing else.
 
 The network is attached through the run's start gate (``spawn.StartGate``: bwrap's
 ``--info-fd`` and ``--block-fd``), so the command never runs before its network.
@@ -25,6 +26,7 @@ import signal
 import subprocess
 import time
 
+from .egress_filter import EgressFilterError, EgressPolicy, apply_policy
 from .sandbox import tool_path
 
 SETUP_TIMEOUT_SECONDS = 10.0
@@ -40,14 +42,15 @@ class EgressSetupError(RuntimeError):
 class EgressNetwork:
     """The slirp4netns process serving one sandbox."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: EgressPolicy | None = None) -> None:
         if tool_path("slirp4netns") is None:
             raise EgressSetupError("slirp4netns is not installed on this worker")
+        self._policy = policy or EgressPolicy()
         self._slirp: subprocess.Popen[bytes] | None = None
 
     def attach(self, sandbox_pid: int) -> None:
         """After bwrap reported its sandbox (``sandbox_pid``) and before the gate lets the
-        command run: give the sandbox's namespace a network."""
+        command run: give the sandbox's namespace a network, filtered."""
         self._wait_for_loopback(sandbox_pid)
         # bwrap nests a second user namespace inside the one that owns the sandbox's network
         # namespace; slirp4netns must join the owner, which the kernel names (NS_GET_USERNS).
@@ -80,6 +83,12 @@ class EgressNetwork:
             ready_write = -1
             if self._read_within(ready_read, 1) != b"1":
                 raise EgressSetupError(f"slirp4netns did not come up: {self._slirp_error()}")
+            # slirp4netns configured the tap device and the default route: now the routes
+            # that keep the task off everything but the public internet.
+            try:
+                apply_policy(policy=self._policy, sandbox_pid=sandbox_pid, owner_fd=owner_fd)
+            except EgressFilterError as error:
+                raise EgressSetupError(str(error)) from error
         finally:
             os.close(ready_read)
             os.close(owner_fd)

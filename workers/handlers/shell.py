@@ -40,7 +40,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from handler_contract.base import (
@@ -60,6 +60,7 @@ from handler_contract.base import (
 from handler_contract.validation import rlimit_requirements
 
 from .egress import EgressNetwork, EgressSetupError
+from .egress_filter import EgressPolicy
 from .progress_lines import progress_line_taker
 from .sandbox import (
     DEFAULT_BWRAP,
@@ -320,6 +321,11 @@ class ShellSandbox:
 
     mode: str = MODE_ON
     egress_allowed: bool = False
+    # This worker runs egress tasks at all (WORKER_SHELL_EGRESS): off on the workers that a
+    # deployment keeps next to its data, whose queues never carry one.
+    egress_offered: bool = True
+    # What egress may not reach beyond the built-in list, and what it may (egress_filter).
+    egress_policy: EgressPolicy = field(default_factory=EgressPolicy)
     scratch_bytes: int = DEFAULT_SCRATCH_BYTES
     bwrap: str = DEFAULT_BWRAP  # a name looked up in the system directories, or a path
 
@@ -353,6 +359,14 @@ def run_shell(
         return _spawn_failure(
             "egress_not_allowed",
             'handler.network: "egress" is not allowed for this tenant (ask the operator)',
+        )
+    if network == NETWORK_EGRESS and not sandbox.egress_offered:
+        # Only a run that reached this worker by another way than its queue (its routing
+        # sends it to `<tier>.egress`) gets here: it does not run next to the platform.
+        return _spawn_failure(
+            "egress_unavailable",
+            "this worker does not run egress-enabled tasks (WORKER_SHELL_EGRESS=off); they "
+            "run on the workers that consume the egress queues",
         )
     try:
         limits = resolve_limits(rlimit_requirements(config.get("resource_requirements")))
@@ -412,7 +426,7 @@ def _run_sandboxed(
     try:
         with SandboxFiles(network=network, upstream=stdin_data) as files:
             if network == NETWORK_EGRESS:
-                egress = EgressNetwork()
+                egress = EgressNetwork(sandbox.egress_policy)
             gate = StartGate()
             argv = sandboxed_argv(
                 command,

@@ -274,15 +274,22 @@
     pre.setAttribute("data-log-mode", "live");
     function say(text) { if (state) state.textContent = text; }
     source.onopen = function () { say("following the live tail"); };
-    source.onmessage = function (event) {
+    function show(text) {
       var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-      Array.prototype.push.apply(lines, event.data.split("\n"));
+      Array.prototype.push.apply(lines, text.split("\n"));
       if (lines.length > keep) lines.splice(0, lines.length - keep);
       pre.textContent = lines.join("\n");
       pre.setAttribute("data-log-lines-seen", String(Number(pre.getAttribute("data-log-lines-seen") || 0) + 1));
       if (atBottom) pre.scrollTop = pre.scrollHeight;
-    };
+    }
+    source.onmessage = function (event) { show(event.data); };
     source.onerror = function () { say("log stream interrupted, reconnecting"); };
+    // The live-log budget is spent: the tail stops here; the stored log comes at the end.
+    source.addEventListener("cut", function (event) {
+      show(event.data);
+      pre.setAttribute("data-log-cut", "true");
+      say("live tail cut (budget spent); the stored log is shown when the run ends");
+    });
     source.addEventListener("progress", function (event) { showProgress(JSON.parse(event.data)); });
     source.addEventListener("end", function (event) {
       source.close();
