@@ -13,6 +13,9 @@ from rest_framework.test import APIClient
 
 from scheduler_app.services.tenants import tenant_create_with_admin
 
+# The longest files first under xdist, and --record-durations (tests/suite_order.py).
+pytest_plugins = ["tests.suite_order"]
+
 # Property tests check correctness, not speed: on a loaded 2-core machine (CI runs the suite
 # beside real workers) an example may exceed hypothesis's default 200 ms deadline.
 hypothesis_settings.register_profile(
