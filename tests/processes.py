@@ -293,11 +293,14 @@ def quiesce(prefix: str, timeout: float = 30.0) -> None:
                 client.delete(key)
     finally:
         client.close()
-    # Messages the worker already prefetched then find their runs over and do nothing.
+    # Messages the worker already prefetched then find their runs over and do nothing: a
+    # claim takes only a pending or queued run, so from here on no run starts, and the
+    # worker's database writes are over once no run is running (a run's end writes in the
+    # transaction that ends it; its Redis books go after). Seen idle three polls in a row.
     TaskExecution.objects.filter(status__in=["pending", "queued"]).update(status="cancelled")
     deadline = time.monotonic() + timeout
     idle_polls = 0
     while time.monotonic() < deadline and idle_polls < 3:
         running = TaskExecution.objects.filter(status="running").exists()
         idle_polls = 0 if running else idle_polls + 1
-        time.sleep(0.3)
+        time.sleep(0.1)
