@@ -14,7 +14,7 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from django.db import close_old_connections, connection, transaction
@@ -79,9 +79,13 @@ class SchedulerEngine:
         lock: LeaderLock,
         config: EngineConfig,
         shard: tuple[int, int] | None = None,
+        clock: Callable[[], datetime] = timezone.now,
     ) -> None:
         self.lock = lock
         self.config = config
+        # What the engine reads the time from: a test moves one of its own instead of
+        # sleeping (the change feed's lag, a measure of the database's clock, reads the real one).
+        self.clock = clock
         # (index, count) of the shard this engine schedules (`beat.shards`); None: all.
         self.shard = shard if shard is not None and shard[1] > 1 else None
         # Promoting pending runs, reaping, requeueing, retention: once per
@@ -109,7 +113,7 @@ class SchedulerEngine:
 
     # -- loading and following the change feed -------------------------------------
     def load(self, *, now: datetime | None = None) -> int:
-        now = now or timezone.now()
+        now = now or self.clock()
         self._change_cursor = now
         loaded = 0
         # A million tasks share a few hundred schedule objects (`task_schedule._parsed`): each
@@ -281,7 +285,7 @@ class SchedulerEngine:
         a standby unless this engine already leads (a sharded beat at its fair share)."""
         close_old_connections()
         started = time.monotonic()
-        now = timezone.now()
+        now = self.clock()
         self.follow_changes(now=now)
         was_leading = self.leading
         if may_lead or self.lock.is_held():
@@ -292,7 +296,7 @@ class SchedulerEngine:
             # The takeover's instant is after the lock is ours, not the tick's start: a
             # predecessor that recorded a batch between the two and died before ringing it
             # left rows stamped after `now` (seen: one second of fires in 1 of 10 kills).
-            took_over_at = timezone.now() if not was_leading else now
+            took_over_at = self.clock() if not was_leading else now
             self._fire_due()
             # After the fires due now: what a dead predecessor may have left unrung is late
             # already, and a fire due now must not wait behind it.
@@ -306,8 +310,8 @@ class SchedulerEngine:
                 self._promote_pending()
                 self._housekeeping()
         else:
-            self._shadow_leader(now=timezone.now())
-        self.last_tick_at = timezone.now()
+            self._shadow_leader(now=self.clock())
+        self.last_tick_at = self.clock()
         self.last_tick_seconds = time.monotonic() - started
         publish_node_status(self, leading=leading)
         sleep = self._sleep_seconds()
@@ -316,11 +320,11 @@ class SchedulerEngine:
     def _fire_due(self) -> None:
         started = time.monotonic()
         fired_before = self.fired_total
-        extra = self.last_extra_lead = self._extra_lead(timezone.now())
+        extra = self.last_extra_lead = self._extra_lead(self.clock())
         try:
             # Never dispatch unless the lock is confirmed; checked before each batch is taken.
             while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
-                now = timezone.now()
+                now = self.clock()
                 # Entries that ring by now: fires due by now, and up to `fire_ahead_seconds`
                 # (plus a burst's extra lead) later for the ones that ring ahead
                 # (`heap.Entry.ring_ahead`).
@@ -411,7 +415,7 @@ class SchedulerEngine:
         per_tenant = fair_promote_allowance(TIERS, fleet_round=round_size)
         while self.lock.is_held():
             bells = due_pending_promote(
-                now=timezone.now(), limit=self.config.batch_size, per_tenant=per_tenant
+                now=self.clock(), limit=self.config.batch_size, per_tenant=per_tenant
             )
             if bells:
                 self.published_total += ring(bells, batch=batch, round_size=round_size)
@@ -434,9 +438,9 @@ class SchedulerEngine:
                     step()
                 except Exception:  # the next round tries again; the rest goes on
                     logger.exception("housekeeping step %s failed", step.__name__)
-            data_lifecycle_tick(now=timezone.now())
+            data_lifecycle_tick(now=self.clock())
             bells = stale_queued_requeue(
-                now=timezone.now(),
+                now=self.clock(),
                 grace_seconds=self.config.requeue_grace_seconds,
                 limit=self.config.batch_size,
             )
@@ -445,7 +449,7 @@ class SchedulerEngine:
                 ring(bells)
             unrunnable = executions_without_capable_worker_fail(
                 offered=live_capabilities(),
-                now=timezone.now(),
+                now=self.clock(),
                 wait_seconds=self.config.capability_wait_seconds,
             )
             if unrunnable:
@@ -457,5 +461,5 @@ class SchedulerEngine:
         if head is None:
             return self.config.tick_seconds
         # A burst ringing early (`_extra_lead`) goes on at once: its head rings by now + extra.
-        until_head = (head - timezone.now() - self.last_extra_lead).total_seconds()
+        until_head = (head - self.clock() - self.last_extra_lead).total_seconds()
         return max(0.01, min(self.config.tick_seconds, until_head))
