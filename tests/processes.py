@@ -224,6 +224,31 @@ def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> 
     return _start(f"beat-{node_id}", argv, env)
 
 
+def beat_tick_started_after(node_id: str, moment: float) -> bool:
+    """Has the beat `node_id` begun a tick after `moment` (epoch seconds), by its status in
+    Redis (scheduler_app/beat/status.py)? What a test waits for to know the beat has looked
+    again: a fire or a release it did not make by then it does not make."""
+    import json
+
+    from scheduler_app.redis_client import get_redis, redis_key
+
+    raw = get_redis().get(redis_key(f"scheduler:node:{node_id}"))
+    if not raw:
+        return False
+    status = json.loads(raw)
+    return (status["last_tick_at"] or 0) - status["last_tick_seconds"] > moment
+
+
+def wait_for_beat_tick(node_id: str, *, after: float, timeout: float = 30) -> None:
+    """Until the beat `node_id` has begun a tick after `after` (epoch seconds)."""
+    wait_until(
+        lambda: beat_tick_started_after(node_id, after),
+        timeout=timeout,
+        interval=0.05,
+        message=f"beat {node_id} to tick after {after:.2f}",
+    )
+
+
 def unique_sleep_seconds() -> str:
     """A `sleep` argument no other process on the machine has: tests find the processes a
     sandboxed task started by it (pids inside a sandbox mean nothing outside)."""
