@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import collections
 import os
-import time
 import uuid
 
 import pytest
@@ -14,6 +13,9 @@ from rest_framework.test import APIClient
 
 from scheduler_app.services.tenants import tenant_create_with_admin
 from tests import os_suites
+
+# The longest files first under xdist, and --record-durations (tests/suite_order.py).
+pytest_plugins = ["tests.suite_order"]
 
 # Property tests check correctness, not speed: on a loaded 2-core machine (CI runs the suite
 # beside real workers) an example may exceed hypothesis's default 200 ms deadline.
@@ -46,28 +48,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _flush_retried_on_deadlock():
-    """A transactional test's flush (TRUNCATE of every table) is tried again when PostgreSQL
-    picks it as a deadlock victim: a real worker or beat of the test may still be finishing a
-    write as its fixtures stop (fixtures quiesce what they know of; this is the backstop).
-    A flush that failed left the next test a dirty database ('tenant already exists')."""
-    from django.db import OperationalError
-    from django.db.backends.base.operations import BaseDatabaseOperations
+def _flush_by_delete():
+    """A transactional test's flush deletes the rows it left instead of truncating every
+    table (tests/db_flush.py: milliseconds instead of 1-2 s a test), and is tried again when
+    a real worker or beat of the test is still finishing a write as its fixtures stop
+    (fixtures quiesce what they know of; this is the backstop). A flush that failed left the
+    next test a dirty database ('tenant already exists')."""
+    from tests.db_flush import deleting_flush
 
-    original = BaseDatabaseOperations.execute_sql_flush
-
-    def execute_sql_flush(self, sql_list):
-        for attempt in range(5):
-            try:
-                return original(self, sql_list)
-            except OperationalError as error:
-                if "deadlock detected" not in str(error) or attempt == 4:
-                    raise
-                time.sleep(0.5)
-
-    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush
-    yield
-    BaseDatabaseOperations.execute_sql_flush = original
+    with deleting_flush():
+        yield
 
 
 @pytest.fixture(scope="session")

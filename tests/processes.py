@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -146,6 +146,21 @@ class ServiceProcess:
             raise AssertionError(f"{self.name} exited early:\n{self.log()[-4000:]}")
 
 
+def stop_all(processes: Iterable[ServiceProcess], timeout: float = 15) -> None:
+    """Stop them side by side: each is asked (SIGTERM) before any is waited for, so that their
+    graceful shutdowns (a prefork worker's takes seconds) overlap."""
+    asked = [process for process in processes if process.alive()]
+    for process in asked:
+        process.kill(signal.SIGTERM)  # once: a second SIGTERM would cut a warm shutdown short
+    deadline = time.monotonic() + timeout
+    for process in asked:
+        try:
+            process.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill(signal.SIGKILL)
+            process.process.wait(timeout=10)
+
+
 @functools.cache
 def _logs() -> tempfile.TemporaryDirectory:
     """This test process's folder of service logs, removed when the process exits (a failed
@@ -224,6 +239,31 @@ def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> 
     return _start(f"beat-{node_id}", argv, env)
 
 
+def beat_tick_started_after(node_id: str, moment: float) -> bool:
+    """Has the beat `node_id` begun a tick after `moment` (epoch seconds), by its status in
+    Redis (scheduler_app/beat/status.py)? What a test waits for to know the beat has looked
+    again: a fire or a release it did not make by then it does not make."""
+    import json
+
+    from scheduler_app.redis_client import get_redis, redis_key
+
+    raw = get_redis().get(redis_key(f"scheduler:node:{node_id}"))
+    if not raw:
+        return False
+    status = json.loads(raw)
+    return (status["last_tick_at"] or 0) - status["last_tick_seconds"] > moment
+
+
+def wait_for_beat_tick(node_id: str, *, after: float, timeout: float = 30) -> None:
+    """Until the beat `node_id` has begun a tick after `after` (epoch seconds)."""
+    wait_until(
+        lambda: beat_tick_started_after(node_id, after),
+        timeout=timeout,
+        interval=0.05,
+        message=f"beat {node_id} to tick after {after:.2f}",
+    )
+
+
 def unique_sleep_seconds() -> str:
     """A `sleep` argument no other process on the machine has: tests find the processes a
     sandboxed task started by it (pids inside a sandbox mean nothing outside)."""
@@ -293,11 +333,14 @@ def quiesce(prefix: str, timeout: float = 30.0) -> None:
                 client.delete(key)
     finally:
         client.close()
-    # Messages the worker already prefetched then find their runs over and do nothing.
+    # Messages the worker already prefetched then find their runs over and do nothing: a
+    # claim takes only a pending or queued run, so from here on no run starts, and the
+    # worker's database writes are over once no run is running (a run's end writes in the
+    # transaction that ends it; its Redis books go after). Seen idle three polls in a row.
     TaskExecution.objects.filter(status__in=["pending", "queued"]).update(status="cancelled")
     deadline = time.monotonic() + timeout
     idle_polls = 0
     while time.monotonic() < deadline and idle_polls < 3:
         running = TaskExecution.objects.filter(status="running").exists()
         idle_polls = 0 if running else idle_polls + 1
-        time.sleep(0.3)
+        time.sleep(0.1)

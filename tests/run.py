@@ -45,7 +45,9 @@ def main() -> int:
     # default; the suite must run with the test settings whatever the caller's shell has.
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings.test"
     workers = os.environ.get("TEST_WORKERS", "2")
-    args = [sys.executable, "-m", "pytest", "-n", workers, "--dist", "loadfile", *sys.argv[1:]]
+    # The files go out longest first (tests/suite_order.py); the 15 slowest tests are listed.
+    args = [sys.executable, "-m", "pytest", "-n", workers, "--dist", "loadfile", "--durations=15"]
+    args += sys.argv[1:]
     if missing:
         print("\n" + "=" * 78)
         for name, problem in missing.items():

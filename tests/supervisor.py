@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.processes import ServiceProcess, start_worker
+from tests.processes import ServiceProcess, start_worker, stop_all
 
 
 class WorkerSupervisor:
@@ -25,10 +25,10 @@ class WorkerSupervisor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, name: str, **spec) -> ServiceProcess:
-        """`start_worker(name=name, **spec)`, and keep it running."""
+    def start(self, name: str, *, wait: bool = True, **spec) -> ServiceProcess:
+        """`start_worker(name=name, wait=wait, **spec)`, and keep it running."""
         self._specs[name] = spec
-        self.workers[name] = start_worker(name=name, **spec)
+        self.workers[name] = start_worker(name=name, wait=wait, **spec)
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, daemon=True)
             self._thread.start()
@@ -54,5 +54,4 @@ class WorkerSupervisor:
 
     def stop(self) -> None:
         self.stop_watching()
-        for worker in self.workers.values():
-            worker.stop()
+        stop_all(self.workers.values())

@@ -14,8 +14,7 @@ import gc
 import logging
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from django.db import close_old_connections, connection, transaction
@@ -28,10 +27,11 @@ from dags.services.mapping import map_joins_reconcile
 from dags.services.schedule_fires import dag_next_fires_save, dag_schedule_fires_record
 from dags.services.undecided import undecided_nodes_decide
 from data_lifecycle.beat_hook import data_lifecycle_tick
+from scheduler_app.beat.config import EngineConfig
+from scheduler_app.beat.expansion import due_expand
 from scheduler_app.beat.heap import Entry, ScheduleHeap
 from scheduler_app.beat.lead import RingRate, extra_lead
 from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.policies import catchup_select
 from scheduler_app.beat.publisher import FirePublisher, doorbell_batch
 from scheduler_app.beat.sources import (
     BY_KIND,
@@ -47,12 +47,10 @@ from scheduler_app.choices import TIERS, ScheduleType
 from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.schedules import ScheduleError
 from scheduler_app.services.executions import (
-    CLAIM_CLOCK_TOLERANCE,
     executions_without_capable_worker_fail,
     expired_leases_reap,
 )
 from scheduler_app.services.firing import (
-    Fire,
     due_pending_promote,
     fires_record,
     next_fires_save,
@@ -69,70 +67,10 @@ logger = logging.getLogger(__name__)
 
 # Transactions commit out of changed_at order; re-reading a short overlap catches late ones.
 CHANGE_FEED_OVERLAP = timedelta(seconds=5)
-# Bound on catch-up fires per task per tick (an every-second cron after a long outage).
-MAX_CATCHUP_FIRES_PER_TASK = 1000
 TICK_BUDGET_SECONDS = 1.0
 # After a takeover, the previous leader's last seconds are rung again once more this much
 # later (a COMMIT it sent before it died may land after the takeover).
 REPUBLISH_AGAIN_SECONDS = 2.0
-_NO_EXTRA = timedelta(0)
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    tick_seconds: float
-    batch_size: int
-    catchup_window_seconds: float
-    requeue_grace_seconds: float
-    housekeeping_seconds: float
-    lock_ttl_seconds: float
-    # How often a standby tries the lock: a SIGKILLed leader is replaced within TTL + this.
-    lock_try_seconds: float = 0.25
-    # Fires (overlap `allow`) are recorded and rung this long before they fall due, so that
-    # a worker has claimed a run by its time and starts the handler then (`workers.due`).
-    fire_ahead_seconds: float = 0.0
-    # A burst that takes longer than that to ring rings earlier, up to this long before it
-    # falls due (`beat.lead`); at or under fire_ahead_seconds, the lead never grows.
-    fire_ahead_max_seconds: float = 0.0
-    # A run needing a capability no live worker offers waits this long, then fails
-    # (`no_capable_worker`).
-    capability_wait_seconds: float = 600.0
-
-    def __post_init__(self) -> None:
-        limit = CLAIM_CLOCK_TOLERANCE.total_seconds()
-        if not 0 <= self.fire_ahead_seconds < limit:
-            raise ValueError(
-                f"fire_ahead_seconds must be in [0, {limit}): no claim takes a run due later"
-            )
-        if not self.fire_ahead_max_seconds < limit:
-            raise ValueError(
-                f"fire_ahead_max_seconds must be under {limit}: no claim takes a run due later"
-            )
-
-    @property
-    def most_extra_lead(self) -> timedelta:
-        """How much earlier than fire_ahead_seconds a burst may ring."""
-        return timedelta(seconds=max(0.0, self.fire_ahead_max_seconds - self.fire_ahead_seconds))
-
-    @property
-    def late_grace(self) -> timedelta:
-        """Fires younger than this are owed whatever the catch-up policy: a standby shadows
-        the leader two TTLs behind, so a takeover re-owes up to that much."""
-        return timedelta(seconds=2 * self.lock_ttl_seconds + 2 * self.tick_seconds + 1)
-
-
-_Update = tuple[uuid.UUID, datetime | None, datetime]
-
-
-@dataclass
-class _Batch:
-    """One batch of due entries expanded: task fires and DAG fires, and where each
-    schedule goes next (id, next fire, last fired)."""
-
-    fires: list[Fire] = field(default_factory=list)
-    updates: list[_Update] = field(default_factory=list)
-    dag_fires: list[tuple[uuid.UUID, datetime]] = field(default_factory=list)
-    dag_updates: list[_Update] = field(default_factory=list)
 
 
 class SchedulerEngine:
@@ -142,9 +80,13 @@ class SchedulerEngine:
         lock: LeaderLock,
         config: EngineConfig,
         shard: tuple[int, int] | None = None,
+        clock: Callable[[], datetime] = timezone.now,
     ) -> None:
         self.lock = lock
         self.config = config
+        # What the engine reads the time from: a test moves one of its own instead of
+        # sleeping (the change feed's lag, a measure of the database's clock, reads the real one).
+        self.clock = clock
         # (index, count) of the shard this engine schedules (`beat.shards`); None: all.
         self.shard = shard if shard is not None and shard[1] > 1 else None
         # Promoting pending runs, reaping, requeueing, retention: once per
@@ -172,7 +114,7 @@ class SchedulerEngine:
 
     # -- loading and following the change feed -------------------------------------
     def load(self, *, now: datetime | None = None) -> int:
-        now = now or timezone.now()
+        now = now or self.clock()
         self._change_cursor = now
         loaded = 0
         # A million tasks share a few hundred schedule objects (`task_schedule._parsed`): each
@@ -344,7 +286,7 @@ class SchedulerEngine:
         a standby unless this engine already leads (a sharded beat at its fair share)."""
         close_old_connections()
         started = time.monotonic()
-        now = timezone.now()
+        now = self.clock()
         self.follow_changes(now=now)
         was_leading = self.leading
         if may_lead or self.lock.is_held():
@@ -355,7 +297,7 @@ class SchedulerEngine:
             # The takeover's instant is after the lock is ours, not the tick's start: a
             # predecessor that recorded a batch between the two and died before ringing it
             # left rows stamped after `now` (seen: one second of fires in 1 of 10 kills).
-            took_over_at = timezone.now() if not was_leading else now
+            took_over_at = self.clock() if not was_leading else now
             self._fire_due()
             # After the fires due now: what a dead predecessor may have left unrung is late
             # already, and a fire due now must not wait behind it.
@@ -369,8 +311,8 @@ class SchedulerEngine:
                 self._promote_pending()
                 self._housekeeping()
         else:
-            self._shadow_leader(now=timezone.now())
-        self.last_tick_at = timezone.now()
+            self._shadow_leader(now=self.clock())
+        self.last_tick_at = self.clock()
         self.last_tick_seconds = time.monotonic() - started
         publish_node_status(self, leading=leading)
         sleep = self._sleep_seconds()
@@ -379,11 +321,11 @@ class SchedulerEngine:
     def _fire_due(self) -> None:
         started = time.monotonic()
         fired_before = self.fired_total
-        extra = self.last_extra_lead = self._extra_lead(timezone.now())
+        extra = self.last_extra_lead = self._extra_lead(self.clock())
         try:
             # Never dispatch unless the lock is confirmed; checked before each batch is taken.
             while time.monotonic() - started < TICK_BUDGET_SECONDS and self.lock.is_held():
-                now = timezone.now()
+                now = self.clock()
                 # Entries that ring by now: fires due by now, and up to `fire_ahead_seconds`
                 # (plus a burst's extra lead) later for the ones that ring ahead
                 # (`heap.Entry.ring_ahead`).
@@ -392,7 +334,14 @@ class SchedulerEngine:
                     # Every fire due by `now` is recorded: standbys may shadow up to here.
                     self.lock.mark_fired_through(now)
                     return
-                batch = self._expand(due, now=now, extra=extra)
+                batch = due_expand(
+                    due,
+                    heap=self.heap,
+                    now=now,
+                    extra=extra,
+                    window=timedelta(seconds=self.config.catchup_window_seconds),
+                    late_grace=self.config.late_grace,
+                )
                 # The fires and where each schedule goes next commit together (one commit).
                 with transaction.atomic():
                     bells = fires_record(batch.fires, now=now)
@@ -423,63 +372,11 @@ class SchedulerEngine:
             profile, now=now, rate=rate, margin_seconds=self.config.tick_seconds, most=most
         )
 
-    def _expand(self, due: list[Entry], *, now: datetime, extra: timedelta = _NO_EXTRA) -> _Batch:
-        """The fires each due entry owes up to now (or up to its ring-ahead, plus `extra`,
-        past now), and where its schedule goes next.
-
-        Nothing older than the catch-up window is owed; inside it the task's (or DAG's)
-        catch-up policy chooses (`policies.catchup_select`). The unique constraint turns a
-        fire another leader already recorded into a no-op.
-        """
-        window = timedelta(seconds=self.config.catchup_window_seconds)
-        late_grace = self.config.late_grace
-        owed_cap = MAX_CATCHUP_FIRES_PER_TASK
-        batch = _Batch()
-        for entry in due:
-            horizon = now + entry.ring_ahead(self.heap.ahead)
-            if entry.rings_ahead:
-                horizon += extra
-            fire_at: datetime | None = entry.next_fire_at
-            if fire_at < now - window:
-                fire_at = entry.schedule.next_after(now - window - timedelta(microseconds=1))
-            owed: list[datetime] = []
-            while fire_at is not None and fire_at <= horizon and len(owed) < owed_cap:
-                owed.append(fire_at)
-                fire_at = entry.schedule.next_after(fire_at)
-            if fire_at is not None and fire_at <= horizon:
-                fire_at = entry.schedule.next_after(horizon)
-            chosen = catchup_select(
-                owed, policy=entry.catchup, now=now, late_grace=late_grace, window=window
-            )
-            last_fired = owed[-1] if owed else entry.next_fire_at
-            entry.last_fired_at = last_fired
-            self.heap.reschedule(entry, fire_at)
-            if entry.kind != TASK:
-                batch.dag_fires.extend((entry.task_id, moment) for moment in chosen)
-                batch.dag_updates.append((entry.task_id, fire_at, last_fired))
-                continue
-            batch.fires.extend(
-                Fire(
-                    task_id=entry.task_id,
-                    tenant_id=entry.tenant_id,
-                    scheduled_at=moment,
-                    priority=entry.priority,
-                    queue=entry.queue,
-                    max_attempts=entry.max_attempts,
-                    overlap=entry.overlap,
-                )
-                for moment in chosen
-            )
-            batch.updates.append((entry.task_id, fire_at, last_fired))
-        return batch
-
     def _shadow_leader(self, *, now: datetime) -> None:
         """A standby moves its heap along behind a live leader, so that a takeover starts
         from where the leader stood instead of replaying its history. It stays two lock
         TTLs behind, or at the leader's fired-through mark when that is later: anything
-        newer may still be owed by a leader that just died. An entry
-        that rings ahead moves to its first fire past the horizon plus its lead (it rings
-        after the horizon): the leader alive at the horizon had rung that far already."""
+        newer may still be owed by a leader that just died (`heap.ScheduleHeap.skip_through`)."""
         if self.lock.current_leader() is None:
             return
         horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
@@ -488,13 +385,7 @@ class SchedulerEngine:
         recorded_through = self.lock.fired_through()
         if recorded_through is not None:
             horizon = max(horizon, min(recorded_through, now))
-        while True:
-            due = self.heap.pop_due(horizon, self.config.batch_size)
-            if not due:
-                return
-            for entry in due:
-                lead = entry.ring_ahead(self.heap.ahead)
-                self.heap.reschedule(entry, entry.schedule.next_after(horizon + lead))
+        self.heap.skip_through(horizon, self.config.batch_size)
 
     def _republish_after_takeover(self, *, until: datetime) -> None:
         """Ring again what the previous leader recorded in its last seconds, at once, and
@@ -525,7 +416,7 @@ class SchedulerEngine:
         per_tenant = fair_promote_allowance(TIERS, fleet_round=round_size)
         while self.lock.is_held():
             bells = due_pending_promote(
-                now=timezone.now(), limit=self.config.batch_size, per_tenant=per_tenant
+                now=self.clock(), limit=self.config.batch_size, per_tenant=per_tenant
             )
             if bells:
                 self.published_total += ring(bells, batch=batch, round_size=round_size)
@@ -555,9 +446,9 @@ class SchedulerEngine:
                     step()
                 except Exception:  # the next round tries again; the rest goes on
                     logger.exception("housekeeping step %s failed", step.__name__)
-            data_lifecycle_tick(now=timezone.now())
+            data_lifecycle_tick(now=self.clock())
             bells = stale_queued_requeue(
-                now=timezone.now(),
+                now=self.clock(),
                 grace_seconds=self.config.requeue_grace_seconds,
                 limit=self.config.batch_size,
             )
@@ -566,7 +457,7 @@ class SchedulerEngine:
                 ring(bells)
             unrunnable = executions_without_capable_worker_fail(
                 offered=live_capabilities(),
-                now=timezone.now(),
+                now=self.clock(),
                 wait_seconds=self.config.capability_wait_seconds,
             )
             if unrunnable:
@@ -578,5 +469,5 @@ class SchedulerEngine:
         if head is None:
             return self.config.tick_seconds
         # A burst ringing early (`_extra_lead`) goes on at once: its head rings by now + extra.
-        until_head = (head - timezone.now() - self.last_extra_lead).total_seconds()
+        until_head = (head - self.clock() - self.last_extra_lead).total_seconds()
         return max(0.01, min(self.config.tick_seconds, until_head))

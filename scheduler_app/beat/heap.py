@@ -124,6 +124,15 @@ class ScheduleHeap:
             heapq.heappush(self._items, item)
         return due
 
+    def skip_through(self, horizon: datetime, batch_size: int) -> None:
+        """Move every entry that rings by `horizon` past it without firing (a standby behind
+        its leader). An entry that rings ahead moves to its first fire past the horizon plus
+        its lead (it rings after the horizon): a leader alive at the horizon had rung that far."""
+        while due := self.pop_due(horizon, batch_size):
+            for entry in due:
+                lead = entry.ring_ahead(self.ahead)
+                self.reschedule(entry, entry.schedule.next_after(horizon + lead))
+
     def due_ahead_profile(self, until: datetime, *, cap: int) -> list[tuple[datetime, int]]:
         """(ring time, how many) of the live entries that ring ahead and ring by `until`,
         in ring order, in buckets of BUCKET; at most about `cap` entries are counted. Walks

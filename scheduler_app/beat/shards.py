@@ -11,11 +11,11 @@ retention), so readiness reads it as before; the admin status and failover
 
 Fair spread: each beat announces itself and how many shards it leads in a Redis hash every
 tick. A beat takes a free shard only while it leads fewer than its fair share
-(ceil(N / live beats)), and hands one back (releases its lock and stays out of it a while)
-when it leads more than that, or two more than the least loaded live beat. A beat whose
-process dies drops out of the roster and its locks at once (beat.presence), so the others
-take its shards within a standby's try (0.25 s); a stalled one, within the lock TTL. A beat
-that joins gets its share without a restart.
+(ceil(N / live beats)), and hands one back (releases its lock and stays out of it a while,
+or until another beat has taken it) when it leads more than that, or two more than the least
+loaded live beat. A beat whose process dies drops out of the roster and its locks at once
+(beat.presence), so the others take its shards within a standby's try (0.25 s); a stalled
+one, within the lock TTL. A beat that joins gets its share without a restart.
 """
 
 from __future__ import annotations
@@ -100,9 +100,11 @@ class ShardSet:
     ) -> None:
         self.engines = list(engines)
         self.roster = roster
-        # After handing a shard back, stay out of it long enough for another beat to take it.
+        # After handing a shard back, stay out of it long enough for another beat to take it
+        # (or until one has: its epoch moved past the one handed back).
         self._hold_off = 4 * lock_ttl
         self._held_off_until = [0.0] * len(self.engines)
+        self._handed_back_epoch = [0] * len(self.engines)
         self._last_handback = 0.0
 
     def load(self) -> int:
@@ -118,11 +120,24 @@ class ShardSet:
         sleeps = []
         for index, engine in enumerate(self.engines):
             may_lead = engine.lock.is_held() or (
-                self.leading() < fair and now >= self._held_off_until[index]
+                self.leading() < fair and not self._held_off(index, now)
             )
             sleeps.append(engine.tick(may_lead=may_lead))
         self._hand_back_one(live, fair, now)
         return min(sleeps)
+
+    def _held_off(self, index: int, now: float) -> bool:
+        """Still staying out of a shard handed back? Not once another beat has taken it: if
+        that beat dies, its shard must move within a standby's try like any other (the
+        hold-off kept it where it was for up to 4 TTLs: seen, a killed beat's shards moving
+        5.6 s after the kill, right after a rebalance)."""
+        if now >= self._held_off_until[index]:
+            return False
+        holder = self.engines[index].lock.current_leader()
+        if holder is not None and holder.epoch != self._handed_back_epoch[index]:
+            self._held_off_until[index] = 0.0
+            return False
+        return True
 
     def _hand_back_one(self, live: dict[str, int], fair: int, now: float) -> None:
         leading = self.leading()
@@ -138,6 +153,7 @@ class ShardSet:
         index = held[-1]
         self._last_handback = now
         self._held_off_until[index] = now + self._hold_off
+        self._handed_back_epoch[index] = self.engines[index].lock.epoch
         logger.info(
             "beat %s hands shard %d back (leads %d, fair share %d, live beats %d)",
             self.roster.node_id,

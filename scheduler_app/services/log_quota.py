@@ -4,9 +4,9 @@ Counted as logs are stored: a Redis counter per tenant, raised by the size of ea
 in the end-of-run pipeline the worker sends anyway (no extra round trip), lowered when the
 retention deletes logs. Over the quota, a run's log is cut to what still fits and ends with a
 marker line that says why; nothing else changes (the run ran, its status and result are
-stored). The worker reads the counter at most every CACHE_SECONDS per tenant, so a burst of
-finishes can overshoot the quota by what they log in that time. Losing Redis resets the
-counter, which errs towards storing logs (like the other usage counters).
+stored). The worker reads the counter at most every LOG_QUOTA_CACHE_SECONDS (2 s) per
+tenant, so a burst of finishes can overshoot the quota by what they log in that time. Losing
+Redis resets the counter, which errs towards storing logs (like the other usage counters).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import redis
+from django.conf import settings
 
 from scheduler_app.models import Tenant
 from scheduler_app.redis_client import get_redis, redis_key
 
 logger = logging.getLogger(__name__)
 
-CACHE_SECONDS = 2.0
 _cache: dict[str, tuple[float, int]] = {}
 
 
@@ -40,7 +40,7 @@ def log_bytes_used(*, tenant_id: object, fresh: bool = False) -> int:
         used = int(get_redis().get(log_usage_key(tenant_id)) or 0)
     except redis.RedisError:
         used = 0
-    _cache[key] = (time.monotonic() + CACHE_SECONDS, used)
+    _cache[key] = (time.monotonic() + settings.LOG_QUOTA_CACHE_SECONDS, used)
     return used
 
 

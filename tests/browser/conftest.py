@@ -4,13 +4,21 @@ tests/os_suites.py) or Playwright only these tests skip, saying why."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
+import signal
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 from scripts.os_tools import tool_location
+from tests.processes import wait_until
 
 # CHROMIUM_PATH, else `chromium` where `make test`'s check finds it (scripts/os_tools.py).
 CHROMIUM = tool_location("chromium") or os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -24,6 +32,7 @@ CHROMIUM_FLAGS = [
     "--no-first-run",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _missing() -> str | None:
@@ -124,3 +133,95 @@ def sign_in(page, live_server, path="/dashboard/", username="acme-admin"):
     page.wait_for_selector("#live")
     # The charts are drawn on DOMContentLoaded; #live exists as soon as it is parsed.
     wait_for_js(page, "document.readyState === 'complete'")
+
+
+def _postgres_on(var_dir: Path) -> list[psutil.Process]:
+    return [
+        process
+        for process in psutil.process_iter(["name", "cmdline"])
+        if process.info["name"] == "postgres"
+        and str(var_dir) in " ".join(process.info["cmdline"] or [])
+    ]
+
+
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory):
+    """`make run` itself (free ports through RUN_ARGS): no DATABASE_URL, no REDIS_URL. Started
+    once for the browser tests that drive it (test_stack_browser, test_operator_browser: `make
+    test` runs them on one worker, tests/suite_order.py), stopped when they are done."""
+    var_dir = tmp_path_factory.mktemp("stack") / "var"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS")
+        and not key.startswith(("PYTEST_", "SCHEDULER_"))
+    }
+    env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1")
+    output = var_dir.parent / "runstack.out"
+    with output.open("wb") as out:
+        make = subprocess.Popen(
+            ["make", "--no-print-directory", "run", "RUN_ARGS=--port 0 --flower-port 0"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        wait_until(
+            lambda: "Dashboard:" in output.read_text(errors="replace") or make.poll() is not None,
+            timeout=240,
+            interval=0.5,
+            message="make run to serve the dashboard",
+        )
+        if make.poll() is not None:
+            raise AssertionError("make run exited")
+    except AssertionError as error:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(make.pid, signal.SIGKILL)
+        pytest.fail(f"make run did not come up ({error}):\n{output.read_text(errors='replace')}")
+    text = output.read_text()
+    base = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/dashboard/", text).group(1)
+    login = re.search(r"user (\S+) / password (\S+)", text)
+    (runstack,) = psutil.Process(make.pid).children()
+    yield {"url": base, "username": login.group(1), "password": login.group(2)}
+    # A supervisor's SIGTERM to make alone (make passes it on to nobody): the stack stops by
+    # itself, the embedded PostgreSQL last, and no process is left behind.
+    make.send_signal(signal.SIGTERM)
+    make.wait(timeout=30)
+    runstack.wait(timeout=90)  # not our child: its exit code is make's to see, and make is gone
+    assert "stopping..." in output.read_text(errors="replace")
+    assert _postgres_on(var_dir) == []
+
+
+@pytest.fixture(scope="module")
+def stack_browser():
+    """A Chromium of its own for each module that drives the stack (one Playwright at a time
+    in a process: see `browser`)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+def stack_api(stack, method: str, path: str, token: str | None = None, body=None) -> dict:
+    """A call to the stack's REST API, as a script of its user would make it."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        stack["url"] + path,
+        data=None if body is None else json.dumps(body).encode(),
+        headers=headers,
+        method=method,
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def stack_token(stack) -> str:
+    credentials = {"username": stack["username"], "password": stack["password"]}
+    return stack_api(stack, "POST", "/api/v1/auth/token", body=credentials)["access"]

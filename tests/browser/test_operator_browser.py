@@ -13,13 +13,11 @@ tests/artifacts/operator-*.png; every page's axe result to tests/artifacts/axe-r
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, screenshot, wait_for_js
-from tests.browser.test_stack_browser import stack, stack_browser  # noqa: F401 (fixtures)
+from tests.browser.conftest import ARTIFACTS, screenshot, stack_api, stack_token, wait_for_js
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
@@ -165,7 +163,7 @@ def _rerun_walk(desk: Operator) -> str:
 # The walk runs three DAGs on the stack's worker and waits for live refreshes: longer than the
 # suite's default 300 s on a loaded machine (as the stack walk in test_stack_browser).
 @pytest.mark.timeout(900)
-def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
+def test_an_operators_day_on_the_stack(stack, stack_browser):
     desk = Operator(stack_browser, stack, {"width": 1366, "height": 900}, "desk")
     phone = None
     page = desk.page
@@ -265,12 +263,14 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
             timeout=30000,
         )
         assert desk.active()["id"] == "all-runs"
-        # A focused run stays focused when newer runs push it down the table (the stack's
-        # heartbeat task fires every 30 s).
+        # A focused run stays focused when newer runs push it down the table: one is
+        # triggered through the API meanwhile, as a script of the operator's would.
         first_row = "document.querySelector('#recent tbody tr').dataset.executionId"
         focused = page.evaluate(f"() => {first_row}")
         page.focus(f"#recent tr[data-execution-id='{focused}'] a[href*='/executions/']")
-        wait_for_js(page, f"{first_row} !== '{focused}'", timeout=120000)
+        task_id = task_path.rstrip("/").rsplit("/", 1)[1]
+        stack_api(stack, "POST", f"/api/v1/tasks/{task_id}/trigger", stack_token(stack), {})
+        wait_for_js(page, f"{first_row} !== '{focused}'", timeout=60000)
         still = page.evaluate(
             "() => document.activeElement.closest('tr') &&"
             " document.activeElement.closest('tr').dataset.executionId"
@@ -283,9 +283,14 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):  # noqa: F811
         wait_for_js(page, "Number(document.querySelector('#live').dataset.refreshes) >= 1")
         page.focus("#f-worker")
         held = desk.refreshes()
-        time.sleep(4)  # four poll intervals of the stack (DASHBOARD_POLL_SECONDS=1)
+        for _ in range(4):  # four polls of the stack's (DASHBOARD_POLL_SECONDS=1), each held
+            page.evaluate("document.getElementById('updated-at').textContent = ''")
+            wait_for_js(
+                page,
+                "document.getElementById('updated-at').textContent.includes('paused')",
+                timeout=30000,
+            )
         assert desk.refreshes() == held
-        assert "paused" in page.inner_text("#updated-at")
         page.evaluate("document.activeElement.blur()")
         wait_for_js(
             page,

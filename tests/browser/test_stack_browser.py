@@ -1,30 +1,20 @@
-"""The stack a newcomer runs, in a real browser: `make run` on
-its embedded defaults (embedded PostgreSQL and redis, free ports, its var dir in a temporary
-folder), started once for this module. On every dashboard page, the admin's task list and
-change form and /api/docs/ the browser must see no failed request (no response >= 400, no
-request that failed) and no console error (a Content-Security-Policy violation is one); the
-stylesheet applies, charts draw, and a DAG run's graph carries its labels and state colours.
-Screenshots: tests/artifacts/stack-*.png.
+"""The stack a newcomer runs, in a real browser: `make run` on its embedded defaults (embedded
+PostgreSQL and redis, free ports, its var dir in a temporary folder), started once for the
+tests of this package that drive it (tests/browser/conftest.py). On every dashboard page, the
+admin's task list and change form and /api/docs/ the browser must see no failed request (no
+response >= 400, no request that failed) and no console error (a Content-Security-Policy
+violation is one); the stylesheet applies, charts draw, and a DAG run's graph carries its
+labels and state colours. Screenshots: tests/artifacts/stack-*.png.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import signal
-import subprocess
-import time
-from pathlib import Path
-
-import psutil
 import pytest
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_FLAGS, screenshot, wait_for_js
+from tests.browser.conftest import screenshot, stack_api, stack_token, wait_for_js
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
-ROOT = Path(__file__).resolve().parents[2]
 GREEN = "rgb(76, 175, 80)"
 # success, running, failed, skipped/upstream failed, waiting/queued (dashboard app.css)
 STATE_FILLS = {
@@ -35,68 +25,6 @@ STATE_FILLS = {
     "rgb(255, 255, 255)",
 }
 DASHBOARD_BACKGROUND = "rgb(245, 246, 248)"  # app.css, body
-
-
-def _postgres_on(var_dir: Path) -> list[psutil.Process]:
-    return [
-        process
-        for process in psutil.process_iter(["name", "cmdline"])
-        if process.info["name"] == "postgres"
-        and str(var_dir) in " ".join(process.info["cmdline"] or [])
-    ]
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """`make run` itself (free ports through RUN_ARGS): no DATABASE_URL, no REDIS_URL."""
-    var_dir = tmp_path_factory.mktemp("stack") / "var"
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS")
-        and not key.startswith(("PYTEST_", "SCHEDULER_"))
-    }
-    env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1")
-    output = var_dir.parent / "runstack.out"
-    with output.open("wb") as out:
-        make = subprocess.Popen(
-            ["make", "--no-print-directory", "run", "RUN_ARGS=--port 0 --flower-port 0"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 240
-    while "Dashboard:" not in output.read_text(errors="replace"):
-        if make.poll() is not None or time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(make.pid, signal.SIGKILL)
-            pytest.fail(f"make run did not come up:\n{output.read_text(errors='replace')}")
-        time.sleep(0.5)
-    text = output.read_text()
-    base = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/dashboard/", text).group(1)
-    login = re.search(r"user (\S+) / password (\S+)", text)
-    (runstack,) = psutil.Process(make.pid).children()
-    yield {"url": base, "username": login.group(1), "password": login.group(2)}
-    # A supervisor's SIGTERM to make alone (make passes it on to nobody): the stack stops by
-    # itself, the embedded PostgreSQL last, and no process is left behind.
-    make.send_signal(signal.SIGTERM)
-    make.wait(timeout=30)
-    runstack.wait(timeout=90)  # not our child: its exit code is make's to see, and make is gone
-    assert "stopping..." in output.read_text(errors="replace")
-    assert _postgres_on(var_dir) == []
-
-
-@pytest.fixture(scope="module")
-def stack_browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
 
 
 class Watched:
@@ -226,34 +154,12 @@ def test_the_stack_make_run_starts_serves_styled_working_pages(stack, stack_brow
         watched.context.close()
 
 
-def _api(stack, method: str, path: str, token: str | None = None, body=None) -> dict:
-    import json
-    import urllib.request
-
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(
-        stack["url"] + path,
-        data=None if body is None else json.dumps(body).encode(),
-        headers=headers,
-        method=method,
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
 @pytest.mark.timeout(600)
 def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, stack_browser):
     """A run on the stack's own worker prints a line a second: the page shows each line
     while the run goes (Server-Sent Events through the ASGI server), then the stored log."""
-    token = _api(
-        stack,
-        "POST",
-        "/api/v1/auth/token",
-        body={"username": stack["username"], "password": stack["password"]},
-    )["access"]
-    task = _api(
+    token = stack_token(stack)
+    task = stack_api(
         stack,
         "POST",
         "/api/v1/tasks",
@@ -267,7 +173,7 @@ def test_the_execution_page_follows_a_runs_live_log_on_the_asgi_server(stack, st
             },
         },
     )
-    execution = _api(stack, "POST", f"/api/v1/tasks/{task['id']}/trigger", token, {})
+    execution = stack_api(stack, "POST", f"/api/v1/tasks/{task['id']}/trigger", token, {})
     watched = Watched(stack_browser)
     page = watched.page
     try:
@@ -331,7 +237,7 @@ def test_an_invitee_joins_with_the_link_and_a_password_of_their_own(stack, stack
         late.page.goto(link)
         late.page.wait_for_selector("#join-problem")
         assert "already used" in late.page.inner_text("#join-problem")
-        token = _api(
+        token = stack_api(
             stack,
             "POST",
             "/api/v1/auth/token",

@@ -27,7 +27,7 @@ from scheduler_app import embedded_postgres
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution
 from tests.chaos.harness import ChaosStack, stack_env
-from tests.processes import ROOT, service_env
+from tests.processes import ROOT, service_env, stop_all
 from tests.redis_servers import new_server, queue_server_args
 
 SETUP_SECONDS = 180
@@ -153,7 +153,6 @@ def embedded_chaos_stack(
     finally:
         if stack is not None:
             stack.supervisor.stop_watching()
-            for process in stack.processes():
-                process.stop(timeout=10)
+            stop_all(stack.processes(), timeout=10)
         redis.stop()
         database.stop()

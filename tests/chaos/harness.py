@@ -35,7 +35,7 @@ from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.task_definitions import task_pause
 from tests.factories import make_task
 from tests.ledger import ledger_counts, ledger_env, ledger_starts
-from tests.processes import ServiceProcess, start_beat, wait_until
+from tests.processes import ServiceProcess, start_beat, stop_all, wait_until
 from tests.redis_servers import RedisServer, new_server, queue_server_args
 from tests.supervisor import WorkerSupervisor
 
@@ -100,6 +100,7 @@ class ChaosStack:
     healed_at: datetime | None = None
     supervisor: WorkerSupervisor = field(default_factory=WorkerSupervisor)
     _started: float = field(default_factory=time.monotonic)
+    _logged_before_fault: dict[str, int] = field(default_factory=dict)
 
     def mark(self, phase: str) -> None:
         """A timeline on stdout (pytest shows it when a case fails)."""
@@ -115,10 +116,21 @@ class ChaosStack:
     def workers(self) -> dict[str, ServiceProcess]:
         return self.supervisor.workers
 
-    def start_worker(self, name: str, *, concurrency: int = 2, **env: str) -> ServiceProcess:
+    def start_worker(
+        self, name: str, *, concurrency: int = 2, wait: bool = True, **env: str
+    ) -> ServiceProcess:
+        """`wait`: until it is ready; else `wait_for_workers` waits for all started, so that
+        workers (and the beats started before them) boot side by side."""
         return self.supervisor.start(
-            name, concurrency=concurrency, env_overrides={**CHAOS_WORKER, **self.env, **env}
+            name,
+            wait=wait,
+            concurrency=concurrency,
+            env_overrides={**CHAOS_WORKER, **self.env, **env},
         )
+
+    def wait_for_workers(self) -> None:
+        for worker in self.workers.values():
+            worker.wait_for_log("ready.", timeout=60)
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker for good (its node is gone): the supervisor leaves it dead."""
@@ -164,6 +176,33 @@ class ChaosStack:
     def fault(self) -> None:
         self.mark("fault")
         self.fault_at = timezone.now()
+        self._logged_before_fault = {p.name: len(p.log()) for p in self.processes()}
+
+    def wait_until_logged(
+        self, process: ServiceProcess, *needles: str, times: int = 1, timeout: float = 30
+    ) -> None:
+        """Until `process` has logged `needles` (any of them) `times` times since the fault:
+        the fault was felt (a case holds its fault that long, not for a fixed time a loaded
+        machine may not even notice it in)."""
+        start = self._logged_before_fault.get(process.name, 0)
+
+        def felt() -> bool:
+            since = process.log()[start:]
+            return sum(since.count(needle) for needle in needles) >= times
+
+        wait_until(
+            felt,
+            timeout=timeout,
+            interval=0.1,
+            message=f"{process.name} to log {needles} {times} time(s) after the fault",
+        )
+        self.mark(f"{process.name} felt the fault")
+
+    def hold_fault(self, long_seconds: float) -> None:
+        """The long versions (`make chaos`) hold each fault this much longer, the load they
+        carry meanwhile being what they measure; the short ones go on once it is felt."""
+        if LONG:
+            time.sleep(long_seconds)
 
     def heal(self) -> None:
         self.mark("heal")
@@ -213,11 +252,9 @@ class ChaosStack:
         self.pause_tasks()
         self._wait_for_open_runs(timeout)
         self.mark("stopping")
-        for beat in self.beats.values():
-            beat.stop()
+        stop_all(self.beats.values())
         self.supervisor.stop_watching()
-        for worker in self.workers.values():
-            worker.stop()
+        stop_all(self.workers.values())
         self.mark("stopped")
         executions = self.execution_rows()
         first_attempts = collections.Counter(
@@ -353,6 +390,5 @@ def chaos_stack(
         raise
     finally:
         stack.supervisor.stop_watching()
-        for process in stack.processes():
-            process.stop(timeout=10)
+        stop_all(stack.processes(), timeout=10)
         redis.stop()

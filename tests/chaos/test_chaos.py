@@ -45,9 +45,9 @@ def test_a_leader_frozen_past_its_ttl_stops_firing_when_it_wakes(
     tenant, tmp_path, settings, record_case
 ):
     with chaos_stack(tenant, tmp_path, settings, tasks=int(scaled(2, 10))) as stack:
-        stack.start_worker("w1")
         stack.start_beat("a")
         stack.start_beat("b")
+        stack.start_worker("w1")
         observer = _observer()
         leader = wait_until(observer.current_leader, timeout=30, message="a leader")
         stack.wait_for_runs(3)
@@ -60,8 +60,11 @@ def test_a_leader_frozen_past_its_ttl_stops_firing_when_it_wakes(
             message="the standby to take the lock",
         )
         assert successor.epoch == leader.epoch + 1
-        # Frozen well past its lease: when it wakes, its trust window is long gone.
-        time.sleep(scaled(3 * LOCK_TTL, 20))
+        # Frozen past its lease (the successor took the lock after its TTL), and the fires go
+        # on under the successor: when it wakes, its trust window is long gone, and a fire it
+        # made would double one of those.
+        stack.wait_for_runs(3)
+        stack.hold_fault(20)
         frozen.kill(signal.SIGCONT)
         stack.heal()
         frozen.wait_for_log("lost leadership", timeout=15)
@@ -82,13 +85,17 @@ def test_a_leader_frozen_past_its_ttl_stops_firing_when_it_wakes(
 
 def test_redis_killed_and_restarted_empty(tenant, tmp_path, settings, record_case):
     with chaos_stack(tenant, tmp_path, settings, tasks=int(scaled(2, 10))) as stack:
-        stack.start_worker("w1")
         stack.start_beat("a")
         stack.start_beat("b")
+        stack.start_worker("w1")
         stack.wait_for_runs(3)
         stack.redis.kill()
         stack.fault()
-        time.sleep(scaled(2, 10))
+        # Down until both beats have found Redis gone (the leader's renewal, the standby's
+        # try for the lock), and in the long version for 10 s more.
+        for beat in stack.beats.values():
+            stack.wait_until_logged(beat, "renewal failed", "leader lock acquire failed")
+        stack.hold_fault(10)
         stack.redis.start()  # same port, nothing kept: the queues, lock and registry are gone
         stack.heal()
         stack.wait_for_resume()
@@ -105,9 +112,10 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
     tasks = int(scaled(6, 12))
     slots = int(scaled(2, 6))  # each: the survivor alone carries tasks x 0.25 s per second
     with chaos_stack(tenant, tmp_path, settings, tasks=tasks, handler_seconds=0.25) as stack:
-        stack.start_worker("victim", concurrency=slots)
-        stack.start_worker("survivor", concurrency=slots)
         stack.start_beat("a")
+        stack.start_worker("victim", concurrency=slots, wait=False)
+        stack.start_worker("survivor", concurrency=slots, wait=False)
+        stack.wait_for_workers()
         stack.wait_for_runs(tasks)
         victim_host = f"victim-{django_settings.RUN_ID}"
         wait_until(
@@ -149,19 +157,31 @@ def _terminate_every_other_connection() -> int:
         return cursor.fetchone()[0]
 
 
+def _other_sessions() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
 def test_every_postgresql_connection_terminated_under_load(tenant, tmp_path, settings, record_case):
     with chaos_stack(
         tenant, tmp_path, settings, tasks=int(scaled(4, 10)), handler_seconds=0.2
     ) as stack:
-        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.start_beat("a")
         stack.start_beat("b")
+        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.wait_for_runs(5)
         stack.fault()
         terminated = 0
         for _ in range(int(scaled(3, 15))):
             terminated += _terminate_every_other_connection()
-            time.sleep(0.7)
+            # The next round once the stack has connected again (it kills those sessions).
+            wait_until(_other_sessions, timeout=30, interval=0.1, message="sessions back")
         stack.heal()
         stack.wait_for_resume()
         stack.wait_for_runs(int(scaled(8, 60)), timeout=scaled(60, 120))
@@ -186,6 +206,11 @@ def test_a_worker_cut_off_from_redis_longer_than_its_heartbeat(
         proxy = TcpProxy(upstream_port=stack.redis.port)
         try:
             link = proxy.url()
+            # The doorbells wait in Redis for the worker: none is lost. A requeue grace
+            # shorter than the cut (the suite's 5 s) would ring every waiting run again each
+            # 5 s, and the worker would come back to six doorbells a run to drop; production
+            # waits 300 s, longer than this cut, so the long version waits longer than it too.
+            stack.start_beat("a", SCHEDULER_REQUEUE_GRACE=str(int(scaled(5, 60))))
             # Slots to spare: after the cut the worker drains the runs that waited for it.
             stack.start_worker(
                 "w1",
@@ -194,16 +219,13 @@ def test_a_worker_cut_off_from_redis_longer_than_its_heartbeat(
                 CELERY_BROKER_URL=link,
                 CELERY_RESULT_BACKEND=link,
             )
-            # The doorbells wait in Redis for the worker: none is lost. A requeue grace
-            # shorter than the cut (the suite's 5 s) would ring every waiting run again each
-            # 5 s, and the worker would come back to six doorbells a run to drop; production
-            # waits 300 s, longer than this cut, so the long version waits longer than it too.
-            stack.start_beat("a", SCHEDULER_REQUEUE_GRACE=str(int(scaled(5, 60))))
             stack.wait_for_runs(4)
             proxy.cut()
             stack.fault()
-            # Heartbeats every 0.5 s, declared dead after two missed: cut for many times that.
-            time.sleep(scaled(5, 30))
+            # Heartbeats every 0.5 s: cut until the beat has declared the worker dead for the
+            # heartbeats it missed (and in the long version for 30 s more).
+            stack.wait_until_logged(stack.beats["a"], "missed its heartbeats")
+            stack.hold_fault(30)
             proxy.heal()
             stack.heal()
             stack.wait_for_resume()
@@ -247,8 +269,8 @@ def test_redis_at_maxmemory_answers_503_never_500(tenant, api, tmp_path, setting
         ) as stack,
         this_process_publishes_to(stack.redis.url),
     ):
-        stack.start_worker("w1", concurrency=int(scaled(2, 4)))
         stack.start_beat("a")
+        stack.start_worker("w1", concurrency=int(scaled(2, 4)))
         stack.wait_for_runs(3)
         manual = make_task(
             tenant,
@@ -284,8 +306,18 @@ def test_redis_at_maxmemory_answers_503_never_500(tenant, api, tmp_path, setting
             answers[f"{method.upper()} {path}"] = response.status_code
         trigger = answers[f"POST /api/v1/tasks/{manual.id}/trigger"]
         recorded = stack.executions().filter(task=manual).count()
-        # Redis stays full a while: nothing the stack does may double or drop a run.
-        time.sleep(scaled(3, 20))
+        # Redis stays full a while: until the beat has recorded two rounds of fires whose
+        # doorbells cannot go out (the long version, 20 s more); nothing the stack does may
+        # double or drop a run meanwhile.
+        wait_until(
+            lambda: (
+                stack.executions().filter(created_at__gt=stack.fault_at).count()
+                >= 2 * len(stack.tasks)
+            ),
+            timeout=30,
+            message="fires recorded while Redis is full",
+        )
+        stack.hold_fault(20)
         stack.redis.client().delete(*(f"chaos:junk:{i}" for i in range(junk)))
         stack.heal()
         stack.wait_for_resume()
@@ -311,13 +343,15 @@ def test_postgresql_itself_stopped_and_started_again(tmp_path, settings, record_
     with embedded_chaos_stack(
         tmp_path, settings, tasks=int(scaled(2, 6)), handler_seconds=0.2
     ) as stack:
-        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.start_beat("a")
+        stack.start_worker("w1", concurrency=int(scaled(2, 6)))
         stack.wait_for_runs(3)
         stack.fault()
         stack.database.stop()
-        # Down for many ticks (0.2 s), housekeeping rounds (0.5 s) and lock TTLs (1.5 s).
-        time.sleep(scaled(4, 20))
+        # Down until the beat has failed three rounds (it waits 1 s after a failed tick), the
+        # long version 20 s more.
+        stack.wait_until_logged(stack.beats["a"], "scheduler tick failed", times=3)
+        stack.hold_fault(20)
         stack.database.start()  # the same port, the same data
         stack.heal()
         stack.wait_for_resume()

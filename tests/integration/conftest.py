@@ -9,7 +9,13 @@ from django.conf import settings
 
 from tests.processes import broker_key_prefix, quiesce, start_beat, start_worker
 
-FAST_WORKER = {"WORKER_KILL_GRACE_SECONDS": "1", "WORKER_LEASE_SECONDS": "10"}
+FAST_WORKER = {
+    "WORKER_KILL_GRACE_SECONDS": "1",
+    "WORKER_LEASE_SECONDS": "10",
+    # Each stored log reads its tenant's log bytes afresh: a test that lowers the quota sees
+    # the next run cut without waiting out the worker's cached reading.
+    "LOG_QUOTA_CACHE_SECONDS": "0",
+}
 FAST_BEAT = {
     "SCHEDULER_LOCK_TTL": "1.5",
     "SCHEDULER_LOCK_TRY_SECONDS": "0.25",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
@@ -28,11 +29,32 @@ FLEET_BEAT = {
 def fleet_worker(
     name: str, *, concurrency: int = 2, queues: str = "critical,normal,bulk", **env: str
 ) -> ServiceProcess:
-    worker = start_worker(
-        name=name, queues=queues, concurrency=concurrency, env_overrides={**FLEET_WORKER, **env}
-    )
-    wait_until(lambda: registered(worker), timeout=30, message=f"{name} to register")
+    (worker,) = fleet_workers([name], concurrency=concurrency, queues=queues, **env)
     return worker
+
+
+def fleet_workers(
+    names: list[str], *, concurrency: int = 2, queues: str = "critical,normal,bulk", **env: str
+) -> list[ServiceProcess]:
+    """Workers started side by side, back once each is ready and registered in the fleet."""
+    workers = [
+        start_worker(
+            name=name,
+            queues=queues,
+            concurrency=concurrency,
+            env_overrides={**FLEET_WORKER, **env},
+            wait=False,
+        )
+        for name in names
+    ]
+    for worker in workers:
+        worker.wait_for_log("ready.", timeout=60)
+        wait_until(
+            functools.partial(registered, worker),
+            timeout=30,
+            message=f"{worker.name} to register",
+        )
+    return workers
 
 
 def registered(worker: ServiceProcess):

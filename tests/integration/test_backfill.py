@@ -3,6 +3,7 @@ max_parallel at a time; progress and cancel through the API."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,8 +12,8 @@ from dags.models import DagRun
 from dags.services.definitions import dag_create
 from scheduler_app.models import TaskExecution
 from tests.factories import make_task
-from tests.integration.conftest import dump_logs
-from tests.processes import wait_until
+from tests.integration.conftest import FAST_BEAT, dump_logs
+from tests.processes import wait_for_beat_tick, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,6 +141,7 @@ def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beat
         message="the first backfilled run to start",
     )
     cancelled = api.post(f"/api/v1/backfills/{body['id']}/cancel")
+    cancelled_at = time.time()
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     assert api.post(f"/api/v1/backfills/{body['id']}/cancel").status_code == 409
     wait_until(
@@ -151,10 +153,10 @@ def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beat
         timeout=30,
         message="the running one to finish",
     )
-    # Housekeeping goes on; a cancelled backfill releases nothing more.
-    import time
-
-    time.sleep(3)
+    # Housekeeping goes on (the beat releases a backfill's runs there); a cancelled backfill
+    # releases nothing more, however many rounds pass: two, here.
+    rounds = 2 * float(FAST_BEAT["SCHEDULER_HOUSEKEEPING_SECONDS"])
+    wait_for_beat_tick("solo", after=cancelled_at + rounds)
     assert TaskExecution.objects.filter(task=task).count() == 1
     final = api.get(f"/api/v1/backfills/{body['id']}").json()
     assert final["released"] == 1 and final["runs"]["succeeded"] == 1

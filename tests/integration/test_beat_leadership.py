@@ -55,7 +55,9 @@ def test_two_schedulers_side_by_side_record_each_fire_exactly_once(tenant, beats
     )
     first, second = beats("alpha"), beats("beta")
     try:
-        wait_until(lambda: len(_fire_times(task)) >= 22, timeout=60, message="22 fires")
+        # Ten seconds of fires: more than six lock TTLs (1.5 s) and twenty renewals, each a
+        # moment the standby could wrongly take over.
+        wait_until(lambda: len(_fire_times(task)) >= 10, timeout=60, message="10 fires")
     except AssertionError:
         print(dump_logs(first, second))
         raise

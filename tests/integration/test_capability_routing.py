@@ -14,7 +14,7 @@ from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import FLEET_BEAT, fleet_worker, hostname_of, registered
-from tests.processes import start_beat, wait_until
+from tests.processes import start_beat, stop_all, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -25,11 +25,11 @@ pytestmark = [
 def test_a_container_run_waits_for_a_capable_worker_then_fails_naming_the_capability(
     tenant, tmp_path
 ):
-    plain = fleet_worker("plain")
-    beat = start_beat(
+    beat = start_beat(  # boots while the worker does
         node_id="capabilities",
         env_overrides={**FLEET_BEAT, "SCHEDULER_CAPABILITY_WAIT_SECONDS": "3"},
     )
+    plain = fleet_worker("plain")
     capable = None
     try:
         record = registered(plain)
@@ -83,6 +83,4 @@ def test_a_container_run_waits_for_a_capable_worker_then_fails_naming_the_capabi
         print(dump_logs(plain, beat, *([capable] if capable else [])))
         raise
     finally:
-        for process in (plain, beat, capable):
-            if process is not None:
-                process.stop(timeout=10)
+        stop_all([p for p in (plain, beat, capable) if p is not None], timeout=10)

@@ -4,7 +4,9 @@ finishes instead of staying partially completed."""
 
 from __future__ import annotations
 
-import time
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.test import Client
@@ -17,35 +19,54 @@ from tests.processes import wait_until
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("bubblewrap")]
 
 
-# A shell task sees nothing of the host (its sandbox), so the gate cannot wait for a flag file
-# the test writes: it fails until a moment the test then waits for, and succeeds after it. The
-# moment leaves the first run ample time on a loaded machine; the test checks it did fail.
-GATE_OPENS_AFTER_SECONDS = 25.0
+class Gate:
+    """A webhook on this host that fails (503) until the test opens it: the gate node's
+    handler. (A shell task sees nothing of the host, its sandbox, so it cannot wait for a flag
+    the test sets; the shared worker may call 127.0.0.1, WEBHOOK_ALLOWED_HOSTS.)"""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.calls = 0
+        gate = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                gate.calls += 1
+                self.send_response(200 if gate.opened.is_set() else 503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.handler = {
+            "type": "http",
+            "url": f"http://127.0.0.1:{self.server.server_address[1]}/gate",
+            "timeout_seconds": 10,
+        }
+
+    def open(self) -> None:
+        self.opened.set()
 
 
-def _gate_opening_later() -> tuple[dict, float]:
-    opens_at = time.time() + GATE_OPENS_AFTER_SECONDS
-    gate = {
-        "type": "shell",
-        "command": [
-            "python3",
-            "-c",
-            f"import sys,time; sys.exit(0 if time.time() >= {opens_at} else 3)",
-        ],
-    }
-    return gate, opens_at
+@pytest.fixture
+def gate(settings) -> Iterator[Gate]:
+    # This process validates the definition: the webhook's host must be one it may call.
+    settings.WORKER = {**settings.WORKER, "HTTP_ALLOWED_HOSTS": ["127.0.0.1"]}
+    gate = Gate()
+    yield gate
+    gate.server.shutdown()
+    gate.server.server_close()
 
 
-def _wait_for(opens_at: float) -> None:
-    time.sleep(max(0.0, opens_at - time.time()) + 0.5)
-
-
-def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_worker, tmp_path):
+def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_worker, gate):
     tenant, user = tenant_and_user
-    gate, opens_at = _gate_opening_later()
     tasks = [
         node("first"),
-        node("gate", "first", handler=gate, retry_policy=ONCE),
+        node("gate", "first", handler=gate.handler, retry_policy=ONCE),
         node("after", "gate"),
         node("side", "first"),
     ]
@@ -63,7 +84,8 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     assert client.login(username=user.username, password="pw-123456")
     dlq = client.get("/dashboard/dlq").content.decode()
     assert f"/dashboard/dags/{run.dag_id}/runs/{run.id}" in dlq  # named by its run
-    _wait_for(opens_at)
+    assert gate.calls == 1  # it did fail, closed
+    gate.open()
     response = client.post(f"/dashboard/dlq/{dead.id}/retry", follow=True)
     assert response.status_code == 200
     page = response.content.decode()
@@ -105,12 +127,13 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
 
 
 def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
-    tenant_and_user, api, live_worker, tmp_path
+    tenant_and_user, api, live_worker, gate
 ):
     tenant, _ = tenant_and_user
-    gate, opens_at = _gate_opening_later()
     run, _ = run_dag(
-        tenant, live_worker, [node("gate", handler=gate, retry_policy=ONCE), node("after", "gate")]
+        tenant,
+        live_worker,
+        [node("gate", handler=gate.handler, retry_policy=ONCE), node("after", "gate")],
     )
     assert run.status == "failed"
     wait_until(
@@ -119,7 +142,8 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
         message="the gate's execution to be dead-lettered",
     )
     dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
-    _wait_for(opens_at)
+    assert gate.calls == 1
+    gate.open()
     response = api.post(f"/api/v1/admin/dlq/{dead.id}/retry")
     assert response.status_code == 202, response.content
     new_execution = response.json()["execution_id"]

@@ -15,7 +15,7 @@ from dags.services.runs import dag_trigger
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.task_schedule import schedule_of
 from tests.integration.conftest import dump_logs
-from tests.processes import wait_until
+from tests.processes import wait_for_beat_tick, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -400,8 +400,11 @@ def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
     tenant, live_worker, beats
 ):
     # The beat's schedule engine fires DAGs from the task heap: the window means what it
-    # means for a task (no fire before start_at, none after end_at).
-    start = timezone.now() + timedelta(seconds=6)
+    # means for a task (no fire before start_at, none after end_at). The beat is up and
+    # following the change feed before the DAG exists, so a fire before start_at would show.
+    beat = beats("dag-window")
+    wait_for_beat_tick("dag-window", after=time.time(), timeout=60)
+    start = timezone.now() + timedelta(seconds=1.5)
     end = start + timedelta(seconds=3)
     dag = dag_create(
         tenant=tenant,
@@ -416,14 +419,15 @@ def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
     while (moment := schedule_of(dag).next_after(moment)) is not None:
         expected.append(moment)
     assert 3 <= len(expected) <= 4
-    beat = beats("dag-window")
     try:
         wait_until(
             lambda: DagRun.objects.filter(dag=dag, scheduled_at=expected[-1]).exists(),
             timeout=40,
             message="the window's last fire",
         )
-        time.sleep(2)  # the beat goes on ticking past end_at: nothing more may fire
+        # The beat goes on ticking past end_at: a tick begun after the next fire would have
+        # been due (a second after the last) fires nothing.
+        wait_for_beat_tick("dag-window", after=expected[-1].timestamp() + 1.5)
     except AssertionError:
         print(dump_logs(beat, live_worker))
         raise

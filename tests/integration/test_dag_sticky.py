@@ -10,8 +10,8 @@ from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from scheduler_app.models import TaskExecution
 from tests.integration.conftest import dump_logs
-from tests.integration.fleet_helpers import fleet_worker
-from tests.processes import wait_until
+from tests.integration.fleet_helpers import fleet_workers
+from tests.processes import stop_all, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,12 +28,11 @@ def test_downstream_nodes_run_on_the_worker_of_their_upstream(
     # Without continuation every successor rings a sticky doorbell; with it, one runs in
     # the finishing process and the others ring sticky. Either way they stay on one worker,
     # where two equal workers sharing the tier queue would split 6 nodes at random.
-    workers = [
-        fleet_worker(
-            f"dag-sticky{i}", concurrency=WIDTH + 2, DAG_CONTINUATION_SECONDS=continuation_seconds
-        )
-        for i in range(2)
-    ]
+    workers = fleet_workers(
+        [f"dag-sticky{i}" for i in range(2)],
+        concurrency=WIDTH + 2,
+        DAG_CONTINUATION_SECONDS=continuation_seconds,
+    )
     dag = dag_create(
         tenant=tenant,
         raw={
@@ -56,8 +55,7 @@ def test_downstream_nodes_run_on_the_worker_of_their_upstream(
         print(dump_logs(*workers))
         raise
     finally:
-        for worker in workers:
-            worker.stop()
+        stop_all(workers)
     run.refresh_from_db()
     assert run.status == "success"
     ran_on = {

@@ -26,6 +26,15 @@ from tests.processes import start_beat, start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# The slow node is killed a moment after it is seen running, then runs again in full: long
+# enough to be caught running, no longer.
+SLOW_SECONDS = 4
+# The killed worker is declared dead for its missed heartbeats within a second or so, and
+# its running run failed `worker_lost` then. (With the 10 s default heartbeat the lease
+# reaper got there first, and the retry, rung to the killed worker's own queue since it still
+# looked alive (sticky routing), waited there for the requeue grace: 30 s.)
+KILL_WORKER = {**FAST_WORKER, "WORKER_HEARTBEAT_SECONDS": "0.5"}
+
 
 @pytest.fixture
 def private_broker():
@@ -54,7 +63,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
                 {
                     "id": "slow",
                     "handler": {"type": "python", "callable": "sleep"},
-                    "parameters": {"seconds": 8},
+                    "parameters": {"seconds": SLOW_SECONDS},
                     "depends_on": ["a"],
                     "retry_policy": retry,
                 },
@@ -64,7 +73,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
         },
     )
     beat = start_beat(node_id="dag-kill", env_overrides={**FAST_BEAT, **env})
-    first = start_worker(name="w-doomed", concurrency=2, env_overrides={**FAST_WORKER, **env})
+    first = start_worker(name="w-doomed", concurrency=2, env_overrides={**KILL_WORKER, **env})
     second = None
     try:
         with transaction.atomic():
@@ -87,9 +96,9 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
         )
         first.kill(signal.SIGKILL)
         first.process.wait(timeout=10)
-        # The kill landed mid-run (the node sleeps 8 s): nothing finished that attempt.
+        # The kill landed mid-run (the node sleeps SLOW_SECONDS): nothing finished that attempt.
         assert slow_execution().status == "running"
-        second = start_worker(name="w-rescue", concurrency=2, env_overrides={**FAST_WORKER, **env})
+        second = start_worker(name="w-rescue", concurrency=2, env_overrides={**KILL_WORKER, **env})
         wait_until(
             lambda: DagRun.objects.get(id=run.id).status != "running",
             timeout=120,

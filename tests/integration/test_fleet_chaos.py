@@ -18,10 +18,11 @@ from tests.integration.fleet_helpers import (
     all_terminal,
     finals,
     fleet_worker,
+    fleet_workers,
     hostname_of,
     terminate_main,
 )
-from tests.processes import start_beat, wait_until
+from tests.processes import start_beat, stop_all, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -57,8 +58,7 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
     ledger = tmp_path / "ledger.txt"
     task = _ledger_task(tenant, ledger, name="ledgered", seconds=0.2)
     beat = start_beat(node_id="chaos", env_overrides={**FLEET_BEAT, "SCHEDULER_REQUEUE_GRACE": "8"})
-    victim = fleet_worker("victim", concurrency=4, **LEDGER_WORKER)
-    survivor = fleet_worker("survivor", concurrency=4, **LEDGER_WORKER)
+    victim, survivor = fleet_workers(["victim", "survivor"], concurrency=4, **LEDGER_WORKER)
     victim_name = hostname_of(victim)
     try:
         for _ in range(200):
@@ -90,9 +90,7 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
         print(dump_logs(victim, survivor, beat))
         raise
     finally:
-        survivor.stop()
-        beat.stop()
-        victim.stop()
+        stop_all([survivor, beat, victim])
 
     executions = list(TaskExecution.objects.filter(task=task))
     lost = [e for e in executions if e.error_class == "worker_lost"]
@@ -202,18 +200,21 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
     task = _ledger_task(tenant, ledger, name="rolling", seconds=0.3)
     beat = start_beat(node_id="roll", env_overrides={**FLEET_BEAT, "SCHEDULER_REQUEUE_GRACE": "8"})
     env = {"WORKER_SHUTDOWN_DEADLINE_SECONDS": "2", **LEDGER_WORKER}
-    workers = [fleet_worker(f"roll-a{i}", concurrency=3, **env) for i in range(2)]
+    workers = fleet_workers([f"roll-a{i}" for i in range(2)], concurrency=3, **env)
     started = list(workers)
     try:
         for _ in range(80):
             task_trigger(task=task)
         for generation in range(2):
             for index in range(len(workers)):
+                # One worker at a time, as a rolling update replaces pods: the old one is told
+                # to stop and drains while its replacement boots, and the next goes once both
+                # are done.
                 old = workers[index]
                 terminate_main(old)
-                old.process.wait(timeout=60)
                 workers[index] = fleet_worker(f"roll-b{generation}{index}", concurrency=3, **env)
                 started.append(workers[index])
+                old.process.wait(timeout=60)
         wait_until(
             lambda: (
                 all_terminal(TaskExecution.objects.filter(task=task)) and len(finals(task)) == 80
@@ -226,9 +227,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
         print(dump_logs(beat, *started))
         raise
     finally:
-        for worker in started:
-            worker.stop()
-        beat.stop()
+        stop_all([*started, beat])
     runs = finals(task)
     assert all(e.status == "success" for e in runs.values())
     assert not TaskExecution.objects.filter(task=task).exclude(status="success").exists()

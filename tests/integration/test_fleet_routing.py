@@ -17,8 +17,9 @@ from tests.integration.fleet_helpers import (
     all_terminal,
     finals,
     fleet_worker,
+    fleet_workers,
 )
-from tests.processes import start_beat, wait_until
+from tests.processes import start_beat, stop_all, wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,10 +46,9 @@ def test_retries_go_back_to_the_worker_that_ran_the_first_attempt(tenant):
     )
     beat = start_beat(node_id="sticky", env_overrides=FLEET_BEAT)
     # The retry budget is tested on its own; here it must not defer the 30 retries.
-    workers = [
-        fleet_worker(f"sticky{i}", concurrency=4, RETRY_BUDGET_MIN_PER_MINUTE="1000")
-        for i in range(2)
-    ]
+    workers = fleet_workers(
+        [f"sticky{i}" for i in range(2)], concurrency=4, RETRY_BUDGET_MIN_PER_MINUTE="1000"
+    )
     try:
         for wave in range(1, RUNS // WAVE + 1):
             for _ in range(WAVE):
@@ -66,9 +66,7 @@ def test_retries_go_back_to_the_worker_that_ran_the_first_attempt(tenant):
         print(dump_logs(beat, *workers))
         raise
     finally:
-        for worker in workers:
-            worker.stop()
-        beat.stop()
+        stop_all([*workers, beat])
     by_id = {e.id: e for e in TaskExecution.objects.filter(task=task)}
     retries = [e for e in by_id.values() if e.retry_of_id]
     assert len(retries) == RUNS

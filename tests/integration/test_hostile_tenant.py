@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
 from urllib.parse import urlparse
 
@@ -287,10 +286,7 @@ def test_a_daemon_does_not_outlive_its_run(tenant, live_worker):
     script = f"setsid nohup sleep {marker} >/dev/null 2>&1 & sleep 0.5; echo detached"
     execution, log = _run(tenant, live_worker, script)
     assert execution.status == "success" and "detached" in log
-    deadline = time.monotonic() + 10
-    while host_pids_running(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert host_pids_running(marker) == []
+    wait_until(lambda: not host_pids_running(marker), timeout=10, message="the daemon to die")
 
 
 def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def test_a_shell_task_past_its_timeout_is_killed_with_its_whole_sandbox(tenant, 
     wait_until(lambda: not host_pids_running(marker), timeout=10, message="the sandbox to die")
 
 
-def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path):
+def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path, private_broker):
     ledger = tmp_path / "ledger"
     task = make_task(
         tenant,
@@ -141,10 +142,16 @@ def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path):
             timeout=30,
             message="the run to succeed",
         )
-        import time
-
-        time.sleep(2)  # give any duplicate a chance to (wrongly) run
+        # Every delivery handled (the trigger's own and the five duplicates, on a broker
+        # prefix of this test's): one ran, the others were dropped by the claim.
+        handled = re.compile(r"Task ledgered\[[0-9a-f-]+\] succeeded in \S+: '(\w+)'")
+        outcomes = wait_until(
+            lambda: len(found := handled.findall(worker.log())) >= 6 and found,
+            timeout=30,
+            message="the six deliveries to be handled",
+        )
     finally:
         worker.stop()
+    assert sorted(outcomes) == ["duplicate"] * 5 + ["success"]
     assert Path(ledger).read_text().splitlines() == ["run"]
     assert TaskExecution.objects.filter(task=task).count() == 1

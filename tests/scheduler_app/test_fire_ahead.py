@@ -3,13 +3,11 @@ PostgreSQL and Redis; how a burst is cut for the fleet."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.utils import timezone
 
 from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
 from scheduler_app.beat.lock import LeaderLock
@@ -17,6 +15,7 @@ from scheduler_app.beat.publisher import FirePublisher
 from scheduler_app.dispatch import BURST_MESSAGES, batch_size
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
+from tests.clock import ManualClock
 from tests.factories import make_task, make_worker_record
 from workers.registry import STATE_DRAINING, live_processes, worker_record_save
 
@@ -48,13 +47,16 @@ def test_the_lead_must_stay_inside_the_claims_clock_tolerance():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_burst_too_big_for_the_base_lead_rings_early_enough_and_once(tenant, redis_client):
-    """200 fires due in 5 s, and a leader that has measured itself at 50 fires/s: rung at
-    the base lead (0.5 s) they would go out up to 3.5 s late, so they ring at once; a fire
-    that must be judged at its time (overlap `skip`) still waits for it."""
+    """200 fires due in 4 s on the engine's clock, and a leader that has measured itself at
+    50 fires/s: rung at the base lead (0.5 s) they would go out up to 3.5 s late, so they
+    ring at once; a fire that must be judged at its time (overlap `skip`) still waits for it.
+    The clock stands still: however long the 200 tasks take to create, they are due in 4 s
+    when the engine looks (it once read the wall clock, and a slow machine found them due)."""
+    clock = ManualClock()
     prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
     lock = LeaderLock(redis_client, key_prefix=prefix, node_id="burst", ttl_seconds=3)
-    engine = SchedulerEngine(lock=lock, config=_config(0.5, most=5.5))
-    run_at = (timezone.now() + timedelta(seconds=5)).isoformat()
+    engine = SchedulerEngine(lock=lock, config=_config(0.5, most=5.5), clock=clock)
+    run_at = (clock() + timedelta(seconds=4)).isoformat()
     burst = [
         make_task(tenant, name=f"burst-{n}", schedule={"type": "once", "run_at": run_at})
         for n in range(200)
@@ -84,14 +86,15 @@ def test_a_burst_too_big_for_the_base_lead_rings_early_enough_and_once(tenant, r
 def test_a_fire_that_allows_overlap_is_recorded_ahead_and_one_that_skips_is_not(
     tenant, redis_client
 ):
+    clock = ManualClock()
     prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
     lock = LeaderLock(redis_client, key_prefix=prefix, node_id="ahead", ttl_seconds=3)
-    engine = SchedulerEngine(lock=lock, config=_config(AHEAD))
+    engine = SchedulerEngine(lock=lock, config=_config(AHEAD), clock=clock)
     try:
         engine.load()
         # Created once the engine is up, and rung by its next tick (the change feed): the
         # fire is 1.8 s away, inside the 1.9 s lead.
-        run_at = (timezone.now() + timedelta(seconds=1.8)).isoformat()
+        run_at = (clock() + timedelta(seconds=1.8)).isoformat()
         allowing = make_task(tenant, name="allow", schedule={"type": "once", "run_at": run_at})
         skipping = make_task(
             tenant,
@@ -102,11 +105,10 @@ def test_a_fire_that_allows_overlap_is_recorded_ahead_and_one_that_skips_is_not(
         engine.tick()
         (early,) = TaskExecution.objects.filter(task=allowing)
         assert early.status == "queued" and early.created_at < early.scheduled_at
+        assert not TaskExecution.objects.filter(task=skipping).exists()
         # The skipping task rings at its time, once; the allowing one is not fired again.
-        for _ in range(100):  # its fire is under 2 s away; ticks sleep up to 0.2 s
-            if TaskExecution.objects.filter(task=skipping).exists():
-                break
-            time.sleep(engine.tick())
+        clock.advance(1.8)
+        engine.tick()
         (on_time,) = TaskExecution.objects.filter(task=skipping)
         assert on_time.created_at >= on_time.scheduled_at
         assert TaskExecution.objects.filter(task=allowing).count() == 1
@@ -145,21 +147,22 @@ def test_a_standby_shadows_a_leader_that_rings_ahead(tenant, redis_client):
     the horizon by its lead, so the shadowing ends (it once popped the same entry forever)."""
     task = make_task(tenant, name="every-second", schedule={"type": "interval", "expression": "1s"})
     prefix = f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{uuid.uuid4().hex[:6]}:"
-    engines = []
+    clock, engines = ManualClock(), []
     for node in ("leader", "standby"):
         lock = LeaderLock(redis_client, key_prefix=prefix, node_id=node, ttl_seconds=3)
-        engines.append(SchedulerEngine(lock=lock, config=_config(0.5)))
+        engines.append(SchedulerEngine(lock=lock, config=_config(0.5), clock=clock))
     leader, standby = engines
     try:
         for engine in engines:
             engine.load()
         leader.tick()
-        time.sleep(2 * 3 + 1.2)  # past two lock TTLs, so the standby has something to shadow
+        # Past two lock TTLs on the engines' clock, so the standby has something to shadow.
+        clock.advance(2 * 3 + 1.2)
         leader.tick()
         standby.tick()
         assert leader.lock.is_held() and not standby.lock.is_held()
         entry = standby.heap.get(task.id)
-        horizon = timezone.now() - timedelta(seconds=2 * 3)
+        horizon = clock() - timedelta(seconds=2 * 3)
         assert horizon - timedelta(seconds=2) < entry.next_fire_at
         assert TaskExecution.objects.filter(task=task).count() == leader.fired_total
     finally:

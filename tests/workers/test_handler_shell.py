@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from handler_contract.base import BufferedLogSink, HandlerContext
-from tests.processes import host_pids_running, unique_sleep_seconds
+from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
 from workers.handlers import run_handler
 from workers.handlers.shell import (
     DEFAULT_LIMITS,
@@ -66,11 +66,13 @@ def shell(*argv: str, **extra: Any) -> dict[str, Any]:
 
 
 def assert_processes_gone(marker: str) -> None:
-    # SIGKILL delivery and the pid namespace's teardown are asynchronous: poll, with a deadline.
-    deadline = time.monotonic() + 10
-    while host_pids_running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert host_pids_running(marker) == []
+    # SIGKILL delivery and the pid namespace's teardown are asynchronous: wait, with a deadline.
+    wait_until(
+        lambda: not host_pids_running(marker),
+        timeout=10,
+        interval=0.05,
+        message=f"the processes of `sleep {marker}` to be gone",
+    )
 
 
 def assert_group_gone(pgid: int) -> None:
