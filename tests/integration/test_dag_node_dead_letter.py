@@ -13,6 +13,7 @@ from django.test import Client
 
 from dags.models import DagNodeAttempt, DagNodeExecution, DagNodeState, DagRun
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.integration.test_dag_runs import ONCE, node, run_dag
 from tests.processes import wait_until
 
@@ -53,9 +54,10 @@ class Gate:
 
 
 @pytest.fixture
-def gate(settings) -> Iterator[Gate]:
-    # This process validates the definition: the webhook's host must be one it may call.
-    settings.WORKER = {**settings.WORKER, "HTTP_ALLOWED_HOSTS": ["127.0.0.1"]}
+def gate(tenant) -> Iterator[Gate]:
+    # The webhook's host is internal: the operator allows it for this tenant (the definition
+    # is validated here and the worker calls it).
+    tenant_webhook_hosts_set(tenant=tenant, hosts=["127.0.0.1"], actor="operator")
     gate = Gate()
     yield gate
     gate.server.shutdown()

@@ -108,8 +108,9 @@ def test_workers_page_shows_the_registry(signed_in, tenant_and_user, fleet):
     assert "33%" in row and "(1)" in row  # error rate: 1 of 3 finished in the last hour
     # memory: this test process's own RSS, which a long xdist run can take past a gigabyte
     assert re.search(r'class="w-memory">[0-9.]+\s?(MB|GB)', row.replace("\xa0", " "))
-    # What it can run: every worker runs these; `container` needs a runtime (none here).
-    assert '<td class="w-capabilities">shell, http, python, celery</td>' in row
+    # What it can run: every worker runs these; `container` needs a runtime (none here), and
+    # `egress` is the test workers' WORKER_SHELL_EGRESS.
+    assert '<td class="w-capabilities">shell, http, python, celery, egress</td>' in row
     silent = page[page.index(f'data-worker="{fleet[2]}"') :].split("</tr>")[0]
     assert "unresponsive" in silent and "12.5%" in silent and "300.0\xa0MB" in silent
     overview = signed_in.get("/dashboard/?fragment=1").content.decode()
