@@ -1,6 +1,6 @@
 """Budgets for what a tenant supplies, in a package that belongs to no app.
 
-Everything a tenant supplies has a budget (docs/notes/sec-budgets.md): a budget is checked
+Everything a tenant supplies has a budget (docs/api/limits.md): a budget is checked
 when the thing is saved, so a mistake is a 400 naming its field, and enforced again when it
 is used, so a definition stored before a budget existed (or under a looser one) still cannot
 spend past it.

@@ -9,7 +9,7 @@ finds the words as they were logged (error codes, host names, `ECONNREFUSED`). W
 cannot do is find a fragment inside a word; trigrams would.
 
 The words are stored (`ExecutionLog.words`, derived from the text by PostgreSQL on every
-write, migration 0019) and indexed (GIN): a log the index returns is checked against its
+write, migration 0020) and indexed (GIN): a log the index returns is checked against its
 stored, parsed words. Parsing the text at search time instead cost `to_tsvector` of up to
 256 KB per candidate row (34 s for a common word over 800 such logs). PostgreSQL caps a
 `tsvector` at 1 MB, and a log can hold 10 MB: the words (and so the search) cover the first
@@ -62,7 +62,7 @@ from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import ExecutionLog, Tenant
 from scheduler_app.models.execution import LogHour
 
-# The share of each log the stored words cover (the trigger's, migration 0019).
+# The share of each log the stored words cover (the trigger's, migration 0020).
 SEARCHABLE_CHARS = 262_144
 MAX_QUERY_CHARS = 200
 # How much earlier than its run's time (scheduled or created) a log may be written, at most.
