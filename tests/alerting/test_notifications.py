@@ -155,17 +155,24 @@ def _terminal_runs(task, *, failed: int, succeeded: int):
         )
 
 
+def _tenants_own(changes, tenant):
+    """The incident changes keyed to `tenant`: platform-wide rules (a dead worker another
+    test's fleet left behind) evaluate in the same pass and are not this test's business."""
+    return [(incident, gone) for incident, gone in changes if incident.key == str(tenant.id)]
+
+
 def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
     tenant, channels, receiver, notify_settings
 ):
     task = make_task(tenant, name="rated")
     _terminal_runs(task, failed=3, succeeded=20)  # 13 % > 5 %, and 87 % success < 95 %
-    changes = alerts_evaluate()
+    changes = _tenants_own(alerts_evaluate(), tenant)
     assert sorted((i.rule, r) for i, r in changes) == [
         ("error_rate_high", False),
         ("success_rate_low", False),
     ]
-    assert alerts_evaluate() == []  # still firing: no new incident, nobody told twice
+    # Still firing: no new incident, nobody told twice.
+    assert _tenants_own(alerts_evaluate(), tenant) == []
     enqueue_incident_changes(changes)
     drain(notify_settings)
     # Alert channels only: the webhook and Slack (alerts=True), not the mail channel.
@@ -178,7 +185,7 @@ def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
     TaskExecution.objects.filter(task=task, status=ExecutionStatus.FAILED).update(
         status=ExecutionStatus.SUCCESS
     )
-    changes = alerts_evaluate()
+    changes = _tenants_own(alerts_evaluate(), tenant)
     assert sorted((i.rule, r) for i, r in changes) == [
         ("error_rate_high", True),
         ("success_rate_low", True),

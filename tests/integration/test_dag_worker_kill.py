@@ -81,7 +81,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
             # Not to the session's broker (its shared worker would take it): ours only.
             transaction.get_connection().run_on_commit.clear()
         root = DagNodeState.objects.get(run=run, node_id="a").execution_id
-        Celery(broker=private_broker).send_task(
+        Celery(broker=private_broker, set_as_current=False).send_task(
             RUN_EXECUTION_TASK, args=[str(root)], queue="normal", routing_key="normal"
         )
 
