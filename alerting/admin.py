@@ -1,4 +1,4 @@
-"""Admin for notification channels and alert incidents (registered from scheduler_app.admin).
+"""Admin for notification channels and alert incidents (registered from site_admin.admin).
 
 A channel's signing secret is write-only here: the form takes a new one (or clears it) and
 never shows the stored value, encrypted or not."""

@@ -5,3 +5,12 @@ class AlertingConfig(AppConfig):
     name = "alerting"
     verbose_name = "Alerting"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Local: the app registry is ready.
+        from alerting.beat_hook import chores_register  # noqa: PLC0415
+        from alerting.services.targets import task_notifications_check  # noqa: PLC0415
+        from scheduler_app.task_checks import task_check_register  # noqa: PLC0415
+
+        chores_register()
+        task_check_register("notification-targets", task_notifications_check)

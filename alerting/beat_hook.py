@@ -1,4 +1,4 @@
-"""The one call the scheduler's housekeeping makes: evaluate the alert rules now and then.
+"""Alerting's chore in the beat leader's housekeeping: evaluate the alert rules now and then.
 
 The evaluation runs on a background thread (its own database connection), so its queries
 never delay a tick: firing on time matters more than alerting a second sooner. At most one
@@ -16,6 +16,7 @@ from django.db import connection
 
 from alerting.rules import alerts_evaluate
 from alerting.tasks import enqueue_incident_changes
+from scheduler_app.housekeeping import Chore, chore_register
 
 logger = logging.getLogger(__name__)
 
@@ -57,3 +58,7 @@ def alerts_evaluation_wait(timeout: float | None = None) -> None:
     running = _running
     if running is not None and running.is_alive():
         running.join(timeout)
+
+
+def chores_register() -> None:
+    chore_register(Chore("alerts-evaluate", lambda now: alerts_evaluate_if_due()))

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from celery import current_app as app
 from celery import shared_task
 from django.conf import settings
 
@@ -21,7 +22,6 @@ from alerting.services.incidents import incident_open, incident_resolve
 from alerting.services.mail_budget import mail_recipients_admit
 from alerting.services.notices import incident_message, run_message, tenant_alert_channels
 from alerting.services.targets import targets_for
-from project.celery import app
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskExecution
 

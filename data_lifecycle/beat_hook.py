@@ -12,11 +12,12 @@ import logging
 import time
 from datetime import datetime
 
+from celery import current_app
 from django.conf import settings
 
-from data_lifecycle.services.partitions import partitions_ensure
 from data_lifecycle.tasks import RETENTION_TASK, STATS_TASK
-from project.celery import app
+from scheduler_app.housekeeping import Chore, chore_register
+from scheduler_app.partitions import partitions_ensure
 
 logger = logging.getLogger(__name__)
 
@@ -57,4 +58,8 @@ def data_lifecycle_tick(*, now: datetime) -> None:
 
 
 def _send(task_name: str) -> None:
-    app.send_task(task_name, queue=MAINTENANCE_QUEUE, routing_key=MAINTENANCE_QUEUE)
+    current_app.send_task(task_name, queue=MAINTENANCE_QUEUE, routing_key=MAINTENANCE_QUEUE)
+
+
+def chores_register() -> None:
+    chore_register(Chore("data-lifecycle", lambda now: data_lifecycle_tick(now=now)))

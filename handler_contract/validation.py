@@ -116,7 +116,7 @@ def validate_handler_config(
     """Return a normalised copy of ``config`` or raise ``HandlerConfigError``.
 
     ``require_runtime=False`` (saving a task) accepts a container handler on a process that
-    has no runtime itself: the runs go to workers that offer one (workers.capabilities).
+    has no runtime itself: the runs go to workers that offer one (scheduler_app.fleet.capabilities).
     ``platform_task_prefixes``: task names a celery handler may never send.
     """
     if not isinstance(config, Mapping):

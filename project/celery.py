@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 
 app = Celery("project")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["workers", "scheduler_app", "dags", "alerting", "data_lifecycle"])
+app.autodiscover_tasks(["workers", "scheduler_app", "dags", "alerting", "data_lifecycle", "runs"])
 
 
 @task_prerun.connect

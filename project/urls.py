@@ -6,8 +6,8 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
-from scheduler_app.api.root import ApiRootView
-from scheduler_app.api.unversioned import unversioned_api
+from api.root import ApiRootView
+from api.unversioned import unversioned_api
 from scheduler_app.monitoring.views import metrics_view, readyz_view, scheduler_readyz_view
 
 
@@ -24,8 +24,8 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/v1/", ApiRootView.as_view(), name="api-root"),
-    path("api/v1/", include("scheduler_app.api.urls")),
-    path("api/v1/", include("dags.api.urls")),
+    path("api/v1/", include("api.urls")),
+    path("api/v1/", include("api.dags.urls")),
     path("healthz", healthz, name="healthz"),
     path("favicon.ico", favicon, name="favicon"),
     # The schema and its UI are public (they describe, they do not reveal tenant data);
@@ -56,5 +56,5 @@ urlpatterns = [
     path("readyz", readyz_view, name="readyz"),
     path("readyz/scheduler", scheduler_readyz_view, name="readyz-scheduler"),
     path("metrics", metrics_view, name="metrics"),
-    path("dashboard/", include("scheduler_app.dashboard.urls")),
+    path("dashboard/", include("dashboard.urls")),
 ]

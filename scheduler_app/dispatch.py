@@ -48,8 +48,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import redis
+from celery import current_app as app
 
-from project.celery import app
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import is_redis_url, redis_from_url

@@ -38,8 +38,8 @@ import redis.asyncio
 import redis.commands.core
 from django.conf import settings
 
-from project.settings.env import sentinel_url
 from scheduler_app.redis_client import async_redis_from_url, redis_from_url, redis_key
+from scheduler_app.redis_urls import sentinel_url
 
 LINE = "line"
 PROGRESS = "progress"

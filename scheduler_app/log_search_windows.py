@@ -7,7 +7,7 @@ any of them; otherwise the next, wider window is tried, and the whole history la
 first window tried is the narrowest the planner expects to hold them (its estimate from the
 index's statistics); words it expects in few logs (or knows nothing of: rarer than any its
 statistics keep) or in many read the whole history at once. One ladder serves the API's
-pages (`scheduler_app.api.log_search_pages`) and the dashboard's task history.
+pages (`api.log_search_pages`) and the dashboard's task history.
 """
 
 from __future__ import annotations

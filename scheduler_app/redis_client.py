@@ -14,7 +14,7 @@ import redis.asyncio.sentinel
 from django.conf import settings
 from redis.sentinel import Sentinel
 
-from project.settings.env import sentinel_url
+from scheduler_app.redis_urls import sentinel_url
 
 _lock = threading.Lock()
 _clients: dict[tuple[int, str], redis.Redis] = {}

@@ -6,8 +6,8 @@ from datetime import datetime
 from functools import lru_cache
 
 from scheduler_app.choices import ScheduleType
-from scheduler_app.schedules import Schedule, parse_schedule
-from scheduler_app.schedules.shaping import JitteredSchedule, WindowedSchedule
+from schedules import Schedule, parse_schedule
+from schedules.shaping import JitteredSchedule, WindowedSchedule
 
 
 def schedule_for(

@@ -25,15 +25,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The server's top-level packages (scheduler_sdk and schedctl are the client side).
+# The server's top-level packages, top layer first (.importlinter's layers contract), the
+# one list of them: tests and tools that walk the product's code import it from here.
+# scheduler_sdk and schedctl are the client side.
 PACKAGES = (
-    "scheduler_app",
+    "project",
+    "devstack",
+    "site_admin",
+    "dashboard",
+    "api",
+    "beat",
     "workers",
-    "dags",
+    "runs",
     "alerting",
     "data_lifecycle",
+    "dags",
+    "scheduler_app",
+    "schedules",
     "handler_contract",
-    "project",
+    "budgets",
 )
 APPS = tuple(p for p in PACKAGES if p != "project")
 # Always shown (zero included), in this order; any other pair of apps is shown when it has

@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
+from beat.engine import EngineConfig, SchedulerEngine
+from beat.lock import LeaderLock
 
 
 @contextmanager

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from scheduler_app.fleet.registry import STATE_ACTIVE, WorkerRecord
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.services.task_definitions import task_create
-from workers.registry import STATE_ACTIVE, WorkerRecord
 
 
 def task_spec(**overrides: Any) -> dict[str, Any]:

@@ -231,7 +231,7 @@ def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> 
         "project",
         "beat",
         "-S",
-        "scheduler_app.beat:LeaderScheduler",
+        "beat:LeaderScheduler",
         "-l",
         "INFO",
     ]
@@ -241,7 +241,7 @@ def start_beat(*, node_id: str, env_overrides: dict[str, str] | None = None) -> 
 
 def beat_tick_started_after(node_id: str, moment: float) -> bool:
     """Has the beat `node_id` begun a tick after `moment` (epoch seconds), by its status in
-    Redis (scheduler_app/beat/status.py)? What a test waits for to know the beat has looked
+    Redis (beat/status.py)? What a test waits for to know the beat has looked
     again: a fire or a release it did not make by then it does not make."""
     import json
 

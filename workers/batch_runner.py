@@ -39,14 +39,15 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from runs.finish import runs_finish_succeeded
 from scheduler_app.choices import Trigger
 from scheduler_app.doorbell import Doorbell
+from scheduler_app.fleet import registry
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.execution_batches import (
     Succeeded,
     executions_claim,
-    executions_finish_succeeded,
     executions_give_back,
 )
 from scheduler_app.services.executions import Claim
@@ -59,7 +60,6 @@ from scheduler_app.services.quotas import (
     quota_running_count,
 )
 from scheduler_app.services.ringing import ring
-from workers import registry
 from workers.batch_lanes import Lanes, batch_width
 from workers.due import wait_until_due
 from workers.live_logs import live_tails_close
@@ -278,7 +278,7 @@ class _Batch:
             )
             for done in waiting
         }
-        accepted = executions_finish_succeeded(
+        accepted = runs_finish_succeeded(
             [
                 Succeeded(
                     claim=done.item.claim,

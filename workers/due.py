@@ -1,7 +1,7 @@
 """A claimed run starts at its scheduled time, not before.
 
 The beat rings a fire up to `SCHEDULER["FIRE_AHEAD_SECONDS"]` before it falls due (see
-`scheduler_app.beat.heap.Entry.ring_ahead`), so a worker may claim a run a little early: the
+`beat.heap.Entry.ring_ahead`), so a worker may claim a run a little early: the
 claim and the start bookkeeping are done before the run's time, and the handler starts at
 it. A claim never takes a run due later than its clock tolerance, which bounds the wait.
 """

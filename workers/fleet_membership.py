@@ -24,12 +24,13 @@ from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown, w
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from scheduler_app.services.fleet import worker_executions_fail_lost, worker_executions_release
+from runs.dead_workers import dead_workers_reap
+from runs.lost import worker_runs_fail_lost
+from scheduler_app.fleet import registry
+from scheduler_app.fleet.capabilities import capability_queues_to_consume, worker_capabilities
+from scheduler_app.services.fleet import worker_executions_release
 from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import abandon_request
-from workers import registry
-from workers.capabilities import capability_queues_to_consume, worker_capabilities
-from workers.reaper import dead_workers_reap
 from workers.shell_sandbox import worker_sandbox_status
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Fleet:
 
         registry.counters_reset(self.record.hostname)
         # Same hostname as a worker that died: whatever it held is lost, not ours.
-        lost = worker_executions_fail_lost(
+        lost = worker_runs_fail_lost(
             worker_id=self.record.hostname, reason="the worker restarted while running this"
         )
         if lost:

@@ -16,10 +16,10 @@ from django.db.models import Count
 from django.utils import timezone
 
 from scheduler_app.choices import TIERS, ExecutionStatus
+from scheduler_app.fleet.registry import STATE_ACTIVE, worker_records
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.system import waiting_runs
 from scheduler_app.redis_client import redis_from_url
-from workers.registry import STATE_ACTIVE, worker_records
 
 # kombu's Redis transport keeps priority sub-queues under "<queue>\x06\x16<step>".
 _PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")

@@ -26,6 +26,7 @@ from typing import Any
 from django.utils import timezone
 
 from scheduler_app.fairness import fair_release, fair_release_into
+from scheduler_app.fleet import registry
 from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
@@ -42,7 +43,6 @@ from scheduler_app.services.retry_budget import (
     retry_budget_note_execution_into,
     retry_budget_unnote_execution_into,
 )
-from workers import registry
 from workers.control import stop_requested_into
 
 logger = logging.getLogger(__name__)

@@ -22,14 +22,11 @@ from django.utils import timezone
 from budgets.limits import BudgetExceeded
 from dags.services.hooks import dag_upstream_results
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
+from runs.finish import run_finish
 from scheduler_app.limits import expression_budget
 from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.executions import (
-    Claim,
-    execution_claim,
-    execution_finish,
-)
+from scheduler_app.services.executions import Claim, execution_claim
 from scheduler_app.services.log_quota import stored_log
 from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
@@ -338,7 +335,7 @@ def finish_claimed(
     log_text, log_truncated = stored_log(
         tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
     )
-    report = execution_finish(
+    report = run_finish(
         execution_id=claim.execution.id,
         claim_token=claim.claim_token,
         outcome=handler_outcome,

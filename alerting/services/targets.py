@@ -144,3 +144,9 @@ def targets_for(*, tenant_id: Any, texts: list[str]) -> tuple[list[Target], list
         except TargetError as error:
             problems.append(str(error))
     return targets, problems
+
+
+def task_notifications_check(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
+    """The check alerting adds to saving a task (scheduler_app.task_checks)."""
+    if fields.get("notifications"):
+        notification_targets_check(tenant_id=tenant_id, notifications=fields["notifications"])

@@ -50,7 +50,7 @@ def _one(size: int, *, most: float) -> dict:
     TaskDefinition.objects.update(next_fire_at=due)
     pool = _workers(WORKERS, CONCURRENCY, app="project", queues="critical,normal,bulk", tag="b")
     beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "scheduler_app.beat:LeaderScheduler"],
+        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
         log_name="burst-beat",
         SCHEDULER_FIRE_AHEAD_MAX_SECONDS=str(most),
     )

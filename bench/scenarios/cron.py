@@ -33,7 +33,7 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def _ours() -> int:
-    from scheduler_app.schedules import parse_schedule
+    from schedules import parse_schedule
 
     count = 0
     for zone in ZONES:
@@ -96,7 +96,7 @@ def run(args: list[str]) -> Result:
         ],
     )
     rates = {
-        "ours (scheduler_app.schedules)": _measure(_ours),
+        "ours (schedules)": _measure(_ours),
         "croniter 7.0.0": _measure(_croniter),
         "cronsim 2.8": _measure(_cronsim),
     }

@@ -1,7 +1,7 @@
 """failover: SIGKILL the leading beat under load; gap until firing resumes, fires missed,
 fires doubled.
 
-Two real `celery beat -S scheduler_app.beat:LeaderScheduler` processes (default lock
+Two real `celery beat -S beat:LeaderScheduler` processes (default lock
 settings: TTL 1.5 s, renewed every 0.5 s, standby tries every 0.25 s) fire 833 interval
 schedules of 1 s (833 fires/s). The leader is killed with SIGKILL mid-run. Every schedule's
 fires over the whole window are then checked against what it should have fired.
@@ -26,7 +26,7 @@ NAME = "failover"
 QUICK = True
 DESCRIPTION = "SIGKILL the leader at 833 fires/s: takeover gap, fires missed, fires doubled"
 SCHEDULES = 833
-BEAT_SCHEDULER = "scheduler_app.beat:LeaderScheduler"
+BEAT_SCHEDULER = "beat:LeaderScheduler"
 STRESS_SECONDS = 60.0
 RING_AHEAD_SECONDS = 0.5  # SCHEDULER_FIRE_AHEAD_SECONDS's default: fires are recorded so early
 BEFORE_KILL = 10.0
@@ -232,7 +232,7 @@ def run(args: list[str]) -> Result:
             "fair dispatch off (FAIR_INFLIGHT_PER_TENANT=0): no worker consumes in this scenario",
             "takeover: the standby sees the killed leader's presence channel lose its"
             " subscriber (the kernel closed the dead process's sockets) and takes the lock"
-            " over without waiting out its 1.5 s TTL (scheduler_app/beat/lock.py)",
+            " over without waiting out its 1.5 s TTL (beat/lock.py)",
             "late_after_kill_s = the latest recording, among fires due in the 3 s after the"
             " kill, measured from the instant a healthy leader records them (due time less"
             " the 0.5 s ring-ahead); 0 = none late",

@@ -81,7 +81,7 @@ def _ours(
             "project",
             "beat",
             "-S",
-            "scheduler_app.beat:LeaderScheduler",
+            "beat:LeaderScheduler",
             "-l",
             "WARNING",
         ],

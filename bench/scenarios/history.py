@@ -73,10 +73,10 @@ def run(args: list[str]) -> Result:
     from rest_framework.test import APIClient
 
     from data_lifecycle.selectors import stats_overview, task_stats
-    from data_lifecycle.services import partitions
     from data_lifecycle.services.archive_store import ArchiveStore
     from data_lifecycle.services.retention import executions_archive
     from data_lifecycle.services.stats_refresh import task_stats_refresh
+    from scheduler_app import partitions
     from scheduler_app.models import TaskDefinition
     from scheduler_app.services.tenants import tenant_create_with_admin
 

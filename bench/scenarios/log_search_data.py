@@ -91,7 +91,7 @@ def _big_log(index: int) -> str:
 def history_load(rows: int, result: Result) -> None:
     from django.db import connection
 
-    from data_lifecycle.services import partitions
+    from scheduler_app import partitions
     from scheduler_app.models import ExecutionLog, TaskExecution
     from scheduler_app.services.tenants import tenant_create_with_admin
 

@@ -57,9 +57,9 @@ def probe(shards: int = 1) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-    from scheduler_app.beat.lock import LeaderLock
-    from scheduler_app.beat.shards import BeatRoster, ShardSet
+    from beat.engine import EngineConfig, SchedulerEngine
+    from beat.lock import LeaderLock
+    from beat.shards import BeatRoster, ShardSet
     from scheduler_app.models import TaskDefinition
     from scheduler_app.redis_client import get_redis
     from scheduler_app.shard_keys import shard_key_prefix

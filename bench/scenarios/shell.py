@@ -380,7 +380,7 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
     )
     time.sleep(8)  # worker up
     beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "scheduler_app.beat:LeaderScheduler"],
+        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
         log_name="shell-beat",
     )
     time.sleep(5)  # load, lead, first fires

@@ -132,7 +132,7 @@ def _ours(
     pool = _workers(workers, concurrency, app="project", queues="critical,normal,bulk", tag="w")
     time.sleep(8)  # workers up
     beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "scheduler_app.beat:LeaderScheduler"],
+        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
         log_name="sustained-beat",
     )
     time.sleep(5)  # load, lead, first fires

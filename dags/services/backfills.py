@@ -49,8 +49,8 @@ from scheduler_app.choices import (
 )
 from scheduler_app.errors import Conflict, LimitReached, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-from scheduler_app.schedules import Schedule
 from scheduler_app.task_schedule import schedule_of, schedule_of_task
+from schedules import Schedule
 
 MAX_FIRES = 10_000
 MAX_PARALLEL = 100

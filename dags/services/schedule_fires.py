@@ -1,6 +1,6 @@
 """What a DAG schedule's fire does: start a DAG run, under the DAG's overlap policy.
 
-The beat's schedule engine (`scheduler_app.beat.engine`) fires DAGs from the same heap as
+The beat's schedule engine (`beat.engine`) fires DAGs from the same heap as
 tasks: it decides *when* (catch-up, jitter, start/end window, change feed, shards, the
 leader lock) and hands the chosen fire instants here. UNIQUE(dag, scheduled_at) on
 scheduled runs (`uniq_dag_scheduled_fire`) makes a fire happen once even when two

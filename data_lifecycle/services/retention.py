@@ -30,9 +30,9 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import connection, transaction
 from django.utils import timezone
 
-from data_lifecycle.services import partitions
 from data_lifecycle.services.archive_store import ArchiveFile, ArchiveStore
 from data_lifecycle.services.parquet_archive import schema_for, select_list
+from scheduler_app import partitions
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
 from scheduler_app.services.log_quota import log_bytes_release
 

@@ -43,10 +43,18 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "scheduler_app",
+    # Ending runs across the apps; first, so the fleet's chores head the housekeeping.
+    "runs",
     "dags",
     "workers",
     "alerting",
     "data_lifecycle",
+    "api",
+    "dashboard",
+    "site_admin",
+    "devstack",
+    # Last: what is wired across the apps once they are all loaded (project/apps.py).
+    "project",
 ]
 
 MIDDLEWARE = [
@@ -60,7 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "scheduler_app.api.audit.AuditMiddleware",
+    "api.audit.AuditMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last: turns a login that django-axes marked as locked out into the 429 answer.
@@ -81,28 +89,28 @@ CONTENT_SECURITY_POLICY = {
     "frame-ancestors": ("'none'",),
 }
 
-# --- Login throttling (django-axes; scheduler_app/api/login_throttle.py) -------------------
+# --- Login throttling (django-axes; api/login_throttle.py) -------------------
 # The lockout check runs first; the model backend then checks the password.
 AUTHENTICATION_BACKENDS = [
-    "scheduler_app.api.login_throttle.LoginThrottleBackend",
+    "api.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 # After this many failed logins in a row for one user name from one client address (the
 # pair, never the address alone), that pair's logins (the right password too) are refused
 # for LOGIN_LOCKOUT_SECONDS; each further lockout of the pair lasts twice as long, up to
 # LOGIN_LOCKOUT_MAX_SECONDS, and a pair is forgotten after a success or that long without a
-# failure (scheduler_app/api/login_throttle.py).
+# failure (api/login_throttle.py).
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(seconds=env_int("LOGIN_LOCKOUT_SECONDS", 900))
 LOGIN_LOCKOUT_MAX_SECONDS = env_int("LOGIN_LOCKOUT_MAX_SECONDS", 86400)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_HANDLER = "scheduler_app.api.login_throttle.PairLockoutHandler"
+AXES_HANDLER = "api.login_throttle.PairLockoutHandler"
 # A refused attempt during a lockout is not counted (nor does it extend the lockout); the
 # lockouts themselves grow.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_CALLABLE = "scheduler_app.api.login_throttle.lockout_response"
-AXES_CLIENT_IP_CALLABLE = "scheduler_app.api.login_throttle.client_ip"
+AXES_LOCKOUT_CALLABLE = "api.login_throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "api.login_throttle.client_ip"
 # How many reverse proxies in front append to X-Forwarded-For (0: trust REMOTE_ADDR only).
 # Exactly as many as there are: one too many lets a client choose its address (and so a
 # fresh pair per guess). The Kubernetes manifests set 1 (the ingress), compose 0.
@@ -178,23 +186,23 @@ LOGIN_REDIRECT_URL = "/dashboard/"
 
 # Bodies over 1 MiB are refused before any parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("MAX_REQUEST_BODY_BYTES", 1024 * 1024)
-# JSON bodies nested deeper than this are a 400 (scheduler_app/api/parsers.py).
+# JSON bodies nested deeper than this are a 400 (api/parsers.py).
 API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 64)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework_simplejwt.authentication.JWTAuthentication",
-        "scheduler_app.api.api_keys.ApiKeyAuthentication",
+        "api.api_keys.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # One permission class for every view: tenant membership + the view's `write_role`.
-    "DEFAULT_PERMISSION_CLASSES": ["scheduler_app.api.permissions.TenantRolePermission"],
-    "DEFAULT_THROTTLE_CLASSES": ["scheduler_app.api.throttling.TenantRateThrottle"],
-    "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
+    "DEFAULT_PERMISSION_CLASSES": ["api.permissions.TenantRolePermission"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.TenantRateThrottle"],
+    "DEFAULT_SCHEMA_CLASS": "api.schema.SchedulerAutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
-    "EXCEPTION_HANDLER": "scheduler_app.api.errors.api_exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "scheduler_app.api.pagination.PagePagination",
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.BoundedJSONParser"],
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.PagePagination",
     "PAGE_SIZE": 50,
     # `?format=text` on the logs endpoint is ours, not a renderer switch.
     "URL_FORMAT_OVERRIDE": None,
@@ -212,7 +220,7 @@ SPECTACULAR_SETTINGS = {
     # Request bodies refuse unknown keys; the schema says so (additionalProperties: false).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "scheduler_app.api.schema.strict_request_bodies",
+        "api.schema.strict_request_bodies",
     ],
     "SCHEMA_PATH_PREFIX": "/api/v1",
     # Several models have a `status` field with different choices: name each enum.
@@ -281,7 +289,7 @@ SCHEDULER = {
     "FIRE_AHEAD_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_SECONDS", 0.5),
     # Above FIRE_AHEAD_SECONDS: a burst that takes the leader longer than that to ring
     # (50,000 fires due together) rings earlier, as early as it needs by the leader's
-    # measured ring rate, up to this long before it falls due (scheduler_app.beat.lead).
+    # measured ring rate, up to this long before it falls due (beat.lead).
     # A worker process may hold a burst's batch that long before its time, idle. Under 10 s
     # (a claim's clock tolerance); 0 or at most FIRE_AHEAD_SECONDS: the lead never grows.
     "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 8.0),
@@ -296,7 +304,7 @@ SCHEDULER = {
     # A run whose handler type no live worker offers (a container run with no worker that
     # has a runtime) waits this long after its time, then fails with `no_capable_worker`.
     "CAPABILITY_WAIT_SECONDS": env_float("SCHEDULER_CAPABILITY_WAIT_SECONDS", 600.0),
-    # Split the schedules over this many leader locks (scheduler_app/beat/shards.py): each
+    # Split the schedules over this many leader locks (beat/shards.py): each
     # beat keeps every shard warm and leads its fair share; 1 = one leader for all.
     "SHARDS": env_int("SCHEDULER_SHARDS", 1),
 }

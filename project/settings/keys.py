@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 from django.core.exceptions import ImproperlyConfigured
 
-# The local default of project/settings/base.py (scheduler_app/checks.py names it too).
+# The local default of project/settings/base.py (project/checks.py names it too).
 DEVELOPMENT_SECRET_KEY = "insecure-local-development-key-change-me-in-production"
 MIN_SECRET_KEY_LENGTH = 50
 # Django's own deploy check (security.W009) asks for at least this many distinct characters.

@@ -99,7 +99,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_WORKER_SEND_TASK_EVENTS = env_bool("CELERY_SEND_EVENTS", True)
 CELERY_TASK_SEND_SENT_EVENT = False
-CELERY_BEAT_SCHEDULER = "scheduler_app.beat:LeaderScheduler"
+CELERY_BEAT_SCHEDULER = "beat:LeaderScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 1
 # Celery's Django fixup closes every database connection before and after each task unless
 # this is set, so each run paid for a new PostgreSQL connection (a backend process forked per

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 
 def partition(apps, schema_editor):
-    from data_lifecycle.services.partitions import table_convert_to_partitioned
+    from scheduler_app.partitions import table_convert_to_partitioned
 
     table_convert_to_partitioned(schema_editor.connection, now=timezone.now())
 

@@ -1,5 +1,5 @@
 # Log search at 10M runs: a newest-first search reads a recent window of one tenant's logs
-# (scheduler_app.api.log_search_pages), found through this index on the tenant and the hour
+# (api.log_search_pages), found through this index on the tenant and the hour
 # the log was written, in one bitmap with the words' index. Built without locking out the
 # writes of finishing runs. (No btree_gin: the embedded PostgreSQL does not ship it.)
 

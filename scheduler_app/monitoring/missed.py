@@ -1,7 +1,7 @@
 """Missed schedules: fires a task's schedule expected in a window for which no execution
 started on time. Failures in schedulers are silent; this makes the silence visible.
 
-Computed from the schedule (scheduler_app.schedules) and the executions table, per task.
+Computed from the schedule (schedules) and the executions table, per task.
 A fire counts as missed when no attempt-1 execution exists for its time, or when the one
 that exists started more than `grace_seconds` late (or has not started yet and is late).
 Fires before the task existed are not expected. A task paused now is not listed; a task that
@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus, ScheduleType
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-from scheduler_app.schedules import ScheduleError
-from scheduler_app.schedules.preview import fires_between
 from scheduler_app.task_schedule import schedule_of_task
+from schedules import ScheduleError
+from schedules.preview import fires_between
 
 MAX_FIRES_PER_TASK = 500
 

@@ -142,7 +142,7 @@ class SchedulerNode:
 
 
 def scheduler_nodes() -> list[SchedulerNode]:
-    """What each beat instance last wrote (scheduler_app.beat.status; keys expire after 30 s)."""
+    """What each beat instance last wrote (beat.status; keys expire after 30 s)."""
     client = get_redis()
     keys = sorted(client.scan_iter(match=redis_key("scheduler:node:*"), count=500))
     nodes = []

@@ -1,5 +1,5 @@
 """The worker list the dashboard's Workers page and /metrics read: the fleet registry
-(scheduler_app/fleet_registry.py), which every worker refreshes on each heartbeat with its
+(scheduler_app/fleet/records.py), which every worker refreshes on each heartbeat with its
 CPU, memory, active runs and finished/errored counts. Reading it is one SMEMBERS and one
 MGET, so pages that poll every few seconds cost Redis almost nothing and wait on no worker.
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from scheduler_app.fleet_registry import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
+from scheduler_app.fleet.records import STATE_ACTIVE, STATE_DRAINING, WorkerRecord, worker_records
 
 STATE_UNRESPONSIVE = "unresponsive"
 WORKER_STATES = ("active", "draining", STATE_UNRESPONSIVE, "dead", "gone")

@@ -26,7 +26,6 @@ from django.utils import timezone
 from scheduler_app import db_rows
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
-from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.executions import (
     CLAIM_CLOCK_TOLERANCE,
@@ -156,16 +155,14 @@ def executions_give_back(claims: Sequence[Claim]) -> list[TaskExecution]:
     return [claim.execution for claim in claims if claim.execution.id in given_ids]
 
 
-def executions_finish_succeeded(
-    succeeded: Sequence[Succeeded], *, metrics_pipe: redis.client.Pipeline | CoalescedWrites
-) -> list[Succeeded]:
+def executions_finish_succeeded(succeeded: Sequence[Succeeded]) -> list[Succeeded]:
     """running -> success with each run's result, times and log, for the holder of each
-    claim, in one transaction; returns the ones accepted. Their counters go on
-    `metrics_pipe` once the transaction commits (the caller sends it)."""
+    claim, in one transaction; returns the ones accepted, their rows updated in memory.
+    Their counters and notices are the caller's (`runs.finish.runs_finish_succeeded`)."""
     if not succeeded:
         return []
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         accepted = _finish_postgres(succeeded, now=now)
         logged = [item for item in accepted if item.log_text or item.log_truncated]
         if logged:
@@ -174,9 +171,6 @@ def executions_finish_succeeded(
             execution = item.claim.execution
             execution.status = ExecutionStatus.SUCCESS
             execution.started_at, execution.completed_at = item.started_at, item.completed_at
-            run_finished_on_commit(
-                execution=execution, dead_lettered=False, metrics_pipe=metrics_pipe
-            )
     return accepted
 
 

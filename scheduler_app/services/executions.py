@@ -16,10 +16,9 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
-from dags.services.hooks import dag_execution_settled
 from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
 from scheduler_app import db_rows
-from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
+from scheduler_app.capabilities import capability_queues
 from scheduler_app.choices import (
     RETRYABLE_STATUSES,
     WAITING_STATUSES,
@@ -28,7 +27,6 @@ from scheduler_app.choices import (
 )
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
-from scheduler_app.monitoring.hooks import run_finished_on_commit
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from scheduler_app.services.follow_ups import execution_follow_up_create
 from scheduler_app.services.retry_budget import retry_budget_admit
@@ -45,7 +43,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # A doorbell may arrive before the row's time: the beat rings a burst up to
-# SCHEDULER_FIRE_AHEAD_MAX_SECONDS (8 s) ahead (scheduler_app.beat.lead), and clocks differ
+# SCHEDULER_FIRE_AHEAD_MAX_SECONDS (8 s) ahead (beat.lead), and clocks differ
 # slightly. A run claimed early starts its handler at its time (workers.due).
 CLAIM_CLOCK_TOLERANCE = timedelta(seconds=10)
 
@@ -76,9 +74,13 @@ class Claim:
 
 @dataclass(frozen=True)
 class FinishReport:
+    """What ending an attempt did. `execution`: the row as it ended (its task loaded), for
+    the caller to settle what depends on it (`runs.settle`); None when not accepted."""
+
     accepted: bool
     next_attempt_id: uuid.UUID | None = None
     dead_lettered: bool = False
+    execution: TaskExecution | None = None
 
 
 def execution_claim(
@@ -207,14 +209,9 @@ def _schedule_next_attempt_or_dead_letter(
             max_attempts=execution.max_attempts,
         )
         _prefer_previous_worker(next_attempt, worker_id=execution.worker_id, now=now)
-        return FinishReport(accepted=True, next_attempt_id=next_attempt.id)
+        return FinishReport(accepted=True, next_attempt_id=next_attempt.id, execution=execution)
     TaskExecution.objects.filter(id=execution.id).update(dead_lettered=True, dead_lettered_at=now)
-    return FinishReport(accepted=True, dead_lettered=True)
-
-
-def _dag_execution_settled(*, execution: TaskExecution, report: FinishReport) -> None:
-    """DAG nodes move on in the same transaction that ends their execution (no-op otherwise)."""
-    dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
+    return FinishReport(accepted=True, dead_lettered=True, execution=execution)
 
 
 def _within_retry_budget(due_at: datetime, *, now: datetime) -> datetime:
@@ -246,7 +243,6 @@ def execution_finish(
     log_text: str = "",
     log_truncated: bool = False,
     task: TaskDefinition | None = None,
-    metrics_pipe: redis.client.Pipeline | None = None,
     started_at: datetime | None = None,
 ) -> FinishReport:
     """running -> terminal, only for the holder of the claim; schedules retry or dead-letters.
@@ -254,11 +250,13 @@ def execution_finish(
     `task`: the definition the claim loaded (a worker passes it; saves loading it again).
     `started_at`: when the handler really started, if later than the claim (a batch's runs
     start in turn after one claim); without it the claim's time stays.
-    `metrics_pipe`: where the run's counters are queued once the finish commits (the caller
-    sends it afterwards); without it they are sent on their own. An empty log is not stored.
-    The finish, the row it returns and the log are one statement."""
+    An empty log is not stored. The finish, the row it returns and the log are one statement.
+
+    What depends on the run's end (its DAG node, counters, notices) is the caller's to
+    settle in the same transaction: `runs.finish.run_finish` does both. Inside the caller's
+    transaction this opens none of its own (no savepoint round trips)."""
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         execution = _finish_postgres(
             execution_id=execution_id,
             claim_token=claim_token,
@@ -278,16 +276,11 @@ def execution_finish(
         if task is None or task.id != execution.task_id:
             task = TaskDefinition.objects.get(id=execution.task_id)
         execution.task = task
-        report = FinishReport(accepted=True)
         if outcome.status in RETRYABLE_STATUSES:
-            report = _schedule_next_attempt_or_dead_letter(
+            return _schedule_next_attempt_or_dead_letter(
                 execution=execution, task=task, transient=outcome.transient, now=now
             )
-        run_finished_on_commit(
-            execution=execution, dead_lettered=report.dead_lettered, metrics_pipe=metrics_pipe
-        )
-        _dag_execution_settled(execution=execution, report=report)
-        return report
+        return FinishReport(accepted=True, execution=execution)
 
 
 def _finish_values(
@@ -365,7 +358,7 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
     attempt is scheduled once however many reapers see the same expired lease.
     """
     now = now or timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         updated = TaskExecution.objects.filter(
             id=execution_id, status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
         ).update(
@@ -380,38 +373,41 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
         if updated != 1:
             return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        report = _schedule_next_attempt_or_dead_letter(
+        return _schedule_next_attempt_or_dead_letter(
             execution=execution, task=execution.task, transient=True, now=now
         )
-        run_finished_on_commit(execution=execution, dead_lettered=report.dead_lettered)
-        _dag_execution_settled(execution=execution, report=report)
-        return report
 
 
-def executions_without_capable_worker_fail(
-    *, offered: set[str], now: datetime, wait_seconds: float, limit: int = 500
-) -> int:
-    """Fail the waiting runs that need a capability no live worker offers, once they have
-    waited `wait_seconds` past their time: `failed`, error_class `no_capable_worker` naming
-    the capability, dead-lettered (a retry from the DLQ once such a worker runs). A run whose
-    capability some worker offers waits however long the queue is."""
-    failed = 0
+def expired_lease_ids(*, now: datetime, limit: int = 500) -> list[uuid.UUID]:
+    """The running executions whose lease has expired (their worker stopped renewing it)."""
+    return list(
+        TaskExecution.objects.filter(
+            status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
+        ).values_list("id", flat=True)[:limit]
+    )
+
+
+def unrunnable_waiting_ids(
+    *, capability: str, now: datetime, wait_seconds: float, limit: int = 500
+) -> list[uuid.UUID]:
+    """The waiting runs that need `capability` and have waited `wait_seconds` past their
+    time (the caller knows no live worker offers it)."""
     cutoff = now - timedelta(seconds=wait_seconds)
-    for capability in PARTIAL_CAPABILITIES:
-        if capability in offered:
-            continue
-        waiting = TaskExecution.objects.filter(
+    return list(
+        TaskExecution.objects.filter(
             status__in=WAITING_STATUSES,
             queue__in=capability_queues(capability),
             scheduled_at__lt=cutoff,
         ).values_list("id", flat=True)[:limit]
-        for execution_id in list(waiting):
-            failed += _fail_unrunnable(execution_id=execution_id, capability=capability, now=now)
-    return failed
+    )
 
 
-def _fail_unrunnable(*, execution_id: uuid.UUID, capability: str, now: datetime) -> int:
-    with transaction.atomic():
+def execution_unrunnable_fail(
+    *, execution_id: uuid.UUID, capability: str, now: datetime
+) -> FinishReport:
+    """waiting -> failed (`no_capable_worker`, naming the capability), dead-lettered: a
+    retry from the dead-letter queue once such a worker runs. The caller settles it."""
+    with transaction.atomic(savepoint=False):
         updated = TaskExecution.objects.filter(id=execution_id, status__in=WAITING_STATUSES).update(
             status=ExecutionStatus.FAILED,
             completed_at=now,
@@ -425,22 +421,6 @@ def _fail_unrunnable(*, execution_id: uuid.UUID, capability: str, now: datetime)
             updated_at=now,
         )
         if updated != 1:
-            return 0
+            return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        report = FinishReport(accepted=True, dead_lettered=True)
-        run_finished_on_commit(execution=execution, dead_lettered=True)
-        _dag_execution_settled(execution=execution, report=report)
-        return 1
-
-
-def expired_leases_reap(*, limit: int = 500) -> int:
-    """Fail every running execution whose lease has expired. Returns how many this call won."""
-    now = timezone.now()
-    expired = list(
-        TaskExecution.objects.filter(
-            status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
-        ).values_list("id", flat=True)[:limit]
-    )
-    return sum(
-        1 for execution_id in expired if execution_fail_lost(execution_id=execution_id).accepted
-    )
+        return FinishReport(accepted=True, dead_lettered=True, execution=execution)

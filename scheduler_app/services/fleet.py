@@ -27,9 +27,10 @@ WORKER_LOST = "worker_lost"
 def execution_fail_worker_lost(
     *, execution_id: uuid.UUID, claim_token: uuid.UUID, worker_id: str, reason: str
 ) -> FinishReport:
-    """running -> failed (`worker_lost`) for this very claim; schedules the next attempt once."""
+    """running -> failed (`worker_lost`) for this very claim; schedules the next attempt once.
+    The caller settles it (`runs.lost.worker_runs_fail_lost`)."""
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         updated = TaskExecution.objects.filter(
             id=execution_id,
             status=ExecutionStatus.RUNNING,
@@ -52,20 +53,14 @@ def execution_fail_worker_lost(
         )
 
 
-def worker_executions_fail_lost(
-    *, worker_id: str, claimed_before: datetime | None = None, reason: str
-) -> int:
-    """Fail every run a dead worker held. Returns how many this caller won."""
+def worker_running_claims(
+    *, worker_id: str, claimed_before: datetime | None = None, limit: int = 5000
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(execution id, claim token) of the runs `worker_id` holds as running."""
     running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
     if claimed_before is not None:
         running = running.filter(started_at__lt=claimed_before)
-    won = 0
-    for execution_id, claim_token in running.values_list("id", "claim_token")[:5000]:
-        report = execution_fail_worker_lost(
-            execution_id=execution_id, claim_token=claim_token, worker_id=worker_id, reason=reason
-        )
-        won += int(report.accepted)
-    return won
+    return list(running.values_list("id", "claim_token")[:limit])
 
 
 def worker_kept_runs_ring(*, worker_id: str) -> int:

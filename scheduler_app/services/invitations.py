@@ -29,6 +29,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from scheduler_app import selectors
@@ -43,6 +44,18 @@ logger = logging.getLogger(__name__)
 TOKEN_PREFIX = "inv_"  # noqa: S105 (what every token starts with, not a secret)
 PREFIX_HEX_CHARS = 12
 MAX_TOKEN_LENGTH = 200
+
+
+def join_path(token: str) -> str:
+    """The dashboard's join page for an invitation's token (the page is the dashboard's; the
+    link is part of the invitation)."""
+    return reverse("dashboard:join-token", args=[token])
+
+
+def emailed_link(token: str) -> str:
+    """The link a mail carries: the installation's configured address (DASHBOARD_BASE_URL),
+    never the Host header of the request that asked for the mail."""
+    return settings.ALERTS["BASE_URL"].rstrip("/") + join_path(token)
 
 
 @dataclass(frozen=True)

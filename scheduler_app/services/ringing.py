@@ -17,7 +17,7 @@ runs) calls `ring`, which takes each batch through the same four steps:
 
 `ring_deferring_hold_back` does all but step 2's write and returns what it held back, for a
 thread with no database connection of its own to leave the write to its caller (the beat's
-publisher thread, `scheduler_app.beat.publisher`). Nothing here imports `workers`.
+publisher thread, `beat.publisher`). Nothing here imports `workers`.
 """
 
 from __future__ import annotations

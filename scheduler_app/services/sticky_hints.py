@@ -6,7 +6,7 @@ goes to its tier queue, so stickiness never delays anything.
 The hint (which worker should preferably run an execution) is written when a retry or a DAG
 node's successors are created; `route` reads it when their doorbells ring
 (`scheduler_app.services.ringing`) and turns it into that worker's own queue. The workers'
-records come from the registry in Redis (`scheduler_app.fleet_registry`): ringing never
+records come from the registry in Redis (`scheduler_app.fleet.records`): ringing never
 imports the worker side.
 """
 
@@ -20,7 +20,7 @@ from django.conf import settings
 
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.doorbell import Doorbell
-from scheduler_app.fleet_registry import (
+from scheduler_app.fleet.records import (
     STATE_ACTIVE,
     WorkerRecord,
     sticky_queue_name,

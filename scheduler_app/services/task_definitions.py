@@ -10,7 +10,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from alerting.services.targets import notification_targets_check
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.doorbell import Doorbell
@@ -20,6 +19,7 @@ from scheduler_app.services.payload_quota import payload_bytes_charge, payload_c
 from scheduler_app.services.ringing import ring_after_commit
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
+from scheduler_app.task_checks import task_checks_run
 from scheduler_app.task_schedule import first_fire_after
 
 
@@ -66,9 +66,9 @@ def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
 
 
 def _check_notifications(*, tenant_id: Any, fields: Mapping[str, Any]) -> None:
-    """Every notification target names a receiver the tenant has (400 naming it if not)."""
-    if fields.get("notifications"):
-        notification_targets_check(tenant_id=tenant_id, notifications=fields["notifications"])
+    """The apps' checks of what they own in a task (alerting: every notification target
+    names a receiver the tenant has; 400 naming it if not)."""
+    task_checks_run(tenant_id=tenant_id, fields=fields)
 
 
 def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> TaskDefinition:

@@ -46,9 +46,9 @@ from scheduler_app.limits import (
     task_timeout_limit,
 )
 from scheduler_app.platform_tasks import platform_task_prefixes
-from scheduler_app.schedules import ScheduleError
-from scheduler_app.schedules.timezones import load_timezone
 from scheduler_app.task_schedule import schedule_for
+from schedules import ScheduleError
+from schedules.timezones import load_timezone
 
 POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
 
@@ -178,7 +178,7 @@ def _handler_fields(handler: Mapping[str, Any], allowed_hosts: Collection[str]) 
             container_runtime=settings.WORKER["CONTAINER_RUNTIME"],
             celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
             platform_task_prefixes=platform_task_prefixes(),
-            # The runs go to workers that offer the handler (workers.capabilities); a
+            # The runs go to workers that offer the handler (scheduler_app.fleet.capabilities); a
             # task nobody can run yet is saved with a warning, not refused.
             require_runtime=False,
         )

@@ -19,13 +19,14 @@ from alerting.services.delivery import SIGNATURE_HEADER, Target, deliver
 from alerting.services.signing import signature_verify
 from alerting.tasks import enqueue_incident_changes
 from project.celery import app
+from runs.finish import run_finish
 from scheduler_app.choices import ExecutionStatus
+from scheduler_app.fleet import registry
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
-from workers import registry
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +80,7 @@ def run_once(task, status: str, capture, *, transient: bool = False, error_class
         execution = task_trigger(task=task)
     claim = execution_claim(execution_id=execution.id, worker_id="w1", lease_seconds=30)
     with capture(execute=True):
-        report = execution_finish(
+        report = run_finish(
             execution_id=execution.id,
             claim_token=claim.claim_token,
             outcome=Outcome(status=status, transient=transient, error_class=error_class),

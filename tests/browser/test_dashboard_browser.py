@@ -10,13 +10,13 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from scheduler_app.choices import ExecutionStatus
+from scheduler_app.fleet import registry
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.tenants import tenant_create_with_admin
 from tests.browser.conftest import screenshot, sign_in, wait_for_js
 from tests.dashboard.conftest import add_execution
 from tests.factories import make_task
-from workers import registry
 from workers.fleet_membership import Fleet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("chromium")]

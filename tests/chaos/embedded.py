@@ -1,6 +1,6 @@
 """A chaos stack on a PostgreSQL of its own, so that a case can stop and start the server.
 
-The server is the embedded PostgreSQL of `make run` (scheduler_app.embedded_postgres), started
+The server is the embedded PostgreSQL of `make run` (devstack.embedded_postgres), started
 by the test on a free port in a temporary var dir. The beats and workers reach it through
 DATABASE_URL. This test process's own Django connection stays on the test database, so the
 stack's tenant and tasks are made, and its tasks paused, by a short Django process on the
@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import namedtuple_row
 
-from scheduler_app import embedded_postgres
+from devstack import embedded_postgres
 from scheduler_app.choices import TERMINAL_STATUSES
 from scheduler_app.models import TaskExecution
 from tests.chaos.harness import ChaosStack, stack_env

@@ -17,7 +17,7 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from scheduler_app.beat.lock import LeaderLock
+from beat.lock import LeaderLock
 from scheduler_app.redis_client import get_redis, redis_key
 from tests.chaos.harness import chaos_stack, scaled
 from tests.processes import wait_until

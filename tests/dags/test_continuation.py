@@ -12,9 +12,10 @@ from dags.services.continuation import continuing
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
+from runs.finish import run_finish
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.executions import execution_claim, execution_finish
+from scheduler_app.services.executions import execution_claim
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +44,7 @@ def finish_root(run, django_capture_on_commit_callbacks) -> dict[str, TaskExecut
     claim = execution_claim(execution_id=root, worker_id=WORKER, lease_seconds=60)
     assert claim is not None
     with django_capture_on_commit_callbacks(execute=True):
-        report = execution_finish(
+        report = run_finish(
             execution_id=root, claim_token=claim.claim_token, outcome=HandlerOutcome("success")
         )
     assert report.accepted
@@ -102,7 +103,7 @@ def test_a_rolled_back_finish_hands_nothing_over(fan_out_run):
     claim = execution_claim(execution_id=root, worker_id=WORKER, lease_seconds=60)
     with continuing(tier="normal") as next_execution:
         with pytest.raises(RuntimeError), transaction.atomic():
-            execution_finish(
+            run_finish(
                 execution_id=root, claim_token=claim.claim_token, outcome=HandlerOutcome("success")
             )
             raise RuntimeError("the commit never happens")

@@ -13,7 +13,8 @@ from dags.services.definitions import dag_create
 from dags.services.hooks import dag_execution_settled, dag_upstream_results
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
-from scheduler_app.services.executions import execution_claim, execution_finish
+from runs.finish import run_finish
+from scheduler_app.services.executions import execution_claim
 
 ECHO = {"type": "python", "callable": "echo"}
 NOOP = {"type": "python", "callable": "noop"}
@@ -55,7 +56,7 @@ def test_upstream_results_are_read_only_for_handlers_that_can_see_them(tenant):
     run = dag_trigger(dag=dag)
     claim = _claim_node(run, "a")
     outcome = HandlerOutcome("success", result={"x": 1})
-    assert execution_finish(
+    assert run_finish(
         execution_id=claim.execution.id, claim_token=claim.claim_token, outcome=outcome
     ).accepted
     links._links.clear()

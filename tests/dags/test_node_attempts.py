@@ -190,7 +190,7 @@ def test_an_earlier_attempts_executions_keep_their_node_shards_included(ended_ru
 def test_the_dead_letter_of_an_earlier_attempt_is_retried_inside_its_run(ended_run):
     """b's first attempt was dead-lettered, the run re-run by hand and b failed again: the
     old dead letter is still b's, and its retry re-runs b in its run (not a lone task run)."""
-    from scheduler_app.services.dead_letters import dead_letter_retry
+    from runs.dead_letters import dead_letter_retry
 
     _, run = ended_run
     first = TaskExecution.objects.get(id=_state(run, "b").execution_id)

@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from beat.engine import EngineConfig
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create, dag_delete, dag_set_paused, dag_update
-from scheduler_app.beat.engine import EngineConfig
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.shard_keys import shard_of

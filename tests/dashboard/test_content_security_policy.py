@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from scheduler_app.dashboard.roles import dashboard_routes
+from dashboard.roles import dashboard_routes
 from scheduler_app.services.invitations import invitation_create
 from tests.api_clients import PASSWORD
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dags.choices import NodeStatus
-from dags.dashboard.dag_layout import (
+from dashboard.dags.dag_layout import (
     NODE_HEIGHT,
     NODE_WIDTH,
     TONE_OF_STATUS,
@@ -20,7 +20,7 @@ from dags.dashboard.dag_layout import (
     tone_of,
     topological_layers,
 )
-from scheduler_app.dashboard.durations import format_duration
+from dashboard.durations import format_duration
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

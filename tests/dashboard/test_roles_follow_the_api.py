@@ -1,6 +1,6 @@
 """Every dashboard route, walked from the URLconf as a viewer and as an operator: each page or
 button is allowed or refused exactly as the API's rule for the endpoint it stands for says
-(scheduler_app/api/permissions.py), and a refused one changes nothing, in PostgreSQL or in
+(api/permissions.py), and a refused one changes nothing, in PostgreSQL or in
 Redis. The bug it pins: an operator's POST dlq/<id>/delete un-dead-lettered a run, where the
 API's DELETE admin/dlq/<id> is for admins (403 for an operator).
 
@@ -16,8 +16,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 
-from scheduler_app.api.permissions import role_allows
-from scheduler_app.dashboard.roles import DashboardRoute, dashboard_routes
+from api.permissions import role_allows
+from dashboard.roles import DashboardRoute, dashboard_routes
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.tenants import membership_set
 from tests.api_clients import PASSWORD

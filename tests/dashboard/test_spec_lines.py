@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler_app.dashboard.spec_lines import field_path, line_of_field, parse_definition
+from dashboard.spec_lines import field_path, line_of_field, parse_definition
 
 MAX = 1024 * 1024
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from dashboard.task_form import initial_for
 from scheduler_app.choices import Role
-from scheduler_app.dashboard.task_form import initial_for
 from scheduler_app.models import AuditEntry, TaskDefinition, TenantMembership
 from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.factories import make_task

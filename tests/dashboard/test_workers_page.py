@@ -11,10 +11,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from scheduler_app.fleet import registry
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from tests.factories import make_queued_runs, make_task, make_worker_record
-from workers import registry
 
 pytestmark = pytest.mark.django_db
 

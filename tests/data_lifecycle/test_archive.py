@@ -8,10 +8,10 @@ import pytest
 from django.core.management import call_command
 
 from data_lifecycle.models import RestoredExecution
-from data_lifecycle.services import partitions
 from data_lifecycle.services.archive_store import ArchiveStore, read_rows
 from data_lifecycle.services.restore import executions_restore
 from data_lifecycle.services.retention import executions_archive, retention_apply
+from scheduler_app import partitions
 from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task

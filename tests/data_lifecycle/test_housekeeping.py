@@ -9,10 +9,10 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from beat.engine import EngineConfig, SchedulerEngine
+from beat.lock import LeaderLock
 from data_lifecycle import beat_hook
-from data_lifecycle.services import partitions
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
+from scheduler_app import partitions
 
 # The engine closes stale connections each tick, as the beat process does: real commits.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,10 +12,10 @@ import pytest
 from django.utils.dateparse import parse_datetime
 
 from data_lifecycle.models import RestoredExecution
-from data_lifecycle.services import partitions
 from data_lifecycle.services.archive_store import ArchiveStore
 from data_lifecycle.services.restore import executions_restore
 from data_lifecycle.services.retention import executions_archive
+from scheduler_app import partitions
 from scheduler_app.models import TaskExecution
 from tests.factories import make_task
 

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime
 import pytest
 from django.db import connection, models
 
-from data_lifecycle.services import partitions
+from scheduler_app import partitions
 from scheduler_app.models import TaskExecution
 from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task

@@ -11,7 +11,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.checks import run_checks
 
-from scheduler_app import checks
+from project import checks
 
 ROOT = Path(__file__).resolve().parents[2]
 

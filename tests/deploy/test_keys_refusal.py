@@ -78,7 +78,7 @@ def _processes(tmp_path: Path) -> dict[str, list[str]]:
             "project",
             "beat",
             "-S",
-            "scheduler_app.beat:LeaderScheduler",
+            "beat:LeaderScheduler",
             f"--pidfile={tmp_path / 'beat.pid'}",
         ],
         "celery-flower": [str(BIN / "celery"), "-A", "project", "flower", "--port=0"],

@@ -20,6 +20,7 @@ import yaml
 from kubernetes_validate import utils as kubernetes_schemas
 
 from scheduler_app.monitoring.metrics import METRIC_NAMES
+from scripts.import_graph import PACKAGES
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE_DIR = ROOT / "deploy" / "kubernetes"
@@ -94,7 +95,7 @@ def _env_names_read_by_the_project() -> set[str]:
             # A secret is also read from a file named by NAME_FILE.
             names |= {f"{name}_FILE" for name in secret.findall(path.read_text())}
     direct = re.compile(r"os\.environ\.get\(\s*\"([A-Z0-9_]+)\"")
-    for package in ("scheduler_app", "workers", "dags", "handler_contract", "project"):
+    for package in PACKAGES:
         for path in (ROOT / package).rglob("*.py"):
             names |= set(direct.findall(path.read_text()))
     return names

@@ -7,9 +7,9 @@ import os
 import signal
 
 from scheduler_app.choices import TERMINAL_STATUSES
+from scheduler_app.fleet.registry import worker_records
 from scheduler_app.models import TaskExecution
 from tests.processes import ServiceProcess, start_worker, wait_until
-from workers.registry import worker_records
 
 FLEET_WORKER = {
     "WORKER_KILL_GRACE_SECONDS": "1",

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app.beat.lock import LeaderLock
+from beat.lock import LeaderLock
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis
 from tests.factories import make_task

@@ -183,14 +183,14 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
     assert slow_run.worker_id == hostname_of_record(other) and slow_run.attempt == 1
     assert TaskExecution.objects.filter(task__in=[quick, slow]).count() == 2  # no failures
     assert released_after < 3 + 15, released_after  # deadline + re-run, not a lease expiry
-    from workers.registry import worker_record_get
+    from scheduler_app.fleet.registry import worker_record_get
 
     assert worker_record_get(drain_name).state == "gone"
     print(f"SIGTERM drain: slow run released and finished elsewhere {released_after:.1f}s later")
 
 
 def hostname_of_record(worker) -> str:
-    from workers.registry import worker_records
+    from scheduler_app.fleet.registry import worker_records
 
     return next(r.hostname for r in worker_records() if r.pid == worker.pid)
 

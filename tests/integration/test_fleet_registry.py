@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from scheduler_app.fleet.registry import worker_record_get
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import staff_client
@@ -18,7 +19,6 @@ from tests.integration.fleet_helpers import (
 )
 from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
 from tests.streams import sync_chunks
-from workers.registry import worker_record_get
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -8,7 +8,7 @@ import concurrent.futures
 
 import pytest
 
-from scheduler_app.api.log_events import follow_log
+from api.log_events import follow_log
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.services.log_followers import log_follower_open
 from scheduler_app.services.task_definitions import task_trigger

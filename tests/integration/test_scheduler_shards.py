@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
-from scheduler_app.beat.lock import LeaderLock
+from beat.lock import LeaderLock
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis
 from scheduler_app.shard_keys import shard_key_prefix, shard_of

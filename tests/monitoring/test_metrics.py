@@ -12,12 +12,13 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from project.celery import app
+from runs.finish import run_finish
 from scheduler_app.dispatch import RUN_EXECUTION_TASK
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.metrics import METRIC_NAMES
 from scheduler_app.monitoring.system import queue_states
 from scheduler_app.redis_client import redis_key
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
@@ -84,7 +85,7 @@ def test_runs_counted_by_a_finish_are_seen_by_a_scrape(
             execution = task_trigger(task=task)
         claim = execution_claim(execution_id=execution.id, worker_id="w1", lease_seconds=30)
         with django_capture_on_commit_callbacks(execute=True):
-            execution_finish(
+            run_finish(
                 execution_id=execution.id,
                 claim_token=claim.claim_token,
                 outcome=Outcome(status=status, transient=False, error_class="x"),

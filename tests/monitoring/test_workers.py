@@ -11,6 +11,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from scheduler_app.fleet import registry
 from scheduler_app.monitoring.workers import worker_list
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.retry_budget import (
@@ -19,7 +20,6 @@ from scheduler_app.services.retry_budget import (
     retry_budget_usage,
 )
 from tests.monitoring.test_metrics import scrape, scrape_auth  # noqa: F401 (fixture)
-from workers import registry
 from workers.fleet_membership import Fleet
 
 pytestmark = pytest.mark.django_db

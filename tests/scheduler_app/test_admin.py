@@ -6,8 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from runs.finish import run_finish
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
@@ -71,7 +72,7 @@ def test_retry_dead_lettered_action(staff_client, tenant):
     task = make_task(tenant, schedule={"type": "manual"}, retry_policy={"max_attempts": 1})
     execution = task_trigger(task=task)
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution.id, claim_token=claim.claim_token, outcome=Outcome(status="failed")
     )
     _action(staff_client, "taskexecution", "retry_dead_lettered", [execution.id])

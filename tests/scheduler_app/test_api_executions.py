@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.finish import run_finish
 from scheduler_app.models import AuditEntry, TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _finish(execution, status: str, *, transient: bool = False):
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status=status, transient=transient),

@@ -13,9 +13,10 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from alerting.services.channels import channel_create
+from runs.finish import run_finish
 from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import api_key_client, jwt_client, member_client
@@ -56,7 +57,7 @@ def tenant_b(tenant_factory):
     )
     execution = task_trigger(task=task)
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status="failed", error_message=MARKER, transient=False),

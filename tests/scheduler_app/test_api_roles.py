@@ -9,7 +9,7 @@ from django.urls import get_resolver
 from rest_framework.test import APIClient
 from rest_framework.views import APIView
 
-from scheduler_app.api.permissions import required_role
+from api.permissions import required_role
 from scheduler_app.models import ApiKey, AuditEntry, TaskDefinition
 from tests.api_clients import api_key_client, member_client, staff_client
 from tests.factories import make_task
@@ -84,7 +84,7 @@ def test_every_route_declares_a_valid_role_and_unsafe_defaults_to_admin():
         # them) are open by design: the credentials are in the body. The API root lists
         # route templates only (no ids, no tenant data) and answers GET alone.
         if view_class.__module__.startswith(
-            ("rest_framework_simplejwt", "drf_spectacular", "scheduler_app.api.views_auth")
+            ("rest_framework_simplejwt", "drf_spectacular", "api.views_auth")
         ):
             continue
         if pattern.name == "api-root":

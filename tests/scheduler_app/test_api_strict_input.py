@@ -15,9 +15,10 @@ from alerting.services.channels import channel_create
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
+from runs.finish import run_finish
 from scheduler_app.models import ApiKey, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import member_client
@@ -41,7 +42,7 @@ def own_objects(tenant):
     )
     execution = task_trigger(task=task)
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status="failed", error_message="boom", transient=False),

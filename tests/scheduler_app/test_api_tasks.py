@@ -7,8 +7,9 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from runs.finish import run_finish
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +182,7 @@ def test_executions_detail_logs_and_dead_letter_queue(api, tenant):
     trigger = api.post(f"/api/v1/tasks/{task.id}/trigger").json()
     execution_id = trigger["execution_id"]
     claim = execution_claim(execution_id=execution_id, worker_id="w1", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution_id,
         claim_token=claim.claim_token,
         outcome=Outcome(status="failed", error_message="exit 3", error_class="exit_code"),
@@ -211,7 +212,7 @@ def test_dead_letter_delete_and_retry_all(api, tenant):
     for _ in range(3):
         execution_id = api.post(f"/api/v1/tasks/{task.id}/trigger").json()["execution_id"]
         claim = execution_claim(execution_id=execution_id, worker_id="w1", lease_seconds=30)
-        execution_finish(
+        run_finish(
             execution_id=execution_id,
             claim_token=claim.claim_token,
             outcome=Outcome(status="failed"),

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler_app.services.executions import Outcome, execution_claim, execution_finish
+from runs.finish import run_finish
+from scheduler_app.services.executions import Outcome, execution_claim
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db
 def _finished(task, status: str):
     execution = task_trigger(task=task)
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
-    execution_finish(
+    run_finish(
         execution_id=execution.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status=status, transient=False),

@@ -1,11 +1,11 @@
-"""How far ahead a burst rings (scheduler_app.beat.lead): enough, at the measured ring rate,
+"""How far ahead a burst rings (beat.lead): enough, at the measured ring rate,
 for its last fire to be out by its time; no earlier than the base lead for a small one."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from scheduler_app.beat.lead import FIRST_RING_RATE, RingRate, extra_lead
+from beat.lead import FIRST_RING_RATE, RingRate, extra_lead
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 MOST = timedelta(seconds=4.5)

@@ -1,4 +1,4 @@
-"""`make run`'s embedded PostgreSQL (scheduler_app.embedded_postgres): it starts, keeps its
+"""`make run`'s embedded PostgreSQL (devstack.embedded_postgres): it starts, keeps its
 data across a restart, stops without leaving a process behind, and lets no one in without
 the password. Real servers from the pgserver wheel, in a temporary var dir."""
 
@@ -11,7 +11,7 @@ import psutil
 import psycopg
 import pytest
 
-from scheduler_app import embedded_postgres
+from devstack import embedded_postgres
 
 
 def _free_port() -> int:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app.beat.engine import CHANGE_FEED_OVERLAP, EngineConfig
+from beat.engine import CHANGE_FEED_OVERLAP, EngineConfig
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.task_definitions import task_delete, task_pause, task_resume
 from tests.beat_engines import engine_builder
@@ -252,7 +252,7 @@ def test_a_takeover_rings_again_a_fire_its_predecessor_committed_after_it(
 ):
     """A leader SIGKILLed with its COMMIT on the wire: the rows land after the takeover's
     first republish pass, and the second pass rings them."""
-    from scheduler_app.beat import engine as engine_module
+    from beat import engine as engine_module
 
     monkeypatch.setattr(engine_module, "REPUBLISH_AGAIN_SECONDS", 0.0)
     task = make_task(tenant, name="by-hand", schedule={"type": "manual"})

@@ -6,14 +6,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.finish import run_finish
+from runs.lost import expired_leases_reap
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import (
     Outcome,
     execution_claim,
     execution_fail_lost,
-    execution_finish,
     execution_renew_lease,
-    expired_leases_reap,
 )
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
@@ -60,7 +60,7 @@ def test_a_pending_row_in_the_future_cannot_be_claimed_early(queued):
 
 def test_success_is_recorded_with_result_and_log(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
-    report = execution_finish(
+    report = run_finish(
         execution_id=queued.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status="success", result={"rows": 3}, exit_code=0),
@@ -75,7 +75,7 @@ def test_success_is_recorded_with_result_and_log(queued):
 def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
     before = timezone.now()
-    report = execution_finish(execution_id=queued.id, claim_token=claim.claim_token, outcome=FAILED)
+    report = run_finish(execution_id=queued.id, claim_token=claim.claim_token, outcome=FAILED)
     retry = TaskExecution.objects.get(id=report.next_attempt_id)
     assert retry.status == "pending" and retry.trigger == "retry" and retry.attempt == 2
     assert retry.root_execution_id == queued.id and retry.retry_of_id == queued.id
@@ -92,7 +92,7 @@ def test_the_last_failed_attempt_is_dead_lettered(task, queued):
     for _ in range(3):
         TaskExecution.objects.filter(id=execution_id).update(scheduled_at=timezone.now())
         claim = execution_claim(execution_id=execution_id, worker_id="w", lease_seconds=30)
-        report = execution_finish(
+        report = run_finish(
             execution_id=execution_id, claim_token=claim.claim_token, outcome=FAILED
         )
         execution_id = report.next_attempt_id or execution_id
@@ -104,7 +104,7 @@ def test_the_last_failed_attempt_is_dead_lettered(task, queued):
 
 def test_permanent_errors_are_not_retried(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w", lease_seconds=30)
-    report = execution_finish(
+    report = run_finish(
         execution_id=queued.id,
         claim_token=claim.claim_token,
         outcome=Outcome(status="failed", error_class="http_4xx", transient=False),
@@ -116,7 +116,7 @@ def test_permanent_errors_are_not_retried(queued):
 def test_a_zombie_finish_is_rejected_by_the_claim_token(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
     stale_token = uuid.uuid4()
-    report = execution_finish(
+    report = run_finish(
         execution_id=queued.id, claim_token=stale_token, outcome=Outcome(status="success")
     )
     assert not report.accepted
@@ -146,7 +146,7 @@ def test_an_expired_lease_becomes_a_worker_lost_attempt_retried_once_by_many_rea
     assert queued.status == "failed" and queued.error_class == "worker_lost"
     assert TaskExecution.objects.filter(retry_of_id=queued.id).count() == 1
     # The worker that lost its lease cannot finish it any more.
-    late = execution_finish(
+    late = run_finish(
         execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")
     )
     assert not late.accepted

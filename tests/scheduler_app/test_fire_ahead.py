@@ -9,15 +9,15 @@ from datetime import timedelta
 import pytest
 from django.conf import settings
 
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.publisher import FirePublisher
+from beat.engine import EngineConfig, SchedulerEngine
+from beat.lock import LeaderLock
+from beat.publisher import FirePublisher
 from scheduler_app.dispatch import BURST_MESSAGES, batch_size
+from scheduler_app.fleet.registry import STATE_DRAINING, live_processes, worker_record_save
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
 from tests.clock import ManualClock
 from tests.factories import make_task, make_worker_record
-from workers.registry import STATE_DRAINING, live_processes, worker_record_save
 
 AHEAD = 1.9  # seconds
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from scheduler_app.beat import publisher as publisher_module
-from scheduler_app.beat.publisher import FirePublisher
+from beat import publisher as publisher_module
+from beat.publisher import FirePublisher
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.services.ringing import Rung
 

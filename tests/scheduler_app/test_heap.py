@@ -2,8 +2,8 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from scheduler_app.beat.heap import Entry, ScheduleHeap
-from scheduler_app.schedules import parse_schedule
+from beat.heap import Entry, ScheduleHeap
+from schedules import parse_schedule
 
 T0 = datetime(2027, 1, 1, tzinfo=UTC)
 

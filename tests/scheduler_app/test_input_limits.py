@@ -34,7 +34,7 @@ def test_nesting_within_the_limit_is_accepted(api):
 
 
 def test_the_depth_check_counts_lists_and_objects():
-    from scheduler_app.api.parsers import json_depth_exceeds
+    from api.parsers import json_depth_exceeds
 
     assert not json_depth_exceeds([[[[1]]]], 4)
     assert json_depth_exceeds([[[[1]]]], 3)

@@ -11,7 +11,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from scheduler_app.beat.lock import LeaderLock
+from beat.lock import LeaderLock
 
 TTL = 30.0  # long: every takeover below must come from presence, never from expiry
 
@@ -95,7 +95,7 @@ def test_a_lock_taken_without_announcing_presence_is_left_to_its_ttl(prefix, red
 
 
 def test_a_dead_beat_leaves_the_shards_fair_share_at_once(prefix):
-    from scheduler_app.beat.shards import BeatRoster
+    from beat.shards import BeatRoster
 
     def roster(name: str) -> BeatRoster:
         client = redis.Redis.from_url(settings.REDIS_URL, decode_responses=True)

@@ -7,7 +7,7 @@ import io
 import pytest
 from django.test import override_settings
 
-from scheduler_app.localstack import shell_sandbox_choice
+from devstack.localstack import shell_sandbox_choice
 
 
 def _worker_settings(**overrides):

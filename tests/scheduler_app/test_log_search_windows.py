@@ -14,9 +14,9 @@ from django.test import Client
 from django.utils import timezone
 
 from handler_contract.base import HandlerOutcome
+from runs.finish import run_finish
 from scheduler_app import log_search, log_search_windows
 from scheduler_app.models import ExecutionLog, TaskExecution
-from scheduler_app.services.executions import execution_finish
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -170,7 +170,7 @@ def test_the_dashboard_search_box_asks_the_same_windows(tenant_and_user, history
             tried.append(start)
             yield start
 
-    monkeypatch.setattr("scheduler_app.dashboard.views.newest_first_windows", windows)
+    monkeypatch.setattr("dashboard.views.newest_first_windows", windows)
     monkeypatch.setattr("scheduler_app.log_search_windows._middling", lambda tenant, words: True)
     monkeypatch.setattr(
         "scheduler_app.log_search_windows._expected_in_window", lambda tenant, words, start: 1e9
@@ -230,7 +230,7 @@ def test_a_finish_never_dates_a_log_before_its_run(api, tenant):
         worker_id="w1",
         claim_token=token,
     )
-    report = execution_finish(
+    report = run_finish(
         execution_id=run.id,
         claim_token=token,
         outcome=HandlerOutcome("success"),

@@ -17,9 +17,9 @@ from django.utils import timezone
 from data_lifecycle.services.archive_store import ArchiveStore
 from data_lifecycle.services.retention import logs_archive
 from handler_contract.base import HandlerOutcome
+from runs.finish import run_finish
 from scheduler_app import log_search
 from scheduler_app.models import ExecutionLog, TaskExecution
-from scheduler_app.services.executions import execution_finish
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +62,7 @@ def _running(task) -> TaskExecution:
 
 def test_a_finish_stores_its_logs_words(tenant):
     run = _running(make_task(tenant, name="fetcher", schedule={"type": "manual"}))
-    execution_finish(
+    run_finish(
         execution_id=run.id,
         claim_token=run.claim_token,
         outcome=HandlerOutcome("success"),

@@ -20,7 +20,7 @@ from rest_framework.test import APIClient
 from rest_framework_simplejwt.token_blacklist.models import BlacklistedToken
 from rest_framework_simplejwt.tokens import RefreshToken
 
-from scheduler_app.api.login_throttle import client_ip, lockout_state
+from api.login_throttle import client_ip, lockout_state
 from scheduler_app.models import AuditEntry
 
 PASSWORD = "pw-123456"

@@ -9,15 +9,15 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.policies import catchup_select
+from beat.engine import EngineConfig, SchedulerEngine
+from beat.lock import LeaderLock
+from beat.policies import catchup_select
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.schedules import parse_schedule
-from scheduler_app.schedules.shaping import JitteredSchedule, WindowedSchedule
 from scheduler_app.services.firing import due_pending_promote
 from scheduler_app.services.task_definitions import task_pause, task_resume, task_update
+from schedules import parse_schedule
+from schedules.shaping import JitteredSchedule, WindowedSchedule
 from tests.factories import make_task
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -9,11 +9,11 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from beat.publisher import FirePublisher
 from project.celery import app
-from scheduler_app.beat.publisher import FirePublisher
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.fairness import fair_admit
-from scheduler_app.fleet_registry import sticky_queue_name, worker_record_save
+from scheduler_app.fleet.records import sticky_queue_name, worker_record_save
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.ringing import doorbells_hold_back, ring, ring_deferring_hold_back
 from scheduler_app.services.sticky_hints import sticky_hint_set

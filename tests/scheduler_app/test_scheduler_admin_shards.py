@@ -13,8 +13,8 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.shards import BeatRoster
+from beat.lock import LeaderLock
+from beat.shards import BeatRoster
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.shard_keys import shard_key_prefix, shard_node_id
 from tests.api_clients import staff_client

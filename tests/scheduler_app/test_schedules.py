@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler_app.schedules import (
+from schedules import (
     CronSchedule,
     FireTime,
     IntervalSchedule,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from scheduler_app.schedules import Schedule, fires_between, parse_schedule, preview
+from schedules import Schedule, fires_between, parse_schedule, preview
 
 NEW_YORK = "America/New_York"
 BERLIN = "Europe/Berlin"

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler_app.schedules import (
+from schedules import (
     IntervalSchedule,
     ScheduleError,
     parse_interval,

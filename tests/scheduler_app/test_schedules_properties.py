@@ -19,7 +19,7 @@ from croniter import croniter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from scheduler_app.schedules import CronSchedule, ScheduleError, fires_between, parse_schedule
+from schedules import CronSchedule, ScheduleError, fires_between, parse_schedule
 
 MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 WEEKDAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]

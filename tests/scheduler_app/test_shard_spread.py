@@ -9,9 +9,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-from scheduler_app.beat.lock import LeaderLock
-from scheduler_app.beat.shards import BeatRoster, ShardSet
+from beat.engine import EngineConfig, SchedulerEngine
+from beat.lock import LeaderLock
+from beat.shards import BeatRoster, ShardSet
 from scheduler_app.shard_keys import roster_ttl, shard_key_prefix, shard_node_id
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -33,8 +33,8 @@ def test_shard_zero_keeps_the_unsharded_keys():
 def test_an_engine_loads_only_its_shard(tenant):
     from django.conf import settings
 
-    from scheduler_app.beat.engine import EngineConfig, SchedulerEngine
-    from scheduler_app.beat.lock import LeaderLock
+    from beat.engine import EngineConfig, SchedulerEngine
+    from beat.lock import LeaderLock
     from scheduler_app.redis_client import get_redis
     from tests.factories import make_task
 

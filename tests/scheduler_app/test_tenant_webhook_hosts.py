@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from alerting.selectors import delivery_allowed_hosts
 from alerting.services.delivery import Target
-from scheduler_app.admin_tenants import TenantAdminForm
-from scheduler_app.checks import check_retired_webhook_hosts
+from project.checks import check_retired_webhook_hosts
 from scheduler_app.models import AuditEntry, Tenant
+from site_admin.admin_tenants import TenantAdminForm
 from tests.api_clients import member_client
 
 pytestmark = pytest.mark.django_db

@@ -14,13 +14,14 @@ from django.test import Client
 
 from dags.models import Dag, DagRun
 from scheduler_app.models import TaskDefinition
+from scripts.import_graph import PACKAGES
 from tests.api_clients import PASSWORD, staff_client
 from tests.dashboard.conftest import make_dag
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("scheduler_app", "dags", "workers", "alerting", "data_lifecycle", "handler_contract")
+PRODUCT = PACKAGES
 NOT_ASCII_DIGITS = ["²", "٣", "１"]  # superscript two, Arabic-Indic three, fullwidth one
 DEEP = "[" * 100_000 + "]" * 100_000
 LONG_NUMBER = "9" * 5000

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from runs.dead_workers import dead_workers_reap
+from scheduler_app.fleet.registry import worker_record_get, worker_record_save
 from scheduler_app.models import TaskExecution
 from tests.factories import make_task, make_worker_record
-from workers.reaper import dead_workers_reap
-from workers.registry import worker_record_get, worker_record_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

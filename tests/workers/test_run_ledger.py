@@ -12,6 +12,7 @@ import redis
 from django.utils import timezone
 
 from scheduler_app.fairness import _drained_keys, _inflight_key
+from scheduler_app.fleet.registry import counters_read
 from scheduler_app.live_logs import live_logs_redis, log_stream_key
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
@@ -22,7 +23,6 @@ from scheduler_app.services.retry_budget import retry_budget_usage
 from scheduler_app.services.run_signals import abandon_request, cancel_request
 from tests.factories import make_queued_runs, make_task
 from workers.live_logs import LiveLogSink, live_tails_close
-from workers.registry import counters_read
 from workers.run_ledger import RunLedger
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,47 @@
+from django.urls import path
+
+from api.dags import backfill_views, event_views, views
+
+urlpatterns = [
+    path("dags", views.DagListView.as_view(), name="dag-list"),
+    path("dags/<str:dag_id>", views.DagDetailView.as_view(), name="dag-detail"),
+    path("dags/<str:dag_id>/trigger", views.DagTriggerView.as_view(), name="dag-trigger"),
+    path("dags/<str:dag_id>/pause", views.DagPauseView.as_view(), name="dag-pause"),
+    path("dags/<str:dag_id>/resume", views.DagResumeView.as_view(), name="dag-resume"),
+    path("dags/<str:dag_id>/executions", views.DagRunListView.as_view(), name="dag-runs"),
+    path(
+        "dags/<str:dag_id>/executions/<str:run_id>",
+        views.DagRunDetailView.as_view(),
+        name="dag-run-detail",
+    ),
+    path(
+        "dags/<str:dag_id>/executions/<str:run_id>/cancel",
+        views.DagRunCancelView.as_view(),
+        name="dag-run-cancel",
+    ),
+    path(
+        "dags/<str:dag_id>/executions/<str:run_id>/retry",
+        views.DagRunRetryView.as_view(),
+        name="dag-run-retry",
+    ),
+    path(
+        "tasks/<str:task_id>/backfill",
+        backfill_views.TaskBackfillView.as_view(),
+        name="task-backfill",
+    ),
+    path(
+        "dags/<str:dag_id>/backfill", backfill_views.DagBackfillView.as_view(), name="dag-backfill"
+    ),
+    path("backfills", backfill_views.BackfillListView.as_view(), name="backfill-list"),
+    path("events", event_views.EventListView.as_view(), name="event-list"),
+    path(
+        "backfills/<str:backfill_id>",
+        backfill_views.BackfillDetailView.as_view(),
+        name="backfill-detail",
+    ),
+    path(
+        "backfills/<str:backfill_id>/cancel",
+        backfill_views.BackfillCancelView.as_view(),
+        name="backfill-cancel",
+    ),
+]

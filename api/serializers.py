@@ -1,0 +1,299 @@
+"""Request shapes (types only; meaning is checked by the services) and response shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.utils.timezone import now as utc_now
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from api.strict import StrictSerializer
+from scheduler_app.choices import (
+    SCHEDULE_TYPES_ACCEPTED,
+    Backoff,
+    Catchup,
+    ExecutionStatus,
+    Overlap,
+)
+from scheduler_app.limits import (
+    MAX_ATTEMPTS,
+    MAX_DELAY_SECONDS,
+    MAX_JITTER_SECONDS,
+    PRIORITY_HIGHEST,
+    PRIORITY_LOWEST,
+    task_timeout_limit,
+)
+from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.progress import progress_live_get_many
+from scheduler_app.services.task_spec import schedule_block_errors
+from schedules import MAX_EXPRESSION_LENGTH
+
+
+class ScheduleInput(StrictSerializer):
+    type = serializers.ChoiceField(
+        choices=[*SCHEDULE_TYPES_ACCEPTED, "event"],
+        help_text="`one-shot` is the same as `once`; `event` starts a run per matching event.",
+    )
+    expression = serializers.CharField(
+        required=False, allow_blank=True, max_length=MAX_EXPRESSION_LENGTH
+    )
+    timezone = serializers.CharField(required=False, max_length=64, default="UTC")
+    run_at = serializers.CharField(required=False, allow_null=True, max_length=64)
+    scheduled_at = serializers.CharField(
+        required=False, allow_null=True, max_length=64, help_text="The same as `run_at`."
+    )
+    # type "event": the event's name and the payload subset that starts a run.
+    name = serializers.CharField(required=False, max_length=255)
+    match = serializers.DictField(required=False)
+
+    def to_internal_value(self, data: Any) -> Any:
+        """Types first, then meaning (by the services' own check): the block's every
+        mistake in one 400, field by field, those of the keys the types refused included
+        (a wrong type and a wrong zone are two errors, not one after the other)."""
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            refused = error.detail if isinstance(error.detail, dict) else {}
+            if not isinstance(data, Mapping) or not refused:
+                raise
+            rest = {key: item for key, item in data.items() if key not in refused}
+            raise serializers.ValidationError(
+                {**_schedule_meaning_errors(rest), **refused}
+            ) from error
+        meaning = _schedule_meaning_errors(value)
+        if meaning:
+            raise serializers.ValidationError(meaning)
+        return value
+
+
+def _schedule_meaning_errors(schedule: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{"timezone": ["unknown timezone ..."], ...}: the block's refusals, keyed relative to
+    the block as DRF's nested errors are."""
+    errors: dict[str, list[str]] = {}
+    for error in schedule_block_errors(schedule, anchor=utc_now()):
+        key = (error.field or "").removeprefix("schedule").lstrip(".") or "non_field_errors"
+        errors.setdefault(key, []).append(error.message)
+    return errors
+
+
+class RetryPolicyInput(StrictSerializer):
+    max_attempts = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ATTEMPTS)
+    backoff = serializers.ChoiceField(choices=Backoff.choices, required=False)
+    base_delay_seconds = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_DELAY_SECONDS
+    )
+    max_delay_seconds = serializers.FloatField(
+        required=False, min_value=0, max_value=MAX_DELAY_SECONDS
+    )
+
+
+class PolicyInput(StrictSerializer):
+    """Scheduling policies; the service checks what depends on the schedule (jitter, window)."""
+
+    catchup = serializers.ChoiceField(choices=Catchup.choices, required=False)
+    overlap = serializers.ChoiceField(choices=Overlap.choices, required=False)
+    jitter_seconds = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_JITTER_SECONDS
+    )
+    start_at = serializers.DateTimeField(required=False, allow_null=True)
+    end_at = serializers.DateTimeField(required=False, allow_null=True)
+
+
+class HandlerInput(serializers.DictField):
+    """Any JSON object with a `type`; the handler validation names the exact bad key."""
+
+    def to_internal_value(self, data: Any) -> dict:
+        value = super().to_internal_value(data)
+        if "type" not in value:
+            raise serializers.ValidationError({"type": ["This field is required."]})
+        return value
+
+
+class TaskInput(StrictSerializer):
+    name = serializers.CharField(max_length=255)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    schedule = ScheduleInput()
+    handler = HandlerInput()
+    # The limit is the installation's (SCHEDULER_MAX_TASK_TIMEOUT), read when the API loads.
+    timeout_seconds = serializers.IntegerField(
+        required=False, min_value=1, max_value=task_timeout_limit()
+    )
+    retry_policy = RetryPolicyInput(required=False)
+    policy = PolicyInput(required=False)
+    priority = serializers.IntegerField(
+        required=False, min_value=PRIORITY_HIGHEST, max_value=PRIORITY_LOWEST
+    )
+    parameters = serializers.DictField(required=False)
+    tags = serializers.ListField(child=serializers.CharField(max_length=64), required=False)
+    notifications = serializers.DictField(required=False)
+    idempotency_key = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text='A run whose key already succeeded is skipped: "{{parameters.region}}:'
+        '{{scheduled_date}}" (placeholders: parameters.<name>, scheduled_at, scheduled_date, '
+        "scheduled_time)",
+    )
+    enabled = serializers.BooleanField(required=False)
+    sla_seconds = serializers.IntegerField(required=False, allow_null=True)
+
+
+class TriggerInput(StrictSerializer):
+    parameters = serializers.DictField(required=False)
+
+
+class TaskOutput(serializers.ModelSerializer):
+    schedule = serializers.SerializerMethodField()
+    handler = serializers.JSONField(source="handler_config")
+    retry_policy = serializers.SerializerMethodField()
+    policy = serializers.SerializerMethodField()
+
+    class Meta:
+        model = TaskDefinition
+        fields = [
+            "id",
+            "name",
+            "description",
+            "schedule",
+            "handler",
+            "timeout_seconds",
+            "retry_policy",
+            "policy",
+            "priority",
+            "parameters",
+            "tags",
+            "notifications",
+            "idempotency_key",
+            "sla_seconds",
+            "enabled",
+            "paused",
+            "next_fire_at",
+            "last_fired_at",
+            "created_at",
+            "updated_at",
+        ]
+
+    def get_schedule(self, task: TaskDefinition) -> dict:
+        if task.event_trigger:
+            return {"type": "event", **task.event_trigger}
+        schedule: dict[str, Any] = {"type": task.schedule_type, "timezone": task.timezone}
+        if task.schedule_expression:
+            schedule["expression"] = task.schedule_expression
+        if task.run_at:
+            schedule["run_at"] = task.run_at.isoformat().replace("+00:00", "Z")
+        return schedule
+
+    def get_retry_policy(self, task: TaskDefinition) -> dict:
+        return {
+            "max_attempts": task.max_attempts,
+            "backoff": task.backoff,
+            "base_delay_seconds": task.base_delay_seconds,
+            "max_delay_seconds": task.max_delay_seconds,
+        }
+
+    def get_policy(self, task: TaskDefinition) -> dict:
+        return {
+            "catchup": task.catchup,
+            "overlap": task.overlap,
+            "jitter_seconds": task.jitter_seconds,
+            "start_at": _iso(task.start_at),
+            "end_at": _iso(task.end_at),
+        }
+
+
+class TaskSavedOutput(TaskOutput):
+    """A created or updated task, with why it may not run yet (no live worker offers its
+    handler type: its runs wait for one)."""
+
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(TaskOutput.Meta):
+        fields = [*TaskOutput.Meta.fields, "warnings"]
+
+    def get_warnings(self, task: TaskDefinition) -> list[str]:
+        return list(self.context.get("warnings") or [])
+
+
+def _iso(moment) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+class ExecutionListOutput(serializers.ListSerializer):
+    """Reads the live progress of the page's running executions in one round trip."""
+
+    def to_representation(self, data):
+        executions = list(data.all() if hasattr(data, "all") else data)
+        self.child.live_progress = progress_live_get_many(
+            str(e.id) for e in executions if e.status == ExecutionStatus.RUNNING
+        )
+        return super().to_representation(executions)
+
+
+class ExecutionOutput(serializers.ModelSerializer):
+    task_id = serializers.UUIDField()
+    task_name = serializers.CharField(source="task.name")
+    duration_seconds = serializers.SerializerMethodField()
+    schedule_lag_seconds = serializers.FloatField(read_only=True)
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        list_serializer_class = ExecutionListOutput
+        model = TaskExecution
+        fields = [
+            "id",
+            "task_id",
+            "task_name",
+            "status",
+            "trigger",
+            "priority",
+            "queue",
+            "scheduled_at",
+            "queued_at",
+            "started_at",
+            "completed_at",
+            "attempt",
+            "max_attempts",
+            "root_execution_id",
+            "retry_of_id",
+            "worker_id",
+            "lease_expires_at",
+            "parameters",
+            "result",
+            "exit_code",
+            "error_message",
+            "error_class",
+            "idempotency_key",
+            "skipped_for_execution_id",
+            "dead_lettered",
+            "dead_lettered_at",
+            "duration_seconds",
+            "schedule_lag_seconds",
+            "progress",
+        ]
+
+    @extend_schema_field(
+        {
+            "type": "object",
+            "nullable": True,
+            "properties": {
+                "percent": {"type": "number"},
+                "message": {"type": "string"},
+                "updated_at": {"type": "string", "format": "date-time"},
+            },
+        }
+    )
+    def get_progress(self, execution: TaskExecution) -> dict | None:
+        """The stored value once the run ended, the live one while it runs, else null."""
+        if execution.progress is not None or execution.status != ExecutionStatus.RUNNING:
+            return execution.progress
+        live = getattr(self, "live_progress", None)
+        if live is None:  # a single execution
+            live = progress_live_get_many([str(execution.id)])
+        return live.get(str(execution.id))
+
+    def get_duration_seconds(self, execution: TaskExecution) -> float | None:
+        if execution.started_at and execution.completed_at:
+            return (execution.completed_at - execution.started_at).total_seconds()
+        return None

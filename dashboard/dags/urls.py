@@ -1,0 +1,21 @@
+"""The DAG routes of the dashboard, included by dashboard/urls.py into the
+`dashboard` namespace (names such as `dashboard:dag-run` are unchanged)."""
+
+from django.urls import path
+
+from dashboard.dags import dag_actions, dag_edit, dag_pages
+
+urlpatterns = [
+    path("dags", dag_pages.dag_list, name="dags"),
+    # Before the DAG routes below, which would take "new" for an id and "edit" for an action.
+    path("dags/new", dag_edit.dag_new, name="dag-new"),
+    path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
+    path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
+    path("dags/<str:dag_id>/<str:action>", dag_actions.dag_action, name="dag-action"),
+    path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),
+    path(
+        "dags/<str:dag_id>/runs/<str:run_id>/<str:action>",
+        dag_actions.dag_run_action,
+        name="dag-run-action",
+    ),
+]

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import json
+
+from django import template
+from django.utils import timezone
+
+from dashboard.durations import format_duration
+from dashboard.roles import route_allows
+
+register = template.Library()
+
+
+@register.filter
+def invitation_state(invitation) -> str:
+    return invitation.status_at(timezone.now())
+
+
+@register.filter
+def may(role: str, route_and_key: str) -> bool:
+    """`{% if role|may:"dlq-action.delete" %}`: a button shows to who the API's rule for its
+    route allows (dashboard.roles), not to a role written in the template."""
+    return bool(role) and route_allows(role, route_and_key)
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if mapping else None
+
+
+# What people call the states the code names (snake_case stays in data-* attributes and CSS).
+STATE_LABELS = {
+    "partially_completed": "Partially completed",
+    "upstream_failed": "Upstream failed",
+    "timed_out": "Timed out",
+}
+
+
+@register.filter
+def state_label(status: str) -> str:
+    text = str(status or "")
+    return STATE_LABELS.get(text, text.replace("_", " ").capitalize())
+
+
+@register.filter
+def short_id(value) -> str:
+    """The first 8 characters of a UUID: what a person reads and types (the Runs page's search
+    takes a prefix)."""
+    return str(value or "")[:8]
+
+
+@register.filter
+def lag(seconds: float | None) -> str:
+    """Schedule lag for reading: a start a hair before its scheduled time (clock skew between
+    the beat and a worker, an early claim) is "on time", never "-0.490"."""
+    if seconds is None:
+        return "–"
+    if seconds < 0.0005:
+        return "on time"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **changes) -> str:
+    """This page's query string with `changes` applied (None drops a key), for paging links."""
+    query = context["request"].GET.copy()
+    query.pop("fragment", None)
+    for key, value in changes.items():
+        if value is None:
+            query.pop(key, None)
+        else:
+            query[key] = value
+    encoded = query.urlencode()
+    return f"?{encoded}" if encoded else "?"
+
+
+@register.simple_tag
+def described(field):
+    """The field's widget pointing (aria-describedby) at the help and error elements
+    _field.html renders with those ids, and only at those, and marked invalid on error."""
+    ids = []
+    if field.help_text:
+        ids.append(f"{field.auto_id}_helptext")
+    if field.errors:
+        ids.append(f"{field.auto_id}_errors")
+    attrs = {"aria-describedby": " ".join(ids)} if ids else {}
+    if field.errors:
+        attrs["aria-invalid"] = "true"
+    if not ids:
+        # Django adds a describedby of its own for help text; with none there is nothing to
+        # point at.
+        field.field.widget.attrs.pop("aria-describedby", None)
+    return field.as_widget(attrs=attrs)
+
+
+@register.filter
+def as_fields(config) -> list[tuple[str, str]]:
+    """A handler's configuration as label/value pairs for reading (not a Python repr): lists
+    joined by spaces (a command line), objects as compact JSON, the type left out (shown
+    beside)."""
+
+    if not isinstance(config, dict):
+        return [("", str(config))]
+    rows = []
+    for key, value in config.items():
+        if key == "type":
+            continue
+        if isinstance(value, list) and all(isinstance(part, str) for part in value):
+            shown = " ".join(value)
+        elif isinstance(value, dict | list):
+            shown = json.dumps(value, sort_keys=True)
+        else:
+            shown = str(value)
+        rows.append((key.replace("_", " "), shown))
+    return rows
+
+
+@register.filter
+def run_duration(execution) -> str:
+    """Wall time of a run (to now while it runs)."""
+    if execution is None or execution.started_at is None:
+        return "–"
+    end = execution.completed_at or timezone.now()
+    return format_duration((end - execution.started_at).total_seconds()) or "–"

@@ -1,0 +1,13 @@
+"""The project as an app of its own, last in INSTALLED_APPS: what is wired across the apps
+once all of them are loaded (the deploy checks, which read every app's settings)."""
+
+from django.apps import AppConfig
+
+
+class ProjectConfig(AppConfig):
+    name = "project"
+    verbose_name = "Project"
+
+    def ready(self) -> None:
+        # Local: checks register themselves on import, once the app registry is ready.
+        from project import checks  # noqa: F401, PLC0415

@@ -1,0 +1,70 @@
+"""Declaring silent workers dead and failing the runs they held.
+
+Runs in every worker's heartbeat thread and in the beat leader's housekeeping: any number
+of reapers may see the same dead worker, and the per-execution conditional UPDATE lets one
+of them win, so each lost run gets exactly one next attempt. A hung worker whose registry
+entry still looks alive is covered by the lease reaper (`expired_leases_reap`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from runs.lost import worker_runs_fail_lost
+from scheduler_app.fleet.registry import (
+    STATE_ACTIVE,
+    STATE_DEAD,
+    STATE_DRAINING,
+    worker_mark_dead,
+    worker_records,
+)
+from scheduler_app.housekeeping import Chore, chore_register
+from scheduler_app.services.fleet import worker_kept_runs_ring
+
+logger = logging.getLogger(__name__)
+
+# After a worker is found dead, keep sweeping its runs this long (a reaper that crashed
+# half-way, a claim that committed just after the first sweep).
+SWEEP_DEAD_FOR_SECONDS = 120
+
+
+def dead_workers_reap() -> int:
+    """Returns how many running executions this call turned into `worker_lost` failures.
+    Never raises: it runs inside the beat's tick and the heartbeat loop."""
+    try:
+        return _reap()
+    except Exception:
+        logger.exception("dead-worker reaping failed; the lease reaper still covers it")
+        return 0
+
+
+def _reap() -> int:
+    now = time.time()
+    failed = 0
+    for record in worker_records():
+        overdue = record.state in (STATE_ACTIVE, STATE_DRAINING) and record.is_overdue(now)
+        if overdue and worker_mark_dead(record):
+            logger.warning(
+                "worker %s missed its heartbeats (silent %.1fs): marked dead",
+                record.hostname,
+                record.silent_for(now),
+            )
+        if record.state == STATE_DEAD and record.silent_for(now) < SWEEP_DEAD_FOR_SECONDS:
+            failed += worker_runs_fail_lost(
+                worker_id=record.hostname,
+                reason=f"worker {record.hostname} stopped sending heartbeats",
+            )
+            rung = worker_kept_runs_ring(worker_id=record.hostname)
+            if rung:
+                logger.warning(
+                    "rang %d queued runs dead worker %s had kept for itself", rung, record.hostname
+                )
+    if failed:
+        logger.warning("failed %d runs of dead workers (worker_lost); retries scheduled", failed)
+    return failed
+
+
+def chores_register() -> None:
+    # Idempotent, and every worker's heartbeat runs it too: every beat may.
+    chore_register(Chore("dead-workers", lambda now: dead_workers_reap(), leader_only=False))

@@ -1,0 +1,115 @@
+"""Runs whose worker is gone, and runs no worker can take: ended by the core's compare-and-swap
+(one reaper wins each) and settled like any finish (their DAG node, counters, notices).
+The beat's housekeeping runs these chores (`chores_register`)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from runs.settle import run_settled
+from scheduler_app.capabilities import PARTIAL_CAPABILITIES
+from scheduler_app.housekeeping import Chore, chore_register
+from scheduler_app.services.executions import (
+    FinishReport,
+    execution_fail_lost,
+    execution_unrunnable_fail,
+    expired_lease_ids,
+    unrunnable_waiting_ids,
+)
+from scheduler_app.services.fleet import execution_fail_worker_lost, worker_running_claims
+
+logger = logging.getLogger(__name__)
+
+
+def _settled(report: FinishReport) -> FinishReport:
+    if report.accepted:
+        run_settled(report=report)
+    return report
+
+
+def run_lease_expired_fail(*, execution_id: uuid.UUID, now: datetime | None = None) -> bool:
+    """A running run whose lease expired: failed (`worker_lost`) and retried, settled."""
+    with transaction.atomic():
+        return _settled(execution_fail_lost(execution_id=execution_id, now=now)).accepted
+
+
+def expired_leases_reap(*, now: datetime | None = None, limit: int = 500) -> int:
+    """Fail every running run whose lease has expired. Returns how many this call won."""
+    from django.utils import timezone  # noqa: PLC0415
+
+    now = now or timezone.now()
+    return sum(
+        run_lease_expired_fail(execution_id=execution_id)
+        for execution_id in expired_lease_ids(now=now, limit=limit)
+    )
+
+
+def worker_runs_fail_lost(
+    *, worker_id: str, reason: str, claimed_before: datetime | None = None
+) -> int:
+    """Fail every run a dead (or restarted) worker held, each settled. Returns how many this
+    caller won (of several reapers, one wins each run)."""
+    won = 0
+    for execution_id, claim_token in worker_running_claims(
+        worker_id=worker_id, claimed_before=claimed_before
+    ):
+        with transaction.atomic():
+            report = execution_fail_worker_lost(
+                execution_id=execution_id,
+                claim_token=claim_token,
+                worker_id=worker_id,
+                reason=reason,
+            )
+            won += int(_settled(report).accepted)
+    return won
+
+
+def executions_without_capable_worker_fail(
+    *, offered: set[str], now: datetime, wait_seconds: float, limit: int = 500
+) -> int:
+    """Fail the waiting runs that need a capability no live worker offers, once they have
+    waited `wait_seconds` past their time: `failed`, error_class `no_capable_worker` naming
+    the capability, dead-lettered (a retry from the DLQ once such a worker runs). A run whose
+    capability some worker offers waits however long the queue is."""
+    failed = 0
+    for capability in PARTIAL_CAPABILITIES:
+        if capability in offered:
+            continue
+        waiting = unrunnable_waiting_ids(
+            capability=capability, now=now, wait_seconds=wait_seconds, limit=limit
+        )
+        for execution_id in waiting:
+            with transaction.atomic():
+                report = execution_unrunnable_fail(
+                    execution_id=execution_id, capability=capability, now=now
+                )
+                failed += int(_settled(report).accepted)
+    return failed
+
+
+def _leases_chore(now: datetime) -> None:
+    reaped = expired_leases_reap(now=now)
+    if reaped:
+        logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
+
+
+def _unrunnable_chore(now: datetime) -> None:
+    from scheduler_app.fleet.capabilities import live_capabilities  # noqa: PLC0415
+
+    unrunnable = executions_without_capable_worker_fail(
+        offered=live_capabilities(),
+        now=now,
+        wait_seconds=settings.SCHEDULER["CAPABILITY_WAIT_SECONDS"],
+    )
+    if unrunnable:
+        logger.warning("%d runs waited too long for a capable worker", unrunnable)
+
+
+def chores_register() -> None:
+    chore_register(Chore("expired-leases", _leases_chore, leader_only=False))
+    chore_register(Chore("unrunnable-runs", _unrunnable_chore))
