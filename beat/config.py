@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
+from scheduler_app.services.claims import CLAIM_CLOCK_TOLERANCE
 
 
 @dataclass(frozen=True)

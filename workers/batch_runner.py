@@ -39,18 +39,14 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.finish import runs_finish_succeeded
+from runs.finish import runs_finish
 from scheduler_app.choices import Trigger
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.fleet import registry
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
-from scheduler_app.services.execution_batches import (
-    Succeeded,
-    executions_claim,
-    executions_give_back,
-)
-from scheduler_app.services.executions import Claim
+from scheduler_app.services.claims import Claim, executions_claim, executions_give_back
+from scheduler_app.services.executions import Ended
 from scheduler_app.services.log_quota import stored_log
 from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import (
@@ -278,9 +274,9 @@ class _Batch:
             )
             for done in waiting
         }
-        accepted = runs_finish_succeeded(
+        reports = runs_finish(
             [
-                Succeeded(
+                Ended(
                     claim=done.item.claim,
                     outcome=done.executed.outcome,
                     started_at=done.started_at,
@@ -292,7 +288,11 @@ class _Batch:
             ],
             metrics_pipe=writes,
         )
-        accepted_ids = {item.claim.execution.id for item in accepted}
+        accepted_ids = {
+            done.item.claim.execution.id
+            for done, report in zip(waiting, reports, strict=True)
+            if report.accepted
+        }
         for done in waiting:
             ok = done.item.claim.execution.id in accepted_ids
             if ok and done.executed.progress is not None:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
+from scheduler_app.services.claims import CLAIM_CLOCK_TOLERANCE
 
 
 def seconds_until_due(scheduled_at: datetime, *, now: datetime | None = None) -> float:

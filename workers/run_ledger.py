@@ -30,7 +30,7 @@ from scheduler_app.fleet import registry
 from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
-from scheduler_app.services.executions import Claim
+from scheduler_app.services.claims import Claim
 from scheduler_app.services.log_quota import log_bytes_count_into
 from scheduler_app.services.quotas import (
     ClaimCount,

@@ -30,7 +30,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.executions import execution_renew_lease
+from scheduler_app.services.claims import execution_renew_lease
 from workers.control import stop_requested_into
 from workers.live_logs import FLUSH_SECONDS, LiveLogSink
 from workers.progress import ProgressReporter

@@ -26,7 +26,7 @@ from runs.finish import run_finish
 from scheduler_app.limits import expression_budget
 from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.executions import Claim, execution_claim
+from scheduler_app.services.claims import Claim, execution_claim
 from scheduler_app.services.log_quota import stored_log
 from scheduler_app.services.progress import execution_progress_save
 from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
@@ -336,12 +336,10 @@ def finish_claimed(
         tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
     )
     report = run_finish(
-        execution_id=claim.execution.id,
-        claim_token=claim.claim_token,
+        claim=claim,
         outcome=handler_outcome,
         log_text=log_text,
         log_truncated=log_truncated,
-        task=claim.task,
         metrics_pipe=end_pipe,
         started_at=started_at,
     )

@@ -1,52 +1,44 @@
-"""Execution state transitions, each a conditional UPDATE (compare-and-swap).
+"""Ending runs: running -> terminal, one statement however many runs a worker finishes
+together (a single run is a batch of one), then for each failed attempt its next attempt
+or its dead letter. Only the holder of a run's claim may end it (`claims`); a reaper ends
+a run whose worker is gone. Each ending is a compare-and-swap, so one caller wins.
 
-Delivery bias: at-least-once from the broker; the claim makes it once per attempt,
-and the claim token makes a zombie's late finish harmless.
+What depends on a run's end (its DAG node, counters, notices) is the caller's to settle in
+the same transaction (`runs.finish`, `runs.lost`): the core calls up into no app.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
 
-import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
 from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
 from scheduler_app import db_rows
 from scheduler_app.capabilities import capability_queues
-from scheduler_app.choices import (
-    RETRYABLE_STATUSES,
-    WAITING_STATUSES,
-    ExecutionStatus,
-    Trigger,
-)
-from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution, Tenant
-from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
+from scheduler_app.choices import RETRYABLE_STATUSES, WAITING_STATUSES, ExecutionStatus
+from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
+from scheduler_app.services.claims import Claim
 from scheduler_app.services.follow_ups import execution_follow_up_create
 from scheduler_app.services.retry_budget import retry_budget_admit
 from scheduler_app.services.sticky_hints import sticky_hint_set
 
 __all__ = [
-    "Claim",
+    "Ended",
     "FinishReport",
     "Outcome",
-    "execution_claim",
     "execution_finish",
+    "executions_finish",
 ]
 
 logger = logging.getLogger(__name__)
-
-# A doorbell may arrive before the row's time: the beat rings a burst up to
-# SCHEDULER_FIRE_AHEAD_MAX_SECONDS (8 s) ahead (beat.lead), and clocks differ
-# slightly. A run claimed early starts its handler at its time (workers.due).
-CLAIM_CLOCK_TOLERANCE = timedelta(seconds=10)
-
 
 # How a finish stores its log: one row per execution, the last finish's log wins. Its
 # created_at is the finish's time, and never before its run's scheduled_at or created_at
@@ -56,20 +48,6 @@ LOG_UPSERT = (
     "ON CONFLICT (execution_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, "
     "text = EXCLUDED.text, size_bytes = EXCLUDED.size_bytes, truncated = EXCLUDED.truncated"
 )
-
-
-@dataclass(frozen=True)
-class Claim:
-    execution: TaskExecution
-    task: TaskDefinition
-    claim_token: uuid.UUID
-    # When the claim was made: before the run's scheduled time when the beat rang it ahead.
-    claimed_at: datetime
-
-    @property
-    def ahead_of_time(self) -> bool:
-        """Claimed before the run falls due: its handler waits for its time (`workers.due`)."""
-        return self.claimed_at < self.execution.scheduled_at
 
 
 @dataclass(frozen=True)
@@ -83,105 +61,146 @@ class FinishReport:
     execution: TaskExecution | None = None
 
 
-def execution_claim(
-    *,
-    execution_id: str | uuid.UUID,
-    worker_id: str,
-    lease_seconds: float,
-    metrics_pipe: redis.client.Pipeline | None = None,
-) -> Claim | None:
-    """pending|queued -> running for exactly one caller; everyone else gets None.
+@dataclass(frozen=True)
+class Ended:
+    """A claimed run whose handler ended, with what its finish records. `started_at`: when
+    the handler really started, if later than the claim (a run claimed ahead of its time, a
+    batch's runs in turn); None keeps the claim's time. `completed_at`: None is the
+    finish's time. An empty log is not stored."""
 
-    One statement claims the row and returns it with its task and tenant (the
-    quota check right after the claim needs the tenant). The schedule-to-start histogram is
-    counted at once, or queued on `metrics_pipe` (a worker sends it with its other writes)."""
+    claim: Claim
+    outcome: Outcome
+    log_text: str = ""
+    log_truncated: bool = False
+    started_at: datetime | None = None
+    completed_at: datetime | None = field(default=None)
+
+
+def executions_finish(ended: Sequence[Ended]) -> list[FinishReport]:
+    """running -> terminal for the holder of each claim: the rows, their logs and the rows
+    back in one statement; then each failed attempt's retry or dead letter. One report per
+    item, in order (`accepted` False where the claim was no longer the owner). Inside the
+    caller's transaction this opens none of its own (no savepoint round trips)."""
+    if not ended:
+        return []
     now = timezone.now()
-    token = uuid.uuid4()
-    lease_expires_at = now + timedelta(seconds=lease_seconds)
-    claim = _claim_postgres(
-        execution_id=execution_id,
-        worker_id=worker_id,
-        token=token,
-        now=now,
-        lease_expires_at=lease_expires_at,
-    )
+    with transaction.atomic(savepoint=False):
+        rows = _finish_postgres(ended, now=now)
+        reports = []
+        for item in ended:
+            execution = rows.get(item.claim.execution.id)
+            if execution is None:
+                logger.warning(
+                    "rejected finish of execution %s: claim %s is no longer the owner",
+                    item.claim.execution.id,
+                    item.claim.claim_token,
+                )
+                reports.append(FinishReport(accepted=False))
+                continue
+            execution.task = item.claim.task
+            execution.tenant = item.claim.execution.tenant
+            if item.outcome.status in RETRYABLE_STATUSES:
+                reports.append(
+                    execution_next_attempt_or_dead_letter(
+                        execution=execution,
+                        task=item.claim.task,
+                        transient=item.outcome.transient,
+                        now=now,
+                    )
+                )
+            else:
+                reports.append(FinishReport(accepted=True, execution=execution))
+        return reports
+
+
+def execution_finish(
+    *,
+    outcome: Outcome,
+    claim: Claim | None = None,
+    execution_id: str | uuid.UUID | None = None,
+    claim_token: uuid.UUID | None = None,
+    log_text: str = "",
+    log_truncated: bool = False,
+    started_at: datetime | None = None,
+) -> FinishReport:
+    """One run's finish (a batch of one). A worker passes the `claim` it holds; another
+    caller may name the run and its claim token instead (the run is loaded first)."""
     if claim is None:
-        return None
-    claim_lag_record(claim, metrics_pipe)
-    return claim
-
-
-def claim_lag_record(claim: Claim, metrics_pipe=None) -> None:
-    """The schedule-to-start histogram's observation of a claim, counted at once or queued
-    on `metrics_pipe`. A run claimed ahead of its time is observed when its handler starts
-    instead (`workers.run_ledger.RunLedger.end_into`)."""
-    if claim.ahead_of_time or claim.execution.trigger == Trigger.BACKFILL:
-        return  # a backfilled fire's age is not the scheduler's lag
-    lag = (claim.claimed_at - claim.execution.scheduled_at).total_seconds()
-    if metrics_pipe is None:
-        record_run_started(tier=claim.execution.queue, lag_seconds=lag)
-    else:
-        record_run_started_into(metrics_pipe, tier=claim.execution.queue, lag_seconds=lag)
+        execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
+        claim = Claim(
+            execution=execution,
+            task=execution.task,
+            claim_token=claim_token,
+            claimed_at=execution.started_at or timezone.now(),
+        )
+    return executions_finish(
+        [
+            Ended(
+                claim=claim,
+                outcome=outcome,
+                log_text=log_text,
+                log_truncated=log_truncated,
+                started_at=started_at,
+            )
+        ]
+    )[0]
 
 
 @cache
-def _claim_sql() -> str:
-    executions = TaskExecution._meta.db_table
+def _finish_sql() -> str:
+    executions, logs = TaskExecution._meta.db_table, ExecutionLog._meta.db_table
     return (
-        f"WITH claimed AS (UPDATE {executions} SET status = %s, worker_id = %s, "
-        "claim_token = %s, started_at = %s, lease_expires_at = %s, updated_at = %s "
-        "WHERE id = %s AND status IN (%s, %s) AND scheduled_at <= %s RETURNING *) "
-        f"SELECT {db_rows.columns(TaskExecution, 'claimed')}, "
-        f"{db_rows.columns(TaskDefinition, 't')}, {db_rows.columns(Tenant, 'n')} "
-        f"FROM claimed JOIN {TaskDefinition._meta.db_table} t ON t.id = claimed.task_id "
-        f"JOIN {Tenant._meta.db_table} n ON n.id = claimed.tenant_id"
+        "WITH u AS (SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], "
+        "%s::timestamptz[], %s::timestamptz[], %s::jsonb[], %s::integer[], %s::text[], "
+        "%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[]) AS u(id, token, "
+        "status, started_at, completed_at, result, exit_code, error_message, error_class, "
+        "log_text, log_size, log_truncated, with_log)), "
+        f"done AS (UPDATE {executions} e SET status = u.status, "
+        "started_at = coalesce(u.started_at, e.started_at), completed_at = u.completed_at, "
+        "result = u.result, exit_code = u.exit_code, error_message = u.error_message, "
+        "error_class = u.error_class, lease_expires_at = NULL, updated_at = %s FROM u "
+        "WHERE e.id = u.id AND e.claim_token = u.token AND e.status = %s RETURNING e.*), "
+        f"logged AS (INSERT INTO {logs} "
+        "(execution_id, tenant_id, text, size_bytes, truncated, created_at) "
+        "SELECT done.id, done.tenant_id, u.log_text, u.log_size, u.log_truncated, "
+        "greatest(%s::timestamptz, done.scheduled_at, done.created_at) "
+        f"FROM done JOIN u ON u.id = done.id WHERE u.with_log {LOG_UPSERT}) "
+        f"SELECT {db_rows.columns(TaskExecution, 'done')} FROM done"
     )
 
 
-def _claim_postgres(
-    *,
-    execution_id: str | uuid.UUID,
-    worker_id: str,
-    token: uuid.UUID,
-    now: datetime,
-    lease_expires_at: datetime,
-) -> Claim | None:
-    row = db_rows.execute_prepared(
-        _claim_sql(),
-        [
-            ExecutionStatus.RUNNING.value,
-            worker_id,
-            token,
-            now,
-            lease_expires_at,
-            now,
-            uuid.UUID(str(execution_id)),
-            *(status.value for status in WAITING_STATUSES),
-            now + CLAIM_CLOCK_TOLERANCE,
-        ],
-    )
-    if row is None:
-        return None
-    first = db_rows.width(TaskExecution)
-    second = first + db_rows.width(TaskDefinition)
-    execution = db_rows.instance(TaskExecution, row[:first])
-    task = db_rows.instance(TaskDefinition, row[first:second])
-    execution.task = task
-    execution.tenant = task.tenant = db_rows.instance(Tenant, row[second:])
-    return Claim(execution=execution, task=task, claim_token=token, claimed_at=now)
-
-
-def execution_renew_lease(
-    *, execution_id: str | uuid.UUID, claim_token: uuid.UUID, lease_seconds: float
-) -> bool:
-    """Extend the lease; False means the claim is no longer ours (taken over or finished)."""
-    now = timezone.now()
-    return (
-        TaskExecution.objects.filter(
-            id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
-        ).update(lease_expires_at=now + timedelta(seconds=lease_seconds))
-        == 1
-    )
+def _finish_postgres(ended: Sequence[Ended], *, now: datetime) -> dict[uuid.UUID, TaskExecution]:
+    result_field = TaskExecution._meta.get_field("result")
+    outcomes = [item.outcome for item in ended]
+    with db_rows.server_bound_cursor() as cursor:
+        cursor.execute(
+            _finish_sql(),
+            [
+                [item.claim.execution.id for item in ended],
+                [item.claim.claim_token for item in ended],
+                [outcome.status for outcome in outcomes],
+                [item.started_at for item in ended],
+                [item.completed_at or now for item in ended],
+                [
+                    result_field.get_db_prep_value(outcome.result, connection, prepared=False)
+                    for outcome in outcomes
+                ],
+                [outcome.exit_code for outcome in outcomes],
+                [outcome.error_message[:10000] for outcome in outcomes],
+                [outcome.error_class[:64] for outcome in outcomes],
+                [item.log_text for item in ended],
+                [len(item.log_text.encode()) for item in ended],
+                [item.log_truncated for item in ended],
+                [bool(item.log_text) or item.log_truncated for item in ended],
+                now,
+                ExecutionStatus.RUNNING.value,
+                now,
+            ],
+            prepare=db_rows.prepare_statements(),
+        )
+        rows = cursor.fetchall()
+    executions = (db_rows.instance(TaskExecution, row) for row in rows)
+    return {execution.id: execution for execution in executions}
 
 
 def _retry_policy(execution: TaskExecution, task: TaskDefinition) -> RetryPolicy:
@@ -193,7 +212,7 @@ def _retry_policy(execution: TaskExecution, task: TaskDefinition) -> RetryPolicy
     )
 
 
-def _schedule_next_attempt_or_dead_letter(
+def execution_next_attempt_or_dead_letter(
     *, execution: TaskExecution, task: TaskDefinition, transient: bool, now: datetime
 ) -> FinishReport:
     """Called inside the transaction that ended a failed attempt (exactly once per attempt)."""
@@ -235,122 +254,6 @@ def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now:
     transaction.on_commit(hint)
 
 
-def execution_finish(
-    *,
-    execution_id: str | uuid.UUID,
-    claim_token: uuid.UUID,
-    outcome: Outcome,
-    log_text: str = "",
-    log_truncated: bool = False,
-    task: TaskDefinition | None = None,
-    started_at: datetime | None = None,
-) -> FinishReport:
-    """running -> terminal, only for the holder of the claim; schedules retry or dead-letters.
-
-    `task`: the definition the claim loaded (a worker passes it; saves loading it again).
-    `started_at`: when the handler really started, if later than the claim (a batch's runs
-    start in turn after one claim); without it the claim's time stays.
-    An empty log is not stored. The finish, the row it returns and the log are one statement.
-
-    What depends on the run's end (its DAG node, counters, notices) is the caller's to
-    settle in the same transaction: `runs.finish.run_finish` does both. Inside the caller's
-    transaction this opens none of its own (no savepoint round trips)."""
-    now = timezone.now()
-    with transaction.atomic(savepoint=False):
-        execution = _finish_postgres(
-            execution_id=execution_id,
-            claim_token=claim_token,
-            outcome=outcome,
-            log_text=log_text,
-            log_truncated=log_truncated,
-            now=now,
-            started_at=started_at,
-        )
-        if execution is None:
-            logger.warning(
-                "rejected finish of execution %s: claim %s is no longer the owner",
-                execution_id,
-                claim_token,
-            )
-            return FinishReport(accepted=False)
-        if task is None or task.id != execution.task_id:
-            task = TaskDefinition.objects.get(id=execution.task_id)
-        execution.task = task
-        if outcome.status in RETRYABLE_STATUSES:
-            return _schedule_next_attempt_or_dead_letter(
-                execution=execution, task=task, transient=outcome.transient, now=now
-            )
-        return FinishReport(accepted=True, execution=execution)
-
-
-def _finish_values(
-    outcome: Outcome, now: datetime, started_at: datetime | None = None
-) -> dict[str, object]:
-    values: dict[str, object] = {} if started_at is None else {"started_at": started_at}
-    return values | {
-        "status": outcome.status,
-        "completed_at": now,
-        "result": outcome.result,
-        "exit_code": outcome.exit_code,
-        "error_message": outcome.error_message[:10000],
-        "error_class": outcome.error_class[:64],
-        "lease_expires_at": None,
-        "updated_at": now,
-    }
-
-
-@cache
-def _finish_sql(*, with_log: bool) -> str:
-    executions = TaskExecution._meta.db_table
-    sql = (
-        f"WITH done AS (UPDATE {executions} SET status = %s, "
-        "started_at = coalesce(%s::timestamptz, started_at), completed_at = %s, result = %s, "
-        "exit_code = %s, error_message = %s, error_class = %s, lease_expires_at = NULL, "
-        "updated_at = %s WHERE id = %s AND claim_token = %s AND status = %s RETURNING *)"
-    )
-    if with_log:
-        sql += (
-            f", logged AS (INSERT INTO {ExecutionLog._meta.db_table} "
-            "(execution_id, tenant_id, text, size_bytes, truncated, created_at) "
-            "SELECT id, tenant_id, %s::text, %s::bigint, %s::boolean, "
-            "greatest(%s::timestamptz, scheduled_at, created_at) FROM done "
-            f"{LOG_UPSERT})"
-        )
-    return sql + f" SELECT {db_rows.columns(TaskExecution, 'done')} FROM done"
-
-
-def _finish_postgres(
-    *,
-    execution_id: str | uuid.UUID,
-    claim_token: uuid.UUID,
-    outcome: Outcome,
-    log_text: str,
-    log_truncated: bool,
-    now: datetime,
-    started_at: datetime | None = None,
-) -> TaskExecution | None:
-    values = _finish_values(outcome, now)
-    result_field = TaskExecution._meta.get_field("result")
-    params: list[object] = [
-        values["status"],
-        started_at,
-        now,
-        result_field.get_db_prep_value(values["result"], connection, prepared=False),
-        values["exit_code"],
-        values["error_message"],
-        values["error_class"],
-        now,
-        uuid.UUID(str(execution_id)),
-        claim_token,
-        ExecutionStatus.RUNNING.value,
-    ]
-    with_log = bool(log_text) or log_truncated
-    if with_log:
-        params += [log_text, len(log_text.encode()), log_truncated, now]
-    row = db_rows.execute_prepared(_finish_sql(with_log=with_log), params)
-    return None if row is None else db_rows.instance(TaskExecution, row)
-
-
 def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:
     """A running execution whose lease expired: a failed attempt (`worker_lost`), retried.
 
@@ -373,7 +276,7 @@ def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None)
         if updated != 1:
             return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return _schedule_next_attempt_or_dead_letter(
+        return execution_next_attempt_or_dead_letter(
             execution=execution, task=execution.task, transient=True, now=now
         )
 

@@ -15,7 +15,7 @@ from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.executions import FinishReport, _schedule_next_attempt_or_dead_letter
+from scheduler_app.services.executions import FinishReport, execution_next_attempt_or_dead_letter
 from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import cancel_request
 
@@ -48,7 +48,7 @@ def execution_fail_worker_lost(
         if updated != 1:
             return FinishReport(accepted=False)
         execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return _schedule_next_attempt_or_dead_letter(
+        return execution_next_attempt_or_dead_letter(
             execution=execution, task=execution.task, transient=True, now=now
         )
 

@@ -24,7 +24,8 @@ from scheduler_app.choices import ExecutionStatus
 from scheduler_app.fleet import registry
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

@@ -15,7 +15,7 @@ from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
 from scheduler_app.models import TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.executions import execution_claim
+from scheduler_app.services.claims import execution_claim
 
 pytestmark = pytest.mark.django_db
 

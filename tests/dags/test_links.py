@@ -14,7 +14,7 @@ from dags.services.hooks import dag_execution_settled, dag_upstream_results
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
-from scheduler_app.services.executions import execution_claim
+from scheduler_app.services.claims import execution_claim
 
 ECHO = {"type": "python", "callable": "echo"}
 NOOP = {"type": "python", "callable": "noop"}

@@ -100,7 +100,7 @@ def test_cancel_of_a_waiting_run_means_it_never_starts(tenant, api):
 
     from django.utils import timezone
 
-    from scheduler_app.services.executions import execution_claim
+    from scheduler_app.services.claims import execution_claim
 
     task = make_task(tenant, name="later", schedule={"type": "manual"})
     execution = TaskExecution.objects.create(

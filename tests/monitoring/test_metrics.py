@@ -18,7 +18,8 @@ from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.metrics import METRIC_NAMES
 from scheduler_app.monitoring.system import queue_states
 from scheduler_app.redis_client import redis_key
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

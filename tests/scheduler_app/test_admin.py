@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from runs.finish import run_finish
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

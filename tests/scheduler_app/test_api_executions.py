@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from runs.finish import run_finish
 from scheduler_app.models import AuditEntry, TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

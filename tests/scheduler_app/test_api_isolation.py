@@ -16,7 +16,8 @@ from alerting.services.channels import channel_create
 from runs.finish import run_finish
 from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import api_key_client, jwt_client, member_client

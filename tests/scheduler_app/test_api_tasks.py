@@ -9,7 +9,8 @@ from rest_framework.test import APIClient
 
 from runs.finish import run_finish
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from runs.finish import run_finish
-from scheduler_app.services.executions import Outcome, execution_claim
+from scheduler_app.services.claims import execution_claim
+from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

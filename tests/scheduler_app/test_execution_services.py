@@ -9,12 +9,8 @@ from django.utils import timezone
 from runs.finish import run_finish
 from runs.lost import expired_leases_reap
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.executions import (
-    Outcome,
-    execution_claim,
-    execution_fail_lost,
-    execution_renew_lease,
-)
+from scheduler_app.services.claims import execution_claim, execution_renew_lease
+from scheduler_app.services.executions import Outcome, execution_fail_lost
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 

@@ -12,7 +12,8 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.executions import Claim, execution_fail_lost
+from scheduler_app.services.claims import Claim
+from scheduler_app.services.executions import execution_fail_lost
 from scheduler_app.services.run_keys import execution_key_settle
 from tests.factories import make_task
 from workers.runner import _idempotent_outcome

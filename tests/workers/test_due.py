@@ -13,7 +13,7 @@ from django.utils import timezone
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.counters import LAG_BUCKETS, LAG_KEY, read_histograms
 from scheduler_app.redis_client import get_redis, redis_key
-from scheduler_app.services.executions import CLAIM_CLOCK_TOLERANCE
+from scheduler_app.services.claims import CLAIM_CLOCK_TOLERANCE
 from tests.factories import make_queued_runs, make_task
 from workers.batch_runner import execution_batch_run
 from workers.due import seconds_until_due, wait_until_due

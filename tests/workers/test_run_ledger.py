@@ -16,7 +16,7 @@ from scheduler_app.fleet.registry import counters_read
 from scheduler_app.live_logs import live_logs_redis, log_stream_key
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
-from scheduler_app.services.executions import Claim
+from scheduler_app.services.claims import Claim
 from scheduler_app.services.log_quota import log_bytes_used
 from scheduler_app.services.quotas import tenant_usage
 from scheduler_app.services.retry_budget import retry_budget_usage
