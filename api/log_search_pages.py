@@ -1,7 +1,7 @@
 """A page of a log search, newest first, asked of recent windows before the whole history.
 
-Why: see `scheduler_app.log_search`; which windows, in which order: see
-`scheduler_app.log_search_windows`. The page is the one the whole-history query gives: a
+Why: see `scheduler_app.selectors.log_search`; which windows, in which order: see
+`scheduler_app.selectors.log_search_windows`. The page is the one the whole-history query gives: a
 window that fills the page (and the one row after it that says a next page exists) holds
 every run that could come before any of them. Ascending orders and `previous` links read
 the whole history at once.
@@ -18,8 +18,8 @@ from django.utils.dateparse import parse_datetime
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 
-from scheduler_app.log_search_windows import newest_first_windows
 from scheduler_app.models import Tenant
+from scheduler_app.selectors.log_search_windows import newest_first_windows
 
 # (field, start) or None for the whole history -> the executions to page through.
 Search = Callable[[tuple[str, datetime] | None], QuerySet]

@@ -39,10 +39,10 @@ from runs import dead_letters
 from scheduler_app import selectors
 from scheduler_app.fleet.capabilities import task_warnings
 from scheduler_app.fleet.records import worker_records
+from scheduler_app.ringing.sticky import sticky_stats
 from scheduler_app.services import task_definitions
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.retry_budget import retry_budget_usage
-from scheduler_app.services.sticky_hints import sticky_stats
 from scheduler_app.task_schedule import schedule_of_task
 from schedules import preview
 from workers.queue_stats import tier_queue_stats

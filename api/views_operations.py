@@ -19,8 +19,8 @@ from api.strict import query_int, refuse_body
 from api.tenancy import is_platform_staff, request_tenant
 from scheduler_app import selectors
 from scheduler_app.errors import NotFound, ValidationFailed
-from scheduler_app.log_search_budget import log_search_budget
 from scheduler_app.models import Tenant
+from scheduler_app.selectors.log_search_budget import log_search_budget
 from scheduler_app.services import retries, scheduler_control
 
 # The failover's shard parameter is read up to this (SCHEDULER_SHARDS is far below it).

@@ -38,8 +38,9 @@ from beat.status import publish_node_status
 from dags.services.schedule_fires import dag_next_fires_save, dag_schedule_fires_record
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import TIERS, ScheduleType
-from scheduler_app.fairness import fair_promote_allowance
 from scheduler_app.housekeeping import chores
+from scheduler_app.ringing.fairness import fair_promote_allowance
+from scheduler_app.ringing.ring import fleet_round, ring
 from scheduler_app.services.firing import (
     due_pending_promote,
     fires_record,
@@ -47,7 +48,6 @@ from scheduler_app.services.firing import (
     stale_queued_requeue,
     takeover_queued_republish,
 )
-from scheduler_app.services.ringing import fleet_round, ring
 from scheduler_app.shard_keys import shard_of, shard_sql
 from scheduler_app.task_schedule import schedule_for
 from schedules import ScheduleError

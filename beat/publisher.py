@@ -26,9 +26,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.fleet.records import live_processes
-from scheduler_app.services.ringing import Rung, doorbells_hold_back, ring_deferring_hold_back
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import Rung, doorbells_hold_back, ring_deferring_hold_back
 
 logger = logging.getLogger(__name__)
 

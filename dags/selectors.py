@@ -21,7 +21,7 @@ from dags.models import (
 )
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.models import TaskExecution, Tenant
-from scheduler_app.run_search import id_prefix_match, time_range
+from scheduler_app.selectors.run_search import id_prefix_match, time_range
 
 
 def _as_uuid(value: Any, *, what: str) -> uuid.UUID:

@@ -15,11 +15,12 @@ from dags.choices import RunStatus
 from dashboard.naming import label_dag_nodes
 from dashboard.tenancy import dashboard_membership
 from dashboard.views import _page
-from scheduler_app import run_search, selectors
+from scheduler_app import selectors
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import Tenant
 from scheduler_app.paging import Page, cursor_page
+from scheduler_app.selectors import run_search
 
 PAGE_SIZE = 50
 FILTERS = ("task", "dag", "status", "tag", "trigger", "worker", "q", "window", "since", "until")

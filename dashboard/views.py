@@ -32,10 +32,10 @@ from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.fleet.capabilities import live_capabilities, task_warnings
-from scheduler_app.log_search_budget import log_search_budget
-from scheduler_app.log_search_windows import newest_first_windows
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
+from scheduler_app.selectors.log_search_budget import log_search_budget
+from scheduler_app.selectors.log_search_windows import newest_first_windows
 from scheduler_app.task_schedule import schedule_of_task
 from schedules import ScheduleError
 from schedules.preview import preview
@@ -139,7 +139,7 @@ def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | Non
     """The task's newest HISTORY_ROWS runs, or those whose stored log has the words searched
     for: (runs, how many there are (None: more than shown, not counted), the words, the
     search's error). A search asks recent windows before the whole history, as the API's
-    newest-first pages do (`scheduler_app.log_search_windows`)."""
+    newest-first pages do (`scheduler_app.selectors.log_search_windows`)."""
     words = request.GET.get("log_contains", "").strip()
     runs = selectors.execution_list_for_task(tenant=tenant, task=task)
     if not words:

@@ -2,6 +2,8 @@
 
     .venv/bin/python -m scripts.import_graph            # the table
     .venv/bin/python -m scripts.import_graph --details  # and the edges and cycles behind it
+    .venv/bin/python -m scripts.import_graph --check    # `make test`: no cycle, no package
+                                                        # over 30% of the lines
 
 Static (the `ast` of every module under the apps; migrations left out, tests are not
 part of the graph). An edge is one importing module -> one imported project module, counted
@@ -284,11 +286,50 @@ def report(graph: Graph, details: bool) -> str:
     return "\n".join(lines)
 
 
+# No top-level package may hold more than this share of the product's lines (a catch-all
+# core is what the layering undid).
+MAX_PACKAGE_SHARE = 0.30
+
+
+def package_lines(graph: Graph) -> dict[str, int]:
+    lines: dict[str, int] = defaultdict(int)
+    for module, path in graph.modules.items():
+        lines[app_of(module)] += len(path.read_text().splitlines())
+    return dict(lines)
+
+
+def problems(graph: Graph) -> list[str]:
+    """What `--check` refuses: any import cycle (over every import, function-local and
+    type-checking ones too), and a package over MAX_PACKAGE_SHARE of the lines."""
+    found = [
+        f"import cycle: {' -> '.join(component)}"
+        for component in strongly_connected(graph.modules, graph.all_edges)
+    ]
+    lines = package_lines(graph)
+    total = sum(lines.values()) or 1
+    found += [
+        f"{package} holds {count / total:.1%} of the product's lines (at most "
+        f"{MAX_PACKAGE_SHARE:.0%})"
+        for package, count in sorted(lines.items())
+        if count / total > MAX_PACKAGE_SHARE
+    ]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--details", action="store_true", help="list the edges and cycles")
+    parser.add_argument(
+        "--check", action="store_true", help="fail on an import cycle or an oversized package"
+    )
     args = parser.parse_args(argv)
-    print(report(build(), args.details))
+    graph = build()
+    if args.check:
+        found = problems(graph)
+        for problem in found:
+            print(problem, file=sys.stderr)
+        return 1 if found else 0
+    print(report(graph, args.details))
     return 0
 
 

@@ -41,10 +41,11 @@ from django.utils import timezone
 
 from runs.finish import runs_finish
 from scheduler_app.choices import Trigger
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.fleet import registry
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.claims import Claim, executions_claim, executions_give_back
 from scheduler_app.services.executions import Ended
 from scheduler_app.services.log_quota import stored_log
@@ -55,7 +56,6 @@ from scheduler_app.services.quotas import (
     quota_defer,
     quota_running_count,
 )
-from scheduler_app.services.ringing import ring
 from workers.batch_lanes import Lanes, batch_width
 from workers.due import wait_until_due
 from workers.live_logs import live_tails_close

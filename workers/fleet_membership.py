@@ -28,8 +28,8 @@ from runs.dead_workers import dead_workers_reap
 from runs.lost import worker_runs_fail_lost
 from scheduler_app.fleet import registry
 from scheduler_app.fleet.capabilities import capability_queues_to_consume, worker_capabilities
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.fleet import worker_executions_release
-from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import abandon_request
 from workers.shell_sandbox import worker_sandbox_status
 

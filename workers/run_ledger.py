@@ -25,11 +25,11 @@ from typing import Any
 
 from django.utils import timezone
 
-from scheduler_app.fairness import fair_release, fair_release_into
 from scheduler_app.fleet import registry
 from scheduler_app.monitoring.counters import record_run_started_into
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
+from scheduler_app.ringing.fairness import fair_release, fair_release_into
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.log_quota import log_bytes_count_into
 from scheduler_app.services.quotas import (

@@ -122,7 +122,7 @@ def _one_kill(kills: int) -> dict:
     expected = expected_per_task * SCHEDULES
     after_kill = [t for t in record_times if t >= killed_at]
     gaps = [b - a for a, b in itertools.pairwise(record_times)]
-    from scheduler_app.dispatch import RUN_BATCH_TASK, RUN_EXECUTION_TASK
+    from scheduler_app.ringing.publish import RUN_BATCH_TASK, RUN_EXECUTION_TASK
 
     rung: list[str] = []
     for queue in ("critical", "normal", "bulk"):

@@ -165,8 +165,8 @@ def _attack(attacker, bystander, result: Result) -> None:
     """Four costly searches looping at once, a fifth, and another tenant's page meanwhile."""
     from django.db import connection
 
-    from scheduler_app.log_search_budget import log_searches_running
     from scheduler_app.models import Tenant
+    from scheduler_app.selectors.log_search_budget import log_searches_running
 
     acme = Tenant.objects.get(slug="acme")
 
@@ -224,7 +224,7 @@ def _large_logs(result: Result) -> None:
     parsed per row: `to_tsvector` of each) and the new (the stored words)."""
     from django.db import connection
 
-    from scheduler_app.log_search import SEARCHABLE_CHARS
+    from scheduler_app.selectors.log_search import SEARCHABLE_CHARS
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -262,7 +262,7 @@ def _backfill(result: Result) -> None:
     BACKFILL_ROWS logs of the bench's kind, filled by the migration's own function."""
     from django.db import connection
 
-    from scheduler_app.log_search import SEARCHABLE_CHARS
+    from scheduler_app.selectors.log_search import SEARCHABLE_CHARS
 
     migration = importlib.import_module("scheduler_app.migrations.0020_log_words_column")
     table = "bench_backfill_logs"

@@ -262,7 +262,7 @@ def run(args: list[str]) -> Result:
     # sends them, the burst alone takes this long to drain on this machine.
     from django.conf import settings
 
-    from scheduler_app.dispatch import batch_size
+    from scheduler_app.ringing.publish import batch_size
 
     per_message = batch_size(
         SCHEDULES, settings.SCHEDULER["DOORBELL_BATCH"], processes=workers * concurrency

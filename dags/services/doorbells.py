@@ -6,8 +6,8 @@
 * One of them may be handed to the worker that finished the upstream node, which runs it
   right after the commit (see `dags.services.continuation`): no doorbell for that one.
 * The others ring their doorbells after commit, in one `ring` (a wide wave in batch
-  doorbells, `scheduler_app.dispatch.batch_size`). Each carries a sticky hint naming the
-  worker whose node made it ready, so ringing (`scheduler_app.services.sticky_hints.route`)
+  doorbells, `scheduler_app.ringing.publish.batch_size`). Each carries a sticky hint naming the
+  worker whose node made it ready, so ringing (`scheduler_app.ringing.sticky.route`)
   sends it to that worker's own queue while the worker has free slots (its inputs and
   caches are warm there), else to the tier queue.
 """
@@ -29,11 +29,11 @@ from dags.services.continuation import continuation_accept, continuation_offer
 from dags.services.links import NodeLink, link_remember
 from scheduler_app import db_rows
 from scheduler_app.choices import ExecutionStatus, Trigger
-from scheduler_app.dispatch import batch_size
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.ringing import ring
-from scheduler_app.services.sticky_hints import sticky_hints_set
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.publish import batch_size
+from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.sticky import sticky_hints_set
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ def node_executions_ring(
 
 def wave_batch(nodes: int) -> int:
     """Nodes per chord header member for a map of `nodes` shards: as for a wave's doorbells
-    (`scheduler_app.dispatch.batch_size`)."""
+    (`scheduler_app.ringing.publish.batch_size`)."""
     return batch_size(nodes, settings.SCHEDULER["DOORBELL_BATCH"])
 
 

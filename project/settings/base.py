@@ -246,13 +246,12 @@ QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # A worker reads a tenant's stored-log bytes (scheduler_app/services/log_quota.py) at most
 # this often; a burst of finishes can overshoot max_log_bytes by what it logs meanwhile.
 LOG_QUOTA_CACHE_SECONDS = env_float("LOG_QUOTA_CACHE_SECONDS", 2.0)
-# Fair dispatch (scheduler_app/fairness.py): the doorbells one tenant may have waiting in one
-# tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the
-# tenant's runs start. The cap follows the fleet's measured drain rate, so that all busy
-# tenants together keep about FAIR_QUEUE_SECONDS of work queued (another tenant's run starts
-# within about that long), and never falls below FAIR_INFLIGHT_PER_TENANT (0 = no fairness),
-# nor, while the tier drains nothing, below one round of the live fleet for what the leader
-# rings in batches.
+# Fair dispatch (scheduler_app/ringing/fairness.py): the doorbells one tenant may have waiting in
+# one tier's broker queue; the rest wait in PostgreSQL as pending rows and are promoted as the
+# tenant's runs start. The cap follows the fleet's measured drain rate, so that all busy tenants
+# together keep about FAIR_QUEUE_SECONDS of work queued (another tenant's run starts within about
+# that long), and never falls below FAIR_INFLIGHT_PER_TENANT (0 = no fairness), nor, while the tier
+# drains nothing, below one round of the live fleet for what the leader rings in batches.
 FAIR_INFLIGHT_PER_TENANT = env_int("FAIR_INFLIGHT_PER_TENANT", 100)
 FAIR_QUEUE_SECONDS = env_float("FAIR_QUEUE_SECONDS", 1.0)
 FAIR_INFLIGHT_STALE_SECONDS = env_float("FAIR_INFLIGHT_STALE_SECONDS", 120.0)
@@ -451,42 +450,8 @@ EXPRESSION_BUDGET = {
 # A worker that finishes a DAG node runs one ready successor itself (no broker round trip)
 # for up to this many seconds from the message that started it; 0 turns it off.
 DAG_CONTINUATION_SECONDS = env_float("DAG_CONTINUATION_SECONDS", 10.0)
-# --- Worker fleet: registry, heartbeats, shutdown, live logs, sticky routing, budgets ---
-FLEET = {
-    "HEARTBEAT_SECONDS": env_float("WORKER_HEARTBEAT_SECONDS", 10.0),
-    # A worker whose last heartbeat is older than this many intervals is dead.
-    "MISSED_HEARTBEATS_DEAD": env_int("WORKER_MISSED_HEARTBEATS_DEAD", 2),
-    # SIGTERM: running runs get this long to finish; the rest go back to pending.
-    "SHUTDOWN_DEADLINE_SECONDS": env_float("WORKER_SHUTDOWN_DEADLINE_SECONDS", 300.0),
-    # How often a running execution checks for a cancel request (Redis key).
-    "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
-    # Live log tail: a capped Redis stream per execution (LIVE_LOGS has its byte budgets),
-    # expiring this long after its last write (a dead worker's tail goes by itself).
-    "LOG_STREAM_MAX_LINES": env_int("WORKER_LOG_STREAM_MAX_LINES", 10000),
-    "LOG_STREAM_TTL_SECONDS": env_int("WORKER_LOG_STREAM_TTL_SECONDS", 3600),
-    # Retries may be at most this share of the executions started per minute ...
-    "RETRY_BUDGET_RATIO": env_float("RETRY_BUDGET_RATIO", 0.2),
-    # ... but never fewer than this many per minute (a quiet system can still retry).
-    "RETRY_BUDGET_MIN_PER_MINUTE": env_int("RETRY_BUDGET_MIN_PER_MINUTE", 10),
-    "STICKY_ROUTING": env_bool("WORKER_STICKY_ROUTING", True),
-    # Shell handlers: run as this user when the worker runs as root ("" = as the worker).
-    "SHELL_RUN_AS_USER": env_str("WORKER_SHELL_RUN_AS_USER", ""),
-    # Waiting runs per tier above which the queues endpoint recommends more workers.
-    "SCALE_THRESHOLDS": {
-        "critical": env_int("SCALE_THRESHOLD_CRITICAL", 500),
-        "normal": env_int("SCALE_THRESHOLD_NORMAL", 1000),
-        "bulk": env_int("SCALE_THRESHOLD_BULK", 5000),
-    },
-}
-
-# --- Live log streams (Server-Sent Events from the web tier) -------------------------
-LOG_STREAMS = {
-    # Open streams per tenant (API and dashboard together); the next one answers 429.
-    "MAX_OPEN_PER_TENANT": env_int("LOG_STREAMS_MAX_OPEN_PER_TENANT", 50),
-    # An open stream renews its place well within this lease; the places of a killed web
-    # process free themselves when their leases end.
-    "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
-}
+# --- Worker fleet and live log streams: project/settings/fleet.py -----------------
+from project.settings.fleet import *  # noqa: E402, F403
 
 # Modules whose @handler("name") functions python tasks may call. The demo handlers, and
 # the design document's DocumentClassifier, InvoiceProcessor and ReceiptProcessor.

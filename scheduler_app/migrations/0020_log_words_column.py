@@ -21,7 +21,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.db import migrations
 
 LOG_TABLE = "scheduler_app_executionlog"
-# scheduler_app.log_search.SEARCHABLE_CHARS: PostgreSQL caps a tsvector at 1 MB.
+# scheduler_app.selectors.log_search.SEARCHABLE_CHARS: PostgreSQL caps a tsvector at 1 MB.
 SEARCHABLE_CHARS = 262_144
 BATCH_ROWS = 500
 NEW_INDEX = "idx_log_search_words"

@@ -156,7 +156,7 @@ class ExecutionLog(models.Model):
 
     class Meta:
         indexes = [
-            # Log search (scheduler_app.log_search) on the stored words.
+            # Log search (scheduler_app.selectors.log_search) on the stored words.
             GinIndex(fields=["words"], name="idx_log_search_words"),
             # A recent window of one tenant's logs (log_search_pages), combined with the
             # words' index in one bitmap. Not one GIN over both: that needs btree_gin, which

@@ -47,7 +47,7 @@ class TaskDefinition(models.Model):
     paused = models.BooleanField(default=False)
     tags = models.JSONField(default=list, blank=True)
     notifications = models.JSONField(default=dict, blank=True)
-    # A template over a run's parameters and time (scheduler_app.idempotency_keys); a run
+    # A template over a run's parameters and time (scheduler_app.run_key_templates); a run
     # whose key already succeeded for this task is skipped. "" = no key (also the database's
     # default: bulk loads such as the benchmarks' COPY name only the columns they fill).
     idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")

@@ -24,11 +24,11 @@ from scheduler_app import db_rows
 from scheduler_app.capabilities import capability_queues
 from scheduler_app.choices import RETRYABLE_STATUSES, WAITING_STATUSES, ExecutionStatus
 from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
+from scheduler_app.ringing.sticky import sticky_hint_set
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.follow_ups import execution_follow_up_create
 from scheduler_app.services.retry_budget import retry_budget_admit
-from scheduler_app.services.sticky_hints import sticky_hint_set
 
 __all__ = [
     "Ended",
@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 # How a finish stores its log: one row per execution, the last finish's log wins. Its
 # created_at is the finish's time, and never before its run's scheduled_at or created_at
 # (a claim takes a run at most CLAIM_CLOCK_TOLERANCE early, and clocks differ): log search
-# reads a run's window from the logs written since its start (scheduler_app.log_search).
+# reads a run's window from the logs written since its start (scheduler_app.selectors.log_search).
 LOG_UPSERT = (
     "ON CONFLICT (execution_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, "
     "text = EXCLUDED.text, size_bytes = EXCLUDED.size_bytes, truncated = EXCLUDED.truncated"

@@ -16,8 +16,8 @@ from django.db import connection, transaction
 
 from scheduler_app.choices import ExecutionStatus, Overlap, Trigger
 from scheduler_app.db_rows import server_bound_cursor
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.ringing.doorbell import Doorbell
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.executions import FinishReport, execution_next_attempt_or_dead_letter
-from scheduler_app.services.ringing import ring
 from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)

@@ -8,11 +8,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring_after_commit
 from scheduler_app.services.follow_ups import execution_follow_up_create
-from scheduler_app.services.ringing import ring_after_commit
 
 MANUALLY_RETRYABLE = (ExecutionStatus.FAILED, ExecutionStatus.TIMED_OUT, ExecutionStatus.CANCELLED)
 

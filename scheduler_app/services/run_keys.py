@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.idempotency_keys import KeyTemplateError, key_render
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.run_key_templates import KeyTemplateError, key_render
 
 
 @dataclass(frozen=True)

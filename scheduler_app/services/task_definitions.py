@@ -12,11 +12,11 @@ from django.utils import timezone
 
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring_after_commit
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
-from scheduler_app.services.ringing import ring_after_commit
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_checks import task_checks_run

@@ -35,7 +35,6 @@ from scheduler_app.errors import (
     each_validation_error,
     validation_errors_raise,
 )
-from scheduler_app.idempotency_keys import KeyTemplateError, key_template_check
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
@@ -46,6 +45,7 @@ from scheduler_app.limits import (
     task_timeout_limit,
 )
 from scheduler_app.platform_tasks import platform_task_prefixes
+from scheduler_app.run_key_templates import KeyTemplateError, key_template_check
 from scheduler_app.task_schedule import schedule_for
 from schedules import ScheduleError
 from schedules.timezones import load_timezone

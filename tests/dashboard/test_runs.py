@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app import run_search
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskExecution
 from scheduler_app.paging import cursor_page
+from scheduler_app.selectors import run_search
 from tests.dashboard.conftest import add_execution, make_dag, make_dag_run
 from tests.factories import make_task
 

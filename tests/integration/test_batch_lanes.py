@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from tests.factories import make_queued_runs, make_task
 from tests.integration.conftest import FAST_WORKER, dump_logs
 from tests.processes import broker_key_prefix, start_worker, wait_until

@@ -355,8 +355,8 @@ def test_a_lost_chord_callback_is_joined_by_the_reconciler(tenant, live_worker):
         # Drop the chord (header and body) that would have been sent after commit ...
         transaction.get_connection().run_on_commit.clear()
     # ... and ring the shards' doorbells without a chord: nobody will call the join.
-    from scheduler_app.doorbell import Doorbell
-    from scheduler_app.services.ringing import ring
+    from scheduler_app.ringing.doorbell import Doorbell
+    from scheduler_app.ringing.ring import ring
 
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
     ring([Doorbell(str(r), str(tenant.id), "normal") for r in roots])

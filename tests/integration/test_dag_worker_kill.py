@@ -19,8 +19,8 @@ from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from project.settings.test_redis import claim_redis_db, release_redis_db
-from scheduler_app.dispatch import RUN_EXECUTION_TASK
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.publish import RUN_EXECUTION_TASK
 from tests.integration.conftest import FAST_BEAT, FAST_WORKER, dump_logs
 from tests.processes import start_beat, start_worker, wait_until
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs

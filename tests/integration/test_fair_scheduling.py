@@ -10,8 +10,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.firing import Fire, fires_record
-from scheduler_app.services.ringing import ring
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs

@@ -79,7 +79,7 @@ def test_log_search_finds_the_one_run_whose_log_has_the_words(
 
 @pytest.mark.django_db
 def test_the_search_expression_is_the_indexed_one():
-    from scheduler_app.log_search import logs_with_words
+    from scheduler_app.selectors.log_search import logs_with_words
 
     query = logs_with_words("timeout").values("execution_id")
     with connection.cursor() as cursor:

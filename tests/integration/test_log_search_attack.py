@@ -12,8 +12,8 @@ import time
 import pytest
 from django.db import connection
 
-from scheduler_app.log_search_budget import log_searches_running
 from scheduler_app.models import TaskExecution
+from scheduler_app.selectors.log_search_budget import log_searches_running
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import member_client
 from tests.factories import make_task

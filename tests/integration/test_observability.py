@@ -12,10 +12,10 @@ from django.test import Client
 from alerting.services.channels import notification_channel_create
 from alerting.services.delivery import SIGNATURE_HEADER
 from alerting.services.signing import signature_verify
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.workers import worker_list
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.task_definitions import task_trigger
 from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.alerting.receiver import Receiver

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import pytest
 from django.utils import timezone
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from tests.api_clients import member_client
 from tests.factories import make_queued_runs
 from tests.processes import wait_until

@@ -11,9 +11,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.processes import broker_key_prefix, wait_until

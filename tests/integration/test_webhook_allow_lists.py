@@ -12,9 +12,9 @@ import pytest
 
 from alerting.services.delivery import Target
 from alerting.tasks import enqueue_delivery
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.tenant_network import tenant_webhook_hosts_set
 from tests.alerting.receiver import Receiver
 from tests.api_clients import jwt_client

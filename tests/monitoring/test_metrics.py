@@ -13,11 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from project.celery import app
 from runs.finish import run_finish
-from scheduler_app.dispatch import RUN_EXECUTION_TASK
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.metrics import METRIC_NAMES
 from scheduler_app.monitoring.system import queue_states
 from scheduler_app.redis_client import redis_key
+from scheduler_app.ringing.publish import RUN_EXECUTION_TASK
 from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_trigger
@@ -261,9 +261,9 @@ def test_the_queue_age_reads_a_batch_doorbell_by_its_first_run():
     a list of runs; the queue's age comes from the first (an alert rule failed on it)."""
     import uuid
 
-    from scheduler_app.dispatch import batch_message, doorbell_message
-    from scheduler_app.doorbell import Doorbell
     from scheduler_app.monitoring.system import _message_execution_id
+    from scheduler_app.ringing.doorbell import Doorbell
+    from scheduler_app.ringing.publish import batch_message, doorbell_message
 
     ids = [str(uuid.uuid4()) for _ in range(3)]
     tenant = str(uuid.uuid4())

@@ -9,7 +9,8 @@ import uuid
 from django.conf import settings
 
 from project.celery import app
-from scheduler_app.dispatch import (
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.publish import (
     BURST_MESSAGES,
     RUN_BATCH_TASK,
     RUN_EXECUTION_TASK,
@@ -19,7 +20,6 @@ from scheduler_app.dispatch import (
     doorbell_message,
     publish,
 )
-from scheduler_app.doorbell import Doorbell
 
 
 def _volatile(message: dict) -> dict:

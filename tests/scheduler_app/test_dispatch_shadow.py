@@ -13,13 +13,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from project.celery import app
-from scheduler_app.dispatch import (
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.publish import (
     RUN_EXECUTION_TASK,
     batch_shadow,
     doorbell_message,
 )
-from scheduler_app.doorbell import Doorbell
-from scheduler_app.services.ringing import ring
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_queued_runs, make_task
 
@@ -107,7 +107,7 @@ def test_batch_shadow_names_at_most_three_tasks():
 def test_fired_runs_are_named_from_their_task_id_and_a_rename_shows_after_the_cache(
     tenant, redis_client, private_broker, settings, monkeypatch
 ):
-    from scheduler_app import dispatch
+    from scheduler_app.ringing import publish as dispatch
     from scheduler_app.services.firing import Fire, fires_record
 
     settings.FAIR_INFLIGHT_PER_TENANT = 0

@@ -7,16 +7,16 @@ import uuid
 
 import pytest
 
-from scheduler_app.doorbell import Doorbell
-from scheduler_app.fairness import (
+from scheduler_app.redis_client import get_redis
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.fairness import (
     _drained_key,
     _drained_keys,
     fair_admit,
     fair_promote_allowance,
     fair_release_into,
 )
-from scheduler_app.redis_client import get_redis
-from scheduler_app.services.ringing import fleet_round
+from scheduler_app.ringing.ring import fleet_round
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from django.conf import settings
 from beat.engine import EngineConfig, SchedulerEngine
 from beat.lock import LeaderLock
 from beat.publisher import FirePublisher
-from scheduler_app.dispatch import BURST_MESSAGES, batch_size
 from scheduler_app.fleet.registry import STATE_DRAINING, live_processes, worker_record_save
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.publish import BURST_MESSAGES, batch_size
 from scheduler_app.services.claims import CLAIM_CLOCK_TOLERANCE
 from tests.clock import ManualClock
 from tests.factories import make_task, make_worker_record

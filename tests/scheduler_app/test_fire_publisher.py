@@ -7,8 +7,8 @@ from django.conf import settings
 
 from beat import publisher as publisher_module
 from beat.publisher import FirePublisher
-from scheduler_app.doorbell import Doorbell
-from scheduler_app.services.ringing import Rung
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import Rung
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler_app.idempotency_keys import KeyTemplateError, key_render, key_template_check
+from scheduler_app.run_key_templates import KeyTemplateError, key_render, key_template_check
 
 FIRE = datetime(2026, 3, 9, 3, 30, tzinfo=UTC)  # 23:30 on the 8th in New York
 

@@ -1,4 +1,4 @@
-"""What a log search may cost (`scheduler_app.log_search_budget`), on real PostgreSQL and
+"""What a log search may cost (`scheduler_app.selectors.log_search_budget`), on real PostgreSQL and
 Redis: a search over its time budget is cut with a clear 503, a tenant's searches at once are
 capped (429 with Retry-After, other tenants unaffected), places of killed searches free
 themselves, Redis unreachable refuses searches (fails closed), and the dashboard says so."""
@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from scheduler_app import log_search_budget
-from scheduler_app.log_search_budget import LEASE_MARGIN_SECONDS, log_search_place_take
 from scheduler_app.monitoring.counters import read_budget_refusals
+from scheduler_app.selectors import log_search_budget
+from scheduler_app.selectors.log_search_budget import LEASE_MARGIN_SECONDS, log_search_place_take
 from tests.api_clients import member_client
 from tests.factories import make_task
 from tests.log_history import UNFILLABLE_PHRASE, logged_runs_create

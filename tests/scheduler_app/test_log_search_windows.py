@@ -1,4 +1,5 @@
-"""Log search asks recent windows before the whole history (`scheduler_app.log_search_windows`):
+"""Log search asks recent windows before the whole history
+(`scheduler_app.selectors.log_search_windows`):
 every page, and every cursor's next page, is the one the whole-history read gives; old runs
 are still found; the windowed query reads the word index by tenant and hour."""
 
@@ -15,8 +16,8 @@ from django.utils import timezone
 
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
-from scheduler_app import log_search, log_search_windows
 from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.selectors import log_search, log_search_windows
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -85,15 +86,15 @@ def test_every_page_is_the_whole_history_one(api, history, monkeypatch, windows)
     # logs, they are read from the whole history at once: the pages agree.
     if windows:
         monkeypatch.setattr(
-            "scheduler_app.log_search_windows._middling", lambda tenant, words: True
+            "scheduler_app.selectors.log_search_windows._middling", lambda tenant, words: True
         )
         monkeypatch.setattr(
-            "scheduler_app.log_search_windows._expected_in_window",
+            "scheduler_app.selectors.log_search_windows._expected_in_window",
             lambda tenant, words, start: 1e9,
         )
     if windows == "the last hour":
         monkeypatch.setattr(
-            "scheduler_app.log_search_windows.SEARCH_WINDOWS", (timedelta(hours=1),)
+            "scheduler_app.selectors.log_search_windows.SEARCH_WINDOWS", (timedelta(hours=1),)
         )
     newest_first = sorted(
         history["recent"] + history["last week"], key=lambda r: r.scheduled_at, reverse=True
@@ -171,9 +172,12 @@ def test_the_dashboard_search_box_asks_the_same_windows(tenant_and_user, history
             yield start
 
     monkeypatch.setattr("dashboard.views.newest_first_windows", windows)
-    monkeypatch.setattr("scheduler_app.log_search_windows._middling", lambda tenant, words: True)
     monkeypatch.setattr(
-        "scheduler_app.log_search_windows._expected_in_window", lambda tenant, words, start: 1e9
+        "scheduler_app.selectors.log_search_windows._middling", lambda tenant, words: True
+    )
+    monkeypatch.setattr(
+        "scheduler_app.selectors.log_search_windows._expected_in_window",
+        lambda tenant, words, start: 1e9,
     )
     client, task = _signed_in(tenant_and_user), history["recent"][0].task
     page = client.get(f"/dashboard/tasks/{task.id}", {"log_contains": "fetched rows"})

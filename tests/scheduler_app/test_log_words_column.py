@@ -18,8 +18,8 @@ from data_lifecycle.services.archive_store import ArchiveStore
 from data_lifecycle.services.retention import logs_archive
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
-from scheduler_app import log_search
 from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.selectors import log_search
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db

@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from beat.publisher import FirePublisher
 from project.celery import app
-from scheduler_app.doorbell import Doorbell
-from scheduler_app.fairness import fair_admit
 from scheduler_app.fleet.records import sticky_queue_name, worker_record_save
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.ringing import doorbells_hold_back, ring, ring_deferring_hold_back
-from scheduler_app.services.sticky_hints import sticky_hint_set
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.fairness import fair_admit
+from scheduler_app.ringing.ring import doorbells_hold_back, ring, ring_deferring_hold_back
+from scheduler_app.ringing.sticky import sticky_hint_set
 from tests.factories import make_queued_runs, make_task, make_worker_record
 
 

@@ -71,7 +71,7 @@ def test_a_dead_workers_kept_dag_node_is_rung_for_the_fleet_once(tenant):
     """A worker keeps a ready DAG node for itself (its row queued with the worker's id, no
     doorbell) and dies before claiming it: the reaper rings it, once however many reap."""
     from project.celery import app
-    from scheduler_app.dispatch import _broker_client
+    from scheduler_app.ringing.publish import _broker_client
 
     task = make_task(tenant, name="kept", schedule={"type": "manual"})
     dead = f"dead-{uuid.uuid4().hex[:6]}"

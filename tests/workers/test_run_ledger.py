@@ -11,11 +11,11 @@ import pytest
 import redis
 from django.utils import timezone
 
-from scheduler_app.fairness import _drained_keys, _inflight_key
 from scheduler_app.fleet.registry import counters_read
 from scheduler_app.live_logs import live_logs_redis, log_stream_key
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
+from scheduler_app.ringing.fairness import _drained_keys, _inflight_key
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.log_quota import log_bytes_used
 from scheduler_app.services.quotas import tenant_usage

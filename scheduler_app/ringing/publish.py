@@ -1,6 +1,6 @@
 """Sending doorbells to the broker: execution ids onto their queue.
 
-This is the last step of ringing (`scheduler_app.services.ringing.ring`: admit, hold back,
+This is the last step of ringing (`scheduler_app.ringing.ring.ring`: admit, hold back,
 route, publish), and the only one that talks to the broker; ring, not `publish`, is what a
 caller uses, so that no run reaches the broker past fair dispatch or sticky routing.
 
@@ -50,9 +50,9 @@ from collections.abc import Callable, Sequence
 import redis
 from celery import current_app as app
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import is_redis_url, redis_from_url
+from scheduler_app.ringing.doorbell import Doorbell
 
 logger = logging.getLogger(__name__)
 

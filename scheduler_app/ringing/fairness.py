@@ -4,7 +4,7 @@ Celery queues are FIFO lists, so 5,000 doorbells of one tenant ahead of another 
 would make it wait for all 5,000. So each tenant may have only so many doorbells waiting in a
 tier's broker queue at a time (a Redis sorted set per tenant and tier: member = execution id,
 score = publish time). A doorbell over the cap is not sent: `fair_admit` returns it as held
-back, the caller that rings (`scheduler_app.services.ringing`) puts its row back to `pending`
+back, the caller that rings (`scheduler_app.ringing.ring`) puts its row back to `pending`
 (same scheduled_at), and the leader's promote loop offers it again on a later tick. This
 module decides in Redis only and writes no database row, so a thread that publishes (the
 beat's publisher) needs no database connection for it.
@@ -43,8 +43,8 @@ from typing import NamedTuple
 import redis
 from django.conf import settings
 
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.ringing.doorbell import Doorbell
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ from django.utils.dateparse import parse_datetime
 from scheduler_app.ascii_numbers import ascii_int
 from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
 from scheduler_app.errors import NotFound, ValidationFailed
-from scheduler_app.log_search import executions_with_log_words
 from scheduler_app.models import (
     ApiKey,
     AuditEntry,
@@ -29,6 +28,7 @@ from scheduler_app.models import (
     Tenant,
     TenantMembership,
 )
+from scheduler_app.selectors.log_search import executions_with_log_words
 
 # The largest id a BigAutoField (members) holds.
 MAX_BIGINT = 2**63 - 1
@@ -177,8 +177,8 @@ def execution_list(
     log_window: tuple[str, datetime] | None = None,
 ) -> QuerySet[TaskExecution]:
     """Every execution of the tenant; filters: status (comma list), task, tag, since, until,
-    log_contains (words in the stored log, `scheduler_app.log_search`). A log search may be
-    narrowed to a recent window, (field, start): runs whose `field` (scheduled_at or
+    log_contains (words in the stored log, `scheduler_app.selectors.log_search`). A log
+    search may be narrowed to a recent window, (field, start): runs whose `field` (scheduled_at or
     created_at) is at or after start, their logs looked up in that window's part of the index."""
 
     filters = filters or {}

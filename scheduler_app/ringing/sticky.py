@@ -5,7 +5,7 @@ goes to its tier queue, so stickiness never delays anything.
 
 The hint (which worker should preferably run an execution) is written when a retry or a DAG
 node's successors are created; `route` reads it when their doorbells ring
-(`scheduler_app.services.ringing`) and turns it into that worker's own queue. The workers'
+(`scheduler_app.ringing.ring`) and turns it into that worker's own queue. The workers'
 records come from the registry in Redis (`scheduler_app.fleet.records`): ringing never
 imports the worker side.
 """
@@ -19,7 +19,6 @@ from dataclasses import replace
 from django.conf import settings
 
 from scheduler_app.capabilities import capability_of_queue
-from scheduler_app.doorbell import Doorbell
 from scheduler_app.fleet.records import (
     STATE_ACTIVE,
     WorkerRecord,
@@ -27,6 +26,7 @@ from scheduler_app.fleet.records import (
     worker_records,
 )
 from scheduler_app.redis_client import get_redis, redis_key
+from scheduler_app.ringing.doorbell import Doorbell
 
 HINT_TTL_SECONDS = 6 * 3600
 HITS, MISSES = "hit", "miss"

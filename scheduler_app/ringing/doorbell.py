@@ -1,4 +1,4 @@
-"""The doorbell: what a broker message carries for a run (see `scheduler_app.dispatch`).
+"""The doorbell: what a broker message carries for a run (see `scheduler_app.ringing.publish`).
 
 A leaf module (it imports nothing of the project), so every side that makes, admits,
 routes or sends doorbells can name the type without importing the others.

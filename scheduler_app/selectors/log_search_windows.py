@@ -1,6 +1,6 @@
 """Which recent windows a newest-first log search asks before the whole history.
 
-Why: see `scheduler_app.log_search`. A window holds every matching run from its start on
+Why: see `scheduler_app.selectors.log_search`. A window holds every matching run from its start on
 (the log side is a superset, the run side exact), so when it holds the rows a page needs
 (the page, and the one row after it that says more exist), no older run could come before
 any of them; otherwise the next, wider window is tried, and the whole history last. The
@@ -18,13 +18,13 @@ from datetime import datetime
 
 from django.db.models import QuerySet
 
-from scheduler_app.log_search import (
+from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
+from scheduler_app.selectors.log_search import (
     FEW_MATCHES,
     SEARCH_WINDOWS,
     executions_with_log_words,
     expected_matches,
 )
-from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
 
 # Words in this share of the tenant's logs or more are common (see _middling).
 COMMON_SHARE = 0.01

@@ -4,7 +4,7 @@ Every place that sends runs to workers (the beat's fires, promoted and re-rung r
 trigger or retry after its commit, a DAG wave, runs a worker hands back, a dead worker's
 runs) calls `ring`, which takes each batch through the same four steps:
 
-1. admit (`scheduler_app.fairness.fair_admit`, Redis only): a tenant's doorbells beyond its
+1. admit (`scheduler_app.ringing.fairness.fair_admit`, Redis only): a tenant's doorbells beyond its
    in-flight cap in a tier are held back;
 2. hold back (`services.firing.queued_hold_back`, one UPDATE): their rows go back from
    `queued` to `pending`, so the leader's promote loop offers them again later; they are
@@ -12,7 +12,7 @@ runs) calls `ring`, which takes each batch through the same four steps:
 3. route (`services.sticky_hints.route`, one MGET): a follow-up run whose execution has a
    sticky hint may go to that worker's own queue; `sticky=False` skips the lookup for first
    attempts, which never have one;
-4. publish (`scheduler_app.dispatch.publish`): named after their tasks (Flower) and sent, a
+4. publish (`scheduler_app.ringing.publish.publish`): named after their tasks (Flower) and sent, a
    batch per Redis round trip.
 
 `ring_deferring_hold_back` does all but step 2's write and returns what it held back, for a
@@ -29,11 +29,11 @@ from typing import NamedTuple
 import redis
 from django.db import transaction
 
-from scheduler_app.dispatch import publish, with_task_names
-from scheduler_app.doorbell import Doorbell
-from scheduler_app.fairness import fair_admit
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.fairness import fair_admit
+from scheduler_app.ringing.publish import publish, with_task_names
+from scheduler_app.ringing.sticky import route
 from scheduler_app.services.firing import queued_hold_back
-from scheduler_app.services.sticky_hints import route
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ stored, parsed words. Parsing the text at search time instead cost `to_tsvector`
 `tsvector` at 1 MB, and a log can hold 10 MB: the words (and so the search) cover the first
 SEARCHABLE_CHARS characters of each log.
 
-What a search may cost is bounded apart (`scheduler_app.log_search_budget`): a statement
+What a search may cost is bounded apart (`scheduler_app.selectors.log_search_budget`): a statement
 timeout over the whole search and a number of searches per tenant at once.
 
 Newest first at 10M runs. A GIN index answers "which logs have these words" as a bitmap of
@@ -24,7 +24,7 @@ in the whole history (20,000 for two words that meet in 1 log in 500, at 10M), a
 other way round (walk the runs newest first, test each log) costs 50 / selectivity rows. So
 a second index holds the tenant and the hour each log was written (one key per hour; the
 planner ANDs it with the words' bitmap), and a newest-first page is asked of recent
-windows first (SEARCH_WINDOWS, see `scheduler_app.log_search_windows`): a window's cost
+windows first (SEARCH_WINDOWS, see `scheduler_app.selectors.log_search_windows`): a window's cost
 is the rows logged in it, not the history's size, and the whole history is read only when
 the windows do not fill the page (words too rare for them, whose match bitmap is small).
 
