@@ -7,8 +7,7 @@ from celery import shared_task
 from dags.services.continuation import continuing
 from dags.services.mapping import map_join_by_id
 from dags.services.node_dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
-from workers.batch_runner import execution_batch_run
-from workers.runner import execution_run
+from workers.runner import execution_batch_run, execution_run
 
 
 @shared_task(name=MAP_SHARD_TASK, bind=True, acks_late=True, ignore_result=False)

@@ -10,7 +10,7 @@ others may not be thread-safe) keeps width 1, which runs inline, exactly as befo
 
 Only the running of one item is concurrent; which item starts next, what counts as started
 and when to stop starting is decided by the caller under its own lock (see
-`workers.batch_runner._Batch`). A lane is taken *before* an item is marked started, so an
+`workers.batch.Batch`). A lane is taken *before* an item is marked started, so an
 item waiting for a lane is still unstarted and a spill hands it back.
 
 Each thread closes its own database connections when its item is done (Django's are per

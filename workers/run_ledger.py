@@ -1,6 +1,6 @@
 """A worker's per-run Redis bookkeeping: what a run's start writes, how a start is undone,
-and what its end writes. The single runner (`workers.runner`) and the batch runner
-(`workers.batch_runner`) both keep their books here, so each step exists once.
+and what its end writes. The runner (`workers.runner`, a single doorbell being a batch of
+one) keeps its books here, so each step exists once.
 
 What is kept: the tenant's in-flight doorbells and the tier's drain rate (fairness), the
 tenant's hourly run count and monthly compute seconds (quotas), the worker's active, done and

@@ -1,365 +1,160 @@
-"""Run one execution attempt: claim, execute the handler, finish. Called by the Celery task.
+"""The one runner: claim what a doorbell rang for (one run, or a batch of one tenant and
+tier), count its start, run it, finish it. A single doorbell is a batch of one.
 
 The hot path of the whole system (every run passes here), so it is kept to a few round
-trips: one statement claims the row and loads its task and tenant, one counts the tenant's
-running runs (quota), one statement finishes the row with its log, and the Redis
-bookkeeping of a run (fairness slot, lag histogram, quota counters, fleet counters, retry
-budget, a cancel check; `workers.run_ledger`) travels in one pipeline at the start and one
-at the end.
+trips: one statement claims the runs with their tasks and tenants, one counts each tenant's
+running runs (quota), one statement finishes the runs with their logs, and the Redis
+bookkeeping (fairness slot, lag histogram, quota counters, fleet counters, retry budget, a
+cancel check; `workers.run_ledger`) travels in one pipeline at the start and one at the end.
+How the claimed runs then run (in order or in lanes, spilling what waits) is
+`workers.batch`; their handlers, `workers.execute`; their finish, `workers.finishing`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from collections import Counter
+from collections.abc import Sequence
 
 from django.conf import settings
-from django.utils import timezone
 
-from budgets.limits import BudgetExceeded
-from dags.services.hooks import dag_upstream_results
-from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
-from runs.finish import run_finish
-from scheduler_app.limits import expression_budget
-from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.redis_client import get_redis
-from scheduler_app.services.claims import Claim, execution_claim
-from scheduler_app.services.log_quota import stored_log
-from scheduler_app.services.progress import execution_progress_save
+from scheduler_app.redis_coalesce import CoalescedWrites
+from scheduler_app.services.claims import Claim, executions_claim
 from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
-from scheduler_app.services.run_keys import execution_key_settle
-from scheduler_app.services.secrets import (
-    referenced_names,
-    run_parameters_split,
-    secrets_resolve,
-    substitute,
-)
-from workers.due import wait_until_due
-from workers.handlers import run_handler
-from workers.live_logs import LiveLogSink, live_tails_close
-from workers.progress import ProgressReporter
+from workers.batch import Batch, Item
+from workers.batch_lanes import batch_width
 from workers.run_ledger import RunLedger
-from workers.run_watch import WatchedRun, run_watcher
-from workers.shell_sandbox import shell_sandbox_for
 
 logger = logging.getLogger(__name__)
 
-# How often a keyed run waiting for another run of its key looks again.
-KEY_WAIT_POLL_SECONDS = 0.25
 
-
-class _SecretUnavailable(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """The handler config and parameters with `{{secret:name}}` filled in, and what to mask."""
-
-    handler_config: dict[str, Any]
-    parameters: dict[str, Any]
-    masked: tuple[str, ...]
-    error: str = ""
+def executions_run(
+    *,
+    execution_ids: Sequence[str],
+    worker_id: str,
+    tenant_id: str | None = None,
+    queue: str | None = None,
+) -> Counter[str]:
+    """Claim, start, run and finish the runs; returns how many ended how ('success',
+    'failed', ..., 'rejected': the finish lost its claim, 'deferred': over the tenant's
+    quota, 'duplicate': not claimable, another delivery or a cancel took it)."""
+    config = settings.WORKER
+    ledger = RunLedger(worker_id)
+    writes = CoalescedWrites()
+    claims = executions_claim(
+        execution_ids=execution_ids,
+        worker_id=worker_id,
+        lease_seconds=config["LEASE_SECONDS"],
+        metrics_pipe=writes,
+    )
+    # Every doorbell reached a worker, claimed or not (a duplicate delivery).
+    ledger.doorbells_answered_into(
+        writes,
+        [str(execution_id) for execution_id in execution_ids],
+        tenant_id=tenant_id,
+        queue=queue,
+    )
+    items, room = _start(claims, writes, ledger=ledger)
+    width = batch_width(
+        [item.claim.task.handler_type for item in items],
+        parallel=config["BATCH_PARALLEL"],
+        room=room,
+    )
+    outcomes = Batch(
+        items, ledger=ledger, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
+    ).run()
+    counts = Counter(outcomes)
+    if len(items) < len(claims):
+        counts["deferred"] += len(claims) - len(items)
+    if len(claims) < len(execution_ids):
+        counts["duplicate"] += len(execution_ids) - len(claims)
+    return counts
 
 
 def execution_run(
     *, execution_id: str, worker_id: str, tenant_id: str | None = None, queue: str | None = None
 ) -> str:
-    """Returns what happened, for the worker's log: 'duplicate', 'deferred', 'rejected' or the
-    status."""
-    config = settings.WORKER
-    ledger = RunLedger(worker_id)
-    pipe = get_redis().pipeline(transaction=False)
-    claim = execution_claim(
-        execution_id=execution_id,
-        worker_id=worker_id,
-        lease_seconds=config["LEASE_SECONDS"],
-        metrics_pipe=pipe,
+    """One run (a batch of one); returns what happened, for the worker's log: 'duplicate',
+    'deferred', 'rejected' or the run's status."""
+    counts = executions_run(
+        execution_ids=[execution_id], worker_id=worker_id, tenant_id=tenant_id, queue=queue
     )
-    if claim is None:
-        # Duplicate delivery, or the run was cancelled/taken meanwhile: nothing to do.
-        ledger.doorbell_answered(execution_id=execution_id, tenant_id=tenant_id, queue=queue)
+    if counts["duplicate"]:
         logger.info("execution %s not claimable; dropping the message", execution_id)
-        return "duplicate"
-    start = _start(claim, pipe, ledger=ledger, tenant_id=tenant_id, queue=queue)
-    if start is None:
-        logger.info("execution %s deferred: tenant over quota", execution_id)
-        return "deferred"
-    try:
-        status, accepted = _run_claimed(claim, worker_id=worker_id, stop_requested=start)
-    except BaseException:
-        ledger.crashed()
-        raise
-    return status if accepted else "rejected"
+    return next(iter(counts))
 
 
-@dataclass(frozen=True)
-class _Started:
-    at: datetime
-    stop_requested: bool
+def execution_batch_run(
+    *,
+    execution_ids: Sequence[str],
+    worker_id: str,
+    tenant_id: str | None = None,
+    queue: str | None = None,
+) -> str:
+    """A batch; returns a summary for the worker's log, e.g. 'batch of 16: 15 success, 1
+    failed'."""
+    counts = executions_run(
+        execution_ids=execution_ids, worker_id=worker_id, tenant_id=tenant_id, queue=queue
+    )
+    summary = ", ".join(f"{n} {what}" for what, n in counts.most_common())
+    return f"batch of {len(execution_ids)}: {summary}"
 
 
 def _start(
-    claim: Claim, pipe, *, ledger: RunLedger, tenant_id: str | None, queue: str | None
-) -> _Started | None:
-    """The quota check and the start-of-run bookkeeping, sent on `pipe` (which holds the
-    claim's lag observation already); None when the run was deferred.
-
-    Counters are for operators, fairness and budgets: a Redis blip must not fail the run (the
-    Redis quotas then err towards running)."""
-    execution = claim.execution
-    running = quota_running_count(tenant_id=execution.tenant_id)
-    ledger.doorbells_answered_into(pipe, [str(execution.id)], tenant_id=tenant_id, queue=queue)
-    started = ledger.start([claim], pipe)
-    runs_after, seconds = started.quota(execution.tenant_id)
-    deferral = quota_decide_counts(
-        tenant=execution.tenant,
-        running=running,
-        runs_after=runs_after,
-        seconds=seconds,
-        now=started.at,
-    )
-    if deferral is None:
-        return _Started(at=started.at, stop_requested=started.stop_requested(0))
-    logger.info("execution %s: tenant over %s", execution.id, deferral.quota)
-    if started.replies is not None:
-        ledger.unstart([claim], at=started.at)
-    quota_defer(
-        execution=execution,
-        claim_token=claim.claim_token,
-        deferral=deferral,
-        counted=started.counted[execution.tenant_id],
-    )
-    return None
-
-
-def _resolve_secrets(claim: Claim) -> _Resolved:
-    """`{{secret:name}}` is resolved here and only here, for this execution's tenant, and only
-    in what a tenant admin authored (the handler config, the task's and the DAG's parameters):
-    parameters that came with a trigger reach the handler as literal text. The plaintext lives
-    in this process's memory for the attempt and is masked everywhere."""
-    task, execution = claim.task, claim.execution
-    handler_config = task.handler_config
-    authored, supplied = run_parameters_split(task_parameters=task.parameters, execution=execution)
-    parameters = {**authored, **supplied}
-    try:
-        values = secrets_resolve(
-            tenant_id=execution.tenant_id,
-            names=referenced_names(handler_config) | referenced_names(authored),
-        )
-    except KeyError as error:
-        return _Resolved(
-            handler_config, parameters, (), f"unknown secret(s) referenced: {error.args[0]}"
-        )
-    except ValueError as error:
-        return _Resolved(handler_config, parameters, (), str(error))
-    masked = tuple(value for value in values.values() if value)
-    # One output budget for the handler config and the parameters together.
-    growth = expression_budget().max_output_chars
-    try:
-        filled = substitute(
-            {"handler": handler_config, "parameters": authored}, values, max_growth=growth
-        )
-    except BudgetExceeded as error:
-        return _Resolved(handler_config, parameters, masked, error.message)
-    return _Resolved(
-        handler_config=filled["handler"],
-        parameters={**filled["parameters"], **supplied},
-        masked=masked,
-    )
-
-
-@dataclass
-class Executed:
-    """A handler's outcome (secrets masked) and the log it wrote."""
-
-    outcome: HandlerOutcome
-    sink: LiveLogSink
-    started_at: datetime  # when the handler started (a run claimed ahead waits for its time)
-    progress: dict | None = None  # the last progress the handler reported
-
-
-def _run_claimed(claim: Claim, *, worker_id: str, stop_requested: _Started) -> tuple[str, bool]:
-    executed = execute_claimed(claim, stop_requested=stop_requested.stop_requested)
-    return finish_claimed(claim, executed, worker_id=worker_id, started_at=executed.started_at)
-
-
-def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
-    """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout),
-    at the run's scheduled time when it was claimed ahead of it (`workers.due`)."""
-
-    config = settings.WORKER
-    task, execution = claim.task, claim.execution
-    resolved = _resolve_secrets(claim)
-    sink = LiveLogSink(
-        execution_id=str(execution.id),
-        tenant_id=execution.tenant_id,
-        max_bytes=config["LOG_MAX_BYTES"],
-        secrets=resolved.masked,
-    )
-    cancel_event = threading.Event()
-    if stop_requested:
-        cancel_event.set()  # cancelled while it was queued: the handler does not start
-    progress = ProgressReporter(execution_id=str(execution.id), secrets=resolved.masked, live=sink)
-    context = HandlerContext(
-        execution_id=str(execution.id),
-        attempt=execution.attempt,
-        timeout_seconds=float(task.timeout_seconds),
-        parameters=resolved.parameters,
-        log=sink,
-        cancel_event=cancel_event,
-        secrets_to_mask=resolved.masked,
-        upstream_results=dag_upstream_results(execution=execution),
-        progress=progress,
-    )
-    watched = WatchedRun(
-        execution_id=str(execution.id),
-        claim_token=claim.claim_token,
-        cancel_event=cancel_event,
-        lease_seconds=config["LEASE_SECONDS"],
-        give_up_after=task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30,
-        sink=sink,
-        progress=progress,
-    )
-    watcher = run_watcher()
-    watcher.watch(watched)
-    try:
-        wait_until_due(execution.scheduled_at, cancel_event=cancel_event)
-        started_at = timezone.now()
-        try:
-            if resolved.error:
-                raise _SecretUnavailable(resolved.error)
-            handler_outcome = (
-                _cancelled_before_start(cancel_event)
-                or _idempotent_outcome(claim, cancel_event)
-                or run_handler(
-                    resolved.handler_config,
-                    context,
-                    # The tenant's own allow-list, set by the operator (never another's).
-                    allowed_hosts=execution.tenant.webhook_allowed_hosts,
-                    container_runtime=config["CONTAINER_RUNTIME"],
-                    kill_grace_seconds=config["KILL_GRACE_SECONDS"],
-                    shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
-                    shell_sandbox=shell_sandbox_for(
-                        egress_allowed=execution.tenant.shell_egress_allowed
-                    ),
-                    celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
-                    platform_task_prefixes=platform_task_prefixes(),
-                )
-            )
-        except _SecretUnavailable as error:
-            handler_outcome = HandlerOutcome(
-                status="failed", error_message=str(error), error_class="secret", transient=False
-            )
-        except Exception as error:  # a bug in a handler must still end the attempt
-            logger.exception("handler of execution %s crashed", execution.id)
-            handler_outcome = HandlerOutcome(
-                status="failed",
-                error_message=f"{type(error).__name__}: {error}",
-                error_class=f"exception:{type(error).__name__}",
-            )
-    finally:
-        watcher.unwatch(watched)
-    return Executed(
-        outcome=mask_outcome(handler_outcome, resolved.masked),
-        sink=sink,
-        started_at=started_at,
-        progress=progress.latest,
-    )
-
-
-def _cancelled_before_start(cancel_event: threading.Event) -> HandlerOutcome | None:
-    """A run cancelled while it was queued or waited for its time (or, from
-    `_idempotent_outcome`, for its key) is not started, whatever its handler: a `celery` or
-    `container` handler does not look at the cancel event before it sends or starts."""
-    if not cancel_event.is_set():
-        return None
-    return HandlerOutcome(
-        status="cancelled",
-        error_class="cancelled",
-        error_message="cancelled before start",
-        transient=False,
-    )
-
-
-def _idempotent_outcome(claim: Claim, cancel_event: threading.Event) -> HandlerOutcome | None:
-    """The outcome of a keyed run that must not run (its key already succeeded, or cannot be
-    rendered); None when the handler should run. While another run of the key is running,
-    this one waits for it (under the run watcher: its lease held, a cancel or timeout ends
-    the wait, and the handler then does not start)."""
-    while True:
-        run_key = execution_key_settle(
-            execution=claim.execution, task=claim.task, claim_token=claim.claim_token
-        )
-        if run_key is None or run_key.running_elsewhere is None:
-            break
-        if cancel_event.wait(KEY_WAIT_POLL_SECONDS):
-            return _cancelled_before_start(cancel_event)
-    if run_key is None:
-        return None
-    if run_key.error:
-        return HandlerOutcome(
-            status="failed",
-            error_message=run_key.error,
-            error_class="idempotency_key",
-            transient=False,
-        )
-    if run_key.succeeded_before is None:
-        return None
-    return HandlerOutcome(
-        status="skipped",
-        result={
-            "idempotency_key": run_key.key,
-            "skipped_for_execution_id": str(run_key.succeeded_before),
-        },
-        error_message=(
-            f"idempotency key {run_key.key!r} already succeeded in execution "
-            f"{run_key.succeeded_before}"
+    claims: list[Claim], writes: CoalescedWrites, *, ledger: RunLedger
+) -> tuple[list[Item], int]:
+    """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
+    the counters folded (`writes` holds the claims' lag observations and fairness releases
+    already), the hour's run count once per tenant, a cancel check per run. Runs over quota
+    are deferred as for a single doorbell; the rest are returned in batch order, with how
+    many of them the tenants' concurrency quotas let run at once (at least 1)."""
+    by_tenant: dict[object, list[Claim]] = {}
+    for claim in claims:
+        by_tenant.setdefault(claim.execution.tenant_id, []).append(claim)
+    started = ledger.start(claims, get_redis().pipeline(transaction=False), writes=writes)
+    now = started.at
+    # The batch's runs are all `running` in the database but run one at a time: each is
+    # judged as if the others of its tenant in this batch were not running. Run side by
+    # side (`workers.batch_lanes`), no more of them run at once than the quota has room for.
+    running = {
+        tenant: quota_running_count(tenant_id=tenant) - (len(group) - 1)
+        for tenant, group in by_tenant.items()
+    }
+    room = min(
+        (
+            max(1, group[0].execution.tenant.max_concurrent_runs - running[tenant] + 1)
+            for tenant, group in by_tenant.items()
         ),
-        transient=False,
+        default=1,
     )
-
-
-def finish_claimed(
-    claim: Claim, executed: Executed, *, worker_id: str, started_at: datetime | None = None
-) -> tuple[str, bool]:
-    """Record the outcome (one statement), then the end-of-run Redis writes (the live tail's
-    end on the live-log Redis, apart); returns the
-    status and whether the finish was accepted. `started_at`: the handler's real start, when
-    it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
-    handler_outcome, sink = executed.outcome, executed.sink
-    end_pipe = get_redis().pipeline(transaction=False)
-    log_text, log_truncated = stored_log(
-        tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
-    )
-    report = run_finish(
-        claim=claim,
-        outcome=handler_outcome,
-        log_text=log_text,
-        log_truncated=log_truncated,
-        metrics_pipe=end_pipe,
-        started_at=started_at,
-    )
-    if report.accepted and executed.progress is not None:
-        execution_progress_save(execution=claim.execution, progress=executed.progress)
-    status = handler_outcome.status if report.accepted else "rejected"
-    RunLedger(worker_id).end_into(
-        end_pipe,
-        claim,
-        errored=handler_outcome.status not in ("success", "skipped"),
-        started_at=started_at,
-        stored_log=log_text if report.accepted else None,
-    )
-    _send(end_pipe, claim)
-    live_tails_close([(sink, status)])
-    return handler_outcome.status, report.accepted
-
-
-def _send(pipe, claim: Claim) -> None:
-    try:
-        pipe.execute(raise_on_error=False)
-    except Exception:
-        logger.exception("could not record the end of run %s", claim.execution.id)
+    place = {claim.execution.id: k for group in by_tenant.values() for k, claim in enumerate(group)}
+    items, deferred = [], []
+    for index, claim in enumerate(claims):
+        execution = claim.execution
+        tenant = execution.tenant_id
+        total, seconds = started.quota(tenant)
+        runs_after = None
+        if total is not None:
+            runs_after = total - len(by_tenant[tenant]) + place[execution.id] + 1
+        deferral = quota_decide_counts(
+            tenant=execution.tenant,
+            running=running[tenant],
+            runs_after=runs_after,
+            seconds=seconds,
+            now=now,
+        )
+        if deferral is not None:
+            logger.info("execution %s deferred: tenant over %s", execution.id, deferral.quota)
+            deferred.append(claim)
+            quota_defer(
+                execution=execution,
+                claim_token=claim.claim_token,
+                deferral=deferral,
+                counted=started.counted[tenant],
+            )
+            continue
+        items.append(Item(claim, started.counted[tenant], started.stop_requested(index)))
+    if deferred and started.replies is not None:
+        ledger.unstart(deferred, at=now)
+    return items, room

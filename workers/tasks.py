@@ -8,8 +8,7 @@ from celery import shared_task
 
 from dags.services.continuation import continuing
 from scheduler_app.ringing.publish import RUN_BATCH_TASK, RUN_EXECUTION_TASK
-from workers.batch_runner import execution_batch_run
-from workers.runner import execution_run
+from workers.runner import execution_batch_run, execution_run
 
 
 def _ring(request, run: Callable[..., str]) -> str:

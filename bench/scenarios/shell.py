@@ -278,7 +278,7 @@ def _lanes(widths: tuple[int, ...]) -> list[str]:
     from django.utils import timezone
 
     from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-    from workers.batch_runner import execution_batch_run
+    from workers.runner import execution_batch_run
 
     support.reset()
     support.tasks_copy(1, row=lambda i: ("manual", "", "UTC", None), created_at=timezone.now())

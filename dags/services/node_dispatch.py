@@ -214,7 +214,7 @@ def _map_items(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> tuple[list
 
 def map_chord_send(*, execution_ids: list[str], run_id: str, node_id: str, queue: str) -> None:
     """The chord: a wide map's shards go in header members of several shards each (one
-    claim per member, see `workers.batch_runner`), a narrow one's one shard per member."""
+    claim per member, see `workers.runner`), a narrow one's one shard per member."""
     size = wave_batch(len(execution_ids))
     groups = [execution_ids[i : i + size] for i in range(0, len(execution_ids), size)]
     header = [

@@ -293,7 +293,7 @@ SCHEDULER = {
     # (a claim's clock tolerance); 0 or at most FIRE_AHEAD_SECONDS: the lead never grows.
     "FIRE_AHEAD_MAX_SECONDS": env_float("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", 8.0),
     # Fires of one tenant and tier due together ring up to this many per broker message
-    # (workers.batch_runner), a burst cut into one message per live worker process, or 16
+    # (workers.runner, workers.batch), a burst cut into one message per live worker process, or 16
     # when the fleet is unknown (dispatch.batch_size); 1 rings one message per fire.
     "DOORBELL_BATCH": env_int("SCHEDULER_DOORBELL_BATCH", 128),
     "CATCHUP_WINDOW_SECONDS": env_int("SCHEDULER_CATCHUP_WINDOW", 300),

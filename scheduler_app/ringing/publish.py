@@ -18,7 +18,7 @@ The worker consumes both as ordinary `workers.run_execution` tasks.
 A burst may ring in batches (`ring(..., batch=N)`): up to N doorbells of one tenant and
 tier (fewer for a smaller burst, see `batch_size`) travel as one
 `workers.run_execution_batch` message, which a worker claims with one statement and
-finishes with one (see `workers.batch_runner`). Celery's per-message cost and the per-run
+finishes with one (see `workers.runner`). Celery's per-message cost and the per-run
 round trips are then paid once per batch; that is what lets two cores keep up with 833
 fires/s.
 

@@ -16,7 +16,7 @@ from scheduler_app.services.claims import Claim
 from scheduler_app.services.executions import execution_fail_lost
 from scheduler_app.services.run_keys import execution_key_settle
 from tests.factories import make_task
-from workers.runner import _idempotent_outcome
+from workers.execute import _idempotent_outcome
 
 pytestmark = pytest.mark.django_db
 

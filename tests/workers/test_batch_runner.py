@@ -17,7 +17,7 @@ from django.utils import timezone
 from project.celery import app
 from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.factories import make_queued_runs, make_task
-from workers.batch_runner import execution_batch_run
+from workers.runner import execution_batch_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

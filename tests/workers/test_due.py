@@ -15,9 +15,8 @@ from scheduler_app.monitoring.counters import LAG_BUCKETS, LAG_KEY, read_histogr
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.claims import CLAIM_CLOCK_TOLERANCE
 from tests.factories import make_queued_runs, make_task
-from workers.batch_runner import execution_batch_run
 from workers.due import seconds_until_due, wait_until_due
-from workers.runner import execution_run
+from workers.runner import execution_batch_run, execution_run
 
 WORKER = "due-test@host"
 # How far ahead of their time the runs are claimed: inside the claim's tolerance (2 s), and

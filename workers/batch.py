@@ -1,4 +1,4 @@
-"""Run a batch doorbell: many executions of one tenant and tier rung with one message.
+"""A batch's runs in this process (a single doorbell is a batch of one).
 
 One statement claims them all, one Redis pipeline does their start bookkeeping, their
 handlers run in batch order in this process, and the ones that succeed are finished
@@ -30,37 +30,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from runs.finish import runs_finish
 from scheduler_app.choices import Trigger
 from scheduler_app.fleet import registry
-from scheduler_app.redis_client import get_redis
-from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring
-from scheduler_app.services.claims import Claim, executions_claim, executions_give_back
-from scheduler_app.services.executions import Ended
-from scheduler_app.services.log_quota import stored_log
-from scheduler_app.services.progress import execution_progress_save
-from scheduler_app.services.quotas import (
-    ClaimCount,
-    quota_decide_counts,
-    quota_defer,
-    quota_running_count,
-)
-from workers.batch_lanes import Lanes, batch_width
+from scheduler_app.services.claims import Claim, executions_give_back
+from scheduler_app.services.quotas import ClaimCount
+from workers.batch_lanes import Lanes
 from workers.due import wait_until_due
-from workers.live_logs import live_tails_close
+from workers.execute import Executed, execute_claimed
+from workers.finishing import Done, finish_claimed, successes_finish
 from workers.run_ledger import RunLedger
-from workers.runner import Executed, execute_claimed, finish_claimed
 
 logger = logging.getLogger(__name__)
 
@@ -71,127 +58,21 @@ _ONE_BY_ONE = frozenset({Trigger.DAG, Trigger.RETRY})
 
 
 @dataclass
-class _Item:
+class Item:
+    """A claimed run the batch may start, with its quota count and whether a stop was
+    asked for it before it started."""
+
     claim: Claim
     counted: ClaimCount
     stop_requested: bool
 
 
-def execution_batch_run(
-    *,
-    execution_ids: Sequence[str],
-    worker_id: str,
-    tenant_id: str | None = None,
-    queue: str | None = None,
-) -> str:
-    """Returns a summary for the worker's log, e.g. 'batch of 16: 15 success, 1 failed'."""
-    config = settings.WORKER
-    ledger = RunLedger(worker_id)
-    writes = CoalescedWrites()
-    claims = executions_claim(
-        execution_ids=execution_ids,
-        worker_id=worker_id,
-        lease_seconds=config["LEASE_SECONDS"],
-        metrics_pipe=writes,
-    )
-    # Every doorbell of the batch reached a worker, claimed or not (a duplicate delivery).
-    ledger.doorbells_answered_into(
-        writes,
-        [str(execution_id) for execution_id in execution_ids],
-        tenant_id=tenant_id,
-        queue=queue,
-    )
-    items, room = _start(claims, writes, ledger=ledger)
-    width = batch_width(
-        [item.claim.task.handler_type for item in items],
-        parallel=config["BATCH_PARALLEL"],
-        room=room,
-    )
-    outcomes = _Batch(
-        items, ledger=ledger, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
-    ).run()
-    counts = Counter(outcomes)
-    if len(items) < len(claims):
-        counts["deferred"] += len(claims) - len(items)
-    if len(claims) < len(execution_ids):
-        counts["duplicate"] += len(execution_ids) - len(claims)
-    summary = ", ".join(f"{n} {what}" for what, n in counts.most_common())
-    return f"batch of {len(execution_ids)}: {summary}"
-
-
-def _start(
-    claims: list[Claim], writes: CoalescedWrites, *, ledger: RunLedger
-) -> tuple[list[_Item], int]:
-    """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
-    the counters folded (`writes` holds the claims' lag observations and fairness releases
-    already), the hour's run count once per tenant, a cancel check per run. Runs over quota
-    are deferred as for a single doorbell; the rest are returned in batch order, with how
-    many of them the tenants' concurrency quotas let run at once (at least 1)."""
-    by_tenant: dict[object, list[Claim]] = {}
-    for claim in claims:
-        by_tenant.setdefault(claim.execution.tenant_id, []).append(claim)
-    started = ledger.start(claims, get_redis().pipeline(transaction=False), writes=writes)
-    now = started.at
-    # The batch's runs are all `running` in the database but run one at a time: each is
-    # judged as if the others of its tenant in this batch were not running. Run side by
-    # side (`workers.batch_lanes`), no more of them run at once than the quota has room for.
-    running = {
-        tenant: quota_running_count(tenant_id=tenant) - (len(group) - 1)
-        for tenant, group in by_tenant.items()
-    }
-    room = min(
-        (
-            max(1, group[0].execution.tenant.max_concurrent_runs - running[tenant] + 1)
-            for tenant, group in by_tenant.items()
-        ),
-        default=1,
-    )
-    place = {claim.execution.id: k for group in by_tenant.values() for k, claim in enumerate(group)}
-    items, deferred = [], []
-    for index, claim in enumerate(claims):
-        execution = claim.execution
-        tenant = execution.tenant_id
-        total, seconds = started.quota(tenant)
-        runs_after = None
-        if total is not None:
-            runs_after = total - len(by_tenant[tenant]) + place[execution.id] + 1
-        deferral = quota_decide_counts(
-            tenant=execution.tenant,
-            running=running[tenant],
-            runs_after=runs_after,
-            seconds=seconds,
-            now=now,
-        )
-        if deferral is not None:
-            logger.info("execution %s deferred: tenant over %s", execution.id, deferral.quota)
-            deferred.append(claim)
-            quota_defer(
-                execution=execution,
-                claim_token=claim.claim_token,
-                deferral=deferral,
-                counted=started.counted[tenant],
-            )
-            continue
-        items.append(_Item(claim, started.counted[tenant], started.stop_requested(index)))
-    if deferred and started.replies is not None:
-        ledger.unstart(deferred, at=now)
-    return items, room
-
-
-@dataclass
-class _Done:
-    item: _Item
-    executed: Executed
-    started_at: datetime
-    completed_at: datetime
-
-
-class _Batch:
+class Batch:
     """The run of a batch's items in order, `width` at a time (`workers.batch_lanes`; 1 is
     one after the other, inline), with the spill watcher (see the module doc)."""
 
     def __init__(
-        self, items: list[_Item], *, ledger: RunLedger, spill_seconds: float, width: int = 1
+        self, items: list[Item], *, ledger: RunLedger, spill_seconds: float, width: int = 1
     ) -> None:
         self.items = items
         self.ledger = ledger
@@ -202,15 +83,15 @@ class _Batch:
         self.spilled = False
         self.finished = False
         self.done = threading.Event()
-        self.waiting: list[_Done] = []  # successes not yet recorded
+        self.waiting: list[Done] = []  # successes not yet recorded
         self.outcomes: list[str] = []
 
     def run(self) -> list[str]:
-        if self.items:
-            # Rung ahead of its time, a burst waits for it here, outside the spill watch.
-            wait_until_due(min(item.claim.execution.scheduled_at for item in self.items))
         watcher = None
         if len(self.items) > 1:
+            # Rung ahead of its time, a burst waits for it here, outside the spill watch (a
+            # batch of one waits in its run watch, where a cancel ends the wait).
+            wait_until_due(min(item.claim.execution.scheduled_at for item in self.items))
             watcher = threading.Thread(target=self._watch, name="batch-spill", daemon=True)
             watcher.start()
         try:
@@ -238,14 +119,14 @@ class _Batch:
                 self._give_back(unstarted)
         return self.outcomes
 
-    def _run_item(self, item: _Item) -> None:
+    def _run_item(self, item: Item) -> None:
         claim = item.claim
         try:
             executed = execute_claimed(claim, stop_requested=item.stop_requested)
         except BaseException:
             self.ledger.crashed()
             raise
-        done = _Done(item, executed, executed.started_at, timezone.now())
+        done = Done(claim, executed, executed.started_at, timezone.now())
         with self.lock:
             if not self.spilled and self._batchable(claim, executed):
                 self.waiting.append(done)
@@ -262,64 +143,8 @@ class _Batch:
         and a retry's finish may close a chain of attempts; those go one by one."""
         return executed.outcome.succeeded and claim.execution.trigger not in _ONE_BY_ONE
 
-    def _flush(self, waiting: list[_Done]) -> None:
-        if not waiting:
-            return
-        writes = CoalescedWrites()
-        logs = {
-            done.item.claim.execution.id: stored_log(
-                tenant=done.item.claim.execution.tenant,
-                text=done.executed.sink.buffer.text(),
-                truncated=done.executed.sink.buffer.truncated,
-            )
-            for done in waiting
-        }
-        reports = runs_finish(
-            [
-                Ended(
-                    claim=done.item.claim,
-                    outcome=done.executed.outcome,
-                    started_at=done.started_at,
-                    completed_at=done.completed_at,
-                    log_text=logs[done.item.claim.execution.id][0],
-                    log_truncated=logs[done.item.claim.execution.id][1],
-                )
-                for done in waiting
-            ],
-            metrics_pipe=writes,
-        )
-        accepted_ids = {
-            done.item.claim.execution.id
-            for done, report in zip(waiting, reports, strict=True)
-            if report.accepted
-        }
-        for done in waiting:
-            ok = done.item.claim.execution.id in accepted_ids
-            if ok and done.executed.progress is not None:
-                execution_progress_save(
-                    execution=done.item.claim.execution, progress=done.executed.progress
-                )
-            self.ledger.end_into(
-                writes,
-                done.item.claim,
-                errored=False,
-                started_at=done.started_at,
-                stored_log=logs[done.item.claim.execution.id][0] if ok else None,
-            )
-            self.outcomes.append("success" if ok else "rejected")
-        try:
-            pipe = get_redis().pipeline(transaction=False)
-            writes.send_into(pipe)
-            pipe.execute(raise_on_error=False)
-        except Exception:
-            logger.exception("could not record the end of a batch of %s runs", len(waiting))
-        live_tails_close(
-            (
-                done.executed.sink,
-                "success" if done.item.claim.execution.id in accepted_ids else "rejected",
-            )
-            for done in waiting
-        )
+    def _flush(self, waiting: list[Done]) -> None:
+        self.outcomes.extend(successes_finish(waiting, ledger=self.ledger))
 
     def _watch(self) -> None:
         """The watcher thread: spill when no run has started for a whole look (one after
@@ -341,7 +166,7 @@ class _Batch:
             self._spill(waiting, unstarted)
             return
 
-    def _spill(self, waiting: list[_Done], unstarted: list[_Item]) -> None:
+    def _spill(self, waiting: list[Done], unstarted: list[Item]) -> None:
         """Flush the waiting successes, give back what has not started (in the watcher)."""
         try:
             self._flush(waiting)
@@ -351,7 +176,7 @@ class _Batch:
         finally:
             connection.close()  # this thread's own database connection
 
-    def _give_back(self, items: Sequence[_Item]) -> None:
+    def _give_back(self, items: Sequence[Item]) -> None:
         if not items:
             return
         given = executions_give_back([item.claim for item in items])
@@ -387,6 +212,3 @@ def _fleet_processes() -> int | None:
     except Exception:
         logger.exception("could not read the fleet's size; hand-back cut the default way")
         return None
-
-
-__all__ = ["execution_batch_run"]
