@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery import chord
+from celery import current_app as app
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -30,7 +31,6 @@ from dags.services.doorbells import (
     wave_batch,
 )
 from dags.services.node_retry import node_max_attempts
-from project.celery import app
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.limits import expression_budget
