@@ -8,7 +8,7 @@ import logging
 from django.db import transaction
 
 from alerting.tasks import enqueue_run_notifications
-from dags.services.hooks import dag_execution_settled
+from dags.services.hooks import HandOn, dag_execution_settled
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.hooks import run_end_record_on_commit
 from scheduler_app.services.executions import FinishReport
@@ -16,16 +16,21 @@ from scheduler_app.services.executions import FinishReport
 logger = logging.getLogger(__name__)
 
 
-def run_settled(*, report: FinishReport, metrics_pipe=None, dag: bool = True) -> None:
+def run_settled(
+    *, report: FinishReport, metrics_pipe=None, dag: bool = True, hand_on: HandOn | None = None
+) -> None:
     """Call inside the transaction that ended the attempt (`report.accepted`). `dag`: False
-    when the caller knows the run is no DAG node (a batch of plain successes)."""
+    when the caller knows the run is no DAG node (a batch of plain successes). `hand_on`:
+    what the finishing worker may be handed to run next (`dags.services.hand_on`)."""
     execution = report.execution
     if execution is None:
         return
     run_end_record_on_commit(execution=execution, metrics_pipe=metrics_pipe)
     run_notices_on_commit(execution=execution, dead_lettered=report.dead_lettered)
     if dag:
-        dag_execution_settled(execution=execution, next_attempt_id=report.next_attempt_id)
+        dag_execution_settled(
+            execution=execution, next_attempt_id=report.next_attempt_id, hand_on=hand_on
+        )
 
 
 def run_notices_on_commit(*, execution: TaskExecution, dead_lettered: bool) -> None:

@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from dags.services.hand_on import HandOn
 from scheduler_app.choices import Trigger
 from scheduler_app.fleet import registry
 from scheduler_app.ringing.doorbell import Doorbell
@@ -72,9 +73,16 @@ class Batch:
     one after the other, inline), with the spill watcher (see the module doc)."""
 
     def __init__(
-        self, items: list[Item], *, ledger: RunLedger, spill_seconds: float, width: int = 1
+        self,
+        items: list[Item],
+        *,
+        ledger: RunLedger,
+        spill_seconds: float,
+        width: int = 1,
+        hand_on: HandOn | None = None,
     ) -> None:
         self.items = items
+        self.hand_on = hand_on
         self.ledger = ledger
         self.spill_seconds = spill_seconds
         self.lanes = Lanes(width)
@@ -132,7 +140,11 @@ class Batch:
                 self.waiting.append(done)
                 return
         status, accepted = finish_claimed(
-            claim, executed, worker_id=self.ledger.worker_id, started_at=executed.started_at
+            claim,
+            executed,
+            worker_id=self.ledger.worker_id,
+            started_at=executed.started_at,
+            hand_on=self.hand_on,
         )
         with self.lock:
             self.outcomes.append(status if accepted else "rejected")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from dags.services.hand_on import HandOn
 from runs.finish import run_finish, runs_finish
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
@@ -35,12 +36,18 @@ class Done:
 
 
 def finish_claimed(
-    claim: Claim, executed: Executed, *, worker_id: str, started_at: datetime | None = None
+    claim: Claim,
+    executed: Executed,
+    *,
+    worker_id: str,
+    started_at: datetime | None = None,
+    hand_on: HandOn | None = None,
 ) -> tuple[str, bool]:
     """Record the outcome (one statement), then the end-of-run Redis writes (the live tail's
-    end on the live-log Redis, apart); returns the
-    status and whether the finish was accepted. `started_at`: the handler's real start, when
-    it began later than the claim (a run claimed ahead of its time, a batch's runs)."""
+    end on the live-log Redis, apart); returns the status and whether the finish was
+    accepted. `started_at`: the handler's real start, when it began later than the claim (a
+    run claimed ahead of its time, a batch's runs). `hand_on`: the worker's, for a DAG
+    node's successor it may run next (`dags.services.hand_on`)."""
     handler_outcome, sink = executed.outcome, executed.sink
     end_pipe = get_redis().pipeline(transaction=False)
     log_text, log_truncated = stored_log(
@@ -53,6 +60,7 @@ def finish_claimed(
         log_truncated=log_truncated,
         metrics_pipe=end_pipe,
         started_at=started_at,
+        hand_on=hand_on,
     )
     if report.accepted and executed.progress is not None:
         execution_progress_save(execution=claim.execution, progress=executed.progress)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
+from dags.services.hand_on import HandOn
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim, executions_claim
@@ -35,10 +36,12 @@ def executions_run(
     worker_id: str,
     tenant_id: str | None = None,
     queue: str | None = None,
+    hand_on: HandOn | None = None,
 ) -> Counter[str]:
     """Claim, start, run and finish the runs; returns how many ended how ('success',
     'failed', ..., 'rejected': the finish lost its claim, 'deferred': over the tenant's
-    quota, 'duplicate': not claimable, another delivery or a cancel took it)."""
+    quota, 'duplicate': not claimable, another delivery or a cancel took it). A DAG node's
+    successor this worker may run next is in `hand_on` (`dags.services.hand_on`)."""
     config = settings.WORKER
     ledger = RunLedger(worker_id)
     writes = CoalescedWrites()
@@ -62,7 +65,11 @@ def executions_run(
         room=room,
     )
     outcomes = Batch(
-        items, ledger=ledger, spill_seconds=config["BATCH_SPILL_SECONDS"], width=width
+        items,
+        ledger=ledger,
+        spill_seconds=config["BATCH_SPILL_SECONDS"],
+        width=width,
+        hand_on=hand_on,
     ).run()
     counts = Counter(outcomes)
     if len(items) < len(claims):
@@ -73,12 +80,21 @@ def executions_run(
 
 
 def execution_run(
-    *, execution_id: str, worker_id: str, tenant_id: str | None = None, queue: str | None = None
+    *,
+    execution_id: str,
+    worker_id: str,
+    tenant_id: str | None = None,
+    queue: str | None = None,
+    hand_on: HandOn | None = None,
 ) -> str:
     """One run (a batch of one); returns what happened, for the worker's log: 'duplicate',
     'deferred', 'rejected' or the run's status."""
     counts = executions_run(
-        execution_ids=[execution_id], worker_id=worker_id, tenant_id=tenant_id, queue=queue
+        execution_ids=[execution_id],
+        worker_id=worker_id,
+        tenant_id=tenant_id,
+        queue=queue,
+        hand_on=hand_on,
     )
     if counts["duplicate"]:
         logger.info("execution %s not claimable; dropping the message", execution_id)
@@ -91,11 +107,16 @@ def execution_batch_run(
     worker_id: str,
     tenant_id: str | None = None,
     queue: str | None = None,
+    hand_on: HandOn | None = None,
 ) -> str:
     """A batch; returns a summary for the worker's log, e.g. 'batch of 16: 15 success, 1
     failed'."""
     counts = executions_run(
-        execution_ids=execution_ids, worker_id=worker_id, tenant_id=tenant_id, queue=queue
+        execution_ids=execution_ids,
+        worker_id=worker_id,
+        tenant_id=tenant_id,
+        queue=queue,
+        hand_on=hand_on,
     )
     summary = ", ".join(f"{n} {what}" for what, n in counts.most_common())
     return f"batch of {len(execution_ids)}: {summary}"

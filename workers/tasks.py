@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from celery import shared_task
 
-from dags.services.continuation import continuing
+from dags.services.hand_on import HandOn
 from dags.services.mapping import map_join_by_id
 from dags.services.node_dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
 from scheduler_app.ringing.publish import RUN_BATCH_TASK, RUN_EXECUTION_TASK
@@ -21,13 +21,22 @@ def _ring(request, run: Callable[..., str]) -> str:
     delivery = request.delivery_info or {}
     worker_id = request.hostname or "worker"
     tier = getattr(request, "tier", None) or delivery.get("routing_key")
-    with continuing(tier=tier) as next_execution:
-        outcome = run(
-            worker_id=worker_id, tenant_id=getattr(request, "tenant_id", None), queue=tier
-        )
-        while (follow := next_execution()) is not None:
-            execution_run(execution_id=follow, worker_id=worker_id)
+    hand_on = HandOn.for_worker(worker_id=worker_id, tier=tier)
+    outcome = run(
+        worker_id=worker_id,
+        tenant_id=getattr(request, "tenant_id", None),
+        queue=tier,
+        hand_on=hand_on,
+    )
+    _run_handed_on(hand_on)
     return outcome
+
+
+def _run_handed_on(hand_on: HandOn) -> None:
+    """Each DAG node a finishing node handed on to this process, in turn, while the
+    hand-on's time budget lasts (it offers nothing once it is spent)."""
+    while (follow := hand_on.take()) is not None:
+        execution_run(execution_id=follow, worker_id=hand_on.worker_id, hand_on=hand_on)
 
 
 @shared_task(name=RUN_EXECUTION_TASK, bind=True, acks_late=True, ignore_result=True)
@@ -61,10 +70,11 @@ def run_map_shards(self, execution_ids: list[str]) -> str:
 
 @shared_task(name=MAP_JOIN_TASK, bind=True, acks_late=True, ignore_result=True)
 def join_map(self, run_id: str, node_id: str) -> bool:
-    worker_id = self.request.hostname or "worker"
-    # The joined node's successor may be run right here (see dags.services.continuation).
-    with continuing(tier=(self.request.delivery_info or {}).get("routing_key")) as next_execution:
-        joined = map_join_by_id(run_id=run_id, node_id=node_id)
-        while (follow := next_execution()) is not None:
-            execution_run(execution_id=follow, worker_id=worker_id)
+    # The joined node's successor may be run right here (see dags.services.hand_on).
+    hand_on = HandOn.for_worker(
+        worker_id=self.request.hostname or "worker",
+        tier=(self.request.delivery_info or {}).get("routing_key"),
+    )
+    joined = map_join_by_id(run_id=run_id, node_id=node_id, hand_on=hand_on)
+    _run_handed_on(hand_on)
     return joined

@@ -191,8 +191,8 @@ def _hop_accounting(tenant) -> str:
     from psycopg.pq import Trace
 
     from dags.models import DagNodeState
-    from dags.services.continuation import continuing
     from dags.services.definitions import dag_create
+    from dags.services.hand_on import HandOn
     from dags.services.runs import dag_trigger
     from scheduler_app.redis_client import get_redis
     from workers.runner import execution_run
@@ -231,12 +231,17 @@ def _hop_accounting(tenant) -> str:
         pgconn.trace(trace.fileno())
         pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)  # "F|B <tab> length <tab> message"
         try:
-            with continuing(tier="normal") as next_execution:
-                execution_run(execution_id=str(first), worker_id="bench-hops@host", queue="normal")
+            hand_on = HandOn.for_worker(worker_id="bench-hops@host", tier="normal")
+            execution_run(
+                execution_id=str(first),
+                worker_id=hand_on.worker_id,
+                queue="normal",
+                hand_on=hand_on,
+            )
+            nodes += 1
+            while (follow := hand_on.take()) is not None:
+                execution_run(execution_id=follow, worker_id=hand_on.worker_id, hand_on=hand_on)
                 nodes += 1
-                while (follow := next_execution()) is not None:
-                    execution_run(execution_id=follow, worker_id="bench-hops@host")
-                    nodes += 1
         finally:
             pgconn.untrace()
         wall = time.perf_counter() - started

@@ -19,6 +19,7 @@ from dags.choices import FAILED_NODE_STATUSES, FailurePolicy, NodeStatus, RunSta
 from dags.graph import Graph, graph_of_version
 from dags.models import DagNodeState, DagRun
 from dags.services.counting import Counted, node_end_and_count, node_set_final
+from dags.services.hand_on import HandOn
 from dags.services.node_retry import node_retries, node_retry
 from dags.services.readiness import node_ended, nodes_ready, run_finish
 
@@ -32,9 +33,10 @@ def node_complete(
     error: str = "",
     execution_id: uuid.UUID | None = None,
     worker_id: str = "",
+    hand_on: HandOn | None = None,
 ) -> None:
     """A node's execution chain ended (success, or failed with no attempt left). The run
-    row is locked by the caller."""
+    row is locked by the caller. `hand_on`: see `dags.services.hand_on`."""
     if run.status != RunStatus.RUNNING:
         return
     graph = graph_of_version(run.version_id)
@@ -53,7 +55,7 @@ def node_complete(
         if counted is None:
             return
         run.remaining_nodes = counted.remaining_nodes
-        _counted_move_on(run=run, ready=counted.ready, worker_id=worker_id)
+        _counted_move_on(run=run, ready=counted.ready, worker_id=worker_id, hand_on=hand_on)
         return
     if not node_set_final(
         run=run,
@@ -66,7 +68,9 @@ def node_complete(
         return
     ready = node_ended(run=run, graph=graph, node_id=node_id, status=status)
     if ready and run.status == RunStatus.RUNNING:
-        nodes_ready(run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id)
+        nodes_ready(
+            run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id, hand_on=hand_on
+        )
 
 
 def node_complete_locking(
@@ -79,6 +83,7 @@ def node_complete_locking(
     error: str = "",
     execution_id: uuid.UUID | None = None,
     worker_id: str = "",
+    hand_on: HandOn | None = None,
 ) -> bool:
     """`node_complete` for a caller that has not locked the run: the statement that counts
     the node takes the lock (see `dags.services.counting`), so it is held only from there to
@@ -101,7 +106,7 @@ def node_complete_locking(
     if counted is not None and (counted.remaining_nodes == 0 or counted.ready):
         # The common case (a sibling of a wide fan-in) ends here, right before the commit
         # that releases the run's lock.
-        _counted_move_on(run=counted.run, ready=counted.ready, worker_id=worker_id)
+        _counted_move_on(run=counted.run, ready=counted.ready, worker_id=worker_id, hand_on=hand_on)
     return True
 
 
@@ -136,8 +141,12 @@ def _end_and_count(
     )
 
 
-def _counted_move_on(*, run: DagRun, ready: dict[str, DagNodeState], worker_id: str) -> None:
+def _counted_move_on(
+    *, run: DagRun, ready: dict[str, DagNodeState], worker_id: str, hand_on: HandOn | None
+) -> None:
     if run.remaining_nodes == 0:
         run_finish(run=run)
     if ready and run.status == RunStatus.RUNNING:
-        nodes_ready(run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id)
+        nodes_ready(
+            run=run, node_ids=list(ready), known=ready, prefer_worker=worker_id, hand_on=hand_on
+        )

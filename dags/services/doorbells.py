@@ -3,8 +3,8 @@
 * Their executions and links (node -> execution) are written and their state rows become
   `queued` in one statement, however many there are (on PostgreSQL two INSERTs and an
   UPDATE fed by arrays, in one round trip; a 500-wide fan-out is not 500 CASE branches).
-* One of them may be handed to the worker that finished the upstream node, which runs it
-  right after the commit (see `dags.services.continuation`): no doorbell for that one.
+* One of them may be handed on to the worker that finished the upstream node, which runs
+  it right after the commit (see `dags.services.hand_on`): no doorbell for that one.
 * The others ring their doorbells after commit, in one `ring` (a wide wave in batch
   doorbells, `scheduler_app.ringing.publish.batch_size`). Each carries a sticky hint naming the
   worker whose node made it ready, so ringing (`scheduler_app.ringing.sticky.route`)
@@ -25,7 +25,7 @@ from django.db import transaction
 
 from dags.choices import NodeStatus
 from dags.models import DagNodeExecution, DagNodeState, DagRun
-from dags.services.continuation import continuation_accept, continuation_offer
+from dags.services.hand_on import HandOn
 from dags.services.links import NodeLink, link_remember
 from scheduler_app import db_rows
 from scheduler_app.choices import ExecutionStatus, Trigger
@@ -106,14 +106,19 @@ def _wave_sql() -> str:
 
 
 def node_execution_keep(
-    executions: Sequence[tuple[str, TaskExecution]], *, prefer_worker: str
+    executions: Sequence[tuple[str, TaskExecution]],
+    *,
+    prefer_worker: str,
+    hand_on: HandOn | None = None,
 ) -> tuple[str, TaskExecution] | None:
     """Before the rows are written: the (node id, execution) the worker finishing the
     upstream node will run itself, if any. Its row is written under that worker's id, so
     that if the worker dies before claiming it the dead-worker reaper rings it for the fleet
     (`worker_kept_runs_ring`) within seconds."""
+    if hand_on is None:
+        return None
     for node_id, execution in executions:
-        if continuation_offer(queue=execution.queue):
+        if hand_on.offer(queue=execution.queue):
             execution.worker_id = prefer_worker
             return node_id, execution
     return None
@@ -125,14 +130,15 @@ def node_executions_ring(
     executions: Sequence[tuple[str, TaskExecution]],
     kept: tuple[str, TaskExecution] | None,
     prefer_worker: str = "",
+    hand_on: HandOn | None = None,
 ) -> None:
     """Ring the doorbells of new node executions after commit, but for the `kept` one
     (`node_execution_keep`), which is handed to this worker instead (`executions` are
     (node id, execution) pairs)."""
-    if kept is not None:
+    if kept is not None and hand_on is not None:
         node_id, execution = kept
         _link_remember(run=run, node_id=node_id, execution_id=execution.id)
-        continuation_accept(str(execution.id))
+        hand_on.accept(str(execution.id))
     bells = [
         Doorbell(str(e.id), str(run.tenant_id), e.queue, task_id=str(e.task_id))
         for _, e in executions

@@ -11,6 +11,7 @@ from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
 from dags.graph import graph_of_version
 from dags.models import DagNodeState
 from dags.services.completion import node_complete, node_complete_locking
+from dags.services.hand_on import HandOn
 from dags.services.links import (
     NodeLink,
     link_load,
@@ -22,7 +23,13 @@ from dags.services.mapping import chord_shard_settled, shard_settled
 from handler_contract.python_signature import python_handler_reads_upstream
 from scheduler_app.choices import Trigger
 
-__all__ = ["NodeLink", "dag_execution_settled", "dag_upstream_results", "link_remember"]
+__all__ = [
+    "HandOn",
+    "NodeLink",
+    "dag_execution_settled",
+    "dag_upstream_results",
+    "link_remember",
+]
 
 DAG_TRIGGERS = (Trigger.DAG, Trigger.RETRY)
 
@@ -33,11 +40,14 @@ def _link(execution) -> NodeLink | None:
     return link_load(execution.root_execution_id or execution.id)
 
 
-def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
+def dag_execution_settled(
+    *, execution, next_attempt_id=None, hand_on: HandOn | None = None
+) -> None:
     """Called in the transaction that ended an execution attempt (finish, lost worker).
 
     A retry scheduled means the node is still going; otherwise the node (or its shard)
     has its final outcome, and the engine moves the run on, in this same transaction.
+    `hand_on`: what the finishing worker may be handed to run next (`dags.services.hand_on`).
     """
     if execution.trigger not in DAG_TRIGGERS:
         return
@@ -52,7 +62,10 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
             chord_shard_settled(link=link, execution=execution)
             return
         if link.shard_index is None and node_complete_locking(
-            run_id=link.run_id, version_id=link.version_id, **_node_outcome(execution, link)
+            run_id=link.run_id,
+            version_id=link.version_id,
+            hand_on=hand_on,
+            **_node_outcome(execution, link),
         ):
             return
     # The link (if not cached) and the run's lock in one round trip.
@@ -73,7 +86,7 @@ def dag_execution_settled(*, execution, next_attempt_id=None) -> None:
     if link.shard_index is not None:
         shard_settled(run=run, link=link, execution=execution)
         return
-    node_complete(run=run, **_node_outcome(execution, link))
+    node_complete(run=run, hand_on=hand_on, **_node_outcome(execution, link))
 
 
 def _node_outcome(execution, link: NodeLink) -> dict[str, Any]:

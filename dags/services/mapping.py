@@ -24,6 +24,7 @@ from django.utils import timezone
 from dags.choices import NodeStatus, RunStatus
 from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.services.completion import node_complete
+from dags.services.hand_on import HandOn
 from dags.services.links import run_lock
 from scheduler_app import db_rows
 from scheduler_app.choices import Trigger
@@ -78,8 +79,9 @@ def _chord_shard_sql() -> str:
     )
 
 
-def map_join(*, run: DagRun, node_id: str) -> bool:
-    """Join the shards into the node's result once all have ended. Idempotent."""
+def map_join(*, run: DagRun, node_id: str, hand_on: HandOn | None = None) -> bool:
+    """Join the shards into the node's result once all have ended. Idempotent. `hand_on`:
+    what the worker running the join may be handed (`dags.services.hand_on`)."""
     if run.status != RunStatus.RUNNING:
         return False
     state = DagNodeState.objects.filter(
@@ -100,13 +102,14 @@ def map_join(*, run: DagRun, node_id: str) -> bool:
         status=NodeStatus.FAILED if failed else NodeStatus.SUCCESS,
         result=result,
         error=f"{failed} of {len(shards)} shards failed" if failed else "",
+        hand_on=hand_on,
     )
     return True
 
 
-def map_join_by_id(*, run_id: str | uuid.UUID, node_id: str) -> bool:
+def map_join_by_id(*, run_id: str | uuid.UUID, node_id: str, hand_on: HandOn | None = None) -> bool:
     with transaction.atomic():
-        return map_join(run=run_lock(uuid.UUID(str(run_id))), node_id=node_id)
+        return map_join(run=run_lock(uuid.UUID(str(run_id))), node_id=node_id, hand_on=hand_on)
 
 
 def map_joins_reconcile(*, grace_seconds: float = 5.0, limit: int = 200) -> int:

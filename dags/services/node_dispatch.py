@@ -30,6 +30,7 @@ from dags.services.doorbells import (
     node_executions_write,
     wave_batch,
 )
+from dags.services.hand_on import HandOn
 from dags.services.node_retry import node_max_attempts
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
@@ -93,7 +94,12 @@ def _new_execution(
 
 
 def nodes_dispatch(
-    *, run: DagRun, graph: Graph, states: list[DagNodeState], prefer_worker: str = ""
+    *,
+    run: DagRun,
+    graph: Graph,
+    states: list[DagNodeState],
+    prefer_worker: str = "",
+    hand_on: HandOn | None = None,
 ) -> None:
     """One execution per node, all in a few statements; the doorbells ring after commit
     (but for one node that the worker finishing the upstream node may run itself)."""
@@ -123,9 +129,11 @@ def nodes_dispatch(
         executions.append(execution)
         state.execution_id = execution.id
     pairs = [(state.node_id, e) for state, e in zip(states, executions, strict=True)]
-    kept = node_execution_keep(pairs, prefer_worker=prefer_worker)
+    kept = node_execution_keep(pairs, prefer_worker=prefer_worker, hand_on=hand_on)
     node_executions_write(run=run, states=states, executions=executions, now=now)
-    node_executions_ring(run=run, executions=pairs, kept=kept, prefer_worker=prefer_worker)
+    node_executions_ring(
+        run=run, executions=pairs, kept=kept, prefer_worker=prefer_worker, hand_on=hand_on
+    )
 
 
 def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | None:

@@ -36,6 +36,7 @@ from dags.models import Dag, DagNodeState, DagRun
 from dags.services.condition_verdicts import Verdict, condition_verdicts
 from dags.services.counting import children_count, node_set_final
 from dags.services.event_waits import event_wait_begin
+from dags.services.hand_on import HandOn
 from dags.services.links import run_lock
 from dags.services.node_dispatch import mapped_node_dispatch, nodes_dispatch
 from dags.services.run_end import run_abort, run_finalize
@@ -69,6 +70,7 @@ def nodes_ready(
     known: dict[str, DagNodeState] | None = None,
     prefer_worker: str = "",
     decided: Mapping[str, Verdict] | None = None,
+    hand_on: HandOn | None = None,
 ) -> None:
     """Nodes whose remaining_upstream is 0: run, skip or fail each; propagate what ended.
 
@@ -76,7 +78,8 @@ def nodes_ready(
     INSERT of executions, one of links, one UPDATE of states, one publish), which is what
     keeps a 500-wide fan-out from costing 500 round trips of each. `known` holds states the
     caller just read (the counters' UPDATE ... RETURNING): those are not read again.
-    `prefer_worker` is the worker whose finished node made these ready (sticky routing).
+    `prefer_worker` is the worker whose finished node made these ready (sticky routing);
+    `hand_on`, what that worker may be handed to run itself (`dags.services.hand_on`).
     A node with a condition is decided after commit (see the module's docstring) unless
     `decided` holds its verdict already.
     """
@@ -138,7 +141,13 @@ def nodes_ready(
                 if run.status != RunStatus.RUNNING:
                     return
         if to_dispatch:
-            nodes_dispatch(run=run, graph=graph, states=to_dispatch, prefer_worker=prefer_worker)
+            nodes_dispatch(
+                run=run,
+                graph=graph,
+                states=to_dispatch,
+                prefer_worker=prefer_worker,
+                hand_on=hand_on,
+            )
         todo = list(dict.fromkeys(todo))
     if undecided and run.status == RunStatus.RUNNING:
         _conditions_defer(run=run, node_ids=undecided, prefer_worker=prefer_worker)

@@ -1,4 +1,4 @@
-"""In-process continuation and sticky hints when a DAG node finishes (real PostgreSQL and
+"""Hand-on (in-process continuation) and sticky hints when a DAG node finishes (real PostgreSQL and
 Redis; the node's execution is claimed and finished through the ordinary services)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 import pytest
 
 from dags.models import DagNodeState
-from dags.services.continuation import continuing
 from dags.services.definitions import dag_create
+from dags.services.hand_on import HandOn
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
@@ -38,14 +38,18 @@ def fan_out_run(tenant):
     return dag_trigger(dag=dag)
 
 
-def finish_root(run, django_capture_on_commit_callbacks) -> dict[str, TaskExecution]:
-    """Claim and finish node `a` as worker WORKER; returns the b nodes' executions."""
+def finish_root(run, django_capture_on_commit_callbacks, hand_on=None) -> dict[str, TaskExecution]:
+    """Claim and finish node `a` as worker WORKER, with `hand_on` (a worker's, or none as
+    for any other caller); returns the b nodes' executions."""
     root = DagNodeState.objects.get(run=run, node_id="a").execution_id
     claim = execution_claim(execution_id=root, worker_id=WORKER, lease_seconds=60)
     assert claim is not None
     with django_capture_on_commit_callbacks(execute=True):
         report = run_finish(
-            execution_id=root, claim_token=claim.claim_token, outcome=HandlerOutcome("success")
+            execution_id=root,
+            claim_token=claim.claim_token,
+            outcome=HandlerOutcome("success"),
+            hand_on=hand_on,
         )
     assert report.accepted
     states = DagNodeState.objects.filter(run=run, node_id__startswith="b")
@@ -59,10 +63,10 @@ def sticky_hint(execution: TaskExecution) -> str | None:
 def test_the_finishing_worker_keeps_one_successor_and_the_others_ring_sticky(
     fan_out_run, django_capture_on_commit_callbacks
 ):
-    with continuing(tier="normal") as next_execution:
-        successors = finish_root(fan_out_run, django_capture_on_commit_callbacks)
-        kept = next_execution()
-        assert next_execution() is None  # one per finished node
+    hand_on = HandOn.for_worker(worker_id=WORKER, tier="normal")
+    successors = finish_root(fan_out_run, django_capture_on_commit_callbacks, hand_on)
+    kept = hand_on.take()
+    assert hand_on.take() is None  # one per finished node
     assert len(successors) == 3
     assert all(e.status == "queued" for e in successors.values())
     assert kept in {str(e.id) for e in successors.values()}
@@ -74,15 +78,15 @@ def test_the_finishing_worker_keeps_one_successor_and_the_others_ring_sticky(
         assert execution.worker_id == (WORKER if str(execution.id) == kept else "")
 
 
-def test_nothing_is_kept_outside_a_worker_slot(fan_out_run, django_capture_on_commit_callbacks):
+def test_nothing_is_kept_without_a_workers_hand_on(fan_out_run, django_capture_on_commit_callbacks):
     successors = finish_root(fan_out_run, django_capture_on_commit_callbacks)
     assert all(sticky_hint(e) == WORKER for e in successors.values())
 
 
 def test_a_successor_of_another_tier_is_not_kept(fan_out_run, django_capture_on_commit_callbacks):
-    with continuing(tier="critical") as next_execution:
-        successors = finish_root(fan_out_run, django_capture_on_commit_callbacks)
-        assert next_execution() is None
+    hand_on = HandOn.for_worker(worker_id=WORKER, tier="critical")
+    successors = finish_root(fan_out_run, django_capture_on_commit_callbacks, hand_on)
+    assert hand_on.take() is None
     assert all(sticky_hint(e) == WORKER for e in successors.values())
 
 
@@ -90,10 +94,10 @@ def test_nothing_is_kept_once_the_time_budget_is_spent(
     fan_out_run, django_capture_on_commit_callbacks, settings
 ):
     settings.DAG_CONTINUATION_SECONDS = 0.01
-    with continuing(tier="normal") as next_execution:
-        time.sleep(0.02)
-        finish_root(fan_out_run, django_capture_on_commit_callbacks)
-        assert next_execution() is None
+    hand_on = HandOn.for_worker(worker_id=WORKER, tier="normal")
+    time.sleep(0.02)
+    finish_root(fan_out_run, django_capture_on_commit_callbacks, hand_on)
+    assert hand_on.take() is None
 
 
 def test_a_rolled_back_finish_hands_nothing_over(fan_out_run):
@@ -101,12 +105,15 @@ def test_a_rolled_back_finish_hands_nothing_over(fan_out_run):
 
     root = DagNodeState.objects.get(run=fan_out_run, node_id="a").execution_id
     claim = execution_claim(execution_id=root, worker_id=WORKER, lease_seconds=60)
-    with continuing(tier="normal") as next_execution:
-        with pytest.raises(RuntimeError), transaction.atomic():
-            run_finish(
-                execution_id=root, claim_token=claim.claim_token, outcome=HandlerOutcome("success")
-            )
-            raise RuntimeError("the commit never happens")
-        assert next_execution() is None
+    hand_on = HandOn.for_worker(worker_id=WORKER, tier="normal")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        run_finish(
+            execution_id=root,
+            claim_token=claim.claim_token,
+            outcome=HandlerOutcome("success"),
+            hand_on=hand_on,
+        )
+        raise RuntimeError("the commit never happens")
+    assert hand_on.take() is None
     waiting = DagNodeState.objects.filter(run=fan_out_run, node_id__startswith="b")
     assert set(waiting.values_list("status", flat=True)) == {"waiting"}
