@@ -44,6 +44,7 @@ PROJECT_PACKAGES = (
     "dags",
     "handler_contract",
     "budgets",
+    "sandbox",
     "alerting",
     "data_lifecycle",
     "project",

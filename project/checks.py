@@ -38,10 +38,10 @@ from project.settings.keys import (
     secret_key_problems,
     secrets_key_problems,
 )
+from sandbox.egress_filter import parse_networks
+from sandbox.probe import MODE_OFF, MODE_ON
 from scheduler_app.limits import MAX_TIMEOUT_SECONDS
 from scheduler_app.redis_client import get_redis
-from workers.handlers.egress_filter import parse_networks
-from workers.handlers.sandbox import MODE_OFF, MODE_ON
 from workers.shell_sandbox import worker_sandbox_status
 
 # A task may run a little past its timeout (kill grace, finishing writes) before it acks.

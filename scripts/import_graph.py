@@ -46,6 +46,7 @@ PACKAGES = (
     "schedules",
     "handler_contract",
     "budgets",
+    "sandbox",
 )
 APPS = tuple(p for p in PACKAGES if p != "project")
 # Always shown (zero included), in this order; any other pair of apps is shown when it has
@@ -63,9 +64,13 @@ DIRECTIONS = (
     ("scheduler_app", "handler_contract"),
     ("workers", "handler_contract"),
     ("dags", "handler_contract"),
+    ("workers", "sandbox"),
+    ("sandbox", "workers"),
 )
 ALWAYS_SHOWN = {*DIRECTIONS, ("alerting", "workers"), ("data_lifecycle", "workers")}
-SERVICES = tuple(f"{app}.services" for app in APPS if app not in ("workers", "handler_contract"))
+SERVICES = tuple(
+    f"{app}.services" for app in APPS if app not in ("workers", "handler_contract", "sandbox")
+)
 
 
 @dataclass

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-# Where the worker itself looks for bwrap and slirp4netns (workers/handlers/sandbox.py,
+# Where the worker itself looks for bwrap and slirp4netns (sandbox/tools.py,
 # tool_path): system folders only, never $PATH, which could put another program in the
 # sandbox's place. Debian installs pgbouncer in /usr/sbin, which a user's PATH lacks.
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"

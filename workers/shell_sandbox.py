@@ -14,13 +14,13 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 
-from workers.handlers.egress_filter import EgressPolicy
-from workers.handlers.sandbox import MODE_OFF, MODE_ON, SandboxStatus, sandbox_status
-from workers.handlers.shell import ROOT_WORKER_RUN_AS, ShellSandbox, resolve_identity
+from sandbox.egress_filter import EgressPolicy
+from sandbox.identity import ROOT_WORKER_RUN_AS, resolve_identity
+from sandbox.options import ShellSandbox
+from sandbox.probe import MODE_ON, MODES, SandboxStatus, sandbox_status
 
 logger = logging.getLogger(__name__)
 
-MODES = (MODE_ON, MODE_OFF)
 # The platform's hosts are resolved again after this long.
 PLATFORM_ADDRESSES_SECONDS = 60.0
 

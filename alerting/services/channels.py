@@ -24,7 +24,7 @@ from alerting.selectors import delivery_allowed_hosts
 from alerting.services.delivery import DeliveryResult, Target, deliver
 from alerting.services.mail_budget import email_domain_allowed, mail_test_admit
 from handler_contract.base import HandlerConfigError
-from handler_contract.http import url_target_refused
+from handler_contract.ssrf import url_target_refused
 from handler_contract.validation import validate_handler_config
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import Tenant

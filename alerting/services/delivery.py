@@ -1,7 +1,7 @@
 """Delivering one message to one channel: signed webhook, Slack (incoming webhook or bot
 token), PagerDuty Events API v2, email.
 
-Every HTTP delivery goes through the http handler's SSRF guard (handler_contract.http): a URL that
+Every HTTP delivery goes through the http handler's SSRF guard (handler_contract.ssrf): a URL that
 resolves to a private or loopback address is refused unless its host is in the allow-list the
 caller gives (`alerting.selectors.delivery_allowed_hosts`: the operator's list for the
 platform's own alerts, the tenant's own list for a tenant's channels).

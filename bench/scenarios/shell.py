@@ -65,7 +65,10 @@ def _spawn_costs(runs: int) -> list[dict]:
     import subprocess
 
     from handler_contract.base import BufferedLogSink, HandlerContext
-    from workers.handlers.shell import ShellSandbox, _run_sandboxed, resolve_limits, run_shell
+    from sandbox.options import ShellSandbox
+    from sandbox.rlimits import resolve_limits
+    from workers.handlers.shell import run_shell
+    from workers.handlers.shell_sandboxed import run_sandboxed
 
     # A worker pool process is this big; fork() copies page tables in proportion.
     ballast = bytearray(BALLAST_BYTES)
@@ -96,7 +99,7 @@ def _spawn_costs(runs: int) -> list[dict]:
     def gated() -> None:
         # What a worker that is not root runs (the image's): the sandbox as the worker's own
         # user, rlimits set through bwrap's start gate, no setpriv/prlimit exec.
-        outcome = _run_sandboxed(
+        outcome = run_sandboxed(
             ["true"], "none", context(), ShellSandbox(), resolve_limits(None), 1.0, None, {}
         )
         assert outcome.status == "success", outcome.error_message
@@ -212,9 +215,11 @@ def _sandbox_floor() -> list[str]:
     charged for."""
     import subprocess
 
-    from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
-    from workers.handlers.shell import ROOT_WORKER_RUN_AS, resolve_identity, resolve_limits
-    from workers.handlers.spawn import sandboxed_argv
+    from sandbox.argv import sandboxed_argv
+    from sandbox.files import SandboxFiles
+    from sandbox.identity import ROOT_WORKER_RUN_AS, resolve_identity
+    from sandbox.profile import NETWORK_NONE
+    from sandbox.rlimits import resolve_limits
 
     def sandboxed(identity: tuple[int, int] | None) -> Callable[[], None]:
         limits = [] if identity is None else resolve_limits(None)

@@ -336,7 +336,7 @@ WORKER = {
     "SHELL_EGRESS": env_bool("WORKER_SHELL_EGRESS", True),
     # Shell runs with `"network": "egress"` reach the public internet only: private,
     # link-local and metadata ranges, the worker's own addresses and the platform's Redis
-    # and PostgreSQL are unreachable in their sandbox (workers/handlers/egress_filter.py).
+    # and PostgreSQL are unreachable in their sandbox (sandbox/egress_filter.py).
     # More networks to refuse, and private ones to open (CIDRs, comma separated; the
     # worker's and the platform's addresses stay refused inside an opened one).
     "EGRESS_DENIED_NETWORKS": env_list("WORKER_EGRESS_DENIED_NETWORKS", []),

@@ -18,8 +18,8 @@ from typing import Any
 from django.conf import settings
 
 from handler_contract.base import HandlerConfigError
-from handler_contract.http import url_target_refused
 from handler_contract.registry import registered_names
+from handler_contract.ssrf import url_target_refused
 from handler_contract.validation import validate_handler_config
 from scheduler_app.capabilities import capability_of_handler
 from scheduler_app.choices import (

@@ -1,6 +1,6 @@
 """Which internal hosts a tenant may reach: the operator's per-tenant webhook allow-list.
 
-The SSRF guard (`handler_contract.http`) refuses any request to a host that resolves to a
+The SSRF guard (`handler_contract.ssrf`) refuses any request to a host that resolves to a
 private, loopback, link-local or metadata address unless the host is allow-listed. A
 platform-wide list let every tenant reach a host the operator had allowed for one purpose
 (the platform's own alert receiver, one tenant's intranet service). Now a tenant's http

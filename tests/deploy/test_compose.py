@@ -397,7 +397,7 @@ def test_workers_get_what_bubblewrap_needs_and_nothing_more():
     assert "security_opt" not in SERVICES["web"]
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "bubblewrap" in dockerfile and "slirp4netns" in dockerfile
-    assert "iproute2" in dockerfile  # the egress filter's `ip` (workers/handlers/egress_filter.py)
+    assert "iproute2" in dockerfile  # the egress filter's `ip` (sandbox/egress_filter.py)
 
 
 @pytest.mark.parametrize("name", ["flower", "prometheus", "grafana"])

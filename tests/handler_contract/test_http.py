@@ -19,13 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from handler_contract.base import HandlerContext
-from handler_contract.http import (
-    blocked_reason,
-    host_is_allowed,
-    post_json,
-    run_http,
-    url_target_refused,
-)
+from handler_contract.http import post_json, run_http
+from handler_contract.ssrf import blocked_reason, host_is_allowed, url_target_refused
 from workers.handlers import run_handler
 
 pytestmark = pytest.mark.timeout(60)

@@ -14,18 +14,15 @@ from typing import Any
 import pytest
 
 from handler_contract.base import BufferedLogSink, HandlerContext
+from sandbox.options import ShellSandbox
+from sandbox.processes import live_group_members
+from sandbox.rlimits import DEFAULT_LIMITS
 from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
 from workers.handlers import run_handler
-from workers.handlers.shell import (
-    DEFAULT_LIMITS,
-    MAX_LOG_LINE_BYTES,
-    SAFE_PATH,
-    WORKDIR_PREFIX,
-    ShellSandbox,
-    live_group_members,
-    remove_stale_workdirs,
-    run_shell,
-)
+from workers.handlers.shell import run_shell
+from workers.handlers.shell_environment import SAFE_PATH
+from workers.handlers.shell_lines import MAX_LOG_LINE_BYTES
+from workers.handlers.shell_workdirs import WORKDIR_PREFIX, remove_stale_workdirs
 
 UNSANDBOXED = ShellSandbox(mode="off")
 
@@ -409,9 +406,12 @@ def test_limits_set_through_the_start_gate_apply_before_the_command_starts() -> 
 
     import psutil
 
-    from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
-    from workers.handlers.shell import resolve_limits
-    from workers.handlers.spawn import StartGate, launch, sandboxed_argv, set_limits
+    from sandbox.argv import sandboxed_argv
+    from sandbox.files import SandboxFiles
+    from sandbox.gate import StartGate
+    from sandbox.profile import NETWORK_NONE
+    from sandbox.rlimits import resolve_limits, set_limits
+    from sandbox.spawn import launch
 
     limits = resolve_limits({"open_files": 64, "processes": 50, "cpu_seconds": 7})
     script = "ulimit -n; ulimit -c; ulimit -t; grep 'Max processes' /proc/self/limits"
@@ -450,9 +450,12 @@ def test_a_sandbox_whose_gate_fails_is_killed_before_its_command_runs() -> None:
     the command never ran (it would have printed)."""
     import resource
 
-    from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
-    from workers.handlers.shell import _open_gate
-    from workers.handlers.spawn import StartGate, launch, sandboxed_argv
+    from sandbox.argv import sandboxed_argv
+    from sandbox.files import SandboxFiles
+    from sandbox.gate import StartGate
+    from sandbox.profile import NETWORK_NONE
+    from sandbox.spawn import launch
+    from workers.handlers.shell_sandboxed import open_gate
 
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     too_high = [(resource.RLIMIT_NOFILE, hard + 1, hard + 1)]
@@ -467,9 +470,9 @@ def test_a_sandbox_whose_gate_fails_is_killed_before_its_command_runs() -> None:
             sandboxed=True,
         )
     assert launched.proc.stdout is not None
-    stdout = os.dup(launched.proc.stdout.fileno())  # _open_gate closes the handler's copy
+    stdout = os.dup(launched.proc.stdout.fileno())  # open_gate closes the handler's copy
     try:
-        outcome = _open_gate(launched, gate, too_high)
+        outcome = open_gate(launched, gate, too_high)
         assert outcome is not None and outcome.error_class == "spawn_failed"
         assert launched.proc.returncode is not None  # bwrap is dead and reaped
         with os.fdopen(stdout, "rb", closefd=False) as pipe:
@@ -480,8 +483,10 @@ def test_a_sandbox_whose_gate_fails_is_killed_before_its_command_runs() -> None:
 
 _DIES_AT_THE_GATE = """
 import os, subprocess, sys
-from workers.handlers.sandbox import NETWORK_NONE, SandboxFiles
-from workers.handlers.spawn import StartGate, sandboxed_argv
+from sandbox.argv import sandboxed_argv
+from sandbox.files import SandboxFiles
+from sandbox.gate import StartGate
+from sandbox.profile import NETWORK_NONE
 with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
     gate = StartGate()
     argv = sandboxed_argv(["sh", "-c", "echo ran"], limits=[], files=files, gate=gate)
@@ -528,7 +533,8 @@ def test_unsandboxed_child_has_parent_death_signal_set() -> None:
 WORKER_SCRIPT = """
 import sys, threading
 from handler_contract.base import HandlerContext
-from workers.handlers.shell import ShellSandbox, run_shell
+from sandbox.options import ShellSandbox
+from workers.handlers.shell import run_shell
 
 class PrintSink:
     def write(self, stream, line):
@@ -747,7 +753,7 @@ def test_egress_gives_the_sandbox_a_network_without_the_hosts_loopback() -> None
     out = sink.stream("stdout")
     assert out[-1] == "address 10.0.2.100"
     # EHOSTUNREACH: the gateway (the host's loopback, disabled in slirp4netns too) has an
-    # unreachable route in the sandbox (workers/handlers/egress_filter.py).
+    # unreachable route in the sandbox (sandbox/egress_filter.py).
     assert out[:2] == ["failed 113", "failed 113"]
 
 

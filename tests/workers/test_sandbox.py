@@ -13,8 +13,9 @@ import time
 import pytest
 
 from handler_contract.base import BufferedLogSink, HandlerContext
+from sandbox.processes import live_group_members
 from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
-from workers.handlers.shell import live_group_members, run_shell
+from workers.handlers.shell import run_shell
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="switching to an unprivileged user needs root"

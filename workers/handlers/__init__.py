@@ -23,12 +23,13 @@ from handler_contract.base import (
 from handler_contract.http import run_http
 from handler_contract.registry import registered_names
 from handler_contract.validation import PLATFORM_TASK_PREFIXES, validate_handler_config
+from sandbox.options import ShellSandbox
 
 from . import builtin  # noqa: F401  (registers the demo python handlers)
 from .celery_task import SendTask, run_celery
 from .container import ContainerRuntimeError, run_container
 from .python import run_python
-from .shell import ShellSandbox, run_shell
+from .shell import run_shell
 
 __all__ = ["run_handler"]
 

@@ -27,8 +27,11 @@ from typing import Any
 
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
 from handler_contract.validation import SUPPORTED_CONTAINER_RUNTIMES, cpu_cores, rlimit_requirements
+from sandbox.rlimits import resolve_limits
 
-from .shell import _spawn_failure, build_environment, resolve_limits, run_process
+from .shell_environment import build_environment
+from .shell_outcomes import spawn_failure
+from .shell_unsandboxed import run_process
 
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"
@@ -161,7 +164,7 @@ def run_container(
     """Run the configured image; raises ``ContainerRuntimeError`` without a runtime."""
     runtime = check_runtime(container_runtime)
     if config.get("network") == "egress" and not egress_allowed:
-        return _spawn_failure(
+        return spawn_failure(
             "egress_not_allowed",
             'handler.network: "egress" is not allowed for this tenant (ask the operator)',
         )

@@ -12,7 +12,7 @@ worker's own addresses and the platform's Redis and PostgreSQL are unreachable r
 (``egress_filter``), written before the command starts. So egress reaches the public
 internet (IPv4, and names through slirp4netns's DNS forwarder) and nothing else.
 
-The network is attached through the run's start gate (``spawn.StartGate``: bwrap's
+The network is attached through the run's start gate (``gate.StartGate``: bwrap's
 ``--info-fd`` and ``--block-fd``), so the command never runs before its network.
 """
 
@@ -27,7 +27,7 @@ import subprocess
 import time
 
 from .egress_filter import EgressFilterError, EgressPolicy, apply_policy
-from .sandbox import tool_path
+from .tools import tool_path
 
 SETUP_TIMEOUT_SECONDS = 10.0
 TAP_NAME = "tap0"

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from .sandbox import tool_path
+from .tools import tool_path
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 

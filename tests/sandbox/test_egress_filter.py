@@ -8,7 +8,7 @@ import ipaddress
 
 import pytest
 
-from workers.handlers.egress_filter import (
+from sandbox.egress_filter import (
     DENIED_NETWORKS,
     EgressPolicy,
     parse_networks,
