@@ -16,12 +16,13 @@ from typing import Any
 from django.utils import timezone
 
 from dags.choices import FAILED_NODE_STATUSES, FailurePolicy, NodeStatus, RunStatus
-from dags.graph import Graph, graph_of_version
+from dags.graph import Graph
 from dags.models import DagNodeState, DagRun
 from dags.services.counting import Counted, node_end_and_count, node_set_final
 from dags.services.hand_on import HandOn
 from dags.services.node_retry import node_retries, node_retry
 from dags.services.readiness import node_ended, nodes_ready, run_finish
+from dags.versions import graph_of_version
 
 
 def node_complete(

@@ -8,7 +8,6 @@ from typing import Any
 from django.utils import timezone
 
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
-from dags.graph import graph_of_version
 from dags.models import DagNodeState
 from dags.services.completion import node_complete, node_complete_locking
 from dags.services.hand_on import HandOn
@@ -20,6 +19,7 @@ from dags.services.links import (
     upstream_results_load,
 )
 from dags.services.mapping import chord_shard_settled, shard_settled
+from dags.versions import graph_of_version
 from handler_contract.python_signature import python_handler_reads_upstream
 from scheduler_app.choices import Trigger
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from budgets.limits import BudgetExceeded
 from dags.choices import NodeStatus
 from dags.conditions import is_missing, resolve_path
-from dags.graph import Graph, node_tasks_of_version
+from dags.graph import Graph
 from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.services.counting import node_set_final
 from dags.services.doorbells import (
@@ -32,6 +32,7 @@ from dags.services.doorbells import (
 )
 from dags.services.hand_on import HandOn
 from dags.services.node_retry import node_max_attempts
+from dags.versions import node_tasks_of_version
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.limits import expression_budget

@@ -31,7 +31,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from dags.choices import FAILED_NODE_STATUSES, FailurePolicy, NodeStatus, RunStatus, TriggerRule
-from dags.graph import Graph, graph_of_version
+from dags.graph import Graph
 from dags.models import Dag, DagNodeState, DagRun
 from dags.services.condition_verdicts import Verdict, condition_verdicts
 from dags.services.counting import children_count, node_set_final
@@ -40,6 +40,7 @@ from dags.services.hand_on import HandOn
 from dags.services.links import run_lock
 from dags.services.node_dispatch import mapped_node_dispatch, nodes_dispatch
 from dags.services.run_end import run_abort, run_finalize
+from dags.versions import graph_of_version
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from dags import selectors as dag_selectors
 from dags.attempt_selectors import dag_run_node_attempts
 from dags.choices import ACTIVE_RUN_STATUSES
 from dags.event_selectors import event_waits_of_run, events_by_id
-from dags.graph import graph_of_version
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
+from dags.versions import graph_of_version
 from dashboard.dags.dag_layout import (
     TONES,
     gantt,

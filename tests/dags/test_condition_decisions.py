@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from dags.graph import graph_of_version
 from dags.models import DagNodeState, DagVersion
 from dags.services.completion import node_complete_locking
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from dags.services.undecided import undecided_nodes_decide
+from dags.versions import graph_of_version
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dags.conditions import condition_holds
+from dags.graph import find_cycle
 from dags.services.readiness import decide
-from dags.spec import DagSpecError, find_cycle, parse_dag_spec
+from dags.spec import DagSpecError, parse_dag_spec
 
 H = {"type": "python", "callable": "noop"}
 
@@ -155,7 +156,7 @@ def test_the_bomb_is_valid_without_the_cap_and_its_reachability_is_right():
 def test_upstream_check_agrees_with_walking_the_ancestors(dependency_lists, data):
     """The bitsets built once in topological order say "upstream" exactly when a walk from
     the node through its dependencies reaches the named node."""
-    from dags.spec import ancestors, topological_order, upstream_bitsets
+    from dags.graph import ancestors, topological_order, upstream_bitsets
 
     # Node i may only depend on nodes before it: always acyclic.
     nodes = {
@@ -174,7 +175,7 @@ def test_upstream_check_agrees_with_walking_the_ancestors(dependency_lists, data
 
 
 def test_a_cycle_is_found_by_the_topological_order_too():
-    from dags.spec import topological_order
+    from dags.graph import topological_order
 
     assert topological_order({"a": ["c"], "b": ["a"], "c": ["b"]}) is None
     assert topological_order({"a": [], "b": ["a"]}) == ["a", "b"]
