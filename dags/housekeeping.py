@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dags.engine.mapping import map_joins_reconcile
 from dags.services.backfills import backfills_advance
 from dags.services.events import event_waits_expire, events_prune
-from dags.services.mapping import map_joins_reconcile
 from dags.services.undecided import undecided_nodes_decide
 from scheduler_app.housekeeping import Chore, chore_register
 

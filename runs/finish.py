@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from dags.services.hand_on import HandOn
+from dags.engine.dispatch import HandOn
 from runs.settle import run_settled
 from scheduler_app.services.executions import (
     Ended,
@@ -31,7 +31,7 @@ def runs_finish(ended: Sequence[Ended], *, metrics_pipe=None) -> list[FinishRepo
 def run_finish(*, metrics_pipe=None, hand_on: HandOn | None = None, **finish) -> FinishReport:
     """One run's finish (`execution_finish(**finish)`: by its claim, or by its id and claim
     token), settled in the same transaction. A worker passes its `hand_on`: a DAG node's
-    successor it may run itself is in it once this returns (`dags.services.hand_on`)."""
+    successor it may run itself is in it once this returns (`dags.engine.dispatch`)."""
     with transaction.atomic():
         report = execution_finish(**finish)
         if report.accepted:

@@ -8,7 +8,7 @@ import logging
 from django.db import transaction
 
 from alerting.tasks import enqueue_run_notifications
-from dags.services.hooks import HandOn, dag_execution_settled
+from dags.engine.settle import HandOn, dag_execution_settled
 from scheduler_app.models import TaskExecution
 from scheduler_app.monitoring.hooks import run_end_record_on_commit
 from scheduler_app.services.executions import FinishReport
@@ -21,7 +21,7 @@ def run_settled(
 ) -> None:
     """Call inside the transaction that ended the attempt (`report.accepted`). `dag`: False
     when the caller knows the run is no DAG node (a batch of plain successes). `hand_on`:
-    what the finishing worker may be handed to run next (`dags.services.hand_on`)."""
+    what the finishing worker may be handed to run next (`dags.engine.dispatch`)."""
     execution = report.execution
     if execution is None:
         return

@@ -37,7 +37,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from dags.services.hand_on import HandOn
+from dags.engine.dispatch import HandOn
 from scheduler_app.choices import Trigger
 from scheduler_app.fleet import registry
 from scheduler_app.ringing.doorbell import Doorbell

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from budgets.limits import BudgetExceeded
-from dags.services.hooks import dag_upstream_results
+from dags.engine.settle import dag_upstream_results
 from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
 from scheduler_app.limits import expression_budget
 from scheduler_app.platform_tasks import platform_task_prefixes

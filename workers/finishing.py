@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from dags.services.hand_on import HandOn
+from dags.engine.dispatch import HandOn
 from runs.finish import run_finish, runs_finish
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
@@ -47,7 +47,7 @@ def finish_claimed(
     end on the live-log Redis, apart); returns the status and whether the finish was
     accepted. `started_at`: the handler's real start, when it began later than the claim (a
     run claimed ahead of its time, a batch's runs). `hand_on`: the worker's, for a DAG
-    node's successor it may run next (`dags.services.hand_on`)."""
+    node's successor it may run next (`dags.engine.dispatch`)."""
     handler_outcome, sink = executed.outcome, executed.sink
     end_pipe = get_redis().pipeline(transaction=False)
     log_text, log_truncated = stored_log(

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from dags.services.hand_on import HandOn
+from dags.engine.dispatch import HandOn
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim, executions_claim
@@ -41,7 +41,7 @@ def executions_run(
     """Claim, start, run and finish the runs; returns how many ended how ('success',
     'failed', ..., 'rejected': the finish lost its claim, 'deferred': over the tenant's
     quota, 'duplicate': not claimable, another delivery or a cancel took it). A DAG node's
-    successor this worker may run next is in `hand_on` (`dags.services.hand_on`)."""
+    successor this worker may run next is in `hand_on` (`dags.engine.dispatch`)."""
     config = settings.WORKER
     ledger = RunLedger(worker_id)
     writes = CoalescedWrites()

@@ -7,9 +7,8 @@ from collections.abc import Callable
 
 from celery import shared_task
 
-from dags.services.hand_on import HandOn
-from dags.services.mapping import map_join_by_id
-from dags.services.node_dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK
+from dags.engine.dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK, HandOn
+from dags.engine.mapping import map_join_by_id
 from scheduler_app.ringing.publish import RUN_BATCH_TASK, RUN_EXECUTION_TASK
 from workers.runner import execution_batch_run, execution_run
 
@@ -51,7 +50,7 @@ def run_execution_batch(self, execution_ids: list[str]) -> str:
     )
 
 
-# The chord's tasks keep the names the engine signs them with (dags.services.node_dispatch).
+# The chord's tasks keep the names the engine signs them with (dags.engine.dispatch).
 @shared_task(name=MAP_SHARD_TASK, bind=True, acks_late=True, ignore_result=False)
 def run_map_shard(self, execution_id: str) -> str:
     """A chord header member: runs the shard like any execution (the claim dedupes)."""
@@ -70,7 +69,7 @@ def run_map_shards(self, execution_ids: list[str]) -> str:
 
 @shared_task(name=MAP_JOIN_TASK, bind=True, acks_late=True, ignore_result=True)
 def join_map(self, run_id: str, node_id: str) -> bool:
-    # The joined node's successor may be run right here (see dags.services.hand_on).
+    # The joined node's successor may be run right here (see dags.engine.dispatch).
     hand_on = HandOn.for_worker(
         worker_id=self.request.hostname or "worker",
         tier=(self.request.delivery_info or {}).get("routing_key"),

@@ -190,9 +190,9 @@ def _hop_accounting(tenant) -> str:
     from django.db import connection
     from psycopg.pq import Trace
 
+    from dags.engine.dispatch import HandOn
     from dags.models import DagNodeState
     from dags.services.definitions import dag_create
-    from dags.services.hand_on import HandOn
     from dags.services.runs import dag_trigger
     from scheduler_app.redis_client import get_redis
     from workers.runner import execution_run

@@ -19,9 +19,9 @@ from collections.abc import Iterable
 
 from budgets.limits import BudgetExceeded
 from dags.conditions import condition_holds
+from dags.engine.dispatch import upstream_view
 from dags.graph import Graph
 from dags.models import DagRun
-from dags.services.node_dispatch import upstream_view
 from scheduler_app.limits import expression_budget
 
 Verdict = bool | str

@@ -25,10 +25,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dags.choices import EventWaitStatus, NodeStatus, RunStatus
+from dags.engine.completion import node_complete
+from dags.engine.readiness import payload_matches
+from dags.engine.state import run_lock
 from dags.models import Dag, DagNodeState, Event, EventWait
-from dags.services.completion import node_complete
-from dags.services.event_waits import payload_matches
-from dags.services.links import run_lock
 from dags.services.runs import dag_trigger
 from dags.spec import EVENT_NAME
 from scheduler_app.choices import Trigger

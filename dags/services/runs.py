@@ -17,11 +17,11 @@ from dags.choices import (
     NodeStatus,
     RunStatus,
 )
+from dags.engine.readiness import nodes_ready, run_roots_start, run_stop
+from dags.engine.state import run_lock
 from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun
 from dags.services.definitions import current_version
-from dags.services.links import run_lock
 from dags.services.node_attempts import node_attempts_keep
-from dags.services.readiness import nodes_ready, run_roots_start, run_stop
 from dags.versions import graph_of_version
 from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check

@@ -17,9 +17,9 @@ from datetime import datetime
 from django.db import transaction
 
 from dags.choices import ACTIVE_RUN_STATUSES, Overlap, RunStatus
+from dags.engine.readiness import run_stop
+from dags.engine.state import run_lock
 from dags.models import Dag, DagRun
-from dags.services.links import run_lock
-from dags.services.readiness import run_stop
 from dags.services.runs import dag_trigger
 
 logger = logging.getLogger(__name__)

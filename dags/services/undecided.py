@@ -17,8 +17,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from dags.choices import NodeStatus, RunStatus
+from dags.engine.readiness import conditions_decide
 from dags.models import DagNodeState
-from dags.services.readiness import conditions_decide
 
 logger = logging.getLogger(__name__)
 

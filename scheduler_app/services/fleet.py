@@ -65,7 +65,7 @@ def worker_running_claims(
 
 def worker_kept_runs_ring(*, worker_id: str) -> int:
     """Queued runs a worker had kept for itself (a DAG node it was to run right after the
-    finish that made it ready, `dags.services.hand_on`) and never claimed: their rows
+    finish that made it ready, `dags.engine.dispatch`) and never claimed: their rows
     carry its worker id and no doorbell was rung. When that worker is dead they are handed
     to the fleet (worker id cleared, doorbell rung) instead of waiting for the requeue
     grace. A conditional UPDATE per row: of several reapers, one rings each."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from dags.engine.completion import node_complete_locking
 from dags.models import DagNodeState, DagVersion
-from dags.services.completion import node_complete_locking
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from dags.services.undecided import undecided_nodes_decide

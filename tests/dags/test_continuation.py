@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from dags.engine.dispatch import HandOn
 from dags.models import DagNodeState
 from dags.services.definitions import dag_create
-from dags.services.hand_on import HandOn
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish

@@ -55,7 +55,7 @@ def test_a_wave_writes_each_nodes_execution_link_and_state(tenant):
 
 
 def test_a_wide_map_chord_carries_several_shards_per_member_a_narrow_one_one(settings):
-    from dags.services.doorbells import wave_batch
+    from dags.engine.dispatch import wave_batch
     from scheduler_app.ringing.publish import BURST_MESSAGES
 
     settings.SCHEDULER = {**settings.SCHEDULER, "DOORBELL_BATCH": 64}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from dags.engine.readiness import payload_matches
 from dags.models import Dag, Event
-from dags.services.event_waits import payload_matches
 from scheduler_app.choices import Role
 from scheduler_app.models import TenantMembership
 

@@ -7,10 +7,10 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+from dags.engine import state as links
+from dags.engine.settle import dag_execution_settled, dag_upstream_results
 from dags.models import DagNodeExecution, DagNodeState
-from dags.services import links
 from dags.services.definitions import dag_create
-from dags.services.hooks import dag_execution_settled, dag_upstream_results
 from dags.services.runs import dag_trigger
 from handler_contract.base import HandlerOutcome
 from runs.finish import run_finish
@@ -182,7 +182,7 @@ def test_the_count_takes_the_run_lock_before_any_node_row(mapped_run):
 
     from django.db import connections
 
-    from dags.services.completion import node_complete_locking
+    from dags.engine.completion import node_complete_locking
 
     holder, probe = _other_session(), _other_session()
     holder.autocommit = False

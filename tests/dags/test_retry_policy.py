@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from dags.engine.dispatch import node_max_attempts, node_retries
 from dags.graph import graph_from_spec
 from dags.models import Dag
-from dags.services.node_retry import node_max_attempts, node_retries
 from dags.spec import DagSpecError, parse_dag_spec
 
 H = {"type": "python", "callable": "noop"}

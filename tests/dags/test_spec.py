@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dags.conditions import condition_holds
+from dags.engine.readiness import decide
 from dags.graph import find_cycle
-from dags.services.readiness import decide
 from dags.spec import DagSpecError, parse_dag_spec
 
 H = {"type": "python", "callable": "noop"}

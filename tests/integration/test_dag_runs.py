@@ -338,8 +338,8 @@ def test_a_lost_chord_callback_is_joined_by_the_reconciler(tenant, live_worker):
     """Shards whose join never arrives (as after a Redis restart) are joined from PostgreSQL."""
     from django.db import transaction
 
+    from dags.engine.mapping import map_joins_reconcile
     from dags.models import DagNodeExecution
-    from dags.services.mapping import map_joins_reconcile
 
     dag = dag_create(
         tenant=tenant,

@@ -1,12 +1,24 @@
-"""Readiness: what an end makes ready, and what becomes of it.
+"""Readiness: what a node's end makes ready, runs, skips or fails; event waits; and a run's end, in
+one place.
+
+The end of a DAG run: its final status once no node is left, or an abort (fail_all, a
+cancel) that ends it at once and stops what is still going.
+
+Runs inside the transaction that ends the run, with the run row locked. Ending a run frees
+one of its DAG's `max_active_runs` slots, which `run_finish` and `run_stop` fill
+(`queued_runs_start`) when `run_finalize` or `run_abort` report that they ended it.
+
+The start of a wait_for_event node (when the node becomes ready) and payload matching live
+here too (`dags.services.events` has the rest).
+
+Readiness: what an end makes ready, and what becomes of it.
 
 A node whose upstream have all ended (remaining_upstream 0) is run, skipped or marked
 upstream_failed (trigger rule, failure policy, condition); one that ends at once (skipped, an
 event that already came, an empty map) is counted into its own children in turn. A run that
 ends frees a slot of its DAG's `max_active_runs`, which makes its oldest queued runs ready:
 their roots go through the same readiness. That recursion (a node's end, a run's end, a
-queued run's roots) is why both live here, above dispatch (`node_dispatch`) and the run's
-end (`run_end`), which know nothing of it.
+queued run's roots) stays in this module, above dispatch, which knows nothing of it.
 
 Runs inside the transaction of the event that caused it, with the run row locked: all state
 changes of one run are serialized, so "remaining_upstream reached 0" and "the run has no node
@@ -25,24 +37,165 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from dags.choices import FAILED_NODE_STATUSES, FailurePolicy, NodeStatus, RunStatus, TriggerRule
+from dags.choices import (
+    ACTIVE_NODE_STATUSES,
+    FAILED_NODE_STATUSES,
+    EventWaitStatus,
+    FailurePolicy,
+    NodeStatus,
+    RunStatus,
+    TriggerRule,
+)
+from dags.engine.dispatch import HandOn, mapped_node_dispatch, nodes_dispatch
+from dags.engine.state import children_count, node_set_final, run_lock
 from dags.graph import Graph
-from dags.models import Dag, DagNodeState, DagRun
+from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun, Event, EventWait
 from dags.services.condition_verdicts import Verdict, condition_verdicts
-from dags.services.counting import children_count, node_set_final
-from dags.services.event_waits import event_wait_begin
-from dags.services.hand_on import HandOn
-from dags.services.links import run_lock
-from dags.services.node_dispatch import mapped_node_dispatch, nodes_dispatch
-from dags.services.run_end import run_abort, run_finalize
 from dags.versions import graph_of_version
+from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
+from scheduler_app.models import TaskExecution
+from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)
+
+
+def run_finalize(*, run: DagRun) -> bool:
+    """No node left: the run ends success, failed or partially_completed. True when it
+    ended here (its DAG's slot is free)."""
+    statuses = set(DagNodeState.objects.filter(run=run).values_list("status", flat=True))
+    if statuses & set(FAILED_NODE_STATUSES):
+        final = (
+            RunStatus.PARTIALLY_COMPLETED if NodeStatus.SUCCESS in statuses else RunStatus.FAILED
+        )
+    else:
+        final = RunStatus.SUCCESS
+    return _run_end(run=run, status=final)
+
+
+def _run_end(*, run: DagRun, status: str) -> bool:
+    now = timezone.now()
+    ended = (
+        DagRun.objects.filter(id=run.id, status=RunStatus.RUNNING).update(
+            status=status, completed_at=now
+        )
+        == 1
+    )
+    if ended:
+        run.status = status
+        run.completed_at = now
+    return ended
+
+
+def run_abort(*, run: DagRun, status: str, reason: str) -> bool:
+    """fail_all or a cancel: end the run now, cancel every node that has not ended and
+    every execution of it that has not started, and tell the workers running the others to
+    kill them (after commit; their node is already cancelled, so a late result is ignored).
+    True when it ended here (its DAG's slot is free)."""
+    was_queued = run.status == RunStatus.QUEUED
+    if was_queued:
+        DagRun.objects.filter(id=run.id, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING)
+        run.status = RunStatus.RUNNING
+    if not _run_end(run=run, status=status):
+        return False
+    now = timezone.now()
+    DagNodeState.objects.filter(run=run, status__in=ACTIVE_NODE_STATUSES).update(
+        status=NodeStatus.CANCELLED, error_message=reason, completed_at=now, updated_at=now
+    )
+    DagRun.objects.filter(id=run.id).update(remaining_nodes=0)
+    roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
+    roots = list(roots)
+    TaskExecution.objects.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
+        status=ExecutionStatus.CANCELLED,
+        completed_at=now,
+        error_message=f"DAG run ended: {reason}",
+        updated_at=now,
+    )
+    running = [
+        str(execution_id)
+        for execution_id in TaskExecution.objects.filter(
+            root_execution_id__in=roots, status=ExecutionStatus.RUNNING
+        ).values_list("id", flat=True)
+    ]
+    if running:
+        transaction.on_commit(lambda: _running_executions_stop(running))
+    return True
+
+
+def _running_executions_stop(execution_ids: list[str]) -> None:
+    """The same signal as `POST /executions/{id}/cancel`: the worker kills the run."""
+    for execution_id in execution_ids:
+        try:
+            cancel_request(execution_id=execution_id)
+        except Exception:  # Redis away: the run finishes on its own and is ignored
+            logger.exception("could not ask the worker to stop execution %s", execution_id)
+
+
+def payload_matches(match: Mapping[str, Any], payload: Any) -> bool:
+    """`match` is a subset of `payload`: every key of `match` is in it with an equal value;
+    nested objects are compared the same way (a subset), anything else by equality."""
+    if not isinstance(payload, Mapping):
+        return not match
+    for key, wanted in match.items():
+        if key not in payload:
+            return False
+        value = payload[key]
+        if isinstance(wanted, Mapping):
+            if not isinstance(value, Mapping) or not payload_matches(wanted, value):
+                return False
+        elif value != wanted:
+            return False
+    return True
+
+
+def event_wait_begin(*, run: DagRun, node_id: str, spec: Mapping[str, Any]) -> Event | None:
+    """A wait_for_event node became ready (run locked by the caller): record its wait, or,
+    when a matching event was already posted since the run started, return it (the caller
+    ends the node with its payload)."""
+    now = timezone.now()
+    since = run.started_at or run.created_at
+    earlier = _first_match(
+        tenant_id=run.tenant_id, name=spec["name"], match=spec["match"], since=since
+    )
+    EventWait.objects.update_or_create(
+        run=run,
+        node_id=node_id,
+        defaults={
+            "tenant_id": run.tenant_id,
+            "name": spec["name"],
+            "match": spec["match"],
+            "since": since,
+            "started_at": now,
+            "deadline": now + timedelta(seconds=spec["timeout_seconds"]),
+            "status": EventWaitStatus.RECEIVED if earlier else EventWaitStatus.WAITING,
+            "event_id": earlier.id if earlier else None,
+            "resolved_at": now if earlier else None,
+        },
+    )
+    if earlier is None:
+        DagNodeState.objects.filter(run=run, node_id=node_id, status=NodeStatus.WAITING).update(
+            status=NodeStatus.WAITING_FOR_EVENT, started_at=now, updated_at=now
+        )
+    return earlier
+
+
+def _first_match(
+    *, tenant_id: Any, name: str, match: Mapping[str, Any], since: datetime
+) -> Event | None:
+    candidates = Event.objects.filter(
+        tenant_id=tenant_id, name=name, created_at__gte=since
+    ).order_by("created_at")
+    for event in candidates.iterator(chunk_size=200):
+        if payload_matches(match, event.payload):
+            return event
+    return None
+
 
 RUN, SKIP, UPSTREAM_FAILED = "run", NodeStatus.SKIPPED, NodeStatus.UPSTREAM_FAILED
 FAIL = NodeStatus.FAILED
@@ -80,7 +233,7 @@ def nodes_ready(
     keeps a 500-wide fan-out from costing 500 round trips of each. `known` holds states the
     caller just read (the counters' UPDATE ... RETURNING): those are not read again.
     `prefer_worker` is the worker whose finished node made these ready (sticky routing);
-    `hand_on`, what that worker may be handed to run itself (`dags.services.hand_on`).
+    `hand_on`, what that worker may be handed to run itself (`dags.engine.dispatch`).
     A node with a condition is decided after commit (see the module's docstring) unless
     `decided` holds its verdict already.
     """

@@ -1,8 +1,10 @@
-"""Fan-out (`map_over`): the chord's fan-in.
+"""Mapping: a fan-out's shards, their chord and its join.
+
+Fan-out (`map_over`): the chord's fan-in.
 
 A mapped node's shards are ordinary executions, rung as the header of a Celery chord (a
 wide map's header members carry several shards each; sent by
-`dags.services.node_dispatch.map_chord_send`) whose body (`dags.join_map`) joins
+`dags.engine.dispatch.map_chord_send`) whose body (`dags.join_map`) joins
 the shard results, ordered by item, into the node's result. Each shard retries on its own;
 since a retry is not part of the chord, a shard chain that ends on a retry does the join
 itself. If a chord callback is lost (Redis restarted), `map_joins_reconcile` completes the
@@ -22,10 +24,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from dags.choices import NodeStatus, RunStatus
+from dags.engine.completion import node_complete
+from dags.engine.dispatch import HandOn
+from dags.engine.state import run_lock
 from dags.models import DagNodeExecution, DagNodeState, DagRun
-from dags.services.completion import node_complete
-from dags.services.hand_on import HandOn
-from dags.services.links import run_lock
 from scheduler_app import db_rows
 from scheduler_app.choices import Trigger
 
@@ -81,7 +83,7 @@ def _chord_shard_sql() -> str:
 
 def map_join(*, run: DagRun, node_id: str, hand_on: HandOn | None = None) -> bool:
     """Join the shards into the node's result once all have ended. Idempotent. `hand_on`:
-    what the worker running the join may be handed (`dags.services.hand_on`)."""
+    what the worker running the join may be handed (`dags.engine.dispatch`)."""
     if run.status != RunStatus.RUNNING:
         return False
     state = DagNodeState.objects.filter(

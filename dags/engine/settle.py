@@ -1,5 +1,9 @@
-"""The two places the rest of the system calls into the DAG engine for an execution:
-when it settles (same transaction as its finish) and when a worker builds its context."""
+"""Settle: the engine's entry from a run's end (runs.settle) and from a worker building a node's
+context.
+
+The two places the rest of the system calls into the DAG engine for an execution:
+when it settles (same transaction as its finish) and when a worker builds its context.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +12,17 @@ from typing import Any
 from django.utils import timezone
 
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
-from dags.models import DagNodeState
-from dags.services.completion import node_complete, node_complete_locking
-from dags.services.hand_on import HandOn
-from dags.services.links import (
+from dags.engine.completion import node_complete, node_complete_locking
+from dags.engine.dispatch import HandOn
+from dags.engine.mapping import chord_shard_settled, shard_settled
+from dags.engine.state import (
     NodeLink,
     link_load,
     link_load_and_run_lock,
     link_remember,
     upstream_results_load,
 )
-from dags.services.mapping import chord_shard_settled, shard_settled
+from dags.models import DagNodeState
 from dags.versions import graph_of_version
 from handler_contract.python_signature import python_handler_reads_upstream
 from scheduler_app.choices import Trigger
@@ -47,7 +51,7 @@ def dag_execution_settled(
 
     A retry scheduled means the node is still going; otherwise the node (or its shard)
     has its final outcome, and the engine moves the run on, in this same transaction.
-    `hand_on`: what the finishing worker may be handed to run next (`dags.services.hand_on`).
+    `hand_on`: what the finishing worker may be handed to run next (`dags.engine.dispatch`).
     """
     if execution.trigger not in DAG_TRIGGERS:
         return
