@@ -16,7 +16,7 @@ spent does the node fail and the DAG's policy apply (`retry` itself then goes on
 Completion: a node's execution chain ended (success, or failed with no attempt left).
 
 Two paths, one outcome. The common one (not a failure that fails the whole run) counts the
-node in one statement that also takes the run's lock (`dags.engine.state.node_end_and_count`), so the
+node in one statement that also takes the run's lock (`state.node_end_and_count`), so the
 lock is held only from there to the commit: `node_complete_locking`, for a caller that has
 not locked the run. Otherwise (a node that may be retried, a `fail_all` failure) the caller
 locks the run first and calls `node_complete`. Either way, the nodes the end made ready go
