@@ -74,7 +74,7 @@ from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.versions import node_tasks_of_version
 from scheduler_app import db_rows
 from scheduler_app.capabilities import queue_for
-from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.choices import DAG_NODE_TAG, ExecutionStatus, Trigger
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
@@ -319,9 +319,29 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
     return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
 
 
-# What `_new_execution` reads of a task (its queue comes from its priority and capability);
-# a field left out of `.only()` would be loaded by a query of its own, per task.
-_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "capability")
+# What `_new_execution` reads of a task (its queue comes from its priority and capability),
+# and its tags; a field left out of `.only()` would be loaded by a query of its own, per task.
+_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "capability", "tags")
+# The tasks of inline nodes, by id: made with their DAG's version and never changed (the API
+# and the admin refuse to edit a task tagged DAG_NODE_TAG), so each process reads one once.
+# A node that names a task of the tenant's own reads it at every dispatch: it may change.
+_INLINE_TASKS: dict[str, TaskDefinition] = {}
+_INLINE_TASKS_MAX = 4096
+
+
+def dispatch_tasks(task_ids: set[str]) -> dict[str, TaskDefinition]:
+    """task id -> the dispatch fields of the task; a query only for what this process has
+    not cached (every task a node names, and inline tasks it has not seen)."""
+    found = {task_id: _INLINE_TASKS[task_id] for task_id in task_ids if task_id in _INLINE_TASKS}
+    missing = task_ids - found.keys()
+    if missing:
+        for task in TaskDefinition.objects.filter(id__in=missing).only(*_DISPATCH_FIELDS):
+            found[str(task.id)] = task
+            if DAG_NODE_TAG in (task.tags or []):
+                if len(_INLINE_TASKS) >= _INLINE_TASKS_MAX:
+                    _INLINE_TASKS.clear()
+                _INLINE_TASKS[str(task.id)] = task
+    return found
 
 
 def _new_execution(
@@ -361,11 +381,7 @@ def nodes_dispatch(
     """One execution per node, all in a few statements; the doorbells ring after commit
     (but for one node that the worker finishing the upstream node may run itself)."""
     node_tasks = node_tasks_of_version(run.version_id)
-    task_ids = {node_tasks[state.node_id] for state in states}
-    tasks = {
-        str(task.id): task
-        for task in TaskDefinition.objects.filter(id__in=task_ids).only(*_DISPATCH_FIELDS)
-    }
+    tasks = dispatch_tasks({node_tasks[state.node_id] for state in states})
     now = timezone.now()
     executions = []
     for index, state in enumerate(states):
@@ -397,9 +413,8 @@ def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | No
     """Shards for a map_over node, rung as a chord after commit. Returns a final status when
     the node ended at once (an empty list, or a map_over field that is not a list)."""
     node = graph.nodes[node_id]
-    task = TaskDefinition.objects.only(*_DISPATCH_FIELDS).get(
-        id=node_tasks_of_version(run.version_id)[node_id]
-    )
+    task_id = node_tasks_of_version(run.version_id)[node_id]
+    task = dispatch_tasks({task_id})[task_id]
     now = timezone.now()
     base_parameters = node_parameters(run=run, graph=graph, node=node)
     items, problem = _map_items(run=run, graph=graph, node=node)

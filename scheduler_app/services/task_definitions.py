@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from scheduler_app.capabilities import queue_for
-from scheduler_app.choices import ExecutionStatus, Trigger
+from scheduler_app.choices import DAG_NODE_TAG, ExecutionStatus, Trigger
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
@@ -93,7 +93,14 @@ def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> 
 def task_update(
     *, task: TaskDefinition, spec: Mapping[str, Any], partial: bool = False
 ) -> TaskDefinition:
-    """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys)."""
+    """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys).
+    A task that runs an inline DAG node changes with its DAG, never on its own (Conflict):
+    the engine reads it once per process (`dags.engine.dispatch.dispatch_tasks`)."""
+    if DAG_NODE_TAG in (task.tags or []):
+        raise Conflict(
+            "this task runs a node of a DAG and changes with it: update the DAG's definition",
+            field="task",
+        )
     now = timezone.now()
     fields = task_spec_to_fields(
         spec,
