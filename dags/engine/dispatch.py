@@ -329,14 +329,17 @@ _INLINE_TASKS: dict[str, TaskDefinition] = {}
 _INLINE_TASKS_MAX = 4096
 
 
-def dispatch_tasks(task_ids: set[str]) -> dict[str, TaskDefinition]:
+def dispatch_tasks(task_ids: set[str], *, version_id: uuid.UUID) -> dict[str, TaskDefinition]:
     """task id -> the dispatch fields of the task; a query only for what this process has
-    not cached (every task a node names, and inline tasks it has not seen)."""
+    not cached (every task a node names, and inline tasks it has not seen). That query reads
+    every task of the version not cached yet, so a run of a chain reads its tasks once."""
     found = {task_id: _INLINE_TASKS[task_id] for task_id in task_ids if task_id in _INLINE_TASKS}
     missing = task_ids - found.keys()
     if missing:
-        for task in TaskDefinition.objects.filter(id__in=missing).only(*_DISPATCH_FIELDS):
-            found[str(task.id)] = task
+        ahead = set(node_tasks_of_version(version_id).values()) - _INLINE_TASKS.keys()
+        for task in TaskDefinition.objects.filter(id__in=missing | ahead).only(*_DISPATCH_FIELDS):
+            if str(task.id) in missing:
+                found[str(task.id)] = task
             if DAG_NODE_TAG in (task.tags or []):
                 if len(_INLINE_TASKS) >= _INLINE_TASKS_MAX:
                     _INLINE_TASKS.clear()
@@ -381,7 +384,9 @@ def nodes_dispatch(
     """One execution per node, all in a few statements; the doorbells ring after commit
     (but for one node that the worker finishing the upstream node may run itself)."""
     node_tasks = node_tasks_of_version(run.version_id)
-    tasks = dispatch_tasks({node_tasks[state.node_id] for state in states})
+    tasks = dispatch_tasks(
+        {node_tasks[state.node_id] for state in states}, version_id=run.version_id
+    )
     now = timezone.now()
     executions = []
     for index, state in enumerate(states):
@@ -414,7 +419,7 @@ def mapped_node_dispatch(*, run: DagRun, graph: Graph, node_id: str) -> str | No
     the node ended at once (an empty list, or a map_over field that is not a list)."""
     node = graph.nodes[node_id]
     task_id = node_tasks_of_version(run.version_id)[node_id]
-    task = dispatch_tasks({task_id})[task_id]
+    task = dispatch_tasks({task_id}, version_id=run.version_id)[task_id]
     now = timezone.now()
     base_parameters = node_parameters(run=run, graph=graph, node=node)
     items, problem = _map_items(run=run, graph=graph, node=node)
