@@ -17,7 +17,6 @@ from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.executions import Ended
 from scheduler_app.services.log_quota import stored_log
-from scheduler_app.services.progress import execution_progress_save
 from workers.execute import Executed
 from workers.live_logs import live_tails_close
 from workers.run_ledger import RunLedger
@@ -60,10 +59,9 @@ def finish_claimed(
         log_truncated=log_truncated,
         metrics_pipe=end_pipe,
         started_at=started_at,
+        progress=executed.progress,
         hand_on=hand_on,
     )
-    if report.accepted and executed.progress is not None:
-        execution_progress_save(execution=claim.execution, progress=executed.progress)
     status = handler_outcome.status if report.accepted else "rejected"
     RunLedger(worker_id).end_into(
         end_pipe,
@@ -108,6 +106,7 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
                 completed_at=done.completed_at,
                 log_text=logs[done.claim.execution.id][0],
                 log_truncated=logs[done.claim.execution.id][1],
+                progress=done.executed.progress,
             )
             for done in waiting
         ],
@@ -120,8 +119,6 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
     }
     for done in waiting:
         ok = done.claim.execution.id in accepted_ids
-        if ok and done.executed.progress is not None:
-            execution_progress_save(execution=done.claim.execution, progress=done.executed.progress)
         ledger.end_into(
             writes,
             done.claim,

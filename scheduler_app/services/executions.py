@@ -66,7 +66,8 @@ class Ended:
     """A claimed run whose handler ended, with what its finish records. `started_at`: when
     the handler really started, if later than the claim (a run claimed ahead of its time, a
     batch's runs in turn); None keeps the claim's time. `completed_at`: None is the
-    finish's time. An empty log is not stored."""
+    finish's time. An empty log is not stored. `progress`: the last progress the handler
+    reported, stored in the same statement (None keeps what the row has)."""
 
     claim: Claim
     outcome: Outcome
@@ -74,6 +75,7 @@ class Ended:
     log_truncated: bool = False
     started_at: datetime | None = None
     completed_at: datetime | None = field(default=None)
+    progress: dict | None = None
 
 
 def executions_finish(ended: Sequence[Ended]) -> list[FinishReport]:
@@ -122,6 +124,7 @@ def execution_finish(
     log_text: str = "",
     log_truncated: bool = False,
     started_at: datetime | None = None,
+    progress: dict | None = None,
 ) -> FinishReport:
     """One run's finish (a batch of one). A worker passes the `claim` it holds; another
     caller may name the run and its claim token instead (the run is loaded first)."""
@@ -141,6 +144,7 @@ def execution_finish(
                 log_text=log_text,
                 log_truncated=log_truncated,
                 started_at=started_at,
+                progress=progress,
             )
         ]
     )[0]
@@ -152,13 +156,14 @@ def _finish_sql() -> str:
     return (
         "WITH u AS (SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], "
         "%s::timestamptz[], %s::timestamptz[], %s::jsonb[], %s::integer[], %s::text[], "
-        "%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[]) AS u(id, token, "
-        "status, started_at, completed_at, result, exit_code, error_message, error_class, "
-        "log_text, log_size, log_truncated, with_log)), "
+        "%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[], %s::jsonb[]) "
+        "AS u(id, token, status, started_at, completed_at, result, exit_code, error_message, "
+        "error_class, log_text, log_size, log_truncated, with_log, progress)), "
         f"done AS (UPDATE {executions} e SET status = u.status, "
         "started_at = coalesce(u.started_at, e.started_at), completed_at = u.completed_at, "
         "result = u.result, exit_code = u.exit_code, error_message = u.error_message, "
-        "error_class = u.error_class, lease_expires_at = NULL, updated_at = %s FROM u "
+        "error_class = u.error_class, progress = coalesce(u.progress, e.progress), "
+        "lease_expires_at = NULL, updated_at = %s FROM u "
         "WHERE e.id = u.id AND e.claim_token = u.token AND e.status = %s RETURNING e.*), "
         f"logged AS (INSERT INTO {logs} "
         "(execution_id, tenant_id, text, size_bytes, truncated, created_at) "
@@ -171,6 +176,7 @@ def _finish_sql() -> str:
 
 def _finish_postgres(ended: Sequence[Ended], *, now: datetime) -> dict[uuid.UUID, TaskExecution]:
     result_field = TaskExecution._meta.get_field("result")
+    progress_field = TaskExecution._meta.get_field("progress")
     outcomes = [item.outcome for item in ended]
     with db_rows.server_bound_cursor() as cursor:
         cursor.execute(
@@ -192,6 +198,10 @@ def _finish_postgres(ended: Sequence[Ended], *, now: datetime) -> dict[uuid.UUID
                 [len(item.log_text.encode()) for item in ended],
                 [item.log_truncated for item in ended],
                 [bool(item.log_text) or item.log_truncated for item in ended],
+                [
+                    progress_field.get_db_prep_value(item.progress, connection, prepared=False)
+                    for item in ended
+                ],
                 now,
                 ExecutionStatus.RUNNING.value,
                 now,

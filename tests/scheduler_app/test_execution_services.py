@@ -68,6 +68,22 @@ def test_success_is_recorded_with_result_and_log(queued):
     assert queued.completed_at is not None and queued.lease_expires_at is None
 
 
+def test_the_last_progress_is_stored_by_the_finish_statement_itself(queued):
+    """Whoever sees the run ended sees its last progress: they are one statement, so
+    there is no moment when the row says success and has no progress yet."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
+    progress = {"percent": 100, "message": "step 4 of 4"}
+    with CaptureQueriesContext(connection) as orm:
+        report = run_finish(claim=claim, outcome=Outcome(status="success"), progress=progress)
+    assert report.accepted
+    assert not [q for q in orm.captured_queries if "progress" in q["sql"]]  # no second write
+    queued.refresh_from_db()
+    assert (queued.status, queued.progress) == ("success", progress)
+
+
 def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
     before = timezone.now()
