@@ -79,9 +79,10 @@ _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:@\-]{1,200}$")
 DEFAULT_CELERY_QUEUE = "celery"
 # What a `celery` handler may never send, whatever CELERY_HANDLER_TASKS lists: the platform's
 # own tasks (a tenant would ring its workers, e.g. claim or finish runs by id, deliver alerts,
-# apply retention) and the queues its workers consume (the tier queues, each worker's sticky
-# "worker.<host>" queue). Inside Django the callers pass scheduler_app.platform_tasks'
-# prefixes, which add every installed app; this default is the platform's own packages.
+# apply retention) and the queues its workers consume (the tier queues, the tiers' capability
+# queues "<tier>.egress" and "<tier>.container", each worker's sticky "worker.<host>" queue).
+# Inside Django the callers pass scheduler_app.platform_tasks' prefixes, which add every
+# installed app; this default is the platform's own packages.
 PLATFORM_TASK_PREFIXES = (
     "alerting.",
     "bench.",
@@ -94,7 +95,9 @@ PLATFORM_TASK_PREFIXES = (
     "workers.",
 )
 PLATFORM_QUEUES = ("critical", "normal", "bulk")
-PLATFORM_QUEUE_PREFIXES = ("worker.",)
+# Every "<tier>.<anything>" is the platform's too: the capability queues of today and of
+# capabilities added later.
+PLATFORM_QUEUE_PREFIXES = ("worker.", *(f"{tier}." for tier in PLATFORM_QUEUES))
 NETWORK_MODES = ("none", "egress")
 
 

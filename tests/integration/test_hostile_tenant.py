@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import pytest
 from django.conf import settings
 
-from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.selectors import execution_log_get
 from scheduler_app.services.task_definitions import task_trigger
 from tests.egress_net import (
@@ -293,6 +293,10 @@ def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):
     for handler, field in (
         ({"type": "celery", "task": "workers.tasks.run_execution", "args": ["x"]}, "handler.task"),
         ({"type": "celery", "task": "reports.nightly", "queue": "critical"}, "handler.queue"),
+        # A tier's capability queues (egress, container) are the platform workers' as much as
+        # the tier queues are.
+        ({"type": "celery", "task": "reports.nightly", "queue": "normal.egress"}, "handler.queue"),
+        ({"type": "celery", "task": "reports.nightly", "queue": "bulk.container"}, "handler.queue"),
     ):
         response = api.post(
             "/api/v1/tasks",
@@ -301,6 +305,7 @@ def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):
         )
         assert response.status_code == 400, response.content
         assert field in response.content.decode()
+    assert not TaskDefinition.objects.filter(tenant=tenant, name="ring-the-platform").exists()
 
 
 @pytest.mark.parametrize("internal", ["workers.tasks.run_execution", "alerting.deliver"])

@@ -73,18 +73,32 @@ def test_the_platforms_own_tasks_are_refused_even_when_listed(task):
     assert error.value.field == "handler.task"
 
 
-@pytest.mark.parametrize("queue", ["critical", "normal", "bulk", "worker.celery@host-1"])
+@pytest.mark.parametrize(
+    "queue",
+    [
+        "critical",
+        "normal",
+        "bulk",
+        "worker.celery@host-1",
+        "normal.egress",
+        "critical.container",
+        "bulk.egress",
+    ],
+)
 def test_the_platforms_queues_are_refused_even_when_listed(queue):
     with pytest.raises(HandlerConfigError) as error:
         _validate({"type": "celery", "task": "a.b", "queue": queue}, allowed=(f"a.b@{queue}",))
     assert error.value.field == "handler.queue"
 
 
-def test_the_refused_queues_are_the_platforms_tiers():
-    from handler_contract.validation import PLATFORM_QUEUES
+def test_the_refused_queues_are_the_platforms_tiers_and_their_capability_queues():
+    from handler_contract.validation import PLATFORM_QUEUES, celery_platform_queue
+    from scheduler_app.capabilities import PARTIAL_CAPABILITIES, capability_queues
     from scheduler_app.choices import TIERS
 
     assert set(PLATFORM_QUEUES) == set(TIERS)
+    for capability in PARTIAL_CAPABILITIES:
+        assert all(celery_platform_queue(queue) for queue in capability_queues(capability))
 
 
 def test_the_worker_refuses_an_unlisted_task_at_run_time_and_sends_nothing():
