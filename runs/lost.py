@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from runs.settle import run_settled
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES
+from scheduler_app.fleet.capabilities import live_capabilities
 from scheduler_app.housekeeping import Chore, chore_register
 from scheduler_app.services.executions import (
     FinishReport,
@@ -26,22 +29,23 @@ from scheduler_app.services.fleet import execution_fail_worker_lost, worker_runn
 logger = logging.getLogger(__name__)
 
 
-def _settled(report: FinishReport) -> FinishReport:
-    if report.accepted:
-        run_settled(report=report)
-    return report
+def _ended_and_settled(end: Callable[[], FinishReport]) -> bool:
+    """`end()` (one of the core's compare-and-swap endings) and, when this caller won, its
+    settling, in one transaction. Whether this caller won."""
+    with transaction.atomic():
+        report = end()
+        if report.accepted:
+            run_settled(report=report)
+        return report.accepted
 
 
 def run_lease_expired_fail(*, execution_id: uuid.UUID, now: datetime | None = None) -> bool:
     """A running run whose lease expired: failed (`worker_lost`) and retried, settled."""
-    with transaction.atomic():
-        return _settled(execution_fail_lost(execution_id=execution_id, now=now)).accepted
+    return _ended_and_settled(lambda: execution_fail_lost(execution_id=execution_id, now=now))
 
 
 def expired_leases_reap(*, now: datetime | None = None, limit: int = 500) -> int:
     """Fail every running run whose lease has expired. Returns how many this call won."""
-    from django.utils import timezone  # noqa: PLC0415
-
     now = now or timezone.now()
     return sum(
         run_lease_expired_fail(execution_id=execution_id)
@@ -54,19 +58,19 @@ def worker_runs_fail_lost(
 ) -> int:
     """Fail every run a dead (or restarted) worker held, each settled. Returns how many this
     caller won (of several reapers, one wins each run)."""
-    won = 0
-    for execution_id, claim_token in worker_running_claims(
-        worker_id=worker_id, claimed_before=claimed_before
-    ):
-        with transaction.atomic():
-            report = execution_fail_worker_lost(
+    return sum(
+        _ended_and_settled(
+            lambda execution_id=execution_id, claim_token=claim_token: execution_fail_worker_lost(
                 execution_id=execution_id,
                 claim_token=claim_token,
                 worker_id=worker_id,
                 reason=reason,
             )
-            won += int(_settled(report).accepted)
-    return won
+        )
+        for execution_id, claim_token in worker_running_claims(
+            worker_id=worker_id, claimed_before=claimed_before
+        )
+    )
 
 
 def executions_without_capable_worker_fail(
@@ -83,12 +87,14 @@ def executions_without_capable_worker_fail(
         waiting = unrunnable_waiting_ids(
             capability=capability, now=now, wait_seconds=wait_seconds, limit=limit
         )
-        for execution_id in waiting:
-            with transaction.atomic():
-                report = execution_unrunnable_fail(
+        failed += sum(
+            _ended_and_settled(
+                lambda execution_id=execution_id, capability=capability: execution_unrunnable_fail(
                     execution_id=execution_id, capability=capability, now=now
                 )
-                failed += int(_settled(report).accepted)
+            )
+            for execution_id in waiting
+        )
     return failed
 
 
@@ -99,8 +105,6 @@ def _leases_chore(now: datetime) -> None:
 
 
 def _unrunnable_chore(now: datetime) -> None:
-    from scheduler_app.fleet.capabilities import live_capabilities  # noqa: PLC0415
-
     unrunnable = executions_without_capable_worker_fail(
         offered=live_capabilities(),
         now=now,

@@ -71,10 +71,10 @@ from dags.conditions import is_missing, resolve_path
 from dags.engine.state import NodeLink, link_remember, node_set_final
 from dags.graph import Graph
 from dags.models import DagNodeExecution, DagNodeState, DagRun
-from dags.versions import node_tasks_of_version
+from dags.versions import dispatch_tasks, node_tasks_of_version
 from scheduler_app import db_rows
 from scheduler_app.capabilities import queue_for
-from scheduler_app.choices import DAG_NODE_TAG, ExecutionStatus, Trigger
+from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
@@ -317,34 +317,6 @@ def node_parameters(*, run: DagRun, graph: Graph, node: dict[str, Any]) -> dict[
     them over the task's own parameters (for an inline node those are the node's), and a
     fan-out shard's `item` goes on top."""
     return {**graph.parameters, **(node.get("parameters") or {}), **(run.parameters or {})}
-
-
-# What `_new_execution` reads of a task (its queue comes from its priority and capability),
-# and its tags; a field left out of `.only()` would be loaded by a query of its own, per task.
-_DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "capability", "tags")
-# The tasks of inline nodes, by id: made with their DAG's version and never changed (the API
-# and the admin refuse to edit a task tagged DAG_NODE_TAG), so each process reads one once.
-# A node that names a task of the tenant's own reads it at every dispatch: it may change.
-_INLINE_TASKS: dict[str, TaskDefinition] = {}
-_INLINE_TASKS_MAX = 4096
-
-
-def dispatch_tasks(task_ids: set[str], *, version_id: uuid.UUID) -> dict[str, TaskDefinition]:
-    """task id -> the dispatch fields of the task; a query only for what this process has
-    not cached (every task a node names, and inline tasks it has not seen). That query reads
-    every task of the version not cached yet, so a run of a chain reads its tasks once."""
-    found = {task_id: _INLINE_TASKS[task_id] for task_id in task_ids if task_id in _INLINE_TASKS}
-    missing = task_ids - found.keys()
-    if missing:
-        ahead = set(node_tasks_of_version(version_id).values()) - _INLINE_TASKS.keys()
-        for task in TaskDefinition.objects.filter(id__in=missing | ahead).only(*_DISPATCH_FIELDS):
-            if str(task.id) in missing:
-                found[str(task.id)] = task
-            if DAG_NODE_TAG in (task.tags or []):
-                if len(_INLINE_TASKS) >= _INLINE_TASKS_MAX:
-                    _INLINE_TASKS.clear()
-                _INLINE_TASKS[str(task.id)] = task
-    return found
 
 
 def _new_execution(

@@ -95,7 +95,7 @@ def task_update(
 ) -> TaskDefinition:
     """PUT (partial=False: the whole definition) or PATCH (partial=True: the given keys).
     A task that runs an inline DAG node changes with its DAG, never on its own (Conflict):
-    the engine reads it once per process (`dags.engine.dispatch.dispatch_tasks`)."""
+    the engine reads it once per process (`dags.versions.dispatch_tasks`)."""
     if DAG_NODE_TAG in (task.tags or []):
         raise Conflict(
             "this task runs a node of a DAG and changes with it: update the DAG's definition",

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dags.engine import dispatch
+from dags import versions
 from dags.models import DagNodeState
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
@@ -26,7 +26,7 @@ def _task_reads(queries) -> int:
 
 def test_an_inline_nodes_task_is_read_once_per_process(tenant):
     dag = dag_create(tenant=tenant, raw={"dag": "inline", "tasks": [{"id": "a", "handler": NOOP}]})
-    dispatch._INLINE_TASKS.clear()
+    versions._INLINE_TASKS.clear()
     with CaptureQueriesContext(connection) as first:
         dag_trigger(dag=dag)
     with CaptureQueriesContext(connection) as second:
