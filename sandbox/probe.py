@@ -21,10 +21,6 @@ MODE_OFF = "off"
 MODES = (MODE_ON, MODE_OFF)
 
 
-class SandboxUnavailable(RuntimeError):
-    """bubblewrap cannot run on this host (missing, or user namespaces are disabled)."""
-
-
 @dataclass(frozen=True)
 class SandboxStatus:
     """What this worker does with shell tasks; ``detail`` says why, for readiness and logs."""
