@@ -163,8 +163,30 @@ def apply_policy(*, policy: EgressPolicy, sandbox_pid: int, owner_fd: int) -> No
         "-",
     ]
     script = "\n".join(route_commands(policy, host_addresses())) + "\n"
+    deadline = time.monotonic() + SETUP_TIMEOUT_SECONDS
+    while True:
+        done = _nsenter_ip(argv, script=script, owner_fd=owner_fd)
+        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode == 0:
+            return
+        # Sandboxes started side by side: nsenter may enter the owner namespace before its
+        # id maps are written and cannot take its ids there yet ("setgid failed: Invalid
+        # argument", seen about once in a few hundred starts under load). Nothing has been
+        # written then: try again until the maps are there, within the setup's deadline.
+        not_mapped_yet = bool(message) and message[-1].startswith(
+            ("nsenter: setgid failed", "nsenter: setuid failed")
+        )
+        if not (not_mapped_yet and time.monotonic() < deadline):
+            raise EgressFilterError(
+                "could not write the sandbox's routes: "
+                + (message[-1] if message else f"exit {done.returncode}")
+            )
+        time.sleep(0.002)
+
+
+def _nsenter_ip(argv: list[str], *, script: str, owner_fd: int) -> subprocess.CompletedProcess:
     try:
-        done = subprocess.run(
+        return subprocess.run(
             argv,
             input=script.encode(),
             capture_output=True,
@@ -175,9 +197,3 @@ def apply_policy(*, policy: EgressPolicy, sandbox_pid: int, owner_fd: int) -> No
         )
     except (OSError, subprocess.SubprocessError) as error:
         raise EgressFilterError(f"could not write the sandbox's routes: {error}") from error
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise EgressFilterError(
-            "could not write the sandbox's routes: "
-            + (message[-1] if message else f"exit {done.returncode}")
-        )
