@@ -27,6 +27,11 @@ from scheduler_app.limits import (
 )
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.progress import progress_live_get_many
+from scheduler_app.services.runbook_policy import (
+    MAX_PAUSE_AFTER_FAILURES,
+    MAX_REMAINING_RUNS,
+    runbook_policy_output,
+)
 from scheduler_app.services.task_spec import schedule_block_errors
 from schedules import MAX_EXPRESSION_LENGTH
 
@@ -99,6 +104,33 @@ class PolicyInput(StrictSerializer):
     )
     start_at = serializers.DateTimeField(required=False, allow_null=True)
     end_at = serializers.DateTimeField(required=False, allow_null=True)
+    pause_after_failures = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_PAUSE_AFTER_FAILURES,
+        help_text="After this many consecutive failed runs: check health_check, then retry "
+        "once (healthy) or pause and tell the owner (unhealthy, or the retry failed)",
+    )
+    health_check = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text='{"url": ..., "expect_status": 200, "timeout_seconds": 5}: an http GET, '
+        "through the http handler's SSRF guard",
+    )
+    remaining_runs = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_REMAINING_RUNS,
+        help_text="The schedule pauses itself after this many more fires",
+    )
+
+
+class PauseInput(StrictSerializer):
+    note = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, help_text="Why it is paused"
+    )
 
 
 class HandlerInput(serializers.DictField):
@@ -138,6 +170,12 @@ class TaskInput(StrictSerializer):
     )
     enabled = serializers.BooleanField(required=False)
     sla_seconds = serializers.IntegerField(required=False, allow_null=True)
+    owner = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text='Who the runbook tells: "user:<username>" or a notification target\'s name',
+    )
 
 
 class TriggerInput(StrictSerializer):
@@ -167,8 +205,13 @@ class TaskOutput(serializers.ModelSerializer):
             "notifications",
             "idempotency_key",
             "sla_seconds",
+            "owner",
             "enabled",
             "paused",
+            "paused_at",
+            "paused_by",
+            "pause_note",
+            "consecutive_failures",
             "next_fire_at",
             "last_fired_at",
             "created_at",
@@ -200,6 +243,7 @@ class TaskOutput(serializers.ModelSerializer):
             "jitter_seconds": task.jitter_seconds,
             "start_at": _iso(task.start_at),
             "end_at": _iso(task.end_at),
+            **runbook_policy_output(task),
         }
 
 

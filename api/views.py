@@ -27,6 +27,7 @@ from api.schema import (
 )
 from api.serializers import (
     ExecutionOutput,
+    PauseInput,
     TaskInput,
     TaskOutput,
     TaskSavedOutput,
@@ -174,11 +175,17 @@ class TaskTriggerView(APIView):
 class TaskPauseView(APIView):
     write_role = "operator"
 
-    @extend_schema(request=None, responses=TaskOutput)
+    @extend_schema(request=PauseInput, responses=TaskOutput)
     def post(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
-        refuse_body(request)
-        return Response(TaskOutput(task_definitions.task_pause(task=task)).data)
+        body = PauseInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        paused = task_definitions.task_pause(
+            task=task,
+            note=body.validated_data.get("note", ""),
+            paused_by=request_actor(request),
+        )
+        return Response(TaskOutput(paused).data)
 
 
 class TaskResumeView(APIView):

@@ -50,6 +50,15 @@ class Dag(models.Model):
     jitter_seconds = models.PositiveIntegerField(default=0)
     start_at = models.DateTimeField(null=True, blank=True)
     end_at = models.DateTimeField(null=True, blank=True)
+    # The runbook keys of the policy and the pause record, as on TaskDefinition.
+    pause_after_failures = models.PositiveIntegerField(null=True, blank=True)
+    health_check = models.JSONField(null=True, blank=True)
+    remaining_runs = models.PositiveIntegerField(null=True, blank=True)
+    owner = models.CharField(max_length=255, blank=True, default="", db_default="")
+    consecutive_failures = models.PositiveIntegerField(default=0, db_default=0)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=255, blank=True, default="", db_default="")
+    pause_note = models.TextField(blank=True, default="", db_default="")
     enabled = models.BooleanField(default=True)
     paused = models.BooleanField(default=False)
     # "api" or "file:<name>": sync_dags only touches what it created.

@@ -64,6 +64,7 @@ DAG_KEYS = {
     "tasks",
     "retry_policy",
     "sla_seconds",
+    "owner",
 }
 
 
@@ -217,6 +218,16 @@ def _node_failure_policy(raw: Mapping[str, Any], *, where: str) -> dict[str, Any
             field=f"{where}.failure_policy",
         )
     return {"failure_policy": raw["failure_policy"]}
+
+
+def _dag_owner(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """`owner`: who the runbook tells ("user:<name>" or a notification target's name)."""
+    owner = raw.get("owner")
+    if owner is None:
+        return {}
+    if not isinstance(owner, str) or len(owner) > 255:
+        raise DagSpecError("owner must be text of at most 255 characters", field="owner")
+    return {"owner": owner.strip()}
 
 
 def _dag_sla(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -398,4 +409,5 @@ def parse_dag_spec(
         "tasks": list(nodes.values()),
         **_dag_retry_policy(raw),
         **_dag_sla(raw),
+        **_dag_owner(raw),
     }

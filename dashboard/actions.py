@@ -65,7 +65,11 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
             run=(str(execution.id)[:8], reverse("dashboard:execution", args=[execution.id])),
         )
     elif action == "pause":
-        task_definitions.task_pause(task=task)
+        task_definitions.task_pause(
+            task=task,
+            note=request.POST.get("note", "")[:2000],
+            paused_by=f"user:{request.user.get_username()}",
+        )
         messages.success(request, f"Paused {task.name}")
     elif action == "resume":
         task_definitions.task_resume(task=task)

@@ -72,7 +72,11 @@ def _spec_from_admin(obj: TaskDefinition) -> dict:
             "jitter_seconds": obj.jitter_seconds,
             "start_at": obj.start_at,
             "end_at": obj.end_at,
+            "pause_after_failures": obj.pause_after_failures,
+            "health_check": obj.health_check,
+            "remaining_runs": obj.remaining_runs,
         },
+        "owner": obj.owner,
     }
 
 
@@ -166,6 +170,11 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         "deleted_at",
         "created_by",
         "capability",  # derived from the handler by the service
+        # The pause record and the runbook's counter: written by the pause and the runbook.
+        "paused_at",
+        "paused_by",
+        "pause_note",
+        "consecutive_failures",
     ]
     actions = ["trigger_now", "pause", "resume"]
     date_hierarchy = "created_at"
@@ -254,7 +263,9 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
     @admin.action(description="Pause schedule")
     def pause(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
-            task_definitions.task_pause(task=task)
+            task_definitions.task_pause(
+                task=task, paused_by=f"user:{request.user.get_username()}", note="from the admin"
+            )
         self.message_user(request, f"Paused {queryset.count()} task(s).", messages.SUCCESS)
 
     @admin.action(description="Resume schedule")

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from api.strict import StrictSerializer
 from dags.attempt_selectors import NodeAttempt
 from dags.models import Dag, DagNodeState, DagRun
+from scheduler_app.services.runbook_policy import runbook_policy_output
 
 
 class DagOutput(serializers.ModelSerializer):
@@ -30,8 +31,13 @@ class DagOutput(serializers.ModelSerializer):
             "catchup",
             "overlap",
             "policy",
+            "owner",
             "enabled",
             "paused",
+            "paused_at",
+            "paused_by",
+            "pause_note",
+            "consecutive_failures",
             "source",
             "next_fire_at",
             "last_fired_at",
@@ -59,6 +65,7 @@ class DagOutput(serializers.ModelSerializer):
             "jitter_seconds": dag.jitter_seconds,
             "start_at": _iso(dag.start_at),
             "end_at": _iso(dag.end_at),
+            **runbook_policy_output(dag),
         }
 
     def get_definition(self, dag: Dag) -> dict | None:

@@ -19,6 +19,7 @@ from api.dags.serializers import (
 )
 from api.pagination import PagePagination
 from api.schema import page_of
+from api.serializers import PauseInput
 from api.strict import refuse_body
 from api.tenancy import request_actor, request_tenant
 from dags import selectors
@@ -101,15 +102,28 @@ class DagPauseView(APIView):
     write_role = "operator"
     paused = True
 
+    @extend_schema(request=PauseInput, responses=DagOutput)
+    def post(self, request: Request, dag_id: str) -> Response:
+        dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
+        body = PauseInput(data=request.data)
+        body.is_valid(raise_exception=True)
+        paused = definitions.dag_set_paused(
+            dag=dag,
+            paused=True,
+            note=body.validated_data.get("note", ""),
+            paused_by=request_actor(request),
+        )
+        return Response(_dag_output(paused))
+
+
+class DagResumeView(APIView):
+    write_role = "operator"
+
     @extend_schema(request=None, responses=DagOutput)
     def post(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         refuse_body(request)
-        return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=self.paused)))
-
-
-class DagResumeView(DagPauseView):
-    paused = False
+        return Response(_dag_output(definitions.dag_set_paused(dag=dag, paused=False)))
 
 
 class DagRunListView(APIView):

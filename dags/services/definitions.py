@@ -9,7 +9,7 @@ worker, retries and dead-lettering treat it like any task.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -91,12 +91,15 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     schedule = task_spec_to_fields({"schedule": spec["schedule"]}, anchor=now, partial=True)
     fields = {
         **schedule,
-        **_policy_fields(spec, schedule=schedule, anchor=now),
+        **_policy_fields(
+            spec, schedule=schedule, anchor=now, allowed_hosts=tenant.webhook_allowed_hosts
+        ),
         "name": spec["dag"],
         "description": spec["description"],
         "failure_policy": spec["failure_policy"],
         "max_active_runs": spec["max_active_runs"],
         "sla_seconds": spec.get("sla_seconds"),
+        "owner": spec.get("owner", ""),
         "enabled": spec["enabled"],
     }
     return spec, fields
@@ -110,14 +113,30 @@ def _stored_size_check(definition: Any) -> None:
 
 
 def _policy_fields(
-    spec: Mapping[str, Any], *, schedule: Mapping[str, Any], anchor
+    spec: Mapping[str, Any],
+    *,
+    schedule: Mapping[str, Any],
+    anchor,
+    allowed_hosts: Collection[str] = (),
 ) -> dict[str, Any]:
     """A DAG's scheduling policy is a task's (`policy`: catchup, overlap, jitter_seconds,
     start_at, end_at), validated by the same code with the same messages; a key left out
     takes the task's default (resetting it on a new version, as a whole definition is)."""
-    fields: dict[str, Any] = {"jitter_seconds": 0, "start_at": None, "end_at": None}
+    fields: dict[str, Any] = {
+        "jitter_seconds": 0,
+        "start_at": None,
+        "end_at": None,
+        "pause_after_failures": None,
+        "health_check": None,
+        "remaining_runs": None,
+    }
     fields.update(
-        task_spec_to_fields({"policy": spec.get("policy") or {}}, anchor=anchor, partial=True)
+        task_spec_to_fields(
+            {"policy": spec.get("policy") or {}},
+            anchor=anchor,
+            partial=True,
+            allowed_hosts=allowed_hosts,
+        )
     )
     fields["catchup"], fields["overlap"] = spec["catchup"], spec["overlap"]
     policy_check({**schedule, **fields}, anchor=anchor)
@@ -286,12 +305,23 @@ def dag_delete(*, dag: Dag) -> None:
     )
 
 
-def dag_set_paused(*, dag: Dag, paused: bool) -> Dag:
-    """Resume recomputes the next fire from now: no burst of fires missed while paused."""
+def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "") -> Dag:
+    """Resume recomputes the next fire from now: no burst of fires missed while paused.
+    A pause records who and why (as `task_pause`); a resume clears that and the runbook's
+    failure count. Pausing a paused DAG keeps the first pause's record."""
     dag.paused = paused
     now = timezone.now()
-    Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
-        paused=paused, next_fire_at=_next_fire(dag, now=now), updated_at=now, changed_at=now
+    dags = Dag.objects.filter(id=dag.id, deleted_at__isnull=True)
+    record: dict = {"paused_at": None, "paused_by": "", "pause_note": "", "consecutive_failures": 0}
+    if paused:
+        dags = dags.filter(paused=False)
+        record = {"paused_at": now, "paused_by": paused_by, "pause_note": note}
+    dags.update(
+        paused=paused,
+        next_fire_at=_next_fire(dag, now=now),
+        updated_at=now,
+        changed_at=now,
+        **record,
     )
     dag.refresh_from_db()
     return dag

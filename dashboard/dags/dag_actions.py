@@ -73,7 +73,12 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
         return redirect("dashboard:dag-run", dag_id=dag.id, run_id=run.id)
     if action not in ("pause", "resume"):
         raise Http404("unknown action")
-    definitions.dag_set_paused(dag=dag, paused=action == "pause")
+    definitions.dag_set_paused(
+        dag=dag,
+        paused=action == "pause",
+        note=request.POST.get("note", "")[:2000],
+        paused_by=f"user:{request.user.get_username()}",
+    )
     messages.success(request, f"{'Paused' if dag.paused else 'Resumed'} {dag.name}")
     return redirect("dashboard:dag", dag_id=dag.id)
 

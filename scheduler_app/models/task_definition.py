@@ -58,6 +58,21 @@ class TaskDefinition(models.Model):
     jitter_seconds = models.PositiveIntegerField(default=0)
     start_at = models.DateTimeField(null=True, blank=True)
     end_at = models.DateTimeField(null=True, blank=True)
+    # The runbook (ARCHITECTURE §6, "Task failing repeatedly"): after this many consecutive
+    # failed runs, check `health_check` (an http GET) and retry once or pause. None: never.
+    pause_after_failures = models.PositiveIntegerField(null=True, blank=True)
+    health_check = models.JSONField(null=True, blank=True)
+    # Fires left before the schedule pauses itself (None: no limit).
+    remaining_runs = models.PositiveIntegerField(null=True, blank=True)
+    # Who is told when the runbook pauses it: "user:<username>" or a notification target.
+    owner = models.CharField(max_length=255, blank=True, default="", db_default="")
+    # Failed runs since the last success (DLQ entries included); the runbook's counter.
+    consecutive_failures = models.PositiveIntegerField(default=0, db_default=0)
+    # Why it is paused: when, by whom ("user:<name>", "api_key:<name>", "runbook",
+    # "remaining_runs") and the note they left. Cleared on resume.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=255, blank=True, default="", db_default="")
+    pause_note = models.TextField(blank=True, default="", db_default="")
 
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)

@@ -124,6 +124,7 @@ def task_update(
             "tags",
             "notifications",
             "idempotency_key",
+            "owner",
             *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))
@@ -144,22 +145,38 @@ def task_delete(*, task: TaskDefinition) -> None:
     )
 
 
-def task_pause(*, task: TaskDefinition) -> TaskDefinition:
+def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> TaskDefinition:
+    """Pause with who did it and why (`paused_by`: "user:<name>", "api_key:<name>",
+    "runbook", "remaining_runs"). Pausing a paused task keeps the first pause's record."""
     now = timezone.now()
-    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
-        paused=True, next_fire_at=None, changed_at=now, updated_at=now
+    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True, paused=False).update(
+        paused=True,
+        next_fire_at=None,
+        paused_at=now,
+        paused_by=paused_by,
+        pause_note=note,
+        changed_at=now,
+        updated_at=now,
     )
     task.refresh_from_db()
     return task
 
 
 def task_resume(*, task: TaskDefinition) -> TaskDefinition:
-    """Resume computes the next fire from now: no burst of the fires missed while paused."""
+    """Resume computes the next fire from now: no burst of the fires missed while paused.
+    The pause record and the runbook's failure count start again."""
     now = timezone.now()
     task.paused = False
     next_fire_at = first_fire_after(task, now)
     TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
-        paused=False, next_fire_at=next_fire_at, changed_at=now, updated_at=now
+        paused=False,
+        next_fire_at=next_fire_at,
+        paused_at=None,
+        paused_by="",
+        pause_note="",
+        consecutive_failures=0,
+        changed_at=now,
+        updated_at=now,
     )
     task.refresh_from_db()
     return task

@@ -46,11 +46,23 @@ from scheduler_app.limits import (
 )
 from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.run_key_templates import KeyTemplateError, key_template_check
+from scheduler_app.services.runbook_policy import (
+    RUNBOOK_POLICY_KEYS,
+    owner_field,
+    runbook_policy_fields,
+)
 from scheduler_app.task_schedule import schedule_for
 from schedules import ScheduleError
 from schedules.timezones import load_timezone
 
-POLICY_KEYS = ("catchup", "overlap", "jitter_seconds", "start_at", "end_at")
+POLICY_KEYS = (
+    "catchup",
+    "overlap",
+    "jitter_seconds",
+    "start_at",
+    "end_at",
+    *RUNBOOK_POLICY_KEYS,
+)
 
 
 def _require_range(value: Any, *, field: str, low: float, high: float) -> None:
@@ -234,8 +246,9 @@ def _aware(value: Any, *, field: str) -> datetime | None:
     return value.astimezone(UTC)
 
 
-def _policy_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
-    """`policy`: {catchup, overlap, jitter_seconds, start_at, end_at}, every key optional."""
+def _policy_fields(policy: Mapping[str, Any], allowed_hosts: Collection[str]) -> dict[str, Any]:
+    """`policy`: {catchup, overlap, jitter_seconds, start_at, end_at} and the runbook's keys
+    (services.runbook_policy), every key optional."""
     unknown = sorted(set(policy) - set(POLICY_KEYS))
     if unknown:
         raise ValidationFailed(f"unknown policy key {unknown[0]!r}", field=f"policy.{unknown[0]}")
@@ -261,6 +274,7 @@ def _policy_fields(policy: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("start_at", "end_at"):
         if key in policy:
             fields[key] = _aware(policy[key], field=f"policy.{key}")
+    fields.update(runbook_policy_fields(policy, allowed_hosts=allowed_hosts))
     return fields
 
 
@@ -359,8 +373,9 @@ def task_spec_to_fields(
         policy = spec.get("policy") or {}
         if not isinstance(policy, Mapping):
             raise ValidationFailed("policy must be a JSON object", field="policy")
-        fields.update(_policy_fields(policy))
+        fields.update(_policy_fields(policy, allowed_hosts))
     fields.update(sla_fields(spec))
+    fields.update(owner_field(spec))
     return fields
 
 
@@ -402,7 +417,7 @@ def sla_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {"sla_seconds": value}
 
 
-NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq")
+NOTIFICATION_EVENTS = ("on_failure", "on_success", "on_dlq", "on_recovery")
 
 
 def _notifications(value: Mapping[str, Any]) -> dict[str, list[str]]:

@@ -154,6 +154,13 @@ def test_a_dag_takes_a_tasks_scheduling_policy_object(api):
         "jitter_seconds": 30,
         "start_at": "2030-01-01T00:00:00Z",
         "end_at": "2030-02-01T00:00:00Z",
+        "pause_after_failures": 3,
+        "health_check": {
+            "url": "https://status.example.com/health",
+            "expect_status": 204,
+            "timeout_seconds": 2,
+        },
+        "remaining_runs": 10,
     }
     schedule = {"type": "cron", "expression": "*/5 * * * *"}
     created = api.post("/api/v1/dags", definition(schedule=schedule, policy=policy), format="json")

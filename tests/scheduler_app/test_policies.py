@@ -135,6 +135,9 @@ def test_the_api_reads_and_writes_the_policy_object(api):
         "jitter_seconds": 30,
         "start_at": None,
         "end_at": None,
+        "pause_after_failures": None,
+        "health_check": None,
+        "remaining_runs": None,
     }
     bad = api.post(
         "/api/v1/tasks", {**body, "name": "x", "policy": {"overlap": "nope"}}, format="json"
