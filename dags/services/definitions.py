@@ -23,6 +23,7 @@ from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
 from scheduler_app.task_schedule import schedule_of
@@ -312,7 +313,13 @@ def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "
     dag.paused = paused
     now = timezone.now()
     dags = Dag.objects.filter(id=dag.id, deleted_at__isnull=True)
-    record: dict = {"paused_at": None, "paused_by": "", "pause_note": "", "consecutive_failures": 0}
+    record: dict = {
+        "paused_at": None,
+        "paused_by": "",
+        "pause_note": "",
+        "consecutive_failures": 0,
+        "remaining_runs": spent_limit_cleared(),
+    }
     if paused:
         dags = dags.filter(paused=False)
         record = {"paused_at": now, "paused_by": paused_by, "pause_note": note}

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from dags.choices import ACTIVE_RUN_STATUSES, Overlap, RunStatus
 from dags.engine.readiness import run_stop
 from dags.engine.state import run_lock
 from dags.models import Dag, DagRun
 from dags.services.runs import dag_trigger
+from scheduler_app.services.remaining_runs import PAUSED_BY, exhausted_note
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,45 @@ def _fire(dag: Dag, scheduled_at: datetime) -> bool:
     return run is not None
 
 
+def _remaining_spend(dag_id: uuid.UUID, *, left: int, scheduled_at: datetime) -> None:
+    """A run was recorded for a DAG with `policy.remaining_runs` (`left` before it, read
+    under the row lock): one off the count, and at 0 the DAG pauses with its record and no
+    next fire (in the fire's transaction)."""
+    dag = Dag.objects.filter(id=dag_id)
+    if left > 1:
+        dag.update(remaining_runs=left - 1)
+        return
+    now = timezone.now()
+    dag.update(
+        remaining_runs=0,
+        paused=True,
+        next_fire_at=None,
+        paused_at=now,
+        paused_by=PAUSED_BY,
+        pause_note=exhausted_note(scheduled_at),
+        changed_at=now,
+        updated_at=now,
+    )
+
+
+def _fire_within_remaining(dag: Dag, scheduled_at: datetime) -> bool:
+    """`_fire`, counted against `policy.remaining_runs`. The DAG's row is locked first, so
+    two schedulers firing the same DAG read the count one after the other; a fire that the
+    other one recorded creates no run and spends nothing."""
+    remaining = (
+        Dag.objects.select_for_update()
+        .filter(id=dag.id)
+        .values_list("remaining_runs", "paused")
+        .first()
+    )
+    if remaining is None or remaining[1] or remaining[0] == 0:
+        return False
+    created = _fire(dag, scheduled_at)
+    if created and remaining[0] is not None:
+        _remaining_spend(dag.id, left=remaining[0], scheduled_at=scheduled_at)
+    return created
+
+
 def dag_schedule_fires_record(fires: Sequence[tuple[uuid.UUID, datetime]]) -> int:
     """Start a run per (dag id, scheduled_at), in order; returns how many runs were created.
 
@@ -75,7 +116,7 @@ def dag_schedule_fires_record(fires: Sequence[tuple[uuid.UUID, datetime]]) -> in
             continue
         try:
             with transaction.atomic():
-                created += _fire(dag, scheduled_at)
+                created += _fire_within_remaining(dag, scheduled_at)
         except Exception:
             logger.exception("DAG %s: fire at %s failed", dag.name, scheduled_at)
     return created
@@ -86,7 +127,16 @@ def dag_next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, date
     Not a change: `changed_at` stays, so the change feed does not re-read the DAG."""
     if not updates:
         return
+    # A DAG paused meanwhile (its remaining runs spent) keeps no next fire.
+    paused = set(
+        Dag.objects.filter(id__in=[dag_id for dag_id, _, _ in updates], paused=True).values_list(
+            "id", flat=True
+        )
+    )
     Dag.objects.bulk_update(
-        [Dag(id=dag_id, next_fire_at=nxt, last_fired_at=last) for dag_id, nxt, last in updates],
+        [
+            Dag(id=dag_id, next_fire_at=None if dag_id in paused else nxt, last_fired_at=last)
+            for dag_id, nxt, last in updates
+        ],
         ["next_fire_at", "last_fired_at"],
     )

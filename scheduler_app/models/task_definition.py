@@ -107,6 +107,13 @@ class TaskDefinition(models.Model):
                 name="idx_task_next_fire",
                 condition=Q(enabled=True, paused=False, deleted_at__isnull=True),
             ),
+            # The beat's per-batch probe for limited tasks (`services.remaining_runs`): only
+            # the few tasks with a count are in it.
+            models.Index(
+                fields=["id"],
+                name="idx_task_remaining_runs",
+                condition=Q(remaining_runs__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -18,6 +18,11 @@ from scheduler_app.choices import ExecutionStatus, Overlap, Trigger
 from scheduler_app.db_rows import server_bound_cursor
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.services.remaining_runs import (
+    fires_within_remaining,
+    limited_remaining_lock,
+    remaining_runs_spend,
+)
 
 
 @dataclass(frozen=True)
@@ -106,11 +111,22 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
 
     One statement per batch; UNIQUE(task, scheduled_at, attempt) turns a fire that any
     scheduler already recorded into a no-op, which is what makes a fire happen once.
+    A task with `policy.remaining_runs` spends its count in the same transaction and pauses
+    at 0 (`remaining_runs`); a batch without one pays one probe of a near-empty index.
     """
     if not fires:
         return []
-    statuses, cancel_waiting = _overlap_statuses(fires)
-    return _fires_record(fires, statuses, cancel_waiting, now=now)
+    # savepoint=False: the engine records a batch and its next fires in one transaction.
+    with transaction.atomic(savepoint=False):
+        statuses, cancel_waiting = _overlap_statuses(fires)
+        remaining = limited_remaining_lock(fire.task_id for fire in fires)
+        if remaining:
+            kept = fires_within_remaining(fires, statuses, remaining)
+            fires = [fires[index] for index in kept]
+            statuses = [statuses[index] for index in kept]
+            firing = {fire.task_id for fire in fires}
+            cancel_waiting = [task_id for task_id in cancel_waiting if task_id in firing]
+        return _fires_record(fires, statuses, cancel_waiting, now=now, limited=set(remaining))
 
 
 # A batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
@@ -127,7 +143,7 @@ FROM unnest(%b::uuid[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], %b::text[
     AS u(id, tenant_id, task_id, status, priority, queue, scheduled_at, max_attempts,
          error_message)
 ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING
-RETURNING id, tenant_id, queue, status, task_id
+RETURNING id, tenant_id, queue, status, task_id, scheduled_at
 """
 
 
@@ -137,7 +153,10 @@ def _fires_record(
     cancel_waiting: list[uuid.UUID],
     *,
     now: datetime,
+    limited: set[uuid.UUID],
 ) -> list[Doorbell]:
+    if not fires:
+        return []
     columns: list[list[object]] = [[] for _ in range(9)]
     for fire, (status, error_message) in zip(fires, statuses, strict=True):
         for column, value in zip(
@@ -157,13 +176,15 @@ def _fires_record(
         ):
             column.append(value)
     sql = _UNNEST_INSERT.format(table=TaskExecution._meta.db_table)
-    # savepoint=False: the engine records a batch and its next fires in one transaction.
-    with transaction.atomic(savepoint=False):
-        if cancel_waiting:
-            _cancel_waiting(cancel_waiting, now=now)
-        with server_bound_cursor() as cursor:
-            cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
-            inserted = cursor.fetchall()
+    if cancel_waiting:
+        _cancel_waiting(cancel_waiting, now=now)
+    with server_bound_cursor() as cursor:
+        cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
+        inserted = cursor.fetchall()
+    if limited:
+        remaining_runs_spend(
+            [(row[4], row[3], row[5]) for row in inserted if row[4] in limited], now=now
+        )
     queued = ExecutionStatus.QUEUED.value
     return [_doorbell(*row[:3], row[4]) for row in inserted if row[3] == queued]
 
@@ -269,7 +290,9 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
     ids, nexts, lasts = (list(column) for column in zip(*updates, strict=True))
     with transaction.atomic(savepoint=False), server_bound_cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} AS t SET next_fire_at = u.next_fire_at, "
+            # A task paused meanwhile (its remaining runs spent in this batch) keeps no next fire.
+            f"UPDATE {table} AS t SET next_fire_at = CASE WHEN t.paused THEN NULL "
+            "ELSE u.next_fire_at END, "
             "last_fired_at = u.last_fired_at FROM unnest(%b::uuid[], %b::timestamptz[], "
             "%b::timestamptz[]) AS u(id, next_fire_at, last_fired_at) WHERE t.id = u.id",
             [ids, nexts, lasts],

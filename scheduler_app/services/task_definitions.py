@@ -17,6 +17,7 @@ from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring_after_commit
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
+from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.secrets import secret_references_refuse
 from scheduler_app.services.task_spec import POLICY_KEYS, policy_check, task_spec_to_fields
 from scheduler_app.task_checks import task_checks_run
@@ -164,7 +165,8 @@ def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> 
 
 def task_resume(*, task: TaskDefinition) -> TaskDefinition:
     """Resume computes the next fire from now: no burst of the fires missed while paused.
-    The pause record and the runbook's failure count start again."""
+    The pause record and the runbook's failure count start again; a spent
+    `policy.remaining_runs` (0) is cleared: the schedule runs on without a limit."""
     now = timezone.now()
     task.paused = False
     next_fire_at = first_fire_after(task, now)
@@ -175,6 +177,7 @@ def task_resume(*, task: TaskDefinition) -> TaskDefinition:
         paused_by="",
         pause_note="",
         consecutive_failures=0,
+        remaining_runs=spent_limit_cleared(),
         changed_at=now,
         updated_at=now,
     )
