@@ -124,3 +124,19 @@ def run_duration(execution) -> str:
         return "–"
     end = execution.completed_at or timezone.now()
     return format_duration((end - execution.started_at).total_seconds()) or "–"
+
+
+@register.filter
+def pauser(paused_by: str) -> str:
+    """Who a pause record names, the way a person reads it: `user:ana` is ana, the runbook
+    and the remaining-runs count are said as what they are."""
+    if paused_by == "runbook":
+        return "the runbook"
+    if paused_by == "remaining_runs":
+        return "policy.remaining_runs"
+    kind, _, name = paused_by.partition(":")
+    if kind == "user" and name:
+        return name
+    if kind in ("apikey", "api_key") and name:
+        return f"API key {name}"
+    return paused_by or "someone"
