@@ -22,6 +22,7 @@ from schedctl.output import (
     short_time,
     table,
 )
+from schedctl.pause_record import state_line, summary
 from scheduler_sdk.client import Client
 from scheduler_sdk.errors import SchedulerError
 from scheduler_sdk.models import TERMINAL_STATUSES, DagInfo, LogEnd, TaskInfo
@@ -160,7 +161,10 @@ def get(
 # ---- describe ----------------------------------------------------------------------------
 
 
-def _describe_text(data: dict[str, Any], recent: list[dict[str, Any]], columns: list) -> None:
+def _describe_text(
+    kind: str, data: dict[str, Any], recent: list[dict[str, Any]], columns: list
+) -> None:
+    click.echo(summary(kind, data))
     shown = {k: v for k, v in data.items() if k != "recent_runs"}
     click.echo(yaml.safe_dump(shown, sort_keys=False, allow_unicode=True).rstrip())
     click.echo("recent_runs:")
@@ -173,7 +177,9 @@ def _describe_text(data: dict[str, Any], recent: list[dict[str, Any]], columns: 
 @output_option
 @pass_state
 def describe(state: State, kind: str, name: str, output: str) -> None:
-    """A task (with its next fire times and recent runs) or a DAG (definition, recent runs)."""
+    """A task (with its next fire times and recent runs) or a DAG (definition, recent runs).
+    First: whether it runs (paused by whom, when, why), its owner, the failures in a row and
+    the runbook policy."""
     client = state.client
     _, found = resolve(client, name, kind)
     data = dict(found.raw)
@@ -189,7 +195,7 @@ def describe(state: State, kind: str, name: str, output: str) -> None:
     if output != "table":
         emit_data(data, output)
     else:
-        _describe_text(data, recent, columns)
+        _describe_text(kind, data, recent, columns)
 
 
 # ---- trigger, pause, resume --------------------------------------------------------------
@@ -239,24 +245,31 @@ def trigger(
         sys.exit(0 if status == "success" else 1)
 
 
-def _pause_or_resume(state: State, name: str, kind: str | None, *, pause: bool) -> None:
+def _pause_or_resume(
+    state: State, name: str, kind: str | None, *, pause: bool, note: str = ""
+) -> None:
     client = state.client
     kind, found = resolve(client, name, kind)
     if kind == "task":
-        done = client.task_pause(found.id) if pause else client.task_resume(found.id)
+        done = client.task_pause(found.id, note) if pause else client.task_resume(found.id)
     else:
-        done = client.dag_pause(found.id) if pause else client.dag_resume(found.id)
+        done = client.dag_pause(found.id, note) if pause else client.dag_resume(found.id)
+    if pause:
+        click.echo(f"{kind} {name} {state_line(done.raw)}")
+        return
     when = f", next fire {short_time(done.next_fire_at)}" if done.next_fire_at else ""
-    click.echo(f"{kind} {name} {'paused' if pause else 'resumed'}{when}")
+    click.echo(f"{kind} {name} resumed{when}")
 
 
 @main.command()
 @click.argument("name")
+@click.option("--note", default="", help="Why (kept with the pause, shown by describe).")
 @kind_option
 @pass_state
-def pause(state: State, name: str, kind: str | None) -> None:
-    """Stop firing a task's or a DAG's schedule (the definition stays)."""
-    _pause_or_resume(state, name, kind, pause=True)
+def pause(state: State, name: str, note: str, kind: str | None) -> None:
+    """Stop firing a task's or a DAG's schedule (the definition stays); the pause records
+    who paused it, when, and the note."""
+    _pause_or_resume(state, name, kind, pause=True, note=note)
 
 
 @main.command()

@@ -270,8 +270,10 @@ class Client:
         body = {"parameters": dict(parameters)} if parameters else {}
         return Triggered.from_api(self.request("POST", f"tasks/{task_id}/trigger", json_body=body))
 
-    def task_pause(self, task_id: str) -> TaskInfo:
-        return TaskInfo.from_api(self.request("POST", f"tasks/{task_id}/pause"))
+    def task_pause(self, task_id: str, note: str = "") -> TaskInfo:
+        """`note`: why, kept with the pause (shown by the API, the dashboard, describe)."""
+        body = {"note": note} if note else None
+        return TaskInfo.from_api(self.request("POST", f"tasks/{task_id}/pause", json_body=body))
 
     def task_resume(self, task_id: str) -> TaskInfo:
         return TaskInfo.from_api(self.request("POST", f"tasks/{task_id}/resume"))
@@ -312,8 +314,10 @@ class Client:
         body = {"parameters": dict(parameters)} if parameters else {}
         return DagRun.from_api(self.request("POST", f"dags/{dag_id}/trigger", json_body=body))
 
-    def dag_pause(self, dag_id: str) -> DagInfo:
-        return DagInfo.from_api(self.request("POST", f"dags/{dag_id}/pause"))
+    def dag_pause(self, dag_id: str, note: str = "") -> DagInfo:
+        """`note`: why, kept with the pause (as for a task)."""
+        body = {"note": note} if note else None
+        return DagInfo.from_api(self.request("POST", f"dags/{dag_id}/pause", json_body=body))
 
     def dag_resume(self, dag_id: str) -> DagInfo:
         return DagInfo.from_api(self.request("POST", f"dags/{dag_id}/resume"))

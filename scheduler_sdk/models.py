@@ -46,6 +46,12 @@ class TaskInfo(ApiModel):
     last_fired_at: str | None
     created_at: str | None
     updated_at: str | None
+    # The pause record (empty while it runs) and the runbook's owner and failure count.
+    paused_at: str | None
+    paused_by: str | None
+    pause_note: str | None
+    owner: str | None
+    consecutive_failures: int | None
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,11 @@ class DagInfo(ApiModel):
     updated_at: str | None
     # The current version's normalized definition: present on `GET dags/{id}`, None in lists.
     definition: dict[str, Any] | None
+    paused_at: str | None
+    paused_by: str | None
+    pause_note: str | None
+    owner: str | None
+    consecutive_failures: int | None
 
 
 @dataclass(frozen=True)
