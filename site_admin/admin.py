@@ -35,6 +35,11 @@ def _to_the_second(value) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "–"
 
 
+def _admin_user(request: HttpRequest) -> str:
+    """Who a pause from the admin records: the signed-in admin user."""
+    return f"user:{request.user.get_username()}"
+
+
 TASK_BUTTONS = {
     "trigger": task_definitions.task_trigger,
     "pause": task_definitions.task_pause,
@@ -192,7 +197,10 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
 
     @admin.display(description="state", ordering="paused")
     def state(self, obj: TaskDefinition) -> str:
-        return "paused" if obj.paused else ("active" if obj.enabled else "disabled")
+        """Paused ones say by whom ("user:<name>", "runbook", "remaining_runs")."""
+        if obj.paused:
+            return f"paused by {obj.paused_by}" if obj.paused_by else "paused"
+        return "active" if obj.enabled else "disabled"
 
     @admin.display(description="next fire (UTC)", ordering="next_fire_at")
     def next_fire(self, obj: TaskDefinition) -> str:
@@ -219,7 +227,11 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
             raise Http404("no such task or button")
         if not self.has_change_permission(request, task) or DAG_NODE_TAG in (task.tags or []):
             raise PermissionDenied("this task cannot be driven from here")
-        TASK_BUTTONS[action](task=task)
+        if action == "pause":
+            note = request.POST.get("note", "").strip()[:2000] or "from the admin"
+            task_definitions.task_pause(task=task, note=note, paused_by=_admin_user(request))
+        else:
+            TASK_BUTTONS[action](task=task)
         self.message_user(request, f"{action.capitalize()}: {task.name}", messages.SUCCESS)
         return redirect("admin:scheduler_app_taskdefinition_change", task.pk)
 
@@ -237,10 +249,12 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         if change:
             current = TaskDefinition.objects.get(pk=obj.pk)
             task_definitions.task_update(task=current, spec=spec)
-            if current.paused != obj.paused:
-                (task_definitions.task_pause if obj.paused else task_definitions.task_resume)(
-                    task=current
+            if current.paused != obj.paused and obj.paused:
+                task_definitions.task_pause(
+                    task=current, note="from the admin", paused_by=_admin_user(request)
                 )
+            elif current.paused != obj.paused:
+                task_definitions.task_resume(task=current)
         else:
             created = task_definitions.task_create(
                 tenant=obj.tenant, spec=spec, created_by=request.user
@@ -264,7 +278,7 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
     def pause(self, request: HttpRequest, queryset: QuerySet[TaskDefinition]) -> None:
         for task in queryset:
             task_definitions.task_pause(
-                task=task, paused_by=f"user:{request.user.get_username()}", note="from the admin"
+                task=task, paused_by=_admin_user(request), note="from the admin"
             )
         self.message_user(request, f"Paused {queryset.count()} task(s).", messages.SUCCESS)
 
