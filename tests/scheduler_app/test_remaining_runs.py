@@ -18,6 +18,7 @@ from beat.lock import LeaderLock
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.services.firing import Fire, fires_record, next_fires_save
 from scheduler_app.services.task_definitions import task_resume, task_trigger
+from tests.api_clients import jwt_client
 from tests.beat_engines import engine_builder
 from tests.clock import ManualClock
 from tests.factories import make_task
@@ -255,3 +256,31 @@ def test_the_probe_for_limited_tasks_reads_the_partial_index(tenant):
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "idx_task_remaining_runs" in plan, plan
+
+
+def test_a_new_count_given_before_the_resume_is_kept(api, tenant, make_engine):
+    task = _limited(tenant, 1, catchup="latest")
+    _overdue(task, 1)
+    make_engine().tick()
+    _assert_paused_by_the_count(task)
+    patched = api.patch(
+        f"/api/v1/tasks/{task.id}", {"policy": {"remaining_runs": 2}}, format="json"
+    ).json()
+    assert patched["paused"] is True and patched["policy"]["remaining_runs"] == 2
+    resumed = api.post(f"/api/v1/tasks/{task.id}/resume").json()
+    assert resumed["paused"] is False and resumed["policy"]["remaining_runs"] == 2
+
+
+def test_another_tenant_sees_and_changes_nothing_of_a_limited_task(tenant, tenant_factory):
+    """The attacker from another tenant: the task is a 404 to read, pause or resume."""
+    task = _limited(tenant, 3)
+    _, intruder = tenant_factory("globex")
+    attacker = jwt_client(intruder)
+    assert attacker.get(f"/api/v1/tasks/{task.id}").status_code == 404
+    assert attacker.post(f"/api/v1/tasks/{task.id}/resume").status_code == 404
+    paused = attacker.post(f"/api/v1/tasks/{task.id}/pause", {"note": "x"}, format="json")
+    assert paused.status_code == 404
+    listed = attacker.get("/api/v1/tasks").json()["results"]
+    assert all(item["id"] != str(task.id) for item in listed)
+    task.refresh_from_db()
+    assert task.remaining_runs == 3 and not task.paused
