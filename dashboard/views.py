@@ -187,6 +187,8 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
+    if task.remaining_runs is not None:  # the schedule pauses itself after these
+        upcoming = upcoming[: task.remaining_runs]
     history, history_count, log_contains, log_search_error = _task_history(
         request, tenant=tenant, task=task
     )

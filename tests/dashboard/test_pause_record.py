@@ -84,6 +84,9 @@ def test_the_task_page_shows_the_failure_count_and_the_runs_left(signed_in, tena
     )
     page = _text(signed_in.get(f"/dashboard/tasks/{task.id}").content.decode())
     assert "3 more scheduled runs, then the schedule pauses itself" in page
+    # The next fire times stop where the schedule will pause itself.
+    html = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
+    assert html.split('id="next-fires"')[1].split("</ol>")[0].count("<li>") == 3
     assert "failures in a row" not in page  # none yet
     TaskDefinition.objects.filter(id=task.id).update(consecutive_failures=2)
     page = _text(signed_in.get(f"/dashboard/tasks/{task.id}").content.decode())
