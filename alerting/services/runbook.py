@@ -42,12 +42,14 @@ from scheduler_app.services.task_definitions import task_pause, task_trigger
 logger = logging.getLogger(__name__)
 
 RUNBOOK_ACTOR = "runbook"
-# The manual's page for this runbook (docs/operations/runbooks.md), in one place.
-RUNBOOK_PAGE = "operations/runbooks/#task-failing-repeatedly"
+# The manual's section for this runbook (docs/operations/runbooks.md), in one place.
+RUNBOOK_PAGE = "operations/runbooks.html#task-failing-repeatedly"
 
 
 def runbook_url() -> str:
-    return f"{settings.ALERTS['BASE_URL']}/docs/{RUNBOOK_PAGE}"
+    """The runbook's section of the manual, under the dashboard's base URL until the manual
+    has a URL setting of its own."""
+    return f"{settings.ALERTS['BASE_URL']}/manual/{RUNBOOK_PAGE}"
 
 
 @dataclass
@@ -115,6 +117,9 @@ def _notices(subject: _Subject, *, note: str, failures: int) -> list[tuple[Targe
         "pause_note": note,
         "url": url,
         "runbook_url": runbook_url(),
+        # PagerDuty's dedup key for a DAG's (a task's is its task id).
+        "rule": RUNBOOK_ACTOR,
+        "key": f"{subject.kind}:{subject.id}",
     }
     receivers, problems = owner_targets(tenant_id=subject.tenant.id, owner=subject.owner)
     if subject.on_failure:
