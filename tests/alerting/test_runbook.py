@@ -23,6 +23,7 @@ from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_pause, task_trigger
 from tests.alerting.test_notifications import drain
+from tests.api_clients import jwt_client
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db
@@ -259,3 +260,45 @@ def test_owner_channels_are_the_tenants_own(tenant, receiver):
     )
     task = make_task(tenant, name="owned", owner="pager")
     assert task.owner == "pager"
+
+
+def test_another_tenant_cannot_health_check_a_host_only_the_victim_may_reach(
+    tenant, tenant_factory, health, notify_settings, django_capture_on_commit_callbacks
+):
+    """The victim's tenant may reach 127.0.0.1 (its operator allowed it); the attacker's
+    may not, under that name, `localhost.`, or a disguise resolved only when checked."""
+    _attacker_tenant, attacker_admin = tenant_factory("attacker")
+    attacker = jwt_client(attacker_admin)
+    for url in (health.url, f"http://localhost.:{health.port}/health"):
+        refused = attacker.post(
+            "/api/v1/tasks",
+            {
+                "name": "probe",
+                "schedule": {"type": "manual"},
+                "handler": {"type": "python", "callable": "noop"},
+                "policy": {"pause_after_failures": 1, "health_check": {"url": url}},
+            },
+            format="json",
+        )
+        assert refused.status_code == 400, refused.content
+        assert refused.json()["field"] == "policy.health_check.url"
+    disguised = f"http://{DISGUISED_LOOPBACK}:{health.port}/health"
+    saved = attacker.post(
+        "/api/v1/tasks",
+        {
+            "name": "probe",
+            "schedule": {"type": "manual"},
+            "handler": {"type": "python", "callable": "noop"},
+            "retry_policy": {"max_attempts": 1},
+            "policy": {"pause_after_failures": 1, "health_check": {"url": disguised}},
+        },
+        format="json",
+    )
+    assert saved.status_code == 201, saved.content
+    task = TaskDefinition.objects.get(id=saved.json()["id"])
+    fail_times(task, 1, django_capture_on_commit_callbacks)
+    drain(notify_settings)
+    task.refresh_from_db()
+    assert health.paths == []  # nothing was fetched for the attacker
+    assert task.paused and "ssrf_blocked" in task.pause_note
+    assert runbook_retries(task) == []
