@@ -14,19 +14,26 @@ from typing import TYPE_CHECKING, Any
 from celery import current_app as app
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 
 from alerting.models import AlertIncident, ChannelKind
 from alerting.selectors import delivery_allowed_hosts
 from alerting.services.channels import channel_secrets
 from alerting.services.incidents import incident_open, incident_resolve
 from alerting.services.mail_budget import mail_recipients_admit
-from alerting.services.notices import incident_message, run_message, tenant_alert_channels
+from alerting.services.notices import (
+    incident_message,
+    recovery_message,
+    run_message,
+    tenant_alert_channels,
+)
 from alerting.services.targets import targets_for
 from scheduler_app.choices import RETRYABLE_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskExecution
 
 if TYPE_CHECKING:
     from alerting.services.delivery import Target
+    from dags.engine.failure_streaks import DagStreakCrossed
 
 # Celery imports this module in every process that finalizes the app (the beat included, at
 # its first publish); the delivery code (requests, the SSRF guard) is imported when used.
@@ -35,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "alerting.deliver"
 RUN_NOTIFICATIONS_TASK = "alerting.run_notifications"
+RECOVERY_NOTICE_TASK = "alerting.recovery_notice"
+TASK_RUNBOOK_TASK = "alerting.task_runbook"
+DAG_RUNBOOK_TASK = "alerting.dag_runbook"
 DELIVERY_ATTEMPTS = 3
 
 
@@ -44,6 +54,38 @@ def _send(name: str, *args: Any) -> None:
 
 def enqueue_run_notifications(*, execution_id: str, dead_lettered: bool) -> None:
     _send(RUN_NOTIFICATIONS_TASK, execution_id, dead_lettered)
+
+
+def enqueue_recovery_notice(*, execution_id: str, failures: int) -> None:
+    _send(RECOVERY_NOTICE_TASK, execution_id, failures)
+
+
+def enqueue_task_runbook(*, task_id: str, execution_id: str, failures: int) -> None:
+    _send(TASK_RUNBOOK_TASK, task_id, execution_id, failures)
+
+
+def enqueue_dag_runbook(*, dag_id: str, run_id: str, failures: int, retry_failed: bool) -> None:
+    _send(DAG_RUNBOOK_TASK, dag_id, run_id, failures, retry_failed)
+
+
+def dag_streak_crossed(crossed: DagStreakCrossed) -> None:
+    """The DAG engine's word that a DAG's failed runs reached its pause_after_failures
+    (`dags.engine.failure_streaks`, registered in AppConfig.ready): its runbook is enqueued
+    once the transaction that ended the run commits."""
+    arguments = {
+        "dag_id": str(crossed.dag_id),
+        "run_id": str(crossed.run_id),
+        "failures": crossed.failures,
+        "retry_failed": crossed.runbook_retry_failed,
+    }
+
+    def send() -> None:
+        try:
+            enqueue_dag_runbook(**arguments)
+        except Exception as error:
+            logger.warning("could not enqueue the runbook of DAG %s: %s", crossed.dag_id, error)
+
+    transaction.on_commit(send)
 
 
 def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:
@@ -115,6 +157,49 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     for target, message in sends:
         enqueue_delivery(target, message)
     return len(sends)
+
+
+@shared_task(name=RECOVERY_NOTICE_TASK, ignore_result=True)
+def recovery_notice(execution_id: str, failures: int) -> int:
+    """`notifications.on_recovery`: the first success after `failures` failed runs."""
+    execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
+    if execution is None:
+        return 0
+    texts = (execution.task.notifications or {}).get("on_recovery") or []
+    targets, problems = targets_for(tenant_id=execution.tenant_id, texts=list(texts))
+    for problem in problems:
+        logger.warning("task %s: recovery notice not delivered: %s", execution.task_id, problem)
+    message = recovery_message(execution, failures=failures)
+    for target in targets:
+        enqueue_delivery(target, message)
+    return len(targets)
+
+
+@shared_task(name=TASK_RUNBOOK_TASK, ignore_result=True)
+def task_runbook(task_id: str, execution_id: str, failures: int) -> str:
+    """The runbook of a task whose failures reached its pause_after_failures."""
+    # Local: the runbook's services (the health check's http code) load when it runs.
+    from alerting.services.runbook import task_runbook_run  # noqa: PLC0415
+
+    outcome = task_runbook_run(task_id=task_id, execution_id=execution_id, failures=failures)
+    for target, message in outcome.sends:
+        enqueue_delivery(target, message)
+    logger.info("runbook of task %s: %s (%s)", task_id, outcome.action, outcome.note)
+    return outcome.action
+
+
+@shared_task(name=DAG_RUNBOOK_TASK, ignore_result=True)
+def dag_runbook(dag_id: str, run_id: str, failures: int, retry_failed: bool) -> str:
+    """The runbook of a DAG whose failed runs reached its pause_after_failures."""
+    from alerting.services.runbook import dag_runbook_run  # noqa: PLC0415  (see task_runbook)
+
+    outcome = dag_runbook_run(
+        dag_id=dag_id, run_id=run_id, failures=failures, retry_failed=retry_failed
+    )
+    for target, message in outcome.sends:
+        enqueue_delivery(target, message)
+    logger.info("runbook of DAG %s: %s (%s)", dag_id, outcome.action, outcome.note)
+    return outcome.action
 
 
 @shared_task(name=DELIVER_TASK, ignore_result=True)

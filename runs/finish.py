@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from django.db import transaction
 
 from dags.engine.dispatch import HandOn
-from runs.settle import run_settled
+from runs.settle import run_settled, runs_settled
 from scheduler_app.services.executions import (
     Ended,
     FinishReport,
@@ -19,12 +19,11 @@ from scheduler_app.services.executions import (
 
 def runs_finish(ended: Sequence[Ended], *, metrics_pipe=None) -> list[FinishReport]:
     """`executions_finish(ended)`, then each accepted run's DAG node, counters (on
-    `metrics_pipe` when given, which the caller sends after the commit) and notices."""
+    `metrics_pipe` when given, which the caller sends after the commit) and notices, and the
+    batch's failure streaks in one statement."""
     with transaction.atomic():
         reports = executions_finish(ended)
-        for report in reports:
-            if report.accepted:
-                run_settled(report=report, metrics_pipe=metrics_pipe)
+        runs_settled(reports, metrics_pipe=metrics_pipe)
         return reports
 
 

@@ -71,6 +71,8 @@ class Trigger(models.TextChoices):
     DAG = "dag"
     BACKFILL = "backfill"
     EVENT = "event"
+    # A retry the runbook started after a task's failures crossed pause_after_failures.
+    RUNBOOK = "runbook"
 
 
 class Role(models.TextChoices):

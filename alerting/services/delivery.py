@@ -121,7 +121,7 @@ def _slack(
     return _post_json(url, payload, {}, allowed_hosts)
 
 
-RESOLVING_EVENTS = ("resolved", "success", "alert_resolved", "test_resolve")
+RESOLVING_EVENTS = ("resolved", "recovery", "success", "alert_resolved", "test_resolve")
 
 
 def pagerduty_event(message: dict[str, Any], routing_key: str) -> dict[str, Any]:

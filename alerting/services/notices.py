@@ -11,7 +11,7 @@ from alerting.models import AlertIncident, NotificationChannel
 from alerting.services.delivery import Target
 from scheduler_app.models import TaskExecution, Tenant
 
-EVENTS = ("on_failure", "on_success", "on_dlq")
+EVENTS = ("on_failure", "on_success", "on_dlq", "on_recovery")
 
 
 def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
@@ -34,6 +34,7 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
     words = {
         "failure": f"Task {task.name} failed",
         "resolved": f"Task {task.name} recovered",
+        "recovery": f"Task {task.name} recovered",
         "success": f"Task {task.name} succeeded",
         "dead_letter": f"Task {task.name} was dead-lettered",
     }
@@ -51,6 +52,15 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
         "status": execution.status,
         "url": f"{settings.ALERTS['BASE_URL']}/dashboard/executions/{execution.id}",
     }
+
+
+def recovery_message(execution: TaskExecution, *, failures: int) -> dict[str, Any]:
+    """`notifications.on_recovery`: the first success after `failures` failed runs."""
+    message = run_message(execution, event="recovery")
+    runs = "run" if failures == 1 else "runs"
+    message["text"] = f"succeeded after {failures} consecutive failed {runs}"
+    message["failures"] = failures
+    return message
 
 
 def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from dags.choices import (
     TriggerRule,
 )
 from dags.engine.dispatch import HandOn, mapped_node_dispatch, nodes_dispatch
+from dags.engine.failure_streaks import dag_run_streak_count
 from dags.engine.state import children_count, node_set_final, run_lock
 from dags.graph import Graph
 from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun, Event, EventWait
@@ -90,6 +91,7 @@ def _run_end(*, run: DagRun, status: str) -> bool:
     if ended:
         run.status = status
         run.completed_at = now
+        dag_run_streak_count(run=run, status=status)
     return ended
 
 

@@ -26,6 +26,7 @@ from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
+from scheduler_app.task_checks import task_checks_run
 from scheduler_app.task_schedule import schedule_of
 
 TASK_KEYS = (
@@ -103,6 +104,9 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
         "owner": spec.get("owner", ""),
         "enabled": spec["enabled"],
     }
+    # The owner is checked as a task's is, by the app that owns what it names (alerting:
+    # a member or a notification target of this tenant; 400 naming `owner` if not).
+    task_checks_run(tenant_id=tenant.id, fields={"owner": fields["owner"]})
     return spec, fields
 
 

@@ -203,10 +203,13 @@ def task_trigger(
     task: TaskDefinition,
     parameters: Mapping[str, Any] | None = None,
     trigger: str = Trigger.MANUAL,
+    max_attempts: int | None = None,
 ) -> TaskExecution:
     """Run now, outside the schedule. The row is committed first, then the doorbell rings.
-    `trigger`: `event` for a run an event schedule started. The parameters are size-capped
-    (413) and counted against the tenant's bytes quota (429, `services.payload_quota`)."""
+    `trigger`: `event` for a run an event schedule started, `runbook` for the runbook's one
+    retry (`max_attempts` 1: its failure is the final word, not the start of a retry series).
+    The parameters are size-capped (413) and counted against the tenant's bytes quota (429,
+    `services.payload_quota`)."""
     if task.deleted_at is not None:
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
@@ -224,7 +227,7 @@ def task_trigger(
         scheduled_at=now,
         queued_at=now,
         attempt=1,
-        max_attempts=task.max_attempts,
+        max_attempts=max_attempts or task.max_attempts,
     )
     execution.root_execution_id = execution.id
     execution.parameters = dict(parameters) if parameters else None

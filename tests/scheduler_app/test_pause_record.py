@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from alerting.models import NotificationChannel
 from dags.models import Dag
 from scheduler_app.models import TaskDefinition
 from tests.api_clients import jwt_client
@@ -101,7 +102,11 @@ def test_another_tenants_pause_is_a_404_and_pauses_nothing(api, tenant_factory):
     assert (seen["paused"], seen["pause_note"]) == (False, "")
 
 
-def test_the_runbook_keys_and_the_owner_are_read_back(api):
+def test_the_runbook_keys_and_the_owner_are_read_back(api, tenant):
+    # The owner names a notification target of the tenant (checked when saved).
+    NotificationChannel.objects.create(
+        tenant=tenant, name="on-call", kind="webhook", target="https://hooks.example.com/x"
+    )
     task = _task(
         api,
         owner="on-call",
