@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from alerting.models import AlertIncident, NotificationChannel
+from alerting.runbooks import runbook_url
 from alerting.services.delivery import Target
 from scheduler_app.models import TaskExecution, Tenant
 
@@ -40,7 +41,7 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
     text = f"attempt {execution.attempt}/{execution.max_attempts}, status {execution.status}"
     if execution.error_class:
         text += f", {execution.error_class}: {execution.error_message[:300]}"
-    return {
+    message = {
         "event": event,
         "title": words[event],
         "text": text,
@@ -51,6 +52,10 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
         "status": execution.status,
         "url": f"{settings.ALERTS['BASE_URL']}/dashboard/executions/{execution.id}",
     }
+    if event in ("failure", "dead_letter"):
+        # What to do about a failing task: the `task_failing` incident's runbook.
+        message["runbook_url"] = runbook_url("task_failing")
+    return message
 
 
 def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, Any]:
@@ -65,4 +70,5 @@ def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, An
         "incident_id": str(incident.id),
         "opened_at": incident.opened_at.isoformat(),
         "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+        "runbook_url": runbook_url(incident.rule),
     }

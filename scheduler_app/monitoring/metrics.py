@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client.core import (
@@ -52,12 +53,26 @@ METRIC_NAMES = (
     "scheduler_scrape_errors",
 )
 
+SCRAPE_SOURCES = (
+    "redis_counters",
+    "redis_scheduler",
+    "broker",
+    "database",
+    "registry",
+    "retry_budget",
+)
+
 
 class SchedulerCollector:
     def collect(self) -> Iterator[Metric]:
         errors = Counter()
-        slugs = dict(Tenant.objects.values_list("id", "slug"))
-        slugs = {str(k): v for k, v in slugs.items()}
+        # PostgreSQL down is a scrape that says so (scheduler_scrape_errors{source="database"},
+        # alert SchedulerDatabaseUnavailable), not a failed scrape that says nothing.
+        try:
+            slugs = {str(k): v for k, v in Tenant.objects.values_list("id", "slug")}
+        except DatabaseError:
+            errors["database"] += 1
+            slugs = {}
         try:
             yield from self._run_counters(slugs)
         except redis.RedisError:
@@ -70,7 +85,11 @@ class SchedulerCollector:
             yield from self._queues()
         except redis.RedisError:
             errors["broker"] += 1
-        yield from self._database(slugs)
+        if not errors["database"]:
+            try:
+                yield from self._database(slugs)
+            except DatabaseError:
+                errors["database"] += 1
         try:
             yield from self._workers()
         except redis.RedisError:
@@ -82,7 +101,7 @@ class SchedulerCollector:
         scrape = GaugeMetricFamily(
             "scheduler_scrape_errors", "Sources that could not be read", labels=["source"]
         )
-        for source in ("redis_counters", "redis_scheduler", "broker", "registry", "retry_budget"):
+        for source in SCRAPE_SOURCES:
             scrape.add_metric([source], errors[source])
         yield scrape
 
