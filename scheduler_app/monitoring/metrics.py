@@ -8,7 +8,7 @@ status, everything else from the database. So any web replica answers the same n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import redis
@@ -67,37 +67,31 @@ class SchedulerCollector:
     def collect(self) -> Iterator[Metric]:
         errors = Counter()
         # PostgreSQL down is a scrape that says so (scheduler_scrape_errors{source="database"},
-        # alert SchedulerDatabaseUnavailable), not a failed scrape that says nothing.
+        # alert SchedulerDatabaseUnavailable), not a failed scrape that says nothing: every
+        # section that reads it (a queue's oldest message too) counts there, and the others
+        # are still exposed.
         try:
             slugs = {str(k): v for k, v in Tenant.objects.values_list("id", "slug")}
         except DatabaseError:
-            errors["database"] += 1
+            errors["database"] = 1
             slugs = {}
-        try:
-            yield from self._run_counters(slugs)
-        except redis.RedisError:
-            errors["redis_counters"] += 1
-        try:
-            yield from self._scheduler_nodes()
-        except redis.RedisError:
-            errors["redis_scheduler"] += 1
-        try:
-            yield from self._queues()
-        except redis.RedisError:
-            errors["broker"] += 1
-        if not errors["database"]:
+        sections: list[tuple[str, Callable[[], Iterator[Metric]]]] = [
+            ("redis_counters", lambda: self._run_counters(slugs)),
+            ("redis_scheduler", self._scheduler_nodes),
+            ("broker", self._queues),
+            ("database", lambda: self._database(slugs)),
+            ("registry", self._workers),
+            ("retry_budget", self._retry_budget),
+        ]
+        for source, section in sections:
+            if source == "database" and errors["database"]:
+                continue
             try:
-                yield from self._database(slugs)
+                yield from section()
+            except redis.RedisError:
+                errors[source] += 1
             except DatabaseError:
-                errors["database"] += 1
-        try:
-            yield from self._workers()
-        except redis.RedisError:
-            errors["registry"] += 1
-        try:
-            yield from self._retry_budget()
-        except redis.RedisError:
-            errors["retry_budget"] += 1
+                errors["database"] = 1  # one source, however many sections read it
         scrape = GaugeMetricFamily(
             "scheduler_scrape_errors", "Sources that could not be read", labels=["source"]
         )
