@@ -13,6 +13,12 @@ from alerting.services.delivery import Target
 from scheduler_app.models import TaskExecution, Tenant
 
 EVENTS = ("on_failure", "on_success", "on_dlq")
+# The dashboard page an alert's link opens (the dashboard's home for the others).
+INCIDENT_PAGES = {
+    "dead_worker": "workers",
+    "worker_pool_saturated": "workers",
+    "missed_schedule": "missed",
+}
 
 
 def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
@@ -70,5 +76,6 @@ def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, An
         "incident_id": str(incident.id),
         "opened_at": incident.opened_at.isoformat(),
         "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+        "url": f"{settings.ALERTS['BASE_URL']}/dashboard/{INCIDENT_PAGES.get(incident.rule, '')}",
         "runbook_url": runbook_url(incident.rule),
     }
