@@ -12,7 +12,9 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -368,3 +370,94 @@ def test_alerts_are_delivered_and_a_database_outage_pages_once(alertmanager):
     assert [b["attachments"][0]["title"] for b in slack.bodies("/slack")] == [
         "[FIRING] SchedulerErrorRateHigh"
     ]
+
+
+class _MetricsServer:
+    """Serves a fixed /metrics page: the scrape of a web process that cannot read PostgreSQL."""
+
+    PAGE = (
+        b'scheduler_scrape_errors{source="database"} 1\n'
+        b'scheduler_scrape_errors{source="broker"} 0\n'
+    )
+
+    def __init__(self) -> None:
+        page = self.PAGE
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.needs_os_tool("promtool", "alertmanager")
+def test_prometheus_expands_the_manual_url_into_the_page_alertmanager_sends(alertmanager, tmp_path):
+    """The whole chain with the real tools: Prometheus (with expand-external-labels, as
+    compose runs it) scrapes a web process that cannot read PostgreSQL, evaluates the real
+    SchedulerDatabaseUnavailable rule (its `for` shortened), and sends it to Alertmanager,
+    which pages with the runbook under MANUAL_BASE_URL in the links."""
+    prometheus_binary = shutil.which("prometheus")
+    assert prometheus_binary, "Debian's prometheus package ships promtool and prometheus"
+    url, pagerduty, _ = alertmanager
+    metrics = _MetricsServer()
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "alerts.yml").read_text())
+    (rule,) = [
+        r
+        for g in rules["groups"]
+        for r in g["rules"]
+        if r["alert"] == "SchedulerDatabaseUnavailable"
+    ]
+    rule["for"] = "0s"
+    (tmp_path / "rules.yml").write_text(
+        yaml.safe_dump({"groups": [{"name": "scheduler", "rules": [rule]}]})
+    )
+    config = {
+        "global": {
+            "scrape_interval": "1s",
+            "evaluation_interval": "1s",
+            # As deploy/prometheus/prometheus.yml writes it.
+            "external_labels": PROMETHEUS["global"]["external_labels"],
+        },
+        "rule_files": [str(tmp_path / "rules.yml")],
+        "alerting": {
+            "alertmanagers": [{"static_configs": [{"targets": [url.removeprefix("http://")]}]}]
+        },
+        "scrape_configs": [
+            {"job_name": "scheduler", "static_configs": [{"targets": [metrics.address]}]}
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    process = subprocess.Popen(
+        [
+            prometheus_binary,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{_free_port()}",
+            "--enable-feature=expand-external-labels",
+        ],
+        env={**os.environ, "MANUAL_BASE_URL": "https://manual.test/scheduler"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        [page] = wait_until(lambda: _paged(pagerduty), timeout=60, message="Prometheus' page")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        metrics.server.shutdown()
+    assert page["errors"] == []
+    assert _alert_names(page["body"]) == "SchedulerDatabaseUnavailable"
+    assert {
+        "href": "https://manual.test/scheduler/operations/runbooks.html"
+        "#schedulerdatabaseunavailable",
+        "text": "Runbook",
+    } in page["body"]["links"]
