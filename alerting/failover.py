@@ -5,7 +5,8 @@ leader this Redis has known) within ALERTS_LEADER_FAILOVER_WINDOW_SECONDS. The r
 asks first whether PostgreSQL's primary is healthy; the alert answers with a real write
 (alerting/services/write_probe.py), since a database that only answers reads stops every
 fire as surely as a dead one. One incident per (shard, epoch): a second failover is a
-second alert; the incident resolves when the window has passed.
+second alert; the incident resolves when the window has passed. A warning, or critical
+(it pages) when the database refuses writes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Failover:
     key: str
     summary: str
     age_seconds: float
+    writes_answered: bool
 
 
 def leader_failovers(now: datetime) -> list[Failover]:
@@ -54,6 +56,7 @@ def leader_failovers(now: datetime) -> list[Failover]:
                 f" (epoch {leader['epoch']}, shard {index}); {database}"
             ),
             age_seconds=age,
+            writes_answered=probe.answers_writes,
         )
         for index, leader, age in recent
     ]

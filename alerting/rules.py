@@ -44,6 +44,9 @@ class Firing:
     summary: str
     value: float
     tenant_id: object | None = None
+    # Where the rule's check raised it above the rule's own (a failover onto a database
+    # that refuses writes pages).
+    severity: str | None = None
 
 
 def _hourly_outcomes(now: datetime) -> list[dict]:
@@ -197,7 +200,10 @@ def _pools_saturated(now: datetime) -> list[Firing]:
 
 
 def _leader_failovers(now: datetime) -> list[Firing]:
-    return [Firing(f.key, f.summary, f.age_seconds) for f in leader_failovers(now)]
+    return [
+        Firing(f.key, f.summary, f.age_seconds, severity=None if f.writes_answered else "critical")
+        for f in leader_failovers(now)
+    ]
 
 
 RULES: dict[str, tuple[str, Callable[[datetime], list[Firing]]]] = {
@@ -234,7 +240,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> list[tuple[AlertIncident,
                 summary=item.summary,
                 tenant=tenant,
                 value=item.value,
-                severity=severity,
+                severity=item.severity or severity,
             )
             if opened is not None:
                 changes.append((opened, False))

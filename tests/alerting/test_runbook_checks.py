@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from django.db import connection
 from django.utils import timezone
 
+from alerting import rules
 from alerting.autoscaling import autoscaling_status
 from alerting.failover import leader_failovers
 from alerting.models import AlertIncident
@@ -296,6 +297,10 @@ def test_a_leadership_change_is_an_alert_that_says_postgresql_answers_writes(lea
     assert failover.key == f"shard-0:epoch-{second.epoch}"
     assert f"beat-b leads (epoch {second.epoch}, shard 0)" in failover.summary
     assert "PostgreSQL answers writes (a row written and read back in" in failover.summary
+    assert failover.writes_answered is True
+    # Through the evaluator: an incident of the platform's, a warning.
+    [incident] = [i for i, _ in alerts_evaluate(now=now) if i.rule == "leader_failover"]
+    assert (incident.key, incident.severity, incident.tenant_id) == (failover.key, "warning", None)
     # The window passes (the clock injected): resolved.
     assert leader_failovers(now + timedelta(seconds=601)) == []
 
@@ -313,10 +318,13 @@ def test_a_database_that_refuses_writes_is_said_in_the_alert(leadership):
     try:
         probe = database_write_probe()
         [failover] = leader_failovers(timezone.now())
+        [firing] = rules._leader_failovers(timezone.now())
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE")
     assert probe.answers_writes is False
     assert "read-only transaction" in probe.detail
     assert "PostgreSQL does NOT answer writes (the write was refused: " in failover.summary
+    assert failover.writes_answered is False
+    assert firing.severity == "critical"  # the rule's warning raised: this one pages
     assert database_write_probe().answers_writes is True
