@@ -24,10 +24,10 @@ run: $(STAMP)
 	$(PY) manage.py runstack $(RUN_ARGS)
 
 # First the operating-system tools the suites drive (bubblewrap, slirp4netns, pgbouncer,
-# chromium, promtool), with the machine's own Python and before the virtualenv is built, so a
-# missing one is told within seconds: installed when this user may (root, or passwordless
-# sudo, with apt-get), else one message naming them, or with `make test SKIP_OS_SUITES=1`
-# the suites that need them skip (scripts/os_tools.py).
+# chromium, promtool, alertmanager), with the machine's own Python and before the virtualenv
+# is built, so a missing one is told within seconds: installed when this user may (root, or
+# passwordless sudo, with apt-get), else one message naming them, or with
+# `make test SKIP_OS_SUITES=1` the suites that need them skip (scripts/os_tools.py).
 test:
 	@$(PYTHON) -m scripts.os_tools ensure
 	@$(MAKE) --no-print-directory $(STAMP)

@@ -8,6 +8,7 @@ class AlertingConfig(AppConfig):
 
     def ready(self) -> None:
         # Local: the app registry is ready.
+        from alerting import checks  # noqa: F401, PLC0415  (registers the system checks)
         from alerting.beat_hook import chores_register  # noqa: PLC0415
         from alerting.services.owners import task_owner_check  # noqa: PLC0415
         from alerting.services.targets import task_notifications_check  # noqa: PLC0415

@@ -80,3 +80,16 @@ class AlertIncident(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule}:{self.key}"
+
+
+class DatabaseWriteProbe(models.Model):
+    """One row the "leader failover" alert writes and reads back in a transaction: whether
+    PostgreSQL answers writes, not only reads (a primary that failed over to a read-only
+    replica answers every SELECT). alerting/services/write_probe.py."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    token = models.UUIDField()
+    written_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.written_at.isoformat()}"

@@ -3,7 +3,10 @@ installation without Prometheus is told too. Called from the leader's housekeepi
 
 Each rule yields the keys that are firing now with a summary; keys that were open and are no
 longer firing are resolved. Rules without an in-app twin: "no leader" (the evaluator IS the
-leader; Prometheus and /readyz/scheduler cover it).
+leader; Prometheus and /readyz/scheduler cover it) and "database unavailable" (the
+evaluator could record nothing; Prometheus covers it). Each rule's runbook is named in
+alerting/runbooks.py; "worker pool saturated" and "leader failover" do their runbook's first
+checks themselves and say the result (alerting/saturation.py, alerting/failover.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,11 @@ from django.conf import settings
 from django.db.models import Count, F, Q
 from django.utils import timezone
 
+from alerting.failover import RULE as FAILOVER_RULE
+from alerting.failover import leader_failovers
 from alerting.models import AlertIncident
+from alerting.saturation import RULE as SATURATION_RULE
+from alerting.saturation import pools_saturated
 from alerting.services.incidents import incident_open, incident_resolve, incidents_open_keys
 from alerting.services.quota_alerts import RULE as QUOTA_RULE
 from alerting.services.quota_alerts import quotas_breached
@@ -37,6 +44,9 @@ class Firing:
     summary: str
     value: float
     tenant_id: object | None = None
+    # Where the rule's check raised it above the rule's own (a failover onto a database
+    # that refuses writes pages).
+    severity: str | None = None
 
 
 def _hourly_outcomes(now: datetime) -> list[dict]:
@@ -185,12 +195,26 @@ def _quota_breached(now: datetime) -> list[Firing]:
     ]
 
 
+def _pools_saturated(now: datetime) -> list[Firing]:
+    return [Firing(s.tier, s.summary, s.waiting) for s in pools_saturated(now)]
+
+
+def _leader_failovers(now: datetime) -> list[Firing]:
+    return [
+        Firing(f.key, f.summary, f.age_seconds, severity=None if f.writes_answered else "critical")
+        for f in leader_failovers(now)
+    ]
+
+
 RULES: dict[str, tuple[str, Callable[[datetime], list[Firing]]]] = {
     "error_rate_high": ("warning", _error_rates),
     "success_rate_low": ("warning", _success_rates),
     "missed_schedule": ("critical", _missed_schedules),
-    "queue_depth_high": ("warning", _queue_depth),
+    # The design document: a queue depth over 10,000 pages.
+    "queue_depth_high": ("critical", _queue_depth),
     "dead_worker": ("critical", _dead_workers),
+    SATURATION_RULE: ("warning", _pools_saturated),
+    FAILOVER_RULE: ("warning", _leader_failovers),
     SLA_RULE: ("warning", _sla_missed),
     QUOTA_RULE: ("warning", _quota_breached),
 }
@@ -216,7 +240,7 @@ def alerts_evaluate(*, now: datetime | None = None) -> list[tuple[AlertIncident,
                 summary=item.summary,
                 tenant=tenant,
                 value=item.value,
-                severity=severity,
+                severity=item.severity or severity,
             )
             if opened is not None:
                 changes.append((opened, False))

@@ -75,6 +75,14 @@ TOOLS: tuple[Tool, ...] = (
         "the alert rules' promtool unit tests",
         apt_options=("--no-install-recommends",),
     ),
+    # Debian's package ships `prometheus-alertmanager` (the server) and `amtool`.
+    Tool(
+        "alertmanager",
+        "prometheus-alertmanager",
+        "prometheus-alertmanager",
+        "the Alertmanager configuration's amtool check and its end-to-end delivery test",
+        apt_options=("--no-install-recommends",),
+    ),
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 

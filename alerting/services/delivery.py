@@ -23,6 +23,8 @@ from handler_contract.http import post_json
 
 SIGNATURE_HEADER = "X-Scheduler-Signature"
 EVENT_HEADER = "X-Scheduler-Event"
+# The longest URL a Slack button takes (Block Kit's button element).
+SLACK_URL_MAX = 3000
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,27 @@ def _slack(
         payload["blocks"].append(
             {"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{message['url']}>"}]}
         )
+    runbook = message.get("runbook_url") or ""
+    # Slack refuses a button whose URL is not http(s) (a runbook of the local build is a
+    # file:// URL): the message would not be posted at all, so such a link goes as text.
+    if runbook.startswith(("http://", "https://")) and len(runbook) <= SLACK_URL_MAX:
+        payload["blocks"].append(
+            {
+                "type": "actions",
+                "elements": [
+                    {
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": "Runbook"},
+                        "url": runbook,
+                        "action_id": "runbook",
+                    }
+                ],
+            }
+        )
+    elif runbook:
+        payload["blocks"].append(
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"Runbook: {runbook}"}]}
+        )
     if credential and not credential.startswith(("http://", "https://")):
         if not target.route:
             return DeliveryResult(False, "a Slack bot token needs slack://<channel>")
@@ -153,10 +176,25 @@ def pagerduty_event(message: dict[str, Any], routing_key: str) -> dict[str, Any]
             },
         }
         event["client"] = "Scheduler"
+        links = []
         if message.get("url"):
             event["client_url"] = message["url"]
-            event["links"] = [{"href": message["url"], "text": "Open in the scheduler"}]
+            links.append({"href": message["url"], "text": "Open in the scheduler"})
+        if message.get("runbook_url"):
+            links.append({"href": message["runbook_url"], "text": "Runbook"})
+        if links:
+            event["links"] = links
     return event
+
+
+def email_body(message: dict[str, Any]) -> str:
+    """The text, then the links: where to see it, and what to do (the runbook)."""
+    lines = [message.get("text", "")]
+    if message.get("url"):
+        lines.append(message["url"])
+    if message.get("runbook_url"):
+        lines.append(f"Runbook: {message['runbook_url']}")
+    return "\n\n".join(line for line in lines if line).strip()
 
 
 def deliver(
@@ -189,7 +227,7 @@ def deliver(
         recipients = [a.strip() for a in target.target.split(",") if a.strip()]
         send_mail(
             subject=message["title"],
-            message=f"{message.get('text', '')}\n\n{message.get('url', '')}".strip(),
+            message=email_body(message),
             from_email=settings.ALERTS["FROM_EMAIL"],
             recipient_list=recipients,
         )

@@ -8,10 +8,17 @@ from typing import Any
 from django.conf import settings
 
 from alerting.models import AlertIncident, NotificationChannel
+from alerting.runbooks import runbook_url
 from alerting.services.delivery import Target
 from scheduler_app.models import TaskExecution, Tenant
 
 EVENTS = ("on_failure", "on_success", "on_dlq", "on_recovery")
+# The dashboard page an alert's link opens (the dashboard's home for the others).
+INCIDENT_PAGES = {
+    "dead_worker": "workers",
+    "worker_pool_saturated": "workers",
+    "missed_schedule": "missed",
+}
 
 
 def tenant_alert_channels(*, tenant: Tenant | None) -> list[Target]:
@@ -41,7 +48,7 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
     text = f"attempt {execution.attempt}/{execution.max_attempts}, status {execution.status}"
     if execution.error_class:
         text += f", {execution.error_class}: {execution.error_message[:300]}"
-    return {
+    message = {
         "event": event,
         "title": words[event],
         "text": text,
@@ -52,6 +59,10 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
         "status": execution.status,
         "url": f"{settings.ALERTS['BASE_URL']}/dashboard/executions/{execution.id}",
     }
+    if event in ("failure", "dead_letter"):
+        # What to do about a failing task: the `task_failing` incident's runbook.
+        message["runbook_url"] = runbook_url("task_failing")
+    return message
 
 
 def recovery_message(execution: TaskExecution, *, failures: int) -> dict[str, Any]:
@@ -75,4 +86,6 @@ def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, An
         "incident_id": str(incident.id),
         "opened_at": incident.opened_at.isoformat(),
         "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
+        "url": f"{settings.ALERTS['BASE_URL']}/dashboard/{INCIDENT_PAGES.get(incident.rule, '')}",
+        "runbook_url": runbook_url(incident.rule),
     }

@@ -27,6 +27,7 @@ from typing import Any
 
 from django.conf import settings
 
+from alerting import runbooks
 from alerting.services.delivery import Target
 from alerting.services.health_checks import health_check_probe
 from alerting.services.owners import owner_targets
@@ -42,14 +43,11 @@ from scheduler_app.services.task_definitions import task_pause, task_trigger
 logger = logging.getLogger(__name__)
 
 RUNBOOK_ACTOR = "runbook"
-# The manual's section for this runbook (docs/operations/runbooks.md), in one place.
-RUNBOOK_PAGE = "operations/runbooks.html#task-failing-repeatedly"
 
 
 def runbook_url() -> str:
-    """The runbook's section of the manual, under the dashboard's base URL until the manual
-    has a URL setting of its own."""
-    return f"{settings.ALERTS['BASE_URL']}/manual/{RUNBOOK_PAGE}"
+    """The manual's section for this runbook (docs/operations/runbooks.md)."""
+    return runbooks.runbook_url("task_failing")
 
 
 @dataclass

@@ -388,7 +388,19 @@ ALERTS = {
     "EMAIL_PER_TENANT_PER_HOUR": env_int("NOTIFY_EMAIL_PER_TENANT_PER_HOUR", 100),
     "EMAIL_ALLOWED_DOMAINS": env_list("NOTIFY_EMAIL_ALLOWED_DOMAINS", []),
     "BASE_URL": env_str("DASHBOARD_BASE_URL", "http://127.0.0.1:8000"),
+    # How the worker tiers scale, said in the "worker pool saturated" alert
+    # (alerting/autoscaling.py): kubernetes, keda, none, or auto (KEDA's ScaledObjects when
+    # running in a cluster, else none).
+    "AUTOSCALING": env_str("ALERTS_AUTOSCALING", "auto"),
+    # A leadership change this recent is the "leader failover" alert (alerting/failover.py).
+    "LEADER_FAILOVER_WINDOW_SECONDS": env_int("ALERTS_LEADER_FAILOVER_WINDOW_SECONDS", 600),
+    # "Workers rising": a tier worker that joined the fleet this recently (the trend window).
+    "FLEET_TREND_SECONDS": env_int("ALERTS_FLEET_TREND_SECONDS", 300),
 }
+# Where the built manual is served (`make docs` builds it into build/manual): the base of
+# every alert's runbook link (alerting/runbooks.py). Unset, the links point at the local
+# build (file://); production warns (scheduler.W140).
+MANUAL_BASE_URL = env_str("MANUAL_BASE_URL", "")
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)

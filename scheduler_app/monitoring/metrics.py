@@ -8,11 +8,12 @@ status, everything else from the database. So any web replica answers the same n
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import redis
 from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import Count
 from django.utils import timezone
 from prometheus_client.core import (
@@ -52,37 +53,49 @@ METRIC_NAMES = (
     "scheduler_scrape_errors",
 )
 
+SCRAPE_SOURCES = (
+    "redis_counters",
+    "redis_scheduler",
+    "broker",
+    "database",
+    "registry",
+    "retry_budget",
+)
+
 
 class SchedulerCollector:
     def collect(self) -> Iterator[Metric]:
         errors = Counter()
-        slugs = dict(Tenant.objects.values_list("id", "slug"))
-        slugs = {str(k): v for k, v in slugs.items()}
+        # PostgreSQL down is a scrape that says so (scheduler_scrape_errors{source="database"},
+        # alert SchedulerDatabaseUnavailable), not a failed scrape that says nothing: every
+        # section that reads it (a queue's oldest message too) counts there, and the others
+        # are still exposed.
         try:
-            yield from self._run_counters(slugs)
-        except redis.RedisError:
-            errors["redis_counters"] += 1
-        try:
-            yield from self._scheduler_nodes()
-        except redis.RedisError:
-            errors["redis_scheduler"] += 1
-        try:
-            yield from self._queues()
-        except redis.RedisError:
-            errors["broker"] += 1
-        yield from self._database(slugs)
-        try:
-            yield from self._workers()
-        except redis.RedisError:
-            errors["registry"] += 1
-        try:
-            yield from self._retry_budget()
-        except redis.RedisError:
-            errors["retry_budget"] += 1
+            slugs = {str(k): v for k, v in Tenant.objects.values_list("id", "slug")}
+        except DatabaseError:
+            errors["database"] = 1
+            slugs = {}
+        sections: list[tuple[str, Callable[[], Iterator[Metric]]]] = [
+            ("redis_counters", lambda: self._run_counters(slugs)),
+            ("redis_scheduler", self._scheduler_nodes),
+            ("broker", self._queues),
+            ("database", lambda: self._database(slugs)),
+            ("registry", self._workers),
+            ("retry_budget", self._retry_budget),
+        ]
+        for source, section in sections:
+            if source == "database" and errors["database"]:
+                continue
+            try:
+                yield from section()
+            except redis.RedisError:
+                errors[source] += 1
+            except DatabaseError:
+                errors["database"] = 1  # one source, however many sections read it
         scrape = GaugeMetricFamily(
             "scheduler_scrape_errors", "Sources that could not be read", labels=["source"]
         )
-        for source in ("redis_counters", "redis_scheduler", "broker", "registry", "retry_budget"):
+        for source in SCRAPE_SOURCES:
             scrape.add_metric([source], errors[source])
         yield scrape
 

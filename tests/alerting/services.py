@@ -43,6 +43,29 @@ def slack_message_errors(body: Any, *, needs_channel: bool) -> list[str]:
             errors.append("invalid_blocks")
         elif block["type"] == "section" and len(block.get("text", {}).get("text", "")) > 3000:
             errors.append("invalid_blocks: section text over 3000 characters")
+        elif block["type"] == "actions":
+            errors += _actions_errors(block)
+    return errors
+
+
+def _actions_errors(block: dict) -> list[str]:
+    """Block Kit's actions block: 1-25 elements; a link button has plain_text text (at most
+    75 characters) and an http(s) url of at most 3000 characters."""
+    elements = block.get("elements")
+    if not isinstance(elements, list) or not 1 <= len(elements) <= 25:
+        return ["invalid_blocks: actions need 1-25 elements"]
+    errors = []
+    for element in elements:
+        text = element.get("text") or {}
+        url = element.get("url", "")
+        if element.get("type") != "button" or text.get("type") != "plain_text":
+            errors.append("invalid_blocks: a button needs plain_text text")
+        elif not 0 < len(text.get("text", "")) <= 75:
+            errors.append("invalid_blocks: button text must be 1-75 characters")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            errors.append("invalid_blocks: a button's url must be http(s)")
+        elif len(url) > 3000:
+            errors.append("invalid_blocks: a button's url is over 3000 characters")
     return errors
 
 

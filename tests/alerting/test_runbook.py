@@ -15,7 +15,6 @@ from django.core import mail
 
 from alerting.models import NotificationChannel
 from alerting.services.channels import notification_channel_create
-from alerting.services.runbook import RUNBOOK_PAGE
 from runs.finish import run_finish
 from scheduler_app.choices import Trigger
 from scheduler_app.models import AuditEntry, TaskDefinition, TaskExecution
@@ -162,7 +161,7 @@ def test_healthy_but_the_retry_fails_pauses_and_tells_the_owner_by_mail(
     assert "paused by the runbook" in owner_mail.subject
     assert "the runbook's retry failed" in owner_mail.body
     assert f"/dashboard/tasks/{task.id}" in owner_mail.body
-    assert RUNBOOK_PAGE in owner_mail.body
+    assert "operations/runbooks.html#task-failing-repeatedly" in owner_mail.body
     [team] = runbook_notices(receiver, "/team")
     assert team["pause_note"] == task.pause_note
 
@@ -187,7 +186,7 @@ def test_unhealthy_service_pauses_with_the_status_and_tells_owner_and_on_failure
     assert owner == team
     assert owner["event"] == "runbook_paused" and owner["task_id"] == str(task.id)
     assert owner["url"].endswith(f"/dashboard/tasks/{task.id}")
-    assert owner["runbook_url"].endswith(RUNBOOK_PAGE)
+    assert owner["runbook_url"].endswith("operations/runbooks.html#task-failing-repeatedly")
     assert "answered 503 (expected 200)" in owner["text"]
     entry = AuditEntry.objects.get(tenant=tenant, action="runbook.pause")
     assert entry.actor == "runbook" and entry.detail["note"] == task.pause_note

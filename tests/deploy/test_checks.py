@@ -102,6 +102,7 @@ def test_check_deploy_is_clean_with_production_settings():
             "SECRETS_KEY": Fernet.generate_key().decode(),
             "ALLOWED_HOSTS": "scheduler.example.com",
             "DATABASE_URL": "postgres://scheduler@db.invalid:5432/scheduler",
+            "MANUAL_BASE_URL": "https://scheduler.example.com/manual",
         }
     )
     assert result.returncode == 0, result.stdout + result.stderr

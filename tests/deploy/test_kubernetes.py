@@ -384,6 +384,9 @@ def test_ports_services_and_probes_line_up():
                 http = container.get(probe, {}).get("httpGet")
                 if http:
                     assert http["port"] in ports or http["port"] in ports.values()
+                    if container["image"] != APP_IMAGE:
+                        # Alertmanager's own /-/ready, /-/healthy (test_alertmanager.py).
+                        continue
                     resolve(http["path"])
                     (host,) = [h["value"] for h in http["httpHeaders"] if h["name"] == "Host"]
                     assert host in allowed_hosts
@@ -417,12 +420,40 @@ def test_workers_have_a_liveness_probe_that_pings_their_own_node():
         assert probe[probe.index("ping") + 2] == node.replace("%h", "$HOSTNAME")
 
 
+def _service_account_may(name: str) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) the service account is granted by the manifests' roles."""
+    roles = {
+        binding["roleRef"]["name"]
+        for binding in _of_kind("RoleBinding") + _of_kind("ClusterRoleBinding")
+        if any(s["kind"] == "ServiceAccount" and s["name"] == name for s in binding["subjects"])
+    }
+    assert not _of_kind("ClusterRoleBinding"), "no account is granted anything cluster-wide"
+    return {
+        (group, resource, verb)
+        for role in _of_kind("Role")
+        if role["metadata"]["name"] in roles
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
 def test_every_container_is_non_root_read_only_and_sized():
     for workload in _workloads():
         pod = _pod(workload)["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] != 0
-        assert pod["automountServiceAccountToken"] is False
+        if workload["metadata"]["name"] == "beat":
+            # Its token may only read KEDA's ScaledObjects (the saturation alert's check).
+            assert pod["automountServiceAccountToken"] is True
+            assert _service_account_may(pod["serviceAccountName"]) == {
+                ("keda.sh", "scaledobjects", "get"),
+                ("keda.sh", "scaledobjects", "list"),
+            }
+        else:
+            assert pod["automountServiceAccountToken"] is False
+            assert "serviceAccountName" not in pod
         for container in _containers(workload):
             security = container["securityContext"]
             assert security["readOnlyRootFilesystem"] is True, container["name"]

@@ -40,6 +40,11 @@ def test_the_required_alerts_exist_with_their_thresholds():
     assert "[1h]" in by_name["SchedulerErrorRateHigh"]["expr"]
     assert "< 0.95" in by_name["SchedulerSuccessRateLow"]["expr"]
     assert "> 10000" in by_name["SchedulerQueueDepthHigh"]["expr"]
+    # The design document: a queue depth over 10k pages.
+    assert by_name["SchedulerQueueDepthHigh"]["labels"]["severity"] == "critical"
+    assert 'source="database"' in by_name["SchedulerDatabaseUnavailable"]["expr"]
+    assert "scheduler_leader_epoch" in by_name["SchedulerLeaderFailover"]["expr"]
+    assert "scheduler_runs_waiting" in by_name["SchedulerWorkerPoolSaturated"]["expr"]
     assert by_name["SchedulerNoLeader"]["for"] == "30s"
     assert "unresponsive" in by_name["SchedulerDeadWorker"]["expr"]
     for rule in by_name.values():

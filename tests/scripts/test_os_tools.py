@@ -86,10 +86,14 @@ def test_make_test_stops_with_one_message_naming_the_missing_tools(machine):
     )
     assert done.returncode != 0
     assert done.stderr.count(MESSAGE) == 1, done.stderr
-    assert "machine cannot give them: bubblewrap, slirp4netns, chromium, promtool." in done.stderr
+    assert (
+        "machine cannot give them: bubblewrap, slirp4netns, chromium, promtool, alertmanager."
+        in done.stderr
+    )
     assert "  - pgbouncer" not in done.stderr
     assert "apt-get install -y bubblewrap slirp4netns chromium" in done.stderr
-    assert "apt-get install -y --no-install-recommends prometheus" in done.stderr
+    assert "apt-get install -y --no-install-recommends prometheus\n" in done.stderr
+    assert "apt-get install -y --no-install-recommends prometheus-alertmanager" in done.stderr
     assert "make test SKIP_OS_SUITES=1" in done.stderr
     # It stopped at the check: neither the virtualenv step nor the suite ran.
     assert "tests.run" not in done.stdout + done.stderr
@@ -115,12 +119,14 @@ def test_where_it_may_install_it_installs_with_apt_get_and_goes_on(machine):
     assert calls[0] == "update -qq"
     assert calls[1] == "install -qq -y bubblewrap slirp4netns chromium"
     assert calls[2] == "install -qq -y --no-install-recommends prometheus"
+    assert calls[3] == "install -qq -y --no-install-recommends prometheus-alertmanager"
     assert {path.name for path in tools.iterdir()} == {
         "bwrap",
         "slirp4netns",
         "pgbouncer",
         "chromium",
         "promtool",
+        "prometheus-alertmanager",
     }
     assert MESSAGE not in done.stderr
 
@@ -146,8 +152,9 @@ def test_skip_os_suites_runs_on_and_says_what_skips(machine):
     done = _check({**env, "OS_TOOLS_INSTALL": "no", "SKIP_OS_SUITES": "1"}, "ensure")
     assert done.returncode == 0
     assert MESSAGE not in done.stderr
-    assert "SKIP_OS_SUITES=1: the suites that need bubblewrap, slirp4netns, chromium, promtool" in (
-        done.stderr
+    assert (
+        "SKIP_OS_SUITES=1: the suites that need bubblewrap, slirp4netns, chromium, promtool,"
+        " alertmanager" in done.stderr
     )
     assert not record.exists()
 
