@@ -49,9 +49,17 @@ class FireTimeOutput(serializers.Serializer):
     local = serializers.CharField()
 
 
+class TimelineEntryOutput(FireTimeOutput):
+    skipped = serializers.BooleanField(help_text="A calendar exclusion skips this fire.")
+    reason = serializers.CharField(help_text="Why it is skipped (empty when it fires).")
+
+
 class PreviewOutput(serializers.Serializer):
     timezone = serializers.CharField()
-    fire_times = FireTimeOutput(many=True)
+    fire_times = FireTimeOutput(many=True, help_text="The next fires (none of them skipped).")
+    timeline = TimelineEntryOutput(
+        many=True, help_text="The same fires with the ones `schedule.exclude` skips among them."
+    )
 
 
 class LogsOutput(serializers.Serializer):

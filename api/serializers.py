@@ -49,6 +49,14 @@ class ScheduleInput(StrictSerializer):
     scheduled_at = serializers.CharField(
         required=False, allow_null=True, max_length=64, help_text="The same as `run_at`."
     )
+    exclude = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        allow_null=True,
+        help_text='Calendar exclusions, each with an optional "reason": {"date": "2026-12-25"}, '
+        '{"from": "2026-12-24", "to": "2027-01-01"}, {"cron": "* * * * 6,0"}, '
+        '{"calendar": "holidays:DE-BY"}; read on the schedule\'s wall clock.',
+    )
     # type "event": the event's name and the payload subset that starts a run.
     name = serializers.CharField(required=False, max_length=255)
     match = serializers.DictField(required=False)
@@ -226,6 +234,8 @@ class TaskOutput(serializers.ModelSerializer):
             schedule["expression"] = task.schedule_expression
         if task.run_at:
             schedule["run_at"] = task.run_at.isoformat().replace("+00:00", "Z")
+        if task.schedule_exclude:
+            schedule["exclude"] = task.schedule_exclude
         return schedule
 
     def get_retry_policy(self, task: TaskDefinition) -> dict:

@@ -45,7 +45,7 @@ from scheduler_app.services import task_definitions
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.retry_budget import retry_budget_usage
 from scheduler_app.task_schedule import schedule_of_task
-from schedules import preview
+from schedules.preview import timeline
 from workers.queue_stats import tier_queue_stats
 
 MAX_PREVIEW = 1000
@@ -216,19 +216,21 @@ class TaskSchedulePreviewView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         count = query_int(request, "count", default=10, low=1, high=MAX_PREVIEW)
-        fires = preview(schedule_of_task(task), count=count, now=timezone.now())
+        entries = timeline(schedule_of_task(task), count=count, now=timezone.now())
         return Response(
             {
                 "timezone": task.timezone,
-                "fire_times": [
-                    {
-                        "utc": fire.utc.isoformat().replace("+00:00", "Z"),
-                        "local": fire.local.isoformat(),
-                    }
-                    for fire in fires
+                "fire_times": [_fire_time(e.fire) for e in entries if not e.skipped],
+                "timeline": [
+                    {**_fire_time(e.fire), "skipped": e.skipped, "reason": e.reason}
+                    for e in entries
                 ],
             }
         )
+
+
+def _fire_time(fire) -> dict[str, str]:
+    return {"utc": fire.utc.isoformat().replace("+00:00", "Z"), "local": fire.local.isoformat()}
 
 
 class ExecutionDetailView(APIView):

@@ -227,6 +227,7 @@ class SchedulerEngine:
                 end_at=row["end_at"],
                 jitter_seconds=row["jitter_seconds"],
                 seed=row["id"],
+                exclude=row["schedule_exclude"],
             )
         except ScheduleError as error:
             logger.error(

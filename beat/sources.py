@@ -40,6 +40,7 @@ _SCHEDULE_FIELDS = (
     "jitter_seconds",
     "start_at",
     "end_at",
+    "schedule_exclude",
 )
 
 

@@ -59,6 +59,8 @@ class Dag(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = models.CharField(max_length=255, blank=True, default="", db_default="")
     pause_note = models.TextField(blank=True, default="", db_default="")
+    # `schedule.exclude` (see TaskDefinition.schedule_exclude).
+    schedule_exclude = models.JSONField(default=list, blank=True, db_default=[])
     enabled = models.BooleanField(default=True)
     paused = models.BooleanField(default=False)
     # "api" or "file:<name>": sync_dags only touches what it created.

@@ -7,6 +7,7 @@ from functools import lru_cache
 
 from scheduler_app.choices import ScheduleType
 from schedules import Schedule, parse_schedule
+from schedules.exclusions import with_exclusions
 from schedules.shaping import JitteredSchedule, WindowedSchedule
 
 
@@ -21,8 +22,11 @@ def schedule_for(
     end_at: datetime | None = None,
     jitter_seconds: int = 0,
     seed: object = "",
+    exclude: list[dict[str, str]] | None = None,
 ) -> Schedule:
-    """The schedule object; `seed` (the task id) is only read for jitter."""
+    """The schedule object; `seed` (the task id) is only read for jitter; `exclude` (the
+    stored calendar exclusions) wraps it last, so an excluded fire is judged at the instant
+    it would ring (jitter included)."""
     if schedule_type == ScheduleType.CRON:
         anchor = run_at = None  # a cron schedule depends on its text and zone only
     elif anchor is not None:
@@ -33,7 +37,7 @@ def schedule_for(
         schedule = WindowedSchedule(schedule, start_at, end_at)
     if jitter_seconds:
         schedule = JitteredSchedule(schedule, int(jitter_seconds), str(seed))
-    return schedule
+    return with_exclusions(schedule, exclude)
 
 
 @lru_cache(maxsize=65536)
@@ -67,6 +71,7 @@ def schedule_of(definition) -> Schedule:
         end_at=definition.end_at,
         jitter_seconds=definition.jitter_seconds,
         seed=str(definition.id),
+        exclude=definition.schedule_exclude,
     )
 
 

@@ -49,12 +49,15 @@ class DagOutput(serializers.ModelSerializer):
     def get_schedule(self, dag: Dag) -> dict:
         if dag.event_trigger:
             return {"type": "event", **dag.event_trigger}
-        return {
+        schedule = {
             "type": dag.schedule_type,
             "expression": dag.schedule_expression,
             "timezone": dag.timezone,
             "run_at": dag.run_at,
         }
+        if dag.schedule_exclude:
+            schedule["exclude"] = dag.schedule_exclude
+        return schedule
 
     def get_policy(self, dag: Dag) -> dict:
         """The scheduling policy, in a task's shape (`catchup` and `overlap` are also kept at

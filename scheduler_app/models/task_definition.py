@@ -73,6 +73,9 @@ class TaskDefinition(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = models.CharField(max_length=255, blank=True, default="", db_default="")
     pause_note = models.TextField(blank=True, default="", db_default="")
+    # `schedule.exclude`: calendar exclusions in their canonical form (schedules.exclusions):
+    # fire times on these days, matching these crons or on these public holidays are skipped.
+    schedule_exclude = models.JSONField(default=list, blank=True, db_default=[])
 
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)

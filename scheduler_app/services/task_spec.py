@@ -53,6 +53,7 @@ from scheduler_app.services.runbook_policy import (
 )
 from scheduler_app.task_schedule import schedule_for
 from schedules import ScheduleError
+from schedules.exclusions import exclusions_parse
 from schedules.timezones import load_timezone
 
 POLICY_KEYS = (
@@ -115,6 +116,11 @@ def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[s
             )
         except ScheduleError as error:
             errors.append(ValidationFailed(error.message, field=error.field))
+    exclude: list[dict[str, str]] = []
+    try:
+        exclude = exclusions_parse(schedule.get("exclude"))
+    except ScheduleError as error:
+        errors.append(ValidationFailed(error.message, field=error.field))
     validation_errors_raise(errors)
     assert parsed is not None and schedule_type is not None  # no error: both were set
     resolved_run_at = None
@@ -126,6 +132,7 @@ def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[s
         "schedule_expression": expression if schedule_type in ("cron", "interval") else "",
         "timezone": tz_name,
         "run_at": resolved_run_at,
+        "schedule_exclude": exclude,
     }
 
 
@@ -166,6 +173,7 @@ def schedule_fields_with_events(schedule: Mapping[str, Any], *, anchor: datetime
         "schedule_expression": "",
         "timezone": "UTC",
         "run_at": None,
+        "schedule_exclude": [],
         "event_trigger": {"name": name, "match": dict(match)},
     }
 
