@@ -160,6 +160,9 @@ def get(
 
 # ---- describe ----------------------------------------------------------------------------
 
+# Fires looked at for the next skipped ones of a task with calendar exclusions.
+SKIP_LOOKAHEAD = 100
+
 
 def _describe_text(
     kind: str, data: dict[str, Any], recent: list[dict[str, Any]], columns: list
@@ -184,8 +187,17 @@ def describe(state: State, kind: str, name: str, output: str) -> None:
     _, found = resolve(client, name, kind)
     data = dict(found.raw)
     if kind == "task":
-        preview = client.task_schedule_preview(found.id, count=5)
-        data["upcoming"] = [fire["local"] for fire in preview.get("fire_times", [])]
+        excluding = bool((data.get("schedule") or {}).get("exclude"))
+        # With exclusions, look further ahead so the next skipped fires show too.
+        preview = client.task_schedule_preview(found.id, count=SKIP_LOOKAHEAD if excluding else 5)
+        data["upcoming"] = [fire["local"] for fire in preview.get("fire_times", [])][:5]
+        if excluding:
+            data["exclusions"] = data["schedule"]["exclude"]
+            data["next_skipped"] = [
+                {"at": entry["local"], "reason": entry["reason"]}
+                for entry in preview.get("timeline", [])
+                if entry.get("skipped")
+            ][:5]
         recent = [r.raw for r in client.task_executions(found.id, limit=5)]
         columns = RUN_COLUMNS
     else:
