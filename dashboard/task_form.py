@@ -87,6 +87,12 @@ class TaskForm(forms.Form):
         label="Run at",
         help_text="once: ISO 8601; without an offset it is read in the task's timezone",
     )
+    schedule_exclude = _field(
+        _json_area(3),
+        label="Exclude (JSON)",
+        help_text='fire times to skip, e.g. [{"calendar": "holidays:US"}, {"date": "2026-12-25"}, '
+        '{"from": "2026-12-24", "to": "2027-01-01", "reason": "freeze"}, {"cron": "* * * * 6,0"}]',
+    )
 
     handler_type = _field(label="Handler type")
     handler_config = _field(
@@ -160,6 +166,9 @@ class TaskForm(forms.Form):
             schedule["expression"] = data["schedule_expression"]
         if data["run_at"]:
             schedule["run_at"] = data["run_at"]
+        exclude = self._json_object("schedule_exclude")
+        if exclude:  # blank or [] is no exclusions; a wrong shape is the API's to name
+            schedule["exclude"] = exclude
         body: dict[str, Any] = {
             "name": data["name"],
             "description": data["description"],
@@ -205,6 +214,8 @@ def _form_field_for(api_field: str | None) -> str | None:
     if api_field in FIELD_OF_ERROR:
         return FIELD_OF_ERROR[api_field]
     head, _, rest = api_field.partition(".")
+    if head == "schedule" and rest.startswith("exclude"):
+        return "schedule_exclude"
     if head == "handler":
         return "handler_config"
     if head in ("retry_policy", "policy") and rest:
@@ -249,6 +260,7 @@ def initial_for(task: TaskDefinition | None) -> dict[str, Any]:
         "schedule_expression": schedule.get("expression", ""),
         "timezone": schedule["timezone"],
         "run_at": schedule.get("run_at", ""),
+        "schedule_exclude": json.dumps(schedule["exclude"]) if schedule.get("exclude") else "",
         "handler_type": handler_type,
         "handler_config": json.dumps(handler, indent=2),
         "parameters": json.dumps(shown["parameters"], indent=2),
