@@ -57,6 +57,7 @@ def _spec_from_admin(obj: TaskDefinition) -> dict:
             "expression": obj.schedule_expression,
             "timezone": obj.timezone,
             "run_at": obj.run_at.isoformat() if obj.run_at else None,
+            "exclude": obj.schedule_exclude,
         },
         "handler": {**(obj.handler_config or {}), "type": obj.handler_type},
         "timeout_seconds": obj.timeout_seconds,
@@ -104,7 +105,10 @@ class TaskDefinitionForm(forms.ModelForm):
             )
         except DomainError as error:
             field = _ADMIN_FIELD_FOR.get(error.field or "")
-            self.add_error(field if field in self.fields else None, error.message)
+            message = error.message
+            if (error.field or "").startswith("schedule.exclude"):
+                field, message = "schedule_exclude", f"{error.field}: {error.message}"
+            self.add_error(field if field in self.fields else None, message)
         return cleaned
 
 
