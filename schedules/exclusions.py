@@ -252,3 +252,13 @@ def with_exclusions(schedule: Schedule, stored: list[dict[str, str]] | None) -> 
     """`schedule` wrapped when `stored` has rules, else `schedule` itself."""
     exclusions = exclusions_compile(stored)
     return ExcludingSchedule(schedule, exclusions) if exclusions else schedule
+
+
+def exclusions_leave_no_fire(
+    schedule: Schedule, stored: list[dict[str, str]] | None, *, after: datetime
+) -> bool:
+    """True when `schedule` fires after `after` but none of those fires survives the
+    exclusions (within MAX_SKIPPED_IN_A_ROW): a definition that would never run."""
+    if not stored or schedule.next_after(after) is None:
+        return False
+    return with_exclusions(schedule, stored).next_after(after) is None

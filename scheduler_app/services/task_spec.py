@@ -53,7 +53,7 @@ from scheduler_app.services.runbook_policy import (
 )
 from scheduler_app.task_schedule import schedule_for
 from schedules import ScheduleError
-from schedules.exclusions import exclusions_parse
+from schedules.exclusions import exclusions_leave_no_fire, exclusions_parse
 from schedules.timezones import load_timezone
 
 POLICY_KEYS = (
@@ -121,6 +121,12 @@ def _schedule_fields(schedule: Mapping[str, Any], *, anchor: datetime) -> dict[s
         exclude = exclusions_parse(schedule.get("exclude"))
     except ScheduleError as error:
         errors.append(ValidationFailed(error.message, field=error.field))
+    if parsed is not None and exclusions_leave_no_fire(parsed, exclude, after=anchor):
+        errors.append(
+            ValidationFailed(
+                "the exclusions skip every fire of the schedule", field="schedule.exclude"
+            )
+        )
     validation_errors_raise(errors)
     assert parsed is not None and schedule_type is not None  # no error: both were set
     resolved_run_at = None

@@ -92,6 +92,8 @@ def test_the_preview_timeline_shows_skipped_fires_and_why(api):
         ([{"cron": "not a cron"}], "schedule.exclude[0].cron"),
         ([{"date": "2026-12-25", "when": "always"}], "schedule.exclude[0].when"),
         ("2026-12-25", "schedule.exclude"),
+        ([{"cron": "* * * * *", "reason": "never"}], "schedule.exclude"),  # skips every fire
+        ([{"from": "2000-01-01", "to": "9999-12-31"}], "schedule.exclude"),
     ],
 )
 def test_bad_exclusions_are_a_400_naming_the_field_and_change_nothing(api, exclude, field):
@@ -144,3 +146,18 @@ def test_a_dag_keeps_its_exclusions_and_its_next_fire_skips_them(api):
     assert response.status_code == 400, response.content
     assert "schedule.exclude[0].calendar" in response.json()["errors"]
     assert Dag.objects.get(id=stored.id).version == stored.version
+
+
+def test_a_one_shot_on_an_excluded_day_is_refused(api):
+    schedule = {
+        "type": "once",
+        "run_at": "2099-12-25T09:00:00",
+        "timezone": "America/New_York",
+        "exclude": [{"calendar": "holidays:US"}],
+    }
+    response = api.post("/api/v1/tasks", _task(schedule=schedule), format="json")
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"]["schedule.exclude"] == [
+        "the exclusions skip every fire of the schedule"
+    ]
+    assert not TaskDefinition.objects.exists()
