@@ -38,7 +38,7 @@ from scheduler_app.selectors.log_search_budget import log_search_budget
 from scheduler_app.selectors.log_search_windows import newest_first_windows
 from scheduler_app.task_schedule import schedule_of_task
 from schedules import ScheduleError
-from schedules.preview import preview
+from schedules.preview import timeline
 
 # The overview shows the first tasks and the newest runs; the Tasks and Runs pages have all.
 OVERVIEW_TASKS = 20
@@ -181,24 +181,27 @@ def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | Non
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     task = _found(selectors.task_get, request=request, kind="task", tenant=tenant, task_id=task_id)
+    # The schedule pauses itself after its remaining runs: no more fires than those.
+    count = 5 if task.remaining_runs is None else min(5, task.remaining_runs)
     try:
-        upcoming = preview(schedule_of_task(task), count=5, now=timezone.now())
+        # With calendar exclusions, the skipped fires among the next ones show too (and why).
+        upcoming = timeline(schedule_of_task(task), count=count, now=timezone.now(), max_skipped=10)
     except ScheduleError:
         upcoming = []
     if not task.is_schedulable:
         upcoming = []
-    if task.remaining_runs is not None:  # the schedule pauses itself after these
-        upcoming = upcoming[: task.remaining_runs]
     history, history_count, log_contains, log_search_error = _task_history(
         request, tenant=tenant, task=task
     )
     # Formatted here: the template's date filter would convert the local time back to UTC.
     upcoming = [
         {
-            "utc": fire.utc.strftime("%Y-%m-%d %H:%M:%S"),
-            "local": fire.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "utc": entry.fire.utc.strftime("%Y-%m-%d %H:%M:%S"),
+            "local": entry.fire.local.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "skipped": entry.skipped,
+            "reason": entry.reason,
         }
-        for fire in upcoming
+        for entry in upcoming
     ]
     dag_owner = (
         dag_selectors.dag_of_node_task(tenant=tenant, task_id=task.id)

@@ -58,3 +58,20 @@ def test_a_bad_rule_is_shown_on_the_field_and_changes_nothing(signed_in, task, t
     assert "schedule_exclude" in errors, errors
     assert message in " ".join(errors["schedule_exclude"])
     assert snapshot(task) == before
+
+
+def test_the_task_page_shows_the_skipped_fires_among_the_next_ones(signed_in, tenant):
+    even_days = make_task(
+        tenant,
+        name="even-days",
+        schedule={
+            "type": "cron",
+            "expression": "0 9 * * *",
+            "timezone": "UTC",
+            "exclude": [{"cron": "* * */2 * *", "reason": "odd days"}],
+        },
+    )
+    page = signed_in.get(f"/dashboard/tasks/{even_days.id}").content.decode()
+    assert page.count("UTC ·") == 5  # five fires still listed
+    # Odd days of the month are skipped: the five even days hold four of them at least.
+    assert page.count("skipped: odd days") >= 4
