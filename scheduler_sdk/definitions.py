@@ -19,9 +19,15 @@ from typing import Any
 # ---- schedules -------------------------------------------------------------------------
 
 
-def cron(expression: str, *, tz: str = "UTC") -> dict[str, Any]:
-    """5 fields, or 6 with seconds first, evaluated in the IANA zone `tz`."""
-    return {"type": "cron", "expression": expression, "timezone": tz}
+def cron(
+    expression: str, *, tz: str = "UTC", exclude: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """5 fields, or 6 with seconds first, evaluated in the IANA zone `tz`; `exclude`: the
+    calendar exclusions (`[{"calendar": "holidays:US"}, {"date": "2026-12-24"}]`)."""
+    schedule: dict[str, Any] = {"type": "cron", "expression": expression, "timezone": tz}
+    if exclude:
+        schedule["exclude"] = list(exclude)
+    return schedule
 
 
 def interval(every: str) -> dict[str, Any]:
