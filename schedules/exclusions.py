@@ -85,6 +85,9 @@ class Exclusions:
         return None
 
 
+NO_EXCLUSIONS = Exclusions(())
+
+
 def exclusions_parse(value: Any, *, field: str = "schedule.exclude") -> list[dict[str, str]]:
     """The canonical stored form of `value` (a list of rules); ScheduleError naming the
     field (`schedule.exclude[2].to`) of the first mistake."""
@@ -163,7 +166,7 @@ def _day(value: Any, *, field: str) -> date:
 def exclusions_compile(stored: list[dict[str, str]] | tuple | None) -> Exclusions:
     """The rules of a stored (canonical) list; compiled once per distinct list."""
     if not stored:
-        return Exclusions(())
+        return NO_EXCLUSIONS
     return _compiled(json.dumps(list(stored), sort_keys=True))
 
 
