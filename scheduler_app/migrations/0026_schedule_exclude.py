@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0024_task_runbook_and_pause_record'),
+        ('scheduler_app', '0025_task_remaining_runs_index'),
     ]
 
     operations = [
