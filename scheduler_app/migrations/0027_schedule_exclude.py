@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0025_task_remaining_runs_index'),
+        ('scheduler_app', '0026_merge_runbook_trigger_remaining_runs'),
     ]
 
     operations = [
