@@ -77,6 +77,16 @@ class TestLocalDaysAcrossDst:
         schedule = excluded("30 23 * * *", NEW_YORK, [{"date": "2026-11-02"}])
         assert utcs(schedule, utc(2026, 11, 1, 12), 1) == [utc(2026, 11, 2, 4, 30)]
 
+    def test_a_day_whose_midnight_does_not_exist_ends_at_the_transition(self):
+        # Santiago springs forward at 24:00 on 5 September 2026: the 6th starts at 01:00.
+        schedule = excluded("*/30 * * * *", "America/Santiago", [{"date": "2026-09-05"}])
+        assert utcs(schedule, utc(2026, 9, 5, 4, 15), 1) == [utc(2026, 9, 6, 4, 0)]
+
+    def test_a_day_whose_last_hour_repeats_skips_it_twice(self):
+        # Santiago falls back at 24:00 on 4 April 2026: 23:00-24:00 happens twice.
+        schedule = excluded("*/30 * * * *", "America/Santiago", [{"date": "2026-04-04"}])
+        assert utcs(schedule, utc(2026, 4, 4, 12), 1) == [utc(2026, 4, 5, 4, 0)]
+
 
 class TestRules:
     def test_range_is_inclusive_and_stepped_over_at_once(self):
