@@ -209,13 +209,15 @@ def test_the_engine_follows_dag_changes_without_a_reload(tenant, make_engine):
         dag=dag,
         raw={
             "dag": dag.name,
-            "schedule": hourly,
+            # Half past, jittered by up to 10 minutes: never the first fire's time (a jitter
+            # alone could draw an offset of 0).
+            "schedule": {"type": "cron", "expression": "30 * * * *"},
             "tasks": [{"id": "b", "handler": H}],
             "policy": {"jitter_seconds": 600},
         },
     )
     engine.tick()
-    # The new version's jitter moves the fire off the hour: the entry follows it.
+    # The new version moves the fire off the hour: the entry follows it.
     dag.refresh_from_db()
     assert engine.heap.get(dag.id).next_fire_at == dag.next_fire_at != first
     # (The jittered fire of the hour under way may still be ahead: the first fire after the
