@@ -16,6 +16,7 @@ The buckets are those that overlap [now - window, now): the first may start befo
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -23,13 +24,42 @@ from typing import Any
 
 from data_lifecycle.latency_sketch import sketch_merge, sketch_quantiles
 from data_lifecycle.models import DagStats, StatsBucket, TaskStats
+from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import Tenant
 
 BUCKET_STEP = {StatsBucket.HOUR: timedelta(hours=1), StatsBucket.DAY: timedelta(days=1)}
+# The longest window each bucket size answers (a chart of at most 336 hours or 400 days).
+MAX_WINDOW = {StatsBucket.HOUR: timedelta(days=14), StatsBucket.DAY: timedelta(days=400)}
+WINDOW_PATTERN = re.compile(r"([1-9][0-9]{0,4})([hd])")
+DEFAULT_WINDOW = "7d"
 # The statuses a success rate is out of (cancelled and unfinished runs are neither).
 TASK_FINISHED = ("success", "failed", "timed_out")
 DAG_FINISHED = ("success", "failed", "partially_completed")
 FIELDS = ("bucket_start", "by_status", "duration_sketch", "lag_sketch")
+
+
+def stats_query(*, window: str | None, bucket: str | None) -> tuple[timedelta, str]:
+    """The window (`24h`, `7d`: hours or days) and the bucket size (`hour`, `day`) of a
+    stats request; a ValidationFailed naming the field otherwise. Without a bucket, hours
+    up to 2 days, days beyond."""
+    window = DEFAULT_WINDOW if window in (None, "") else window
+    match = WINDOW_PATTERN.fullmatch(window)
+    if match is None:
+        raise ValidationFailed(
+            "window must be a number of hours or days, e.g. 24h or 7d", field="window"
+        )
+    number, unit = int(match.group(1)), match.group(2)
+    span = timedelta(hours=number) if unit == "h" else timedelta(days=number)
+    if bucket in (None, ""):
+        bucket = StatsBucket.HOUR if span <= timedelta(days=2) else StatsBucket.DAY
+    if bucket not in BUCKET_STEP:
+        raise ValidationFailed(f"bucket must be one of {', '.join(BUCKET_STEP)}", field="bucket")
+    if span > MAX_WINDOW[bucket]:
+        longest = MAX_WINDOW[bucket].days
+        raise ValidationFailed(
+            f"window is too long for {bucket} buckets: at most {longest}d", field="window"
+        )
+    return span, str(bucket)
 
 
 def task_latency(
