@@ -146,6 +146,9 @@ def run(args: list[str]) -> Result:
     span_seconds = (now - span_start).total_seconds()
 
     tenant, _ = tenant_create_with_admin(slug="bench", username="bench", password="bench-pass-1")
+    # The bench asks ~1,000 questions a minute of one tenant: its API rate limit is not measured.
+    tenant.rate_limit_per_minute = 1_000_000
+    tenant.save(update_fields=["rate_limit_per_minute"])
     with connection.cursor() as cursor:
         # Task definitions in one statement too (manual schedules: nothing fires).
         cursor.execute(
