@@ -41,6 +41,7 @@ def chart_checks(page) -> None:
         assert page.locator(f"{chart} circle.dot-{key}").count() == 3, key
         assert page.locator(f"{chart} polyline.line-{key}").count() == 1, key
     assert page.get_attribute(f"{chart} polyline.line-duration_p95", "stroke-dasharray")
+    assert page.locator(f"{chart} text.axis-time").count() == 2  # the week's first and last hour
 
 
 def test_task_and_dag_pages_draw_the_week_of_latency(page, live_server, measured):
@@ -50,7 +51,7 @@ def test_task_and_dag_pages_draw_the_week_of_latency(page, live_server, measured
     page.goto(f"{live_server.url}/dashboard/tasks/{task.id}")
     wait_for_js(page, "document.readyState === 'complete'")
     chart_checks(page)
-    titles = page.locator("#latency-chart svg circle.dot-duration_p50 title").all_inner_texts()
+    titles = page.locator("#latency-chart svg circle.dot-duration_p50 title").all_text_contents()
     shown = [float(t.split(" duration p50 ")[1].split(" s")[0]) for t in titles]
     assert shown == [pytest.approx(s, rel=0.01) for s in (1.5, 3.0, 6.0)]
     assert all("(5 runs)" in t for t in titles)

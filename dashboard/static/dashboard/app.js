@@ -82,6 +82,12 @@
     var max = Math.max.apply(null, values) || 1, plotH = f.h - 2 * f.pad;
     var step = rows.length > 1 ? (f.w - f.pad - 8) / (rows.length - 1) : 0;
     axis(f, max, " s");
+    // The time axis: the first bucket's start and the last's, in UTC.
+    [[0, "start"], [rows.length - 1, "end"]].forEach(function (end) {
+      var label = el("text", { x: end[1] === "start" ? f.pad : f.w - 4, y: f.h - 8, "font-size": 10,
+                               fill: "#555", "text-anchor": end[1], "class": "axis-time" }, f.svg);
+      label.textContent = rows[end[0]].t.slice(0, 16).replace("T", " ");
+    });
     keys.forEach(function (key) {
       var what = key.split("_")[0], segment = [];
       function flush() {
