@@ -7,6 +7,7 @@ from api import (
     views_channels,
     views_invitations,
     views_operations,
+    views_stats,
 )
 
 urlpatterns = [
@@ -18,6 +19,7 @@ urlpatterns = [
     path("tasks/<str:task_id>/trigger", views.TaskTriggerView.as_view(), name="task-trigger"),
     path("tasks/<str:task_id>/pause", views.TaskPauseView.as_view(), name="task-pause"),
     path("tasks/<str:task_id>/resume", views.TaskResumeView.as_view(), name="task-resume"),
+    path("tasks/<str:task_id>/stats", views_stats.TaskStatsView.as_view(), name="task-stats"),
     path(
         "tasks/<str:task_id>/executions",
         views.TaskExecutionsView.as_view(),

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_safe
 from alerting.services.sla import sla_misses_list
 from dags import selectors as dag_selectors
 from dashboard.fire_calendar import fire_calendar
+from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
 from dashboard.logs import TAIL_LINES, stored_log_tail
 from dashboard.naming import is_dag_node_task, label_dag_nodes
 from dashboard.progress import progress_attach
@@ -27,6 +28,7 @@ from dashboard.tenancy import (
     remember_tenant,
     shows_other_tenant,
 )
+from data_lifecycle.selectors.latency import task_latency
 from scheduler_app import selectors
 from scheduler_app.capabilities import capability_of_queue
 from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
@@ -203,6 +205,15 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         }
         for entry in upcoming
     ]
+    latency = latency_panel(
+        task_latency(
+            tenant=tenant,
+            task_id=task.id,
+            window=TREND_WINDOW,
+            bucket=TREND_BUCKET,
+            now=timezone.now(),
+        )
+    )
     dag_owner = (
         dag_selectors.dag_of_node_task(tenant=tenant, task_id=task.id)
         if is_dag_node_task(task)
@@ -228,7 +239,11 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
                 window=timedelta(hours=24),
                 grace_seconds=settings.MONITORING["MISSED_GRACE_SECONDS"],
             ),
-            "charts": {"trend": stats.task_trend(tenant=tenant, task=task)},
+            "charts": {
+                "trend": stats.task_trend(tenant=tenant, task=task),
+                "latency": latency["points"],
+            },
+            "latency": latency,
             "warnings": _task_warnings(task),
         },
     )

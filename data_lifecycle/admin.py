@@ -1,4 +1,5 @@
-"""Admin views of the data lifecycle: restored archive rows and per-task statistics (read-only).
+"""Admin views of the data lifecycle: restored archive rows, per-task and per-DAG statistics
+(read-only).
 
 Registered from `SchedulerAppConfig.ready` to keep `admin.py` to the live models.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from data_lifecycle.models import RestoredExecution, TaskStats
+from data_lifecycle.models import DagStats, RestoredExecution, TaskStats
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -32,4 +33,12 @@ class TaskStatsAdmin(ReadOnlyAdmin):
     list_display = ["task_id", "bucket", "bucket_start", "total", "duration_p95", "lag_p95"]
     list_filter = ["bucket"]
     search_fields = ["task_id"]
+    date_hierarchy = "bucket_start"
+
+
+@admin.register(DagStats)
+class DagStatsAdmin(ReadOnlyAdmin):
+    list_display = ["dag_id", "bucket", "bucket_start", "total"]
+    list_filter = ["bucket"]
+    search_fields = ["dag_id"]
     date_hierarchy = "bucket_start"

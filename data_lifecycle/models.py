@@ -16,7 +16,9 @@ class StatsBucket(models.TextChoices):
 
 class TaskStats(models.Model):
     """Runs of one task in one hour or day, by `scheduled_at`: counts by status and the
-    p50/p95/p99 of duration (completed - started) and lag (started - scheduled), in seconds.
+    p50/p95/p99 of duration (completed - started) and lag (started - scheduled), in seconds,
+    with the mergeable histograms they are read from (`data_lifecycle.latency_sketch`): a
+    window's percentiles come from the sum of its buckets' histograms.
 
     Maintained incrementally by `data_lifecycle.services.stats_refresh.task_stats_refresh`
     (recomputes only the buckets that can still change), so dashboards never scan the
@@ -37,6 +39,9 @@ class TaskStats(models.Model):
     lag_p50 = models.FloatField(null=True)
     lag_p95 = models.FloatField(null=True)
     lag_p99 = models.FloatField(null=True)
+    # {"<log bin>": count}: see data_lifecycle.latency_sketch.
+    duration_sketch = models.JSONField(default=dict)
+    lag_sketch = models.JSONField(default=dict)
     refreshed_at = models.DateTimeField()
 
     class Meta:
@@ -52,6 +57,34 @@ class TaskStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id} {self.bucket} {self.bucket_start:%Y-%m-%d %H:%M}"
+
+
+class DagStats(models.Model):
+    """Runs of one DAG in one hour or day, by `scheduled_at`: what `TaskStats` is for a task
+    (counts by run status, histograms of run duration and of schedule-to-start lag)."""
+
+    tenant_id = models.UUIDField()
+    dag_id = models.UUIDField()
+    bucket = models.CharField(max_length=8, choices=StatsBucket.choices)
+    bucket_start = models.DateTimeField()
+    total = models.IntegerField(default=0)
+    by_status = models.JSONField(default=dict)
+    duration_sketch = models.JSONField(default=dict)
+    lag_sketch = models.JSONField(default=dict)
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "DAG stats"
+        verbose_name_plural = "DAG stats"
+        indexes = [
+            models.Index(fields=["bucket", "bucket_start"], name="idx_dagstats_bucket_start"),
+            models.Index(
+                fields=["tenant_id", "bucket", "dag_id", "bucket_start"], name="idx_dagstats_dag"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dag_id} {self.bucket} {self.bucket_start:%Y-%m-%d %H:%M}"
 
 
 class RestoredExecution(models.Model):

@@ -285,6 +285,13 @@ class Client:
     def task_schedule_preview(self, task_id: str, *, count: int = 5) -> dict[str, Any]:
         return self.request("GET", f"tasks/{task_id}/schedule-preview", params={"count": count})
 
+    def task_stats(
+        self, task_id: str, *, window: str = "7d", bucket: str | None = None
+    ) -> dict[str, Any]:
+        """Counts by status, success rate, duration and lag p50/p95/p99 over `window`
+        (`24h`, `7d`), in total and per `bucket` (`hour`, `day`; default by the window)."""
+        return self.request("GET", f"tasks/{task_id}/stats", params=_stats_params(window, bucket))
+
     # ---- DAGs --------------------------------------------------------------------------
 
     def dags(self) -> list[DagInfo]:
@@ -321,6 +328,12 @@ class Client:
 
     def dag_resume(self, dag_id: str) -> DagInfo:
         return DagInfo.from_api(self.request("POST", f"dags/{dag_id}/resume"))
+
+    def dag_stats(
+        self, dag_id: str, *, window: str = "7d", bucket: str | None = None
+    ) -> dict[str, Any]:
+        """`task_stats` for a DAG's runs."""
+        return self.request("GET", f"dags/{dag_id}/stats", params=_stats_params(window, bucket))
 
     def dag_runs(self, dag_id: str, *, limit: int = 20) -> list[DagRun]:
         body = self.request("GET", f"dags/{dag_id}/executions", params={"page_size": limit})
@@ -451,6 +464,10 @@ class Client:
         plan = self.plan(definitions, prune=prune)
         plan_execute(self, plan)
         return plan
+
+
+def _stats_params(window: str, bucket: str | None) -> dict[str, str]:
+    return {"window": window, **({"bucket": bucket} if bucket else {})}
 
 
 def _events(response: requests.Response) -> Iterator[tuple[str, str, str | None]]:

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from api import views_stats
 from api.dags import backfill_views, event_views, views
 
 urlpatterns = [
@@ -8,6 +9,7 @@ urlpatterns = [
     path("dags/<str:dag_id>/trigger", views.DagTriggerView.as_view(), name="dag-trigger"),
     path("dags/<str:dag_id>/pause", views.DagPauseView.as_view(), name="dag-pause"),
     path("dags/<str:dag_id>/resume", views.DagResumeView.as_view(), name="dag-resume"),
+    path("dags/<str:dag_id>/stats", views_stats.DagStatsView.as_view(), name="dag-stats"),
     path("dags/<str:dag_id>/executions", views.DagRunListView.as_view(), name="dag-runs"),
     path(
         "dags/<str:dag_id>/executions/<str:run_id>",

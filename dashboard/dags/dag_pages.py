@@ -26,8 +26,10 @@ from dashboard.dags.dag_layout import (
     tone_of,
 )
 from dashboard.durations import format_duration
+from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
 from dashboard.tenancy import dashboard_membership, shows_other_tenant
 from dashboard.views import _found, _page
+from data_lifecycle.selectors.latency import dag_latency
 
 RECENT_RUNS_PER_DAG = 8
 GRID_RUNS = 20
@@ -109,6 +111,9 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
     version = dag_selectors.dag_version_get(dag=dag)
     now = timezone.now()
     runs = list(dag_selectors.dag_run_list(tenant=tenant, dag=dag).order_by("-scheduled_at")[:25])
+    latency = latency_panel(
+        dag_latency(tenant=tenant, dag_id=dag.id, window=TREND_WINDOW, bucket=TREND_BUCKET, now=now)
+    )
     node_ids = [node["id"] for node in version.spec["tasks"]] if version else []
     definition = (
         graph_layout(
@@ -132,6 +137,8 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
             "node_ids": node_ids,
             "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],
             "grid": _grid(tenant=tenant, node_ids=node_ids, runs=runs[:GRID_RUNS]),
+            "latency": latency,
+            "charts": {"latency": latency["points"]},
         },
     )
 

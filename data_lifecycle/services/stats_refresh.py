@@ -1,4 +1,5 @@
-"""Incremental maintenance of per-task hourly and daily statistics (`TaskStats`).
+"""Incremental maintenance of the hourly and daily statistics of tasks (`TaskStats`) and
+DAGs (`DagStats`).
 
 Only buckets that can still change are recomputed: hours from `now - lookback` on (a run
 finishes after it was scheduled; late finishers older than the lookback are not counted
@@ -6,24 +7,28 @@ again), days overlapping that window. Everything older is final and never scanne
 so the cost of a refresh depends on the recent rate, not on the size of the history. The
 buckets also outlive the raw rows: archiving a month keeps its statistics.
 
-PostgreSQL computes the percentiles in SQL (percentile_cont).
+One scan per bucket size: PostgreSQL counts the runs by status and by logarithmic bin of
+duration and of lag (`latency_sketch.bin_sql`) in one GROUPING SETS pass, so what reaches
+Python is a few histograms per bucket, not the runs. The tenant rollup of the tasks
+(`task_id` None, what the overview reads) is the sum of the tasks' buckets.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
-from data_lifecycle.models import StatsBucket, TaskStats
-from scheduler_app.choices import ExecutionStatus
+from dags.models import DagRun
+from data_lifecycle.latency_sketch import bin_sql, sketch_merge, sketch_quantiles
+from data_lifecycle.models import DagStats, StatsBucket, TaskStats
 from scheduler_app.models import TaskExecution
-
-STATUSES = [choice.value for choice in ExecutionStatus]
-QUANTILES = (0.5, 0.95, 0.99)
 
 
 def floor_hour(moment: datetime) -> datetime:
@@ -34,75 +39,155 @@ def floor_day(moment: datetime) -> datetime:
     return moment.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+@dataclass(frozen=True)
+class Bucketed:
+    """Counts and histograms of one owner (task or DAG) in one bucket."""
+
+    tenant_id: uuid.UUID
+    owner_id: uuid.UUID
+    bucket_start: datetime
+    by_status: dict[str, int]
+    duration_sketch: dict[str, int]
+    lag_sketch: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_status.values())
+
+
 def task_stats_refresh(
     *, now: datetime | None = None, lookback_hours: int | None = None, days: bool = True
 ) -> int:
-    """Recompute the open hour (and, with `days`, day) buckets. Returns buckets written."""
+    """Recompute the open hour (and, with `days`, day) buckets of tasks and DAGs.
+    Returns the buckets written."""
     now = (now or timezone.now()).astimezone(UTC)
     lookback = lookback_hours or settings.LIFECYCLE["STATS_LOOKBACK_HOURS"]
     hour_start = floor_hour(now - timedelta(hours=lookback))
-    end = floor_hour(now) + timedelta(hours=1)
-    written = _refresh(StatsBucket.HOUR, hour_start, end, now)
+    windows = [(StatsBucket.HOUR, hour_start, floor_hour(now) + timedelta(hours=1))]
     if days:
-        written += _refresh(
-            StatsBucket.DAY, floor_day(hour_start), floor_day(now) + timedelta(days=1), now
-        )
+        windows.append((StatsBucket.DAY, floor_day(hour_start), floor_day(now) + timedelta(days=1)))
+    written = 0
+    for bucket, start, end in windows:
+        written += _write(TaskStats, bucket, start, end, _task_rows(bucket, start, end, now))
+        written += _write(DagStats, bucket, start, end, _dag_rows(bucket, start, end, now))
     return written
 
 
-def _refresh(bucket: str, start: datetime, end: datetime, now: datetime) -> int:
-    rows = _aggregate_sql(bucket, start, end)
-    objects = [TaskStats(bucket=bucket, refreshed_at=now, **row) for row in rows]
+def _write(
+    model: type[models.Model], bucket: str, start: datetime, end: datetime, objects: list[Any]
+) -> int:
     with transaction.atomic():
-        TaskStats.objects.filter(
-            bucket=bucket, bucket_start__gte=start, bucket_start__lt=end
-        ).delete()
-        TaskStats.objects.bulk_create(objects, batch_size=1000)
+        model.objects.filter(bucket=bucket, bucket_start__gte=start, bucket_start__lt=end).delete()
+        model.objects.bulk_create(objects, batch_size=1000)
     return len(objects)
 
 
-def _aggregate_sql(bucket: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    table = TaskExecution._meta.db_table
+def _task_rows(bucket: str, start: datetime, end: datetime, now: datetime) -> list[TaskStats]:
+    found = _bucketed(TaskExecution._meta.db_table, "task_id", bucket, start, end)
+    rollups: dict[tuple[uuid.UUID, datetime], list[Bucketed]] = {}
+    for row in found:
+        rollups.setdefault((row.tenant_id, row.bucket_start), []).append(row)
+    rows = [_task_stats(row, row.owner_id, bucket, now) for row in found]
+    for (tenant_id, bucket_start), members in rollups.items():
+        merged = Bucketed(
+            tenant_id=tenant_id,
+            owner_id=tenant_id,
+            bucket_start=bucket_start,
+            by_status=sketch_merge(m.by_status for m in members),
+            duration_sketch=sketch_merge(m.duration_sketch for m in members),
+            lag_sketch=sketch_merge(m.lag_sketch for m in members),
+        )
+        rows.append(_task_stats(merged, None, bucket, now))
+    return rows
+
+
+def _task_stats(row: Bucketed, task_id: uuid.UUID | None, bucket: str, now: datetime) -> TaskStats:
+    duration = sketch_quantiles(row.duration_sketch)
+    lag = sketch_quantiles(row.lag_sketch)
+    return TaskStats(
+        tenant_id=row.tenant_id,
+        task_id=task_id,
+        bucket=bucket,
+        bucket_start=row.bucket_start,
+        total=row.total,
+        by_status=row.by_status,
+        duration_sketch=row.duration_sketch,
+        lag_sketch=row.lag_sketch,
+        **{f"duration_{name}": value for name, value in duration.items()},
+        **{f"lag_{name}": value for name, value in lag.items()},
+        refreshed_at=now,
+    )
+
+
+def _dag_rows(bucket: str, start: datetime, end: datetime, now: datetime) -> list[DagStats]:
+    return [
+        DagStats(
+            tenant_id=row.tenant_id,
+            dag_id=row.owner_id,
+            bucket=bucket,
+            bucket_start=row.bucket_start,
+            total=row.total,
+            by_status=row.by_status,
+            duration_sketch=row.duration_sketch,
+            lag_sketch=row.lag_sketch,
+            refreshed_at=now,
+        )
+        for row in _bucketed(DagRun._meta.db_table, "dag_id", bucket, start, end)
+    ]
+
+
+def _bucketed(
+    table: str, owner: str, bucket: str, start: datetime, end: datetime
+) -> list[Bucketed]:
+    """The runs of `table` scheduled in [start, end), per tenant, owner and bucket."""
     unit = "hour" if bucket == StatsBucket.HOUR else "day"
-    status_counts = ", ".join(f"count(*) FILTER (WHERE status = '{status}')" for status in STATUSES)
-    duration = "extract(epoch FROM completed_at - started_at)"
-    lag = "extract(epoch FROM started_at - scheduled_at)"
+    duration = bin_sql("extract(epoch FROM completed_at - started_at)")
+    lag = bin_sql("extract(epoch FROM started_at - scheduled_at)")
+    # GROUPING(status, d, l): 3 = the status set, 5 = the duration bins, 6 = the lag bins.
     sql = f"""
-        SELECT tenant_id, task_id,
-               date_trunc('{unit}', scheduled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
-               count(*), {status_counts},
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {duration})
-                   FILTER (WHERE completed_at IS NOT NULL AND started_at IS NOT NULL),
-               percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {lag})
-                   FILTER (WHERE started_at IS NOT NULL)
-        FROM {table}
-        WHERE scheduled_at >= %s AND scheduled_at < %s
-        -- per task, and per tenant (task_id NULL: the tenant's rollup the overview reads)
-        GROUP BY GROUPING SETS ((1, 2, 3), (1, 3))
+        WITH base AS (
+            SELECT tenant_id, {owner} AS owner_id,
+                   date_trunc('{unit}', scheduled_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS b,
+                   status,
+                   CASE WHEN completed_at IS NOT NULL AND started_at IS NOT NULL
+                        THEN {duration} END AS d,
+                   CASE WHEN started_at IS NOT NULL THEN {lag} END AS l
+            FROM {table}
+            WHERE scheduled_at >= %s AND scheduled_at < %s
+        ), counted AS (
+            SELECT tenant_id, owner_id, b, status, d, l,
+                   GROUPING(status, d, l) AS kind, count(*) AS n
+            FROM base
+            GROUP BY GROUPING SETS ((tenant_id, owner_id, b, status),
+                                    (tenant_id, owner_id, b, d),
+                                    (tenant_id, owner_id, b, l))
+        )
+        SELECT tenant_id, owner_id, b,
+               jsonb_object_agg(status, n) FILTER (WHERE kind = 3),
+               jsonb_object_agg(d, n) FILTER (WHERE kind = 5 AND d IS NOT NULL),
+               jsonb_object_agg(l, n) FILTER (WHERE kind = 6 AND l IS NOT NULL)
+        FROM counted
+        GROUP BY tenant_id, owner_id, b
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [start, end])
         found = cursor.fetchall()
-    rows = []
-    for tenant_id, task_id, bucket_start, total, *rest in found:
-        counts, durations, lags = rest[: len(STATUSES)], rest[-2], rest[-1]
-        rows.append(
-            {
-                "tenant_id": tenant_id,
-                "task_id": task_id,
-                "bucket_start": bucket_start,
-                "total": total,
-                "by_status": {s: c for s, c in zip(STATUSES, counts, strict=True) if c},
-                **_quantile_fields("duration", durations),
-                **_quantile_fields("lag", lags),
-            }
+    return [
+        Bucketed(
+            tenant_id=tenant_id,
+            owner_id=owner_id,
+            bucket_start=bucket_start,
+            by_status=_json(statuses),
+            duration_sketch=_json(durations),
+            lag_sketch=_json(lags),
         )
-    return rows
+        for tenant_id, owner_id, bucket_start, statuses, durations, lags in found
+    ]
 
 
-def _quantile_fields(prefix: str, values: list[float] | None) -> dict[str, float | None]:
-    values = values or [None, None, None]
-    return {
-        f"{prefix}_p{int(q * 100)}": (float(v) if v is not None else None)
-        for q, v in zip(QUANTILES, values, strict=True)
-    }
+def _json(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    return {str(key): int(count) for key, count in value.items()}

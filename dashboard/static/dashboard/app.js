@@ -69,6 +69,47 @@
     });
   }
 
+  // Per-bucket percentiles (the stats buckets): p50 solid, p95 dashed, for duration and lag;
+  // a bucket without runs leaves a gap.
+  function quantiles(container, rows) {
+    var f = frame(container);
+    var keys = ["duration_p50", "duration_p95", "lag_p50", "lag_p95"];
+    var values = [];
+    rows.forEach(function (r) {
+      keys.forEach(function (k) { if (r[k] !== null && r[k] !== undefined) values.push(r[k]); });
+    });
+    if (!values.length) { empty(f); return; }
+    var max = Math.max.apply(null, values) || 1, plotH = f.h - 2 * f.pad;
+    var step = rows.length > 1 ? (f.w - f.pad - 8) / (rows.length - 1) : 0;
+    axis(f, max, " s");
+    // The time axis: the first bucket's start and the last's, in UTC.
+    [[0, "start"], [rows.length - 1, "end"]].forEach(function (end) {
+      var label = el("text", { x: end[1] === "start" ? f.pad : f.w - 4, y: f.h - 8, "font-size": 10,
+                               fill: "#555", "text-anchor": end[1], "class": "axis-time" }, f.svg);
+      label.textContent = rows[end[0]].t.slice(0, 16).replace("T", " ");
+    });
+    keys.forEach(function (key) {
+      var what = key.split("_")[0], segment = [];
+      function flush() {
+        if (segment.length > 1) {
+          el("polyline", { points: segment.join(" "), fill: "none", stroke: COLORS[what],
+                           "stroke-width": 1.5, "stroke-dasharray": key.slice(-3) === "p95" ? "4 3" : "",
+                           "class": "line-" + key }, f.svg);
+        }
+        segment = [];
+      }
+      rows.forEach(function (r, i) {
+        if (r[key] === null || r[key] === undefined) { flush(); return; }
+        var x = f.pad + i * step, y = f.h - f.pad - plotH * r[key] / max;
+        segment.push(x + "," + y);
+        var dot = el("circle", { cx: x, cy: y, r: 2, fill: COLORS[what], "class": "dot-" + key }, f.svg);
+        el("title", {}, dot).textContent = r.t + " " + key.replace("_", " ") + " " +
+          r[key].toFixed(3) + " s (" + r.count + " runs)";
+      });
+      flush();
+    });
+  }
+
   function empty(f) {
     var t = el("text", { x: f.w / 2, y: f.h / 2, "text-anchor": "middle", fill: "#888" }, f.svg);
     t.textContent = "no data yet";
@@ -80,7 +121,8 @@
     var data = JSON.parse(dataNode.textContent);
     root.querySelectorAll("[data-chart]").forEach(function (c) {
       var rows = data[c.getAttribute("data-series")] || [];
-      (c.getAttribute("data-chart") === "bars" ? bars : lines)(c, rows);
+      var kind = c.getAttribute("data-chart");
+      (kind === "bars" ? bars : kind === "quantiles" ? quantiles : lines)(c, rows);
     });
   }
 
