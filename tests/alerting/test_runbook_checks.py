@@ -43,6 +43,23 @@ TOKEN = "service-account-token"
 NAMESPACE = "scheduler"
 
 
+@pytest.fixture(autouse=True)
+def own_redis_keys(settings):
+    """A key prefix of the test's own: the fleet registry and the leader locks other tests of
+    this process leave in the same Redis db (a live worker's record, a shard's epoch) are not
+    this test's."""
+    scheduler = settings.SCHEDULER
+    settings.SCHEDULER = {
+        **scheduler,
+        "REDIS_KEY_PREFIX": f"{scheduler['REDIS_KEY_PREFIX']}runbook-{uuid.uuid4().hex[:8]}:",
+    }
+    yield
+    client = get_redis()
+    leftovers = list(client.scan_iter(match=f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}*"))
+    if leftovers:
+        client.delete(*leftovers)
+
+
 @pytest.fixture
 def fleet():
     """Fleet registry entries of the test's own, removed afterwards."""
