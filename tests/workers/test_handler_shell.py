@@ -600,6 +600,12 @@ def test_unsandboxed_command_dies_with_the_worker(tmp_path: Any) -> None:
         for line in worker.stdout:
             if line.startswith("stdout started"):
                 break
+        # Both sleeps up first: the background one may not have exec'd yet when the echo is
+        # read (it then counted as neither, and the wait below ended at once).
+        deadline = time.monotonic() + 10
+        while len(host_pids_running(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(host_pids_running(marker)) == 2
         worker.kill()
         worker.wait()
         # Only the direct child has the parent-death signal: the background sleep, a
