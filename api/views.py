@@ -216,6 +216,9 @@ class TaskSchedulePreviewView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         count = query_int(request, "count", default=10, low=1, high=MAX_PREVIEW)
+        if task.remaining_runs is not None:
+            # A limited schedule pauses itself after its last allowed fire.
+            count = min(count, task.remaining_runs)
         entries = timeline(schedule_of_task(task), count=count, now=timezone.now())
         return Response(
             {

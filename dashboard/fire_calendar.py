@@ -71,6 +71,9 @@ def fire_calendar(
         except ScheduleError:
             fires = []
         capped = len(fires) == MAX_PLANNED
+        if task.remaining_runs is not None:  # it pauses itself after the last one allowed
+            capped = capped and task.remaining_runs > MAX_PLANNED
+            fires = fires[: task.remaining_runs]
         horizon = today + timedelta(days=DAYS_EACH_WAY)
         for fire in fires:
             day = fire.utc.date()

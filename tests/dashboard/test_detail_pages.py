@@ -170,3 +170,19 @@ def test_task_page_calendar_counts_past_fires_by_outcome_and_plans_the_next(sign
     assert f"since={two_days_ago}T00:00" in cells[0]
     future = sorted(day for day in rows if day > timezone.now().strftime("%Y-%m-%d"))
     assert all(re.findall(r"<td>(.*?)</td>", rows[day])[3] == "1" for day in future)
+
+
+def test_task_page_calendar_plans_no_more_fires_than_the_runs_left(signed_in, tenant):
+    import re
+
+    task = make_task(
+        tenant,
+        name="three-more-days",
+        schedule={"type": "cron", "expression": "0 6 * * *", "timezone": "UTC"},
+        policy={"remaining_runs": 3},
+    )
+    page = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
+    calendar = page.split('id="fire-calendar"')[1].split("</table>")[0]
+    rows = re.findall(r'<tr data-day="[\d-]+"[^>]*>(.*?)</tr>', calendar)
+    planned = [re.findall(r"<td>(.*?)</td>", row)[3] for row in rows]
+    assert sum(int(cell) for cell in planned if cell.isdigit()) == 3

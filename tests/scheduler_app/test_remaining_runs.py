@@ -284,3 +284,14 @@ def test_another_tenant_sees_and_changes_nothing_of_a_limited_task(tenant, tenan
     assert all(item["id"] != str(task.id) for item in listed)
     task.refresh_from_db()
     assert task.remaining_runs == 3 and not task.paused
+
+
+def test_the_schedule_preview_stops_at_the_runs_left(api, tenant):
+    task = _limited(tenant, 3)
+    preview = api.get(f"/api/v1/tasks/{task.id}/schedule-preview?count=10").json()
+    assert len(preview["fire_times"]) == 3 and len(preview["timeline"]) == 3
+    unlimited = make_task(tenant, name="unlimited", schedule=MINUTELY)
+    assert (
+        len(api.get(f"/api/v1/tasks/{unlimited.id}/schedule-preview?count=10").json()["fire_times"])
+        == 10
+    )
