@@ -31,6 +31,7 @@ from alerting import runbooks
 from alerting.services.delivery import Target
 from alerting.services.health_checks import health_check_probe
 from alerting.services.owners import owner_targets
+from alerting.services.runbook_turns import runbook_turn
 from alerting.services.targets import targets_for
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_set_paused
@@ -147,7 +148,17 @@ def _already_retried(*, task: TaskDefinition, since: datetime | None) -> bool:
     return since is not None and runs.filter(created_at__gte=since).exists()
 
 
+TURN_TAKEN = "another delivery of this crossing is running the runbook"
+
+
 def task_runbook_run(*, task_id: str, execution_id: str, failures: int) -> RunbookOutcome:
+    with runbook_turn("task", task_id) as mine:
+        if not mine:
+            return RunbookOutcome("skipped", TURN_TAKEN)
+        return _task_runbook(task_id=task_id, execution_id=execution_id, failures=failures)
+
+
+def _task_runbook(*, task_id: str, execution_id: str, failures: int) -> RunbookOutcome:
     task = TaskDefinition.objects.select_related("tenant").filter(id=task_id).first()
     execution = TaskExecution.objects.filter(id=execution_id, task_id=task_id).first()
     if task is None or execution is None or task.deleted_at is not None:
@@ -181,6 +192,15 @@ def task_runbook_run(*, task_id: str, execution_id: str, failures: int) -> Runbo
 def dag_runbook_run(
     *, dag_id: str, run_id: str, failures: int, retry_failed: bool
 ) -> RunbookOutcome:
+    with runbook_turn("dag", dag_id) as mine:
+        if not mine:
+            return RunbookOutcome("skipped", TURN_TAKEN)
+        return _dag_runbook(
+            dag_id=dag_id, run_id=run_id, failures=failures, retry_failed=retry_failed
+        )
+
+
+def _dag_runbook(*, dag_id: str, run_id: str, failures: int, retry_failed: bool) -> RunbookOutcome:
     dag = Dag.objects.select_related("tenant").filter(id=dag_id).first()
     run = DagRun.objects.filter(id=run_id, dag_id=dag_id).first()
     if dag is None or run is None or dag.deleted_at is not None:

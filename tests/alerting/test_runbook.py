@@ -15,9 +15,12 @@ from django.core import mail
 
 from alerting.models import NotificationChannel
 from alerting.services.channels import notification_channel_create
+from alerting.services.runbook import task_runbook_run
+from alerting.services.runbook_turns import runbook_turn_key
 from runs.finish import run_finish
 from scheduler_app.choices import Trigger
 from scheduler_app.models import AuditEntry, TaskDefinition, TaskExecution
+from scheduler_app.redis_client import get_redis
 from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
 from scheduler_app.services.task_definitions import task_pause, task_trigger
@@ -301,3 +304,28 @@ def test_another_tenant_cannot_health_check_a_host_only_the_victim_may_reach(
     assert health.paths == []  # nothing was fetched for the attacker
     assert task.paused and "ssrf_blocked" in task.pause_note
     assert runbook_retries(task) == []
+
+
+def test_two_deliveries_of_one_crossing_retry_once(
+    tenant, hooks, receiver, health, notify_settings, django_capture_on_commit_callbacks
+):
+    """The broker delivers a crossing twice, the second while the first still runs (its
+    turn held): the second skips; a third, after the first finished, finds its retry."""
+    task = failing_task(tenant, health_check={"url": health.url})
+    failed = task_trigger(task=task)
+    end_run(failed, "failed", django_capture_on_commit_callbacks)  # 1 of 2: no runbook yet
+    holder = get_redis()
+    key = runbook_turn_key("task", str(task.id))
+    assert holder.set(key, "the first delivery", nx=True, ex=60)
+    try:
+        second = task_runbook_run(task_id=str(task.id), execution_id=str(failed.id), failures=2)
+    finally:
+        holder.delete(key)
+    assert second.action == "skipped" and "another delivery" in second.note
+    assert runbook_retries(task) == [] and health.paths == []
+    first = task_runbook_run(task_id=str(task.id), execution_id=str(failed.id), failures=2)
+    assert first.action == "retried" and len(runbook_retries(task)) == 1
+    assert holder.get(key) is None  # the turn is given back
+    third = task_runbook_run(task_id=str(task.id), execution_id=str(failed.id), failures=2)
+    assert third.action == "skipped" and len(runbook_retries(task)) == 1
+    assert health.paths == ["/health"]
