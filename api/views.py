@@ -44,7 +44,7 @@ from scheduler_app.ringing.sticky import sticky_stats
 from scheduler_app.services import task_definitions
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.retry_budget import retry_budget_usage
-from scheduler_app.task_schedule import schedule_of_task
+from scheduler_app.task_schedule import fires_left, schedule_of_task
 from schedules.preview import timeline
 from workers.queue_stats import tier_queue_stats
 
@@ -216,10 +216,9 @@ class TaskSchedulePreviewView(APIView):
     def get(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
         count = query_int(request, "count", default=10, low=1, high=MAX_PREVIEW)
-        if task.remaining_runs is not None:
-            # A limited schedule pauses itself after its last allowed fire.
-            count = min(count, task.remaining_runs)
-        entries = timeline(schedule_of_task(task), count=count, now=timezone.now())
+        entries = timeline(
+            schedule_of_task(task), count=fires_left(task, count), now=timezone.now()
+        )
         return Response(
             {
                 "timezone": task.timezone,

@@ -10,7 +10,7 @@ from django.db.models import Count
 from django.db.models.functions import TruncDate
 
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
-from scheduler_app.task_schedule import schedule_of_task
+from scheduler_app.task_schedule import fires_left, schedule_of_task
 from schedules import ScheduleError
 from schedules.preview import preview
 
@@ -67,13 +67,11 @@ def fire_calendar(
     capped = False
     if task.is_schedulable:
         try:
-            fires = preview(schedule_of_task(task), count=MAX_PLANNED, now=now)
+            fires = preview(schedule_of_task(task), count=fires_left(task, MAX_PLANNED), now=now)
         except ScheduleError:
             fires = []
-        capped = len(fires) == MAX_PLANNED
-        if task.remaining_runs is not None:  # it pauses itself after the last one allowed
-            capped = capped and task.remaining_runs > MAX_PLANNED
-            fires = fires[: task.remaining_runs]
+        # Capped: the calendar stops at MAX_PLANNED while the schedule goes on past it.
+        capped = len(fires) == MAX_PLANNED and fires_left(task, MAX_PLANNED + 1) > MAX_PLANNED
         horizon = today + timedelta(days=DAYS_EACH_WAY)
         for fire in fires:
             day = fire.utc.date()

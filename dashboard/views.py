@@ -38,7 +38,7 @@ from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.selectors.log_search_budget import log_search_budget
 from scheduler_app.selectors.log_search_windows import newest_first_windows
-from scheduler_app.task_schedule import schedule_of_task
+from scheduler_app.task_schedule import fires_left, schedule_of_task
 from schedules import ScheduleError
 from schedules.preview import timeline
 
@@ -183,8 +183,7 @@ def _task_history(request: HttpRequest, *, tenant, task) -> tuple[Any, int | Non
 def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     task = _found(selectors.task_get, request=request, kind="task", tenant=tenant, task_id=task_id)
-    # The schedule pauses itself after its remaining runs: no more fires than those.
-    count = 5 if task.remaining_runs is None else min(5, task.remaining_runs)
+    count = fires_left(task, 5)
     try:
         # With calendar exclusions, the skipped fires among the next ones show too (and why).
         upcoming = timeline(schedule_of_task(task), count=count, now=timezone.now(), max_skipped=10)

@@ -18,7 +18,7 @@ def pauser(paused_by: str) -> str:
     kind, _, name = paused_by.partition(":")
     if kind == "user" and name:
         return name
-    if kind in ("apikey", "api_key") and name:
+    if kind == "apikey" and name:
         return f"API key {name}"
     return paused_by or "someone"
 

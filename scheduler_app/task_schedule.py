@@ -78,6 +78,13 @@ def schedule_of(definition) -> Schedule:
 schedule_of_task = schedule_of
 
 
+def fires_left(definition, count: int) -> int:
+    """How many of the next `count` fires a task or DAG will have: a schedule with
+    `policy.remaining_runs` pauses itself after its last allowed one."""
+    remaining = definition.remaining_runs
+    return count if remaining is None else min(count, remaining)
+
+
 def first_fire_after(task, moment: datetime) -> datetime | None:
     """Next fire strictly after `moment`, or None when the task does not fire by itself."""
     if not task.is_schedulable or task.schedule_type == ScheduleType.MANUAL:

@@ -210,7 +210,7 @@ def _dag_runbook(*, dag_id: str, run_id: str, failures: int, retry_failed: bool)
     if (
         not retry_failed
         and DagRun.objects.filter(
-            dag=dag, trigger=RUNBOOK_ACTOR, created_at__gte=run.completed_at or run.created_at
+            dag=dag, trigger=Trigger.RUNBOOK, created_at__gte=run.completed_at or run.created_at
         ).exists()
     ):
         return RunbookOutcome("skipped", "this crossing was handled already")
@@ -227,7 +227,7 @@ def _dag_runbook(*, dag_id: str, run_id: str, failures: int, retry_failed: bool)
     retry, note, detail = _decide(subject, failures=failures, retry_failed=retry_failed)
     detail = {**detail, "consecutive_failures": failures, "dag_run_id": run_id}
     if retry:
-        retried = dag_trigger(dag=dag, trigger=RUNBOOK_ACTOR)
+        retried = dag_trigger(dag=dag, trigger=Trigger.RUNBOOK)
         retry_id = str(retried.id) if retried is not None else None
         _audit(subject, action="retry", detail={**detail, "retry_id": retry_id})
         return RunbookOutcome("retried", note, retry_id=retry_id)

@@ -21,8 +21,7 @@ from django.db import connection
 
 from dags.choices import RunStatus
 from dags.models import Dag, DagRun
-
-RUNBOOK_TRIGGER = "runbook"
+from scheduler_app.choices import Trigger
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,7 @@ def dag_run_streak_count(*, run: DagRun, status: str) -> int | None:
     if row is None:
         return None
     failures, threshold = row
-    retry_failed = failed and run.trigger == RUNBOOK_TRIGGER
+    retry_failed = failed and run.trigger == Trigger.RUNBOOK
     if (
         failed
         and threshold is not None

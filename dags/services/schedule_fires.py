@@ -82,9 +82,12 @@ def _remaining_spend(dag_id: uuid.UUID, *, left: int, scheduled_at: datetime) ->
 
 
 def _fire_within_remaining(dag: Dag, scheduled_at: datetime) -> bool:
-    """`_fire`, counted against `policy.remaining_runs`. The DAG's row is locked first, so
-    two schedulers firing the same DAG read the count one after the other; a fire that the
-    other one recorded creates no run and spends nothing."""
+    """`_fire`, counted against `policy.remaining_runs`. A limited DAG's row is locked first,
+    so two schedulers firing it read the count one after the other; a fire that the other
+    one recorded creates no run and spends nothing. A DAG without a limit (as read at the
+    batch's start) fires as it always did, with no lock."""
+    if dag.remaining_runs is None:
+        return _fire(dag, scheduled_at)
     remaining = (
         Dag.objects.select_for_update()
         .filter(id=dag.id)

@@ -68,7 +68,7 @@ class TaskDefinition(models.Model):
     owner = models.CharField(max_length=255, blank=True, default="", db_default="")
     # Failed runs since the last success (DLQ entries included); the runbook's counter.
     consecutive_failures = models.PositiveIntegerField(default=0, db_default=0)
-    # Why it is paused: when, by whom ("user:<name>", "api_key:<name>", "runbook",
+    # Why it is paused: when, by whom ("user:<name>", "apikey:<prefix>", "runbook",
     # "remaining_runs") and the note they left. Cleared on resume.
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = models.CharField(max_length=255, blank=True, default="", db_default="")

@@ -147,7 +147,7 @@ def task_delete(*, task: TaskDefinition) -> None:
 
 
 def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> TaskDefinition:
-    """Pause with who did it and why (`paused_by`: "user:<name>", "api_key:<name>",
+    """Pause with who did it and why (`paused_by`: "user:<name>", "apikey:<prefix>",
     "runbook", "remaining_runs"). Pausing a paused task keeps the first pause's record."""
     now = timezone.now()
     TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True, paused=False).update(
