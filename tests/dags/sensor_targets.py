@@ -1,8 +1,10 @@
 """Real targets for the sensor tests: an HTTP server, an S3 API (moto's server mode, as a
-subprocess on a free port) and a PostgreSQL database of a "tenant", each on 127.0.0.1."""
+subprocess on a free port) and a PostgreSQL database of a "tenant", each on 127.0.0.1.
+Context managers; the tests wrap them in fixtures of their own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -13,7 +15,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import psycopg
-import pytest
 
 from tests.processes import wait_until
 
@@ -40,12 +41,12 @@ class HttpTarget:
         return f"http://127.0.0.1:{self.port}/health"
 
 
-@pytest.fixture
-def http_target():
+@contextlib.contextmanager
+def http_target_serving():
     target = HttpTarget(port=0)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802  (the http.server hook's name)
+        def do_GET(self):
             target.requests += 1
             payload = json.dumps(target.body).encode()
             self.send_response(target.status)
@@ -71,15 +72,15 @@ class S3Api:
     endpoint_url: str
 
     def client(self):
-        import boto3  # noqa: PLC0415  (only these tests need it)
+        import boto3
 
         return boto3.client(
             "s3", endpoint_url=self.endpoint_url, region_name="us-east-1", **MOTO_KEYS
         )
 
 
-@pytest.fixture(scope="module")
-def moto_s3():
+@contextlib.contextmanager
+def moto_s3_serving():
     """moto's S3 server, a real HTTP S3 API, in a process of its own."""
     port = free_port()
     process = subprocess.Popen(
@@ -113,8 +114,8 @@ class TenantDatabase:
             connection.execute(sql)
 
 
-@pytest.fixture
-def tenant_database():
+@contextlib.contextmanager
+def tenant_database_created():
     """A database on the test server that stands for a tenant's own."""
     name = f"sensor_target_{uuid.uuid4().hex[:10]}"
     admin = "postgresql://postgres@127.0.0.1:5432/postgres"

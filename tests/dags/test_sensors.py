@@ -16,17 +16,35 @@ from dags.services.runs import dag_trigger
 from dags.services.sensor_rounds import sensors_poke
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.secrets import secret_create
-from tests.dags.sensor_targets import (  # noqa: F401  (fixtures)
+from tests.dags.sensor_targets import (
     MOTO_KEYS,
     free_port,
-    http_target,
-    moto_s3,
-    tenant_database,
+    http_target_serving,
+    moto_s3_serving,
+    tenant_database_created,
 )
 
 pytestmark = pytest.mark.django_db
 
 ECHO = {"type": "python", "callable": "upstream_echo"}
+
+
+@pytest.fixture
+def http_target():
+    with http_target_serving() as target:
+        yield target
+
+
+@pytest.fixture(scope="module")
+def moto_s3():
+    with moto_s3_serving() as api:
+        yield api
+
+
+@pytest.fixture
+def tenant_database():
+    with tenant_database_created() as database:
+        yield database
 
 
 @pytest.fixture(autouse=True)
@@ -292,7 +310,7 @@ def test_sql_sensor_is_read_only_and_under_a_statement_timeout(tenant, tenant_da
 def test_sql_sensor_may_not_query_the_platforms_own_database(tenant, settings):
     """The attacker: a tenant pointing its sensor at the platform's database (allowed to
     reach the host, which serves its own databases too). Refused; it saw no row."""
-    from django.db import connection  # noqa: PLC0415
+    from django.db import connection
 
     _allow_loopback(tenant)
     platform = connection.settings_dict["NAME"]

@@ -11,6 +11,8 @@ from scheduler_app.models import Tenant
 pytestmark = pytest.mark.django_db
 
 HTTP = {"kind": "http", "url": "https://status.example.com/ready"}
+BAD_PATH = {"path": "$[", "equals": 1}
+NOOP = {"type": "python", "callable": "noop"}
 
 
 @pytest.mark.parametrize(
@@ -39,10 +41,16 @@ HTTP = {"kind": "http", "url": "https://status.example.com/ready"}
             },
             "tasks[0].sensor.dsn",
         ),
-        ({"id": "s", "type": "sensor", "sensor": HTTP, "on_timeout": "maybe"}, "tasks[0].on_timeout"),
-        ({"id": "s", "type": "sensor", "sensor": HTTP, "timeout": "1s", "interval": "5s"}, "tasks[0].timeout"),
         (
-            {"id": "s", "type": "sensor", "sensor": {**HTTP, "jsonpath": {"path": "$[", "equals": 1}}},
+            {"id": "s", "type": "sensor", "sensor": HTTP, "on_timeout": "maybe"},
+            "tasks[0].on_timeout",
+        ),
+        (
+            {"id": "s", "type": "sensor", "sensor": HTTP, "timeout": "1s", "interval": "5s"},
+            "tasks[0].timeout",
+        ),
+        (
+            {"id": "s", "type": "sensor", "sensor": {**HTTP, "jsonpath": BAD_PATH}},
             "tasks[0].sensor.jsonpath.path",
         ),
         # A literal private address is refused when saved (names are checked at each poke).
@@ -54,7 +62,12 @@ HTTP = {"kind": "http", "url": "https://status.example.com/ready"}
             {
                 "id": "s",
                 "type": "sensor",
-                "sensor": {"kind": "s3", "bucket": "b", "key": "k", "endpoint_url": "http://169.254.169.254"},
+                "sensor": {
+                    "kind": "s3",
+                    "bucket": "b",
+                    "key": "k",
+                    "endpoint_url": "http://169.254.169.254",
+                },
             },
             "tasks[0].sensor.endpoint_url",
         ),
@@ -66,7 +79,7 @@ HTTP = {"kind": "http", "url": "https://status.example.com/ready"}
         ({"id": "z", "type": "sleep", "until": "{{ scheduled_at }}"}, "tasks[0].until"),
         ({"id": "z", "type": "sleep", "duration": "1h", "interval": "1s"}, "tasks[0].interval"),
         (
-            {"id": "z", "type": "sleep", "duration": "1h", "handler": {"type": "python", "callable": "noop"}},
+            {"id": "z", "type": "sleep", "duration": "1h", "handler": NOOP},
             "tasks[0].handler",
         ),
         ({"id": "z", "type": "nap"}, "tasks[0].type"),
