@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,10 +36,21 @@ class HttpTarget:
     status: int = 503
     body: object = field(default_factory=lambda: {"state": "starting"})
     requests: int = 0
+    delay: float = 0.0  # seconds before it answers (a slow or hanging service)
+    first_request_at: float | None = None  # time.monotonic() of the first request
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/health"
+
+
+class _Server(ThreadingHTTPServer):
+    # A slow answer still in flight when the test ends is dropped, not waited for; a client
+    # that gave up on one (a poke's timeout) is no error of the test's.
+    block_on_close = False
+
+    def handle_error(self, request, client_address):
+        pass
 
 
 @contextlib.contextmanager
@@ -48,6 +60,10 @@ def http_target_serving():
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             target.requests += 1
+            if target.first_request_at is None:
+                target.first_request_at = time.monotonic()
+            if target.delay:
+                time.sleep(target.delay)  # the slow service this target plays
             payload = json.dumps(target.body).encode()
             self.send_response(target.status)
             self.send_header("Content-Type", "application/json")
@@ -58,7 +74,7 @@ def http_target_serving():
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = _Server(("127.0.0.1", 0), Handler)
     target.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -4,6 +4,7 @@ until its timeout, and against an unreachable or private target."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import psycopg
@@ -58,11 +59,11 @@ def _allow_loopback(tenant, hosts=("127.0.0.1",)):
     tenant.refresh_from_db()
 
 
-def _sensor_run(tenant, sensor, **poke):
+def _sensor_run(tenant, sensor, name="", **poke):
     dag = dag_create(
         tenant=tenant,
         raw={
-            "dag": f"sensing-{sensor['kind']}",
+            "dag": name or f"sensing-{sensor['kind']}",
             "tasks": [
                 {"id": "wait", "type": "sensor", "sensor": sensor, **poke},
                 {"id": "after", "handler": ECHO, "depends_on": ["wait"]},
@@ -333,3 +334,43 @@ def test_sql_sensor_unreachable_and_private(tenant):
     _allow_loopback(tenant, hosts=())
     assert sensors_poke(now=_timer(run).due_at).refused == 1
     assert "refusing to reach '127.0.0.1'" in _node(run).error_message
+
+
+# -- budgets --------------------------------------------------------------------------------
+def test_one_tenants_hanging_sensors_spend_its_budget_not_another_tenants_time(
+    tenant, tenant_factory, settings
+):
+    """The attacker: a tenant with many sensors on a service that never answers in time. A
+    round pokes at most its TENANT_POKES, for at most about its TENANT_SECONDS, on its own
+    thread; the other tenant's sensor is poked at once and fires in the same round."""
+    settings.DAG_SENSORS = {
+        **settings.DAG_SENSORS,
+        "POKE_TIMEOUT_SECONDS": 1.0,
+        "TENANT_POKES": 4,
+        "TENANT_SECONDS": 1.5,
+    }
+    victim, _user = tenant_factory("initech")
+    with http_target_serving() as hanging, http_target_serving() as healthy:
+        hanging.delay = 5.0
+        healthy.status, healthy.body = 200, {"state": "ready"}
+        _allow_loopback(tenant)
+        _allow_loopback(victim)
+        attacker_runs = [
+            _sensor_run(tenant, {"kind": "http", "url": hanging.url}, f"s{n}", interval="1s")[1]
+            for n in range(6)
+        ]
+        _dag, victim_run = _sensor_run(victim, {"kind": "http", "url": healthy.url}, interval="1s")
+        started = time.monotonic()
+        outcome = sensors_poke(now=timezone.now())
+        took = time.monotonic() - started
+    assert _node(victim_run).status == "success"
+    assert healthy.first_request_at - started < 1.0  # not queued behind the attacker's pokes
+    assert outcome.fired == 1
+    # The attacker's round: within its budget (plus one poke's timeout), the rest left over.
+    assert took < 6.0
+    poked = [_timer(run).attempts for run in attacker_runs]
+    # TENANT_POKES taken (the earliest due), a few poked, the rest released; two not taken.
+    assert 1 <= sum(poked) <= 3 and outcome.released == 4 - sum(poked)
+    assert all(_timer(run).lease_until is None for run in attacker_runs)
+    assert all(_node(run).status == "sensing" for run in attacker_runs)
+    assert any("timed out" in _timer(run).last_error for run in attacker_runs)
