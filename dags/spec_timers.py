@@ -33,8 +33,16 @@ TIMER_TYPES = ("sleep", "sensor")
 SENSOR_KINDS = ("http", "s3", "sql")
 ON_TIMEOUT = ("fail", "skip")
 # Keys a sleep or sensor node may have besides its graph keys (id, depends_on, ...).
-TIMER_KEYS = {"type", "duration", "until", "sensor", "interval", "max_interval", "timeout"}
-TIMER_KEYS |= {"on_timeout"}
+TIMER_KEYS = {
+    "type",
+    "duration",
+    "until",
+    "sensor",
+    "interval",
+    "max_interval",
+    "timeout",
+    "on_timeout",
+}
 # Keys of nodes that run something: a timer runs nothing.
 NOT_FOR_TIMERS = (
     "handler",
@@ -65,8 +73,17 @@ _PARAMETER = re.compile(r"^parameters(\.[A-Za-z0-9_-]+)+$")
 _SECRET_ONLY = re.compile(r"^\{\{\s*secret:[A-Za-z0-9_.-]+\s*\}\}$")
 
 HTTP_KEYS = {"kind", "url", "method", "headers", "expected_status", "jsonpath"}
-S3_KEYS = {"kind", "endpoint_url", "bucket", "key", "prefix", "min_objects", "region"}
-S3_KEYS |= {"access_key_id", "secret_access_key"}
+S3_KEYS = {
+    "kind",
+    "endpoint_url",
+    "bucket",
+    "key",
+    "prefix",
+    "min_objects",
+    "region",
+    "access_key_id",
+    "secret_access_key",
+}
 SQL_KEYS = {"kind", "dsn", "query", "statement_timeout"}
 JSONPATH_TESTS = ("equals", "not_equals", "in", "exists")
 

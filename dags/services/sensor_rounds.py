@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
-from dags.choices import NodeStatus, TimerKind, TimerStatus
+from dags.choices import NodeStatus, RunStatus, TimerKind, TimerStatus
 from dags.models import DagRun, DagTimer
 from dags.sensors.base import Poke
 from dags.sensors.http import http_poke
@@ -82,11 +82,16 @@ def sensors_poke(*, now: datetime | None = None) -> SensorRound:
     outcome = SensorRound()
     if not claimed.timers:
         return outcome
-    jobs = _jobs(claimed.timers)
+    jobs, running = _jobs(claimed.timers)
+    due = []
     for job in jobs:
-        if job.timer.deadline is not None and job.timer.deadline <= now:
+        if job.timer.run_id not in running:
+            # Its run ended another way (a cancel, fail_all): the row ends cancelled, unpoked.
+            _cancel(job, lease=claimed.lease, now=now)
+        elif job.timer.deadline is not None and job.timer.deadline <= now:
             outcome.timed_out += _timeout(job, lease=claimed.lease, now=now)
-    due = [job for job in jobs if job.timer.deadline is None or job.timer.deadline > now]
+        else:
+            due.append(job)
     _configs_fill(due)
     by_tenant: dict[Any, list[_Job]] = defaultdict(list)
     for job in due:
@@ -107,15 +112,26 @@ def sensors_poke(*, now: datetime | None = None) -> SensorRound:
     return outcome
 
 
-def _jobs(timers: list[DagTimer]) -> list[_Job]:
-    versions = dict(
-        DagRun.objects.filter(id__in={t.run_id for t in timers}).values_list("id", "version_id")
+def _jobs(timers: list[DagTimer]) -> tuple[list[_Job], set[Any]]:
+    """The claimed rows with their node's spec, and which of their runs still run."""
+    runs = DagRun.objects.filter(id__in={t.run_id for t in timers})
+    versions, running = {}, set()
+    for run_id, version_id, status in runs.values_list("id", "version_id", "status"):
+        versions[run_id] = version_id
+        if status == RunStatus.RUNNING:
+            running.add(run_id)
+    jobs = [
+        _Job(timer=timer, spec=graph_of_version(versions[timer.run_id]).nodes[timer.node_id])
+        for timer in timers
+        if timer.run_id in versions
+    ]
+    return jobs, running
+
+
+def _cancel(job: _Job, *, lease: datetime, now: datetime) -> None:
+    DagTimer.objects.filter(id=job.timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
+        status=TimerStatus.CANCELLED, resolved_at=now, lease_until=None
     )
-    jobs = []
-    for timer in timers:
-        graph = graph_of_version(versions[timer.run_id])
-        jobs.append(_Job(timer=timer, spec=graph.nodes[timer.node_id]))
-    return jobs
 
 
 def _configs_fill(jobs: list[_Job]) -> None:

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from dags.models import DagNodeState, DagRun, DagTimer
 from dags.services.definitions import dag_create
-from dags.services.runs import dag_trigger
+from dags.services.runs import dag_run_cancel, dag_trigger
 from dags.services.sensor_rounds import sensors_poke
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.secrets import secret_create
@@ -374,3 +374,12 @@ def test_one_tenants_hanging_sensors_spend_its_budget_not_another_tenants_time(
     assert all(_timer(run).lease_until is None for run in attacker_runs)
     assert all(_node(run).status == "sensing" for run in attacker_runs)
     assert any("timed out" in _timer(run).last_error for run in attacker_runs)
+
+
+def test_a_cancelled_run_stops_its_sensor_unpoked(tenant, http_target):
+    _allow_loopback(tenant)
+    _dag, run = _sensor_run(tenant, {"kind": "http", "url": http_target.url}, interval="1s")
+    dag_run_cancel(run=run)
+    assert sensors_poke(now=timezone.now()).waiting == 0
+    assert http_target.requests == 0
+    assert _timer(run).status == "cancelled" and _node(run).status == "cancelled"
