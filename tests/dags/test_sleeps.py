@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from dags.models import DagNodeState, DagRun, DagTimer
 from dags.services.definitions import dag_create
@@ -129,3 +131,24 @@ def test_the_run_detail_and_the_graph_show_the_sleep_and_its_time_left(
     assert 'data-state="sleeping" data-tone="timer"' in page
     assert "wakes in 1h 59m" in page
     assert 'id="timers"' in page and 'data-timer-status="waiting"' in page
+
+
+def test_another_tenant_sees_no_sleep_of_this_one(tenant, tenant_factory):
+    """The attacker: a tenant asking for this tenant's run by its id, over the API and the
+    dashboard. 404 both ways, and nothing of the timers in the answer."""
+    dag = _nap_dag(tenant)
+    run = dag_trigger(dag=dag)
+    _other, intruder = tenant_factory("globex")
+    api = APIClient()
+    token = api.post(
+        "/api/v1/auth/token",
+        {"username": intruder.username, "password": "pw-123456"},
+        format="json",
+    ).json()["access"]
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}")
+    assert response.status_code == 404 and "timers" not in response.content.decode()
+    browser = Client()
+    browser.force_login(intruder)
+    page = browser.get(f"/dashboard/dags/{dag.id}/runs/{run.id}")
+    assert page.status_code == 404 and "wakes in" not in page.content.decode()
