@@ -11,8 +11,9 @@ on connect, reads and the whole exchange). A round takes at most TENANT_POKES du
 one tenant, and a tenant's pokes run one after the other on one thread while the tenants run
 side by side (THREADS): one tenant's slow or hanging targets spend that tenant's
 TENANT_SECONDS and its thread, never another tenant's. What a tenant's budget did not reach is
-released to the next round. The claim orders by due time within each tenant, so no sensor of
-a tenant starves behind its siblings.
+released to the next round, and so is a tenant whose turn comes too late for the round to end
+inside the lease its rows were taken with (a minute). The claim orders by due time, within
+each tenant and overall, and a released row keeps its due time: it comes first next round.
 
 Backoff. After a poke that does not find its condition, the next one waits the sensor's
 current interval, which then doubles up to its `max_interval` (default 10 minutes). An
@@ -42,7 +43,7 @@ from dags.sensors.base import Poke
 from dags.sensors.http import http_poke
 from dags.sensors.s3 import s3_poke
 from dags.sensors.sql import sql_poke
-from dags.services.timers import timer_end, timer_release, timers_claim
+from dags.services.timers import LEASE_SECONDS, timer_end, timer_release, timers_claim
 from dags.spec_timers import BACKOFF_FACTOR
 from dags.versions import graph_of_version
 from scheduler_app.limits import expression_budget
@@ -50,6 +51,8 @@ from scheduler_app.models import Tenant
 from scheduler_app.services.secrets import referenced_names, secrets_resolve, substitute
 
 logger = logging.getLogger(__name__)
+
+ROUND_SLACK = 5.0  # seconds kept between the round's last poke and the end of its lease
 
 
 @dataclass
@@ -100,11 +103,17 @@ def sensors_poke(*, now: datetime | None = None) -> SensorRound:
     hosts = dict(
         Tenant.objects.filter(id__in=list(by_tenant)).values_list("id", "webhook_allowed_hosts")
     )
+    # The whole round ends inside the lease its rows were taken with: a tenant whose turn
+    # comes too late is released (its rows keep their due time, so they come first next round).
+    round_ends = time.monotonic() + LEASE_SECONDS - config["POKE_TIMEOUT_SECONDS"] - ROUND_SLACK
     if by_tenant:
         with ThreadPoolExecutor(max_workers=min(config["THREADS"], len(by_tenant))) as pool:
             list(
                 pool.map(
-                    lambda item: _tenant_pokes(item[1], hosts.get(item[0]) or []), by_tenant.items()
+                    lambda item: _tenant_pokes(
+                        item[1], hosts.get(item[0]) or [], round_ends=round_ends
+                    ),
+                    by_tenant.items(),
                 )
             )
     for job in due:
@@ -152,11 +161,11 @@ def _configs_fill(jobs: list[_Job]) -> None:
         job.secrets = tuple(value for value in values.values() if value)
 
 
-def _tenant_pokes(jobs: list[_Job], allowed_hosts: list[str]) -> None:
-    """One tenant's pokes, in turn, within its budget of time (no database here: the
-    thread only talks to the targets)."""
+def _tenant_pokes(jobs: list[_Job], allowed_hosts: list[str], *, round_ends: float) -> None:
+    """One tenant's pokes, in turn, within its budget of time and the round's (no database
+    here: the thread only talks to the targets)."""
     config = settings.DAG_SENSORS
-    spent_by = time.monotonic() + config["TENANT_SECONDS"]
+    spent_by = min(time.monotonic() + config["TENANT_SECONDS"], round_ends)
     for job in jobs:
         if time.monotonic() >= spent_by:
             return  # job.poke stays None: released
