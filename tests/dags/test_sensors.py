@@ -383,3 +383,31 @@ def test_a_cancelled_run_stops_its_sensor_unpoked(tenant, http_target):
     assert sensors_poke(now=timezone.now()).waiting == 0
     assert http_target.requests == 0
     assert _timer(run).status == "cancelled" and _node(run).status == "cancelled"
+
+
+def test_a_missing_secret_refuses_the_sensor(tenant):
+    _allow_loopback(tenant)
+    sensor = {"kind": "sql", "dsn": "{{secret:nowhere}}", "query": "SELECT 1"}
+    _dag, run = _sensor_run(tenant, sensor, interval="1s")
+    assert sensors_poke(now=timezone.now()).refused == 1
+    assert "no secret named nowhere" in _node(run).error_message
+
+
+def test_the_run_detail_and_the_graph_show_the_next_poke_and_the_deadline(
+    tenant_and_user, api, client, http_target
+):
+    tenant, user = tenant_and_user
+    _allow_loopback(tenant)
+    sensor = {"kind": "http", "url": http_target.url}
+    dag, run = _sensor_run(tenant, sensor, interval="30s", timeout="6h")
+    sensors_poke(now=timezone.now())
+    [timer] = api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}").json()["timers"]
+    assert timer["kind"] == "sensor" and timer["status"] == "waiting"
+    assert timer["attempts"] == 1 and "HTTP 503" in timer["last_error"]
+    assert 0 < timer["seconds_left"] <= 30 and 21000 < timer["deadline_seconds_left"] <= 21600
+    assert timer["interval_seconds"] == 60  # doubled after the first "not yet"
+    client.force_login(user)
+    page = client.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert 'data-state="sensing" data-tone="timer"' in page
+    assert "poke in" in page and "timeout 5h 59m" in page
+    assert 'data-timer-kind="sensor"' in page
