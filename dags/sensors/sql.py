@@ -7,12 +7,16 @@ between the check and the connect), in a read-only session (`default_transaction
 and a read-only transaction (`SET TRANSACTION READ ONLY`), under a statement timeout, fetches
 one row and closes. The platform's own databases (same host and database name as
 settings.DATABASES, passed in) are refused whatever the allow list says: a tenant must not
-read the platform's tables through a sensor. A socket path host is refused too.
+read the platform's tables through a sensor. A socket path host is refused too, and so are
+DSN keys that name the beat's files or set session options (`DSN_KEYS` lists what is allowed).
+The query is prepared, so it is one statement: it cannot commit its way out of the read-only
+transaction.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
@@ -20,6 +24,9 @@ from dags.sensors.base import Poke, TargetRefused, addresses_checked
 from handler_contract.ssrf import resolve_addresses
 
 PlatformDatabase = tuple[str, int, str]  # (host, port, database name)
+# What a tenant's DSN may say: no file of the beat's (passfile, service files, client keys),
+# no options (the session's read-only mode and statement timeout are the platform's).
+DSN_KEYS = {"host", "port", "dbname", "user", "password", "sslmode", "application_name"}
 _LOOPBACK = "loopback"
 
 
@@ -37,6 +44,9 @@ def sql_poke(
         params = conninfo_to_dict(config["dsn"])
     except psycopg.ProgrammingError:
         return Poke(done=False, error="dsn: not a PostgreSQL connection string", refused=True)
+    unknown = sorted(set(params) - DSN_KEYS)
+    if unknown:
+        return Poke(done=False, error=f"dsn: {', '.join(unknown)} not allowed", refused=True)
     host = str(params.get("host") or "")
     port = int(params.get("port") or 5432)
     dbname = str(params.get("dbname") or params.get("user") or "")
@@ -55,13 +65,15 @@ def sql_poke(
         connect_timeout=max(1, int(timeout_seconds)),
         options=f"-c default_transaction_read_only=on -c statement_timeout={milliseconds}",
         application_name="scheduler-sensor",
+        passfile=os.devnull,  # never the beat's own ~/.pgpass
     )
-    params.pop("passfile", None)
     try:
         with psycopg.connect(**params, autocommit=False) as connection:
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION READ ONLY")
-                cursor.execute(config["query"])
+                # Prepared: one statement only, so no "COMMIT; ..." steps out of the
+                # read-only transaction.
+                cursor.execute(config["query"], prepare=True)
                 row = cursor.fetchone() if cursor.description else None
             connection.rollback()
     except psycopg.errors.QueryCanceled:

@@ -411,3 +411,21 @@ def test_the_run_detail_and_the_graph_show_the_next_poke_and_the_deadline(
     assert 'data-state="sensing" data-tone="timer"' in page
     assert "poke in" in page and "timeout 5h 59m" in page
     assert 'data-timer-kind="sensor"' in page
+
+
+def test_sql_sensor_cannot_commit_its_way_out_nor_set_its_own_options(tenant, tenant_database):
+    """The attacker: a query that ends the read-only transaction and writes, and a DSN that
+    turns the session's read-only mode off. Neither wrote a row."""
+    _allow_loopback(tenant)
+    escape = "COMMIT; INSERT INTO schema_migrations VALUES ('evil') RETURNING version"
+    _dag, run = _sensor_run(tenant, _sql_sensor(tenant, tenant_database.dsn, escape), "a")
+    sensors_poke(now=timezone.now())
+    assert "cannot insert multiple commands" in _timer(run).last_error
+    options = f"{tenant_database.dsn}?options=-c%20default_transaction_read_only%3Doff"
+    secret_create(tenant=tenant, name="loose-db", value=options)
+    sensor = {"kind": "sql", "dsn": "{{secret:loose-db}}", "query": "SELECT 1"}
+    _dag, loose = _sensor_run(tenant, sensor, "b")
+    assert sensors_poke(now=timezone.now()).refused == 1
+    assert "dsn: options not allowed" in _node(loose).error_message
+    with psycopg.connect(tenant_database.dsn) as connection:
+        assert connection.execute("SELECT count(*) FROM schema_migrations").fetchone() == (0,)
