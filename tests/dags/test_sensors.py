@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from dags.models import DagNodeState, DagRun, DagTimer
 from dags.services.definitions import dag_create
-from dags.services.runs import dag_run_cancel, dag_trigger
+from dags.services.runs import dag_run_cancel, dag_run_rerun, dag_trigger
 from dags.services.sensor_rounds import sensors_poke
 from scheduler_app.models import TaskExecution, Tenant
 from scheduler_app.services.secrets import secret_create
@@ -429,3 +429,18 @@ def test_sql_sensor_cannot_commit_its_way_out_nor_set_its_own_options(tenant, te
     assert "dsn: options not allowed" in _node(loose).error_message
     with psycopg.connect(tenant_database.dsn) as connection:
         assert connection.execute("SELECT count(*) FROM schema_migrations").fetchone() == (0,)
+
+
+def test_a_rerun_of_a_timed_out_sensor_senses_again_from_a_fresh_row(tenant, http_target):
+    _allow_loopback(tenant)
+    _dag, run = _sensor_run(tenant, {"kind": "http", "url": http_target.url}, interval="1s")
+    sensors_poke(now=timezone.now())
+    assert sensors_poke(now=_timer(run).deadline).timed_out == 1
+    assert DagRun.objects.get(id=run.id).status == "failed"
+    dag_run_rerun(run=DagRun.objects.get(id=run.id), triggered_by="user:ops")
+    timer = _timer(run)
+    assert _node(run).status == "sensing"
+    assert timer.status == "waiting" and timer.attempts == 0 and timer.last_error == ""
+    http_target.status, http_target.body = 200, {"state": "ready"}
+    assert sensors_poke(now=timezone.now()).fired == 1
+    assert _node(run).status == "success"
