@@ -9,8 +9,10 @@ Neither runs a handler: the engine records a row (`dags.models.DagTimer`) and th
 leader's housekeeping ends the node when the row is due (`dags.services.timers`). This module
 only parses: durations ("90", "30s", "10m", "2h", "1d"), the `until` template (placeholders
 `parameters.<name>` only, rendered when the node becomes ready) and each sensor kind's
-fields. What depends on the tenant (its retention window, its allow-listed hosts) is checked
-by the definitions service (`dags.services.timer_checks`).
+fields. The normalized node keeps the keys a definition is written with (durations in
+seconds, defaults filled in), so a stored definition saves again unchanged (the dashboard's
+editor and the API hand it back). What depends on the tenant (its retention window, its
+allow-listed hosts) is checked by the definitions service (`dags.services.timer_checks`).
 
 Backoff: a sensor pokes every `interval`, and each poke that finds its condition false
 doubles the wait, up to `max_interval` (default 10 minutes, never below `interval`).
@@ -135,8 +137,8 @@ def _sleep(raw: Mapping[str, Any], *, where: str, budget: ExpressionBudget) -> d
         )
     if "duration" in raw:
         seconds = _bounded(raw["duration"], field=f"{where}.duration", low=0.0)
-        return {"type": "sleep", "sleep": {"duration_seconds": seconds}}
-    return {"type": "sleep", "sleep": {"until": _until(raw["until"], where=where, budget=budget)}}
+        return {"type": "sleep", "duration": seconds}
+    return {"type": "sleep", "until": _until(raw["until"], where=where, budget=budget)}
 
 
 def _until(value: Any, *, where: str, budget: ExpressionBudget) -> str:
@@ -200,12 +202,10 @@ def _sensor(raw: Mapping[str, Any], *, where: str, budget: ExpressionBudget) -> 
     return {
         "type": "sensor",
         "sensor": sensor_config_parse(raw.get("sensor"), field=f"{where}.sensor", budget=budget),
-        "poke": {
-            "interval_seconds": interval,
-            "max_interval_seconds": max_interval,
-            "timeout_seconds": timeout,
-            "on_timeout": on_timeout,
-        },
+        "interval": interval,
+        "max_interval": max_interval,
+        "timeout": timeout,
+        "on_timeout": on_timeout,
     }
 
 
@@ -357,5 +357,5 @@ def _sql(config: Mapping[str, Any], *, field: str, budget: ExpressionBudget) -> 
     return {
         "dsn": _secret_reference(config, "dsn", field=field),
         "query": _text(config, "query", field=field, max_chars=MAX_QUERY_CHARS),
-        "statement_timeout_seconds": timeout,
+        "statement_timeout": timeout,
     }

@@ -38,7 +38,7 @@ def timer_begin(
     now = timezone.now()
     if node["type"] == "sleep":
         try:
-            due_at = _wake_at(run=run, graph=graph, sleep=node["sleep"], now=now)
+            due_at = _wake_at(run=run, graph=graph, sleep=node, now=now)
         except DagSpecError as error:
             _row_save(
                 run=run,
@@ -63,15 +63,14 @@ def timer_begin(
         _row_save(run=run, node_id=node_id, kind=TimerKind.SLEEP, now=now, due_at=due_at)
         status = NodeStatus.SLEEPING
     else:
-        poke = node["poke"]
         _row_save(
             run=run,
             node_id=node_id,
             kind=TimerKind.SENSOR,
             now=now,
             due_at=now,  # the first poke at the next round
-            deadline=now + timedelta(seconds=poke["timeout_seconds"]),
-            interval_seconds=poke["interval_seconds"],
+            deadline=now + timedelta(seconds=node["timeout"]),
+            interval_seconds=node["interval"],
         )
         status = NodeStatus.SENSING
     DagNodeState.objects.filter(run=run, node_id=node_id, status=NodeStatus.WAITING).update(
@@ -116,8 +115,8 @@ def _row_save(
 
 
 def _wake_at(*, run: DagRun, graph: Graph, sleep: Mapping[str, Any], now: datetime) -> datetime:
-    if "duration_seconds" in sleep:
-        return now + timedelta(seconds=sleep["duration_seconds"])
+    if "duration" in sleep:
+        return now + timedelta(seconds=sleep["duration"])
     parameters = {**graph.parameters, **(run.parameters or {})}
 
     def fill(name: str) -> str:

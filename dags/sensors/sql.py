@@ -59,7 +59,7 @@ def sql_poke(
         return Poke(done=False, error=str(refused), refused=True)
     except (OSError, UnicodeError, ValueError) as error:
         return Poke(done=False, error=f"could not resolve {host!r}: {error}")
-    milliseconds = int(float(config["statement_timeout_seconds"]) * 1000)
+    milliseconds = int(float(config["statement_timeout"]) * 1000)
     params.update(
         hostaddr=str(addresses[0]),
         connect_timeout=max(1, int(timeout_seconds)),

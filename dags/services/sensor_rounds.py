@@ -260,13 +260,12 @@ def _record(job: _Job, *, lease: datetime, now: datetime, outcome: SensorRound) 
         )
         return
     wait = timer.interval_seconds
-    settings_of = job.spec["poke"]
     due_at = now + timedelta(seconds=wait)
     if timer.deadline is not None:
         due_at = min(due_at, timer.deadline)
     DagTimer.objects.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
         due_at=due_at,
-        interval_seconds=min(wait * BACKOFF_FACTOR, settings_of["max_interval_seconds"]),
+        interval_seconds=min(wait * BACKOFF_FACTOR, job.spec["max_interval"]),
         last_error=error[:4000],
         lease_until=None,
         **poked,
@@ -276,12 +275,11 @@ def _record(job: _Job, *, lease: datetime, now: datetime, outcome: SensorRound) 
 
 def _timeout(job: _Job, *, lease: datetime, now: datetime) -> int:
     timer = job.timer
-    poke = job.spec["poke"]
-    skip = poke["on_timeout"] == "skip"
+    skip = job.spec["on_timeout"] == "skip"
     last = f"; last poke: {timer.last_error}" if timer.last_error else ""
     message = (
         f"sensor {job.spec['sensor']['kind']}: condition not met within "
-        f"{poke['timeout_seconds']:g} s ({timer.attempts} pokes){last}"
+        f"{job.spec['timeout']:g} s ({timer.attempts} pokes){last}"
     )
     return timer_end(
         timer=timer,

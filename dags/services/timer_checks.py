@@ -27,10 +27,10 @@ def timers_check(spec: Mapping[str, Any], *, tenant: Tenant) -> None:
             continue
         where = f"tasks[{index}]"
         if node["type"] == "sleep":
-            seconds = node["sleep"].get("duration_seconds")
+            seconds = node.get("duration")
             field = f"{where}.duration"
         else:
-            seconds = node["poke"]["timeout_seconds"]
+            seconds = node["timeout"]
             field = f"{where}.timeout"
             _target_check(node["sensor"], where=f"{where}.sensor", tenant=tenant)
         if seconds is not None and seconds > window:

@@ -88,10 +88,9 @@ def _node_summary(node: dict) -> tuple[str, str]:
     elif "wait_for_event" in node:
         what = f"waits for event {node['wait_for_event'].get('name', '?')}"
     elif node.get("type") == "sleep":
-        sleep = node["sleep"]
-        what = f"sleeps until {sleep['until']}" if "until" in sleep else "sleeps"
-        if "duration_seconds" in sleep:
-            what = f"sleeps {format_duration(sleep['duration_seconds'])}"
+        what = f"sleeps until {node.get('until')}"
+        if "duration" in node:
+            what = f"sleeps {format_duration(node['duration'])}"
     elif node.get("type") == "sensor":
         what = f"{node['sensor']['kind']} sensor"
     elif isinstance(node.get("handler"), str):

@@ -129,11 +129,13 @@ def test_good_sleep_and_sensor_nodes_are_saved_normalized(api):
     response = api.post("/api/v1/dags", body, format="json")
     assert response.status_code == 201, response.content
     nodes = {node["id"]: node for node in Dag.objects.get().versions.get().spec["tasks"]}
-    assert nodes["nap"]["sleep"] == {"duration_seconds": 7200.0}
-    assert nodes["gate"]["sleep"] == {"until": "{{ parameters.release_at }}"}
-    assert nodes["ready"]["poke"] == {
-        "interval_seconds": 30.0,
-        "max_interval_seconds": 600.0,
-        "timeout_seconds": 21600.0,
-        "on_timeout": "skip",
-    }
+    assert nodes["nap"]["duration"] == 7200.0
+    assert nodes["gate"]["until"] == "{{ parameters.release_at }}"
+    ready = nodes["ready"]
+    assert (ready["interval"], ready["max_interval"], ready["timeout"]) == (30.0, 600.0, 21600.0)
+    assert ready["on_timeout"] == "skip" and ready["sensor"]["expected_status"] == [200]
+    # What is stored saves again as it is (the dashboard's editor and the API hand it back).
+    stored = Dag.objects.get().versions.get().spec
+    again = api.put(f"/api/v1/dags/{Dag.objects.get().id}", stored, format="json")
+    assert again.status_code == 200, again.content
+    assert Dag.objects.get().versions.order_by("-number").first().spec["tasks"] == stored["tasks"]
