@@ -16,6 +16,8 @@ __all__ = [
     "NodeStatus",
     "Overlap",
     "RunStatus",
+    "TimerKind",
+    "TimerStatus",
     "TriggerRule",
 ]
 
@@ -57,6 +59,9 @@ class NodeStatus(models.TextChoices):
     UPSTREAM_FAILED = "upstream_failed"
     # A wait_for_event node: no execution, no worker slot; an event or its timeout ends it.
     WAITING_FOR_EVENT = "waiting_for_event"
+    # A sleep or a sensor node: no execution, no worker slot; a DagTimer row ends it.
+    SLEEPING = "sleeping"
+    SENSING = "sensing"
 
 
 class NodeAttemptTrigger(models.TextChoices):
@@ -74,6 +79,8 @@ ACTIVE_NODE_STATUSES = (
     NodeStatus.QUEUED,
     NodeStatus.RUNNING,
     NodeStatus.WAITING_FOR_EVENT,
+    NodeStatus.SLEEPING,
+    NodeStatus.SENSING,
 )
 # What a downstream node's trigger rule sees of an upstream that ended.
 FAILED_NODE_STATUSES = (
@@ -95,3 +102,16 @@ class BackfillStatus(models.TextChoices):
     RUNNING = "running"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
+
+
+class TimerKind(models.TextChoices):
+    SLEEP = "sleep"
+    SENSOR = "sensor"
+
+
+class TimerStatus(models.TextChoices):
+    WAITING = "waiting"  # due_at is the wake-up (sleep) or the next poke (sensor)
+    FIRED = "fired"  # the sleep woke, or the sensor's condition held
+    TIMED_OUT = "timed_out"  # the sensor's deadline passed (its on_timeout applied)
+    FAILED = "failed"  # refused for good (a private target, a bad `until`, a bad secret)
+    CANCELLED = "cancelled"  # its run ended another way first

@@ -20,6 +20,7 @@ from budgets.limits import DEFAULT_BUDGET, ExpressionBudget
 from dags.graph import find_cycle, topological_order, upstream_bitsets
 from dags.spec_conditions import condition_names, condition_parse, map_over_parse
 from dags.spec_errors import DagSpecError
+from dags.spec_timers import TIMER_KEYS, TIMER_TYPES, timer_parse
 
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
 # What a node may say for itself: retry it, whatever the DAG does with a failure after that.
@@ -47,7 +48,11 @@ NODE_KEYS = {
     "idempotency_key",
     "failure_policy",
     "wait_for_event",
+    *TIMER_KEYS,
 }
+# A node's `type` picks what it is: a task (the default: a handler or a task reference),
+# or a node that runs nothing and waits (dags/spec_timers.py).
+NODE_TYPES = ("task", *TIMER_TYPES)
 
 DAG_KEYS = {
     "dag",
@@ -87,8 +92,21 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         raise DagSpecError(
             f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
         )
-    if "wait_for_event" in raw:
-        node: dict[str, Any] = {"id": node_id, **_wait_for_event(raw, where=where)}
+    node_type = raw.get("type", "task")
+    if node_type not in NODE_TYPES:
+        raise DagSpecError(
+            f"{where}.type must be one of {', '.join(NODE_TYPES)}", field=f"{where}.type"
+        )
+    stray = sorted((set(raw) & TIMER_KEYS) - {"type"})
+    if node_type not in TIMER_TYPES and stray:
+        raise DagSpecError(
+            f"{where} has keys of a sleep or sensor node: {', '.join(stray)} (set its type)",
+            field=f"{where}.{stray[0]}",
+        )
+    if node_type in TIMER_TYPES:
+        node: dict[str, Any] = {"id": node_id, **timer_parse(raw, where=where, budget=budget)}
+    elif "wait_for_event" in raw:
+        node = {"id": node_id, **_wait_for_event(raw, where=where)}
     elif ("handler" in raw) == ("task" in raw):
         raise DagSpecError(
             f"{where} needs exactly one of 'handler' or 'task' (an existing task's name or id)",

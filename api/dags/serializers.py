@@ -182,9 +182,13 @@ class DagRunDetailOutput(DagRunOutput):
     # wait_for_event nodes: {node_id, name, match, status, started_at, deadline, event_id,
     # resolved_at}
     event_waits = serializers.ListField(child=serializers.DictField(), read_only=True)
+    # sleep and sensor nodes: {node_id, kind, status, started_at, due_at, deadline,
+    # seconds_left, deadline_seconds_left, interval_seconds, attempts, last_poked_at,
+    # last_error, resolved_at} (api/dags/timer_output.py)
+    timers = serializers.ListField(child=serializers.DictField(), read_only=True)
 
     class Meta(DagRunOutput.Meta):
-        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits"]
+        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits", "timers"]
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -17,6 +18,7 @@ from api.dags.serializers import (
     DagTriggerInput,
     NodeOutput,
 )
+from api.dags.timer_output import timers_output
 from api.pagination import PagePagination
 from api.schema import page_of
 from api.serializers import PauseInput
@@ -26,6 +28,7 @@ from dags import selectors
 from dags.attempt_selectors import dag_run_node_attempts
 from dags.event_selectors import event_waits_of_run
 from dags.services import definitions, runs
+from dags.timer_selectors import timers_of_run
 from scheduler_app.fleet.capabilities import task_warnings
 
 
@@ -145,6 +148,7 @@ def _run_detail(run) -> dict:
         **DagRunOutput(run).data,
         "nodes": NodeOutput(nodes, many=True, context={"history": history}).data,
         "event_waits": [_event_wait(wait) for wait in event_waits_of_run(run=run)],
+        "timers": timers_output(timers_of_run(run=run), now=timezone.now()),
     }
 
 

@@ -56,9 +56,11 @@ from dags.choices import (
 from dags.engine.dispatch import HandOn, mapped_node_dispatch, nodes_dispatch
 from dags.engine.failure_streaks import dag_run_streak_count
 from dags.engine.state import children_count, node_set_final, run_lock
+from dags.engine.timers import timer_begin
 from dags.graph import Graph
 from dags.models import Dag, DagNodeExecution, DagNodeState, DagRun, Event, EventWait
 from dags.services.condition_verdicts import Verdict, condition_verdicts
+from dags.spec_timers import TIMER_TYPES
 from dags.versions import graph_of_version
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.models import TaskExecution
@@ -281,6 +283,13 @@ def nodes_ready(
                     continue
                 ended = NodeStatus.SUCCESS
                 node_set_final(run=run, node_id=node_id, status=ended, result=event.payload)
+            elif verdict == RUN and node.get("type") in TIMER_TYPES:
+                # No execution either: a DagTimer row (dags.engine.timers), unless it ends now.
+                begun = timer_begin(run=run, graph=graph, node_id=node_id, node=node)
+                if begun is None:
+                    continue
+                ended, error = begun
+                node_set_final(run=run, node_id=node_id, status=ended, result=None, error=error)
             elif verdict == RUN and "map_over" not in node:
                 to_dispatch.append(state)
                 continue

@@ -15,6 +15,9 @@ Colours. Each node status maps to one of five tones (CSS classes `tone-<tone>`):
     waiting, pending, queued                 -> waiting (white): not started yet; queued
                                                 (dispatched, no worker yet) has a blue
                                                 dashed outline
+    sleeping, sensing                        -> timer (lilac): a sleep or a sensor, holding
+                                                no worker; the box says the time left
+                                                (sensing has a dashed outline)
 
 A mapped node shows its shard progress (`map_finished / map_total`) as a bar inside the box.
 """
@@ -29,7 +32,7 @@ from typing import Any, Protocol
 
 from dashboard.durations import format_duration
 
-TONES = ("success", "running", "failed", "skipped", "waiting")
+TONES = ("success", "running", "failed", "skipped", "waiting", "timer")
 TONE_OF_STATUS = {
     "success": "success",
     "running": "running",
@@ -42,6 +45,8 @@ TONE_OF_STATUS = {
     "pending": "waiting",
     "queued": "waiting",
     "waiting_for_event": "running",
+    "sleeping": "timer",
+    "sensing": "timer",
 }
 
 NODE_WIDTH, NODE_HEIGHT = 180, 64
@@ -137,6 +142,7 @@ class NodeBox:
     map_finished: int
     map_bar_width: int  # pixels of the shard progress bar, 0 when not mapped
     run_attempt: int = 1  # which attempt of the node in the run (2 after a re-run, ...)
+    time_left: str = ""  # a sleep's or sensor's ("wakes in 1h 59m", "poke in 25s · ...")
 
     @property
     def text_x(self) -> int:
@@ -170,8 +176,11 @@ def graph_layout(
     depends_on: Mapping[str, Sequence[str]],
     states: Mapping[str, NodeStateLike],
     now: datetime,
+    time_left: Mapping[str, str] | None = None,
 ) -> GraphLayout:
-    """Boxes and edges in SVG coordinates: layers are columns, each column centred."""
+    """Boxes and edges in SVG coordinates: layers are columns, each column centred.
+    `time_left`: the line a waiting sleep or sensor node shows, by node id."""
+    time_left = time_left or {}
     layers = ordered_layers(depends_on)
     tallest = max((len(nodes) for nodes in layers), default=0)
     height = 2 * PADDING + max(0, tallest * (NODE_HEIGHT + GAP_Y) - GAP_Y)
@@ -186,6 +195,7 @@ def graph_layout(
                 x=PADDING + column * (NODE_WIDTH + GAP_X),
                 y=PADDING + offset + row * (NODE_HEIGHT + GAP_Y),
                 now=now,
+                time_left=time_left.get(node_id, ""),
             )
     edges = [
         _edge(boxes[dependency], boxes[node_id])
@@ -196,7 +206,15 @@ def graph_layout(
     return GraphLayout(nodes=ordered, edges=edges, width=width, height=height)
 
 
-def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: datetime) -> NodeBox:
+def _box(
+    node_id: str,
+    state: NodeStateLike | None,
+    *,
+    x: int,
+    y: int,
+    now: datetime,
+    time_left: str = "",
+) -> NodeBox:
     status = state.status if state is not None else "waiting"
     map_total = state.map_total if state is not None else None
     map_finished = state.map_finished if state is not None else 0
@@ -217,7 +235,21 @@ def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: date
         map_total=map_total,
         map_finished=map_finished,
         map_bar_width=bar,
+        time_left=time_left if status in ("sleeping", "sensing") else "",
     )
+
+
+def timer_line(*, kind: str, due_in: float | None, deadline_in: float | None) -> str:
+    """What a waiting sleep or sensor node's box says: the time left."""
+    if due_in is None:
+        return ""
+    soon = due_in < 1
+    if kind == "sleep":
+        return "wakes now" if soon else f"wakes in {format_duration(due_in)}"
+    line = "poke due" if soon else f"poke in {format_duration(due_in)}"
+    if deadline_in is not None:
+        line += f" · timeout {format_duration(deadline_in)}"
+    return line
 
 
 def _edge(source: NodeBox, target: NodeBox) -> EdgeLine:

@@ -18,11 +18,13 @@ from dags.choices import ACTIVE_RUN_STATUSES
 from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
+from dags.timer_selectors import timer_time_left, timers_of_run
 from dags.versions import graph_of_version
 from dashboard.dags.dag_layout import (
     TONES,
     gantt,
     graph_layout,
+    timer_line,
     tone_of,
 )
 from dashboard.durations import format_duration
@@ -85,6 +87,12 @@ def _node_summary(node: dict) -> tuple[str, str]:
         what = f"task {node['task']}"
     elif "wait_for_event" in node:
         what = f"waits for event {node['wait_for_event'].get('name', '?')}"
+    elif node.get("type") == "sleep":
+        what = f"sleeps until {node.get('until')}"
+        if "duration" in node:
+            what = f"sleeps {format_duration(node['duration'])}"
+    elif node.get("type") == "sensor":
+        what = f"{node['sensor']['kind']} sensor"
     elif isinstance(node.get("handler"), str):
         what = f"python {node['handler']}"  # the design document's spelling: a handler's name
     else:
@@ -162,6 +170,16 @@ def _event_waits(run: DagRun) -> list[dict]:
     ]
 
 
+def _timers(run: DagRun, *, now) -> list[dict]:
+    """The run's sleep and sensor rows, each with the line its graph box shows."""
+    rows = []
+    for timer in timers_of_run(run=run):
+        left = timer_time_left(timer, now=now)
+        line = timer_line(kind=timer.kind, due_in=left.due_in, deadline_in=left.deadline_in)
+        rows.append({"row": timer, "line": line})
+    return rows
+
+
 @login_required
 @require_safe
 @shows_other_tenant
@@ -174,10 +192,12 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
     history = dag_run_node_attempts(run=run, nodes=nodes, rerun_only=True)
     graph = graph_of_version(run.version_id)
     now = timezone.now()
+    timers = _timers(run, now=now)
     layout = graph_layout(
         depends_on={node_id: node["depends_on"] for node_id, node in graph.nodes.items()},
         states={node.node_id: node for node in nodes},
         now=now,
+        time_left={t["row"].node_id: t["line"] for t in timers},
     )
     tones = Counter(box.tone for box in layout.nodes)
     return _page(
@@ -204,6 +224,7 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "attempts": [attempt for attempts in history.values() for attempt in attempts],
             "errors": [node for node in nodes if node.error_message],
             "event_waits": _event_waits(run),
+            "timers": timers,
             "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,

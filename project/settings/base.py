@@ -440,6 +440,16 @@ DAG_MAX_EDGES = env_int("DAG_MAX_EDGES", 50_000)
 # A map_over node fans out to at most this many shards, whether its list is written in the
 # definition (a 400 when saved) or comes from an upstream result (the node fails at dispatch).
 DAG_MAX_MAP_ITEMS = env_int("DAG_MAX_MAP_ITEMS", 10_000)
+# Sensor nodes (dags/services/sensor_rounds.py): the beat leader pokes them off its firing
+# loop. Each poke has a timeout; one round pokes at most TENANT_POKES of a tenant's due
+# sensors, for at most TENANT_SECONDS of that tenant's time, tenants side by side on THREADS.
+DAG_SENSORS = {
+    "POKE_TIMEOUT_SECONDS": env_float("DAG_SENSOR_POKE_TIMEOUT_SECONDS", 10.0),
+    "TENANT_POKES": env_int("DAG_SENSOR_TENANT_POKES", 20),
+    "TENANT_SECONDS": env_float("DAG_SENSOR_TENANT_SECONDS", 15.0),
+    "THREADS": env_int("DAG_SENSOR_THREADS", 4),
+    "BATCH": env_int("DAG_SENSOR_BATCH", 200),
+}
 # A definition's document (YAML or JSON: API body, dashboard editor, sync_dags file) and the
 # JSON stored from it; past either it is refused before anything is saved.
 DEFINITION_MAX_DOCUMENT_BYTES = env_int("DEFINITION_MAX_DOCUMENT_BYTES", 1024 * 1024)

@@ -17,6 +17,7 @@ from dashboard.dags.dag_layout import (
     gantt,
     graph_layout,
     ordered_layers,
+    timer_line,
     tone_of,
     topological_layers,
 )
@@ -41,7 +42,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_every_node_status_has_one_of_the_five_tones():
+def test_every_node_status_has_one_of_the_six_tones():
     assert set(TONE_OF_STATUS) == set(NodeStatus.values)
     assert {tone_of(s) for s in NodeStatus.values} == {
         "success",
@@ -49,7 +50,9 @@ def test_every_node_status_has_one_of_the_five_tones():
         "failed",
         "skipped",
         "waiting",
+        "timer",
     }
+    assert tone_of("sleeping") == tone_of("sensing") == "timer"
     assert tone_of("timed_out") == "failed"
     assert tone_of("upstream_failed") == "skipped"
     assert tone_of("queued") == "waiting"
@@ -242,3 +245,21 @@ def test_a_rerun_node_waiting_for_its_next_attempt_still_shows_the_earlier_one()
     assert b.node_id == "b" and b.started is False
     assert [bar.number for bar in b.earlier] == [1]  # one never started: no bar
     assert late.node_id == "late"
+
+
+def test_a_sleep_or_sensor_box_says_the_time_left():
+    assert timer_line(kind="sleep", due_in=7170.0, deadline_in=None) == "wakes in 1h 59m"
+    assert timer_line(kind="sleep", due_in=0.2, deadline_in=None) == "wakes now"
+    line = timer_line(kind="sensor", due_in=25.0, deadline_in=21540.0)
+    assert line == "poke in 25.0 s · timeout 5h 59m"
+    assert timer_line(kind="sensor", due_in=None, deadline_in=None) == ""  # ended
+    states = {"s": State("s", status="sensing"), "d": State("d", status="success")}
+    layout = graph_layout(
+        depends_on={"s": [], "d": []},
+        states=states,
+        now=T0,
+        time_left={"s": line, "d": "stale"},
+    )
+    boxes = {box.node_id: box for box in layout.nodes}
+    assert boxes["s"].tone == "timer" and boxes["s"].time_left == line
+    assert boxes["d"].time_left == ""  # only a waiting sleep or sensor shows one
