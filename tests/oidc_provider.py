@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jwt
+import pytest
 import psycopg
 import requests
 from cryptography.hazmat.primitives import serialization
@@ -196,3 +197,10 @@ def _answers(url: str) -> bool:
         return requests.get(url, timeout=1).status_code == 200
     except requests.RequestException:
         return False
+
+
+@pytest.fixture(scope="session")
+def oidc_provider() -> Iterator[Provider]:
+    """One provider per test process, for every test that asks (the browser's stack too)."""
+    with running_provider() as provider:
+        yield provider
