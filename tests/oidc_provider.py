@@ -12,21 +12,24 @@ the scheduler does not accept).
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import jwt
-import pytest
 import psycopg
+import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -121,14 +124,45 @@ class Provider:
         headers = {"kid": kid or self.kid}
         return jwt.encode(body, key_pem or self.key_pem, algorithm="RS256", headers=headers)
 
-    def redirect_uri_set(self, uri: str) -> None:
-        """The dashboard's callback, registered once the stack's port is known."""
+    def redirect_uri_add(self, uri: str) -> None:
+        """A dashboard's callback, registered once its address is known (the stack's port;
+        the test client's `testserver`)."""
         with psycopg.connect(_admin_dsn(self.database), autocommit=True) as connection:
             connection.execute(
-                "UPDATE oauth2_provider_application SET redirect_uris = %s "
-                "WHERE client_id = 'scheduler'",
+                "UPDATE oauth2_provider_application"
+                " SET redirect_uris = trim(redirect_uris || ' ' || %s)"
+                " WHERE client_id = 'scheduler'",
                 (uri,),
             )
+
+    def sign_in_for_code(self, authorize_url: str, username: str, redirect_uri: str) -> str:
+        """What a browser does at the provider (its login form, then the authorization
+        endpoint) until it is sent back: the callback URL with the code and state."""
+        session = requests.Session()
+        url = authorize_url
+        for _ in range(10):
+            response = session.get(url, allow_redirects=False, timeout=10)
+            if response.status_code == 200 and "csrfmiddlewaretoken" in response.text:
+                csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.text)
+                next_url = re.search(r'name="next" value="([^"]*)"', response.text)
+                response = session.post(
+                    url,
+                    data={
+                        "csrfmiddlewaretoken": csrf.group(1),
+                        "username": username,
+                        "password": PROVIDER_PASSWORD,
+                        "next": html.unescape(next_url.group(1)),
+                    },
+                    allow_redirects=False,
+                    timeout=10,
+                )
+            location = response.headers.get("Location", "")
+            if location.startswith(redirect_uri):
+                return location
+            if not location:
+                raise AssertionError(f"the provider stopped at {url}: {response.status_code}")
+            url = urllib.parse.urljoin(url, location)
+        raise AssertionError("the provider never sent the browser back")
 
 
 def _admin_dsn(database: str = "postgres") -> str:
@@ -178,8 +212,9 @@ def running_provider() -> Iterator[Provider]:
         )
         if process.poll() is not None:
             raise AssertionError((workdir / "provider.log").read_text(errors="replace"))
-        yield Provider(base=f"http://127.0.0.1:{port}", issuer=issuer, key_pem=key_pem,
-                       database=database)
+        yield Provider(
+            base=f"http://127.0.0.1:{port}", issuer=issuer, key_pem=key_pem, database=database
+        )
     finally:
         process.terminate()
         try:

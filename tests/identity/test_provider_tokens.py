@@ -109,9 +109,7 @@ def test_tokens_the_provider_did_not_issue_for_us_now_are_401(sso, tenants):
     assert _refusal(expired).status_code == 401
     # ... or for another client (a real token of the provider, audience `other-app`).
     foreign_audience = sso.password_token("olivia", client_id="other-app")
-    assert jwt.decode(foreign_audience, options={"verify_signature": False})["aud"] == (
-        "other-app"
-    )
+    assert jwt.decode(foreign_audience, options={"verify_signature": False})["aud"] == ("other-app")
     assert _refusal(foreign_audience).status_code == 401
     # Another issuer with its own key: not ours to judge, and simplejwt refuses it.
     other_key = private_key_pem()
@@ -156,9 +154,7 @@ def test_alg_none_and_hs256_keyed_with_the_public_key_are_401(sso, tenants):
     public_pem = (
         serialization.load_pem_private_key(sso.key_pem.encode(), password=None)
         .public_key()
-        .public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     for secret in (public_pem, public_jwk.encode()):
         response = _refusal(hs256(secret))
