@@ -31,7 +31,10 @@ def test_an_ops_user_signs_in_with_the_provider_as_an_operator(stack, stack_brow
         page.fill("#provider-password", PROVIDER_PASSWORD)
         page.click("#provider-submit")
         # Back at the dashboard, on the page first asked for, signed in as olivia.
-        page.wait_for_selector("#live")
+        try:
+            page.wait_for_selector("#live", timeout=15000)
+        except Exception:
+            raise AssertionError(f"{page.url}\n{page.content()[:3000]}") from None
         wait_for_js(page, "document.readyState === 'complete'")
         assert page.url == f"{stack['url']}/dashboard/tasks"
         assert "Sign out olivia" in page.inner_text("header")
