@@ -55,10 +55,15 @@ if OIDC_ENABLED and not OIDC_RP_CLIENT_ID:
 # After the login throttle (project/settings/base.py): without single sign-on Django's own
 # password backend; with it, passwords as OIDC_LOCAL_LOGIN says (identity/backends.py) and
 # the provider's code flow (dashboard/sso.py).
-OIDC_PASSWORD_AND_PROVIDER_BACKENDS = (
-    ["identity.backends.LocalPasswordBackend", "dashboard.sso.ProviderLoginBackend"]
+# PASSWORD_LOGIN_BACKEND is also the backend a session opened by a password (an invitation
+# accepted with a new account, dashboard/join.py) is bound to.
+PASSWORD_LOGIN_BACKEND = (
+    "identity.backends.LocalPasswordBackend"
     if OIDC_ENABLED
-    else ["django.contrib.auth.backends.ModelBackend"]
+    else "django.contrib.auth.backends.ModelBackend"
+)
+OIDC_PASSWORD_AND_PROVIDER_BACKENDS = [PASSWORD_LOGIN_BACKEND] + (
+    ["dashboard.sso.ProviderLoginBackend"] if OIDC_ENABLED else []
 )
 
 # mozilla-django-oidc's own settings (dashboard/sso.py subclasses its views and backend).
