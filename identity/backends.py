@@ -4,7 +4,8 @@ OIDC_LOCAL_LOGIN on (the default): Django's ModelBackend, unchanged. Off: only s
 may log in with a password (break-glass: the provider is down or misconfigured, and someone
 must still reach the admin), through every password door alike, since each one calls
 `authenticate()`: the dashboard's form, the Django admin, and the API's token endpoint.
-API keys are not passwords and keep working; sessions already open stay open.
+API keys are not passwords and keep working; sessions already open stay open; the API's
+refresh tokens that a password got stop at their next refresh (api/views_auth.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from django.contrib.auth.backends import ModelBackend
 from django.http import HttpRequest
 
 
+def password_login_allowed(user) -> bool:
+    """Whether `user` may sign in with a password here (and refresh what a password got)."""
+    return not settings.OIDC_ENABLED or settings.OIDC_LOCAL_LOGIN or bool(user.is_superuser)
+
+
 class LocalPasswordBackend(ModelBackend):
     def authenticate(
         self,
@@ -25,6 +31,4 @@ class LocalPasswordBackend(ModelBackend):
         **kwargs: Any,
     ):
         user = super().authenticate(request, username=username, password=password, **kwargs)
-        if user is None or settings.OIDC_LOCAL_LOGIN or user.is_superuser:
-            return user
-        return None
+        return user if user is not None and password_login_allowed(user) else None

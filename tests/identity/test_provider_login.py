@@ -121,7 +121,21 @@ def test_local_login_off_leaves_passwords_to_superusers_only(sso, demo):
     operator = users.create_user(username="local-op", password="pw-123456")
     membership_set(tenant=demo, user=operator, role=Role.OPERATOR)
     users.create_superuser(username="break-glass", email="", password="pw-123456")
+    earlier = Client().post(
+        "/api/v1/auth/token",
+        {"username": "local-op", "password": "pw-123456"},
+        content_type="application/json",
+    )
+    assert earlier.status_code == 200
     with override_settings(OIDC_LOCAL_LOGIN=False):
+        # A refresh token a password got before is refused at its next use.
+        refreshed = Client().post(
+            "/api/v1/auth/token/refresh",
+            {"refresh": earlier.json()["refresh"]},
+            content_type="application/json",
+        )
+        assert refreshed.status_code == 401 and "access" not in refreshed.json()
+        assert "password login is off" in refreshed.content.decode()
         client = Client()
         page = client.get("/dashboard/login/")
         assert b"Break-glass sign-in (superusers only)" in page.content
