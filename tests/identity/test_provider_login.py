@@ -82,6 +82,17 @@ def test_an_ops_user_lands_as_operator_and_a_user_without_a_mapped_group_is_refu
     assert not ProviderIdentity.objects.filter(user__username="nora").exists()
 
 
+def test_refused_provider_logins_do_not_lock_an_address_out_of_single_sign_on(sso, demo):
+    """People in no mapped group are refused by this installation, not by a password: were
+    they counted as failed logins (no user name: one pair per address), a few of them behind
+    one office address would lock everyone there out of the button."""
+    with override_settings(AXES_FAILURE_LIMIT=2):
+        for _ in range(3):
+            assert _provider_login(sso, "nora")[1].status_code == 403
+        client, landed = _provider_login(sso, "olivia")
+    assert landed.status_code == 302 and "_auth_user_id" in client.session
+
+
 def _claims(groups: list[str], **more: object) -> dict[str, object]:
     return {"sub": "subject-7", "preferred_username": "pat", "groups": groups, **more}
 
