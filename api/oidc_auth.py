@@ -23,7 +23,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from identity.selectors import provider_grants
-from identity.services import provider_user_ensure
+from identity.services import ProviderLoginRefused, provider_user_ensure
 from identity.tokens import (
     ProviderTokenInvalid,
     ProviderUnavailable,
@@ -59,7 +59,10 @@ class ProviderTokenAuthentication(BaseAuthentication):
             raise AuthenticationFailed(
                 "the identity provider's keys cannot be read to check this token"
             ) from error
-        user = provider_user_ensure(claims=claims)
+        try:
+            user = provider_user_ensure(claims=claims)
+        except ProviderLoginRefused as refusal:  # an empty `sub`: no one to be
+            raise AuthenticationFailed(str(refusal)) from refusal
         if not user.is_active:
             raise AuthenticationFailed("this account is deactivated")
         return user, ProviderToken(claims=claims, grants=tuple(provider_grants(claims=claims)))
