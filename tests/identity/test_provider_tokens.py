@@ -120,6 +120,8 @@ def test_tokens_the_provider_did_not_issue_for_us_now_are_401(sso, tenants):
     # Our issuer, a key that is not the provider's: under its key id and under a new one.
     assert _refusal(sso.signed(groups, key_pem=other_key)).status_code == 401
     assert _refusal(sso.signed(groups, key_pem=other_key, kid="rotated")).status_code == 401
+    # Signed by the provider, but naming no one.
+    assert _refusal(sso.signed({**groups, "sub": ""})).status_code == 401
     # And what the provider does sign is accepted: the refusals above are the checks.
     assert _client(sso.signed(groups, kid=sso.kid)).get("/api/v1/tasks").status_code == 200
 
