@@ -100,6 +100,9 @@ SERVICE_FIXTURES = {
     "redis_client",
     "live_worker",
     "shared_worker",
+    # The single sign-on tests' provider keeps its users and clients in a PostgreSQL
+    # database of its own (and with it the make-run stack of the browser tests).
+    "oidc_provider",
 }
 
 
