@@ -139,6 +139,15 @@ class PairLockoutHandler(AxesDatabaseHandler):
     def get_user_attempts(self, request, credentials: dict | None = None) -> list[QuerySet]:
         return [self._pair_attempts(request, credentials)]
 
+    def user_login_failed(self, sender, credentials: dict, request=None, **kwargs) -> None:
+        # A login without a user name is single sign-on's callback (dashboard/sso.py): the
+        # identity provider throttles its passwords, and this installation's refusals (no
+        # mapped group) are no guesses. Counted, they would be one pair per address, and a few
+        # refused people behind one office address would lock everyone there out of it.
+        if not get_client_username(request, credentials):
+            return
+        super().user_login_failed(sender, credentials, request, **kwargs)
+
     def clean_expired_user_attempts(self, request=None, credentials=None) -> int:
         _, cap = _settings_cool_off()
         count, _ = AccessAttempt.objects.filter(attempt_time__lte=timezone.now() - cap).delete()

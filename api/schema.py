@@ -22,6 +22,20 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+class ProviderTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "api.oidc_auth.ProviderTokenAuthentication"
+    name = "providerToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "JWT",
+            "description": "an access token of the identity provider (single sign-on: "
+            "OIDC_ISSUER); tenant and role from its groups",
+        }
+
+
 class ErrorOutput(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()

@@ -1,8 +1,10 @@
 """Which tenant a request acts for, and with which role.
 
 A user acts through a membership (the X-Tenant header picks among several); an API key
-acts for its own tenant with the role it was given. Cached on the Django request so the
-permission class, the throttle, the views and the audit middleware resolve it once.
+acts for its own tenant with the role it was given; an identity provider's access token
+for the tenants and roles its groups map to (api/oidc_auth.py), X-Tenant picking again.
+Cached on the Django request so the permission class, the throttle, the views and the audit
+middleware resolve it once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 
+from api.oidc_auth import ProviderToken
 from scheduler_app.choices import Role
 from scheduler_app.models import ApiKey, Tenant, TenantMembership
 
@@ -42,6 +45,8 @@ def request_access(request: Request) -> Access:
     if isinstance(request.auth, ApiKey):
         key = request.auth
         access = Access(tenant=key.tenant, role=key.role, actor=f"apikey:{key.prefix}", api_key=key)
+    elif isinstance(request.auth, ProviderToken):
+        access = _provider_access(request, request.auth)
     else:
         access = _membership_access(request)
     raw.tenant_access = access
@@ -65,6 +70,19 @@ def _membership_access(request: Request) -> Access:
     return Access(
         tenant=membership.tenant, role=membership.role, actor=f"user:{request.user.get_username()}"
     )
+
+
+def _provider_access(request: Request, token: ProviderToken) -> Access:
+    wanted = request.META.get(TENANT_HEADER)
+    grants = [(t, role) for t, role in token.grants if not wanted or t.slug == wanted]
+    if not grants:
+        raise PermissionDenied(
+            "your identity provider groups give no role in any active tenant"
+            if not wanted
+            else f"your identity provider groups give no role in tenant {wanted!r}"
+        )
+    tenant, role = grants[0]
+    return Access(tenant=tenant, role=role, actor=f"user:{request.user.get_username()}")
 
 
 def request_tenant(request: Request) -> Tenant:

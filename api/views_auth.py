@@ -25,6 +25,7 @@ from rest_framework_simplejwt.views import (
 )
 
 from api.login_throttle import pair_forget
+from identity.backends import password_login_allowed
 
 
 class TokenObtainView(TokenObtainPairView):
@@ -55,6 +56,13 @@ class RefreshInput(TokenRefreshSerializer):
             refresh.blacklist()
             raise AuthenticationFailed(
                 "this token was issued before the password changed", "token_revoked"
+            )
+        if not password_login_allowed(user):
+            # Single sign-on with OIDC_LOCAL_LOGIN off: a password's tokens end at the next
+            # refresh, not JWT_REFRESH_DAYS later (identity/backends.py).
+            refresh.blacklist()
+            raise AuthenticationFailed(
+                "password login is off: sign in with the identity provider", "token_revoked"
             )
         return super().validate(attrs)
 

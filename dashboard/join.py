@@ -12,6 +12,7 @@ page keeps the session, and the token with it.
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.http import HttpRequest, HttpResponse
@@ -23,9 +24,6 @@ from scheduler_app.errors import DomainError
 from scheduler_app.services import invitations
 
 SESSION_KEY = "invitation_token"
-# The account a new member gets is checked by the password validators; the model backend
-# is the one that signs them in (the login throttle's backend asks for a request's password).
-LOGIN_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
 class NewAccountForm(forms.Form):
@@ -86,6 +84,9 @@ def join(request: HttpRequest) -> HttpResponse:
         return _page(request, context, 400)
     request.session.pop(SESSION_KEY, None)
     if not signed_in:
-        login(request, membership.user, backend=LOGIN_BACKEND)
+        # The account a new member gets is checked by the password validators; the password
+        # backend is the one that signs them in (the login throttle's backend asks for a
+        # request's password): Django's, or single sign-on's (project/settings/oidc.py).
+        login(request, membership.user, backend=settings.PASSWORD_LOGIN_BACKEND)
     messages.success(request, f"You joined {membership.tenant.slug} as {membership.role}.")
     return redirect(f"{reverse('dashboard:overview')}?tenant={membership.tenant.slug}")

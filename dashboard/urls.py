@@ -9,6 +9,7 @@ from dashboard import (
     logs,
     members,
     runs,
+    sso,
     task_edit,
     task_list,
     views,
@@ -18,11 +19,11 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="dashboard/login.html"),
-        name="login",
-    ),
+    path("login/", sso.DashboardLoginView.as_view(), name="login"),
+    # Single sign-on (dashboard/sso.py): 404 without OIDC_ISSUER. The callback is the
+    # redirect URI registered at the provider.
+    path("sso/login", sso.ProviderLoginStartView.as_view(), name="sso-login"),
+    path("sso/callback", sso.ProviderLoginCallbackView.as_view(), name="sso-callback"),
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
     path("runs", runs.runs, name="runs"),
     path("tasks", task_list.tasks, name="tasks"),

@@ -41,6 +41,7 @@ PACKAGES = (
     "runs",
     "alerting",
     "data_lifecycle",
+    "identity",
     "dags",
     "scheduler_app",
     "schedules",

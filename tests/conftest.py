@@ -14,8 +14,9 @@ from rest_framework.test import APIClient
 from scheduler_app.services.tenants import tenant_create_with_admin
 from tests import os_suites
 
-# The longest files first under xdist, and --record-durations (tests/suite_order.py).
-pytest_plugins = ["tests.suite_order"]
+# The longest files first under xdist, and --record-durations (tests/suite_order.py); the
+# single sign-on tests' OIDC provider (tests/oidc_provider.py).
+pytest_plugins = ["tests.suite_order", "tests.oidc_provider"]
 
 # Property tests check correctness, not speed: on a loaded 2-core machine (CI runs the suite
 # beside real workers) an example may exceed hypothesis's default 200 ms deadline.
@@ -99,6 +100,9 @@ SERVICE_FIXTURES = {
     "redis_client",
     "live_worker",
     "shared_worker",
+    # The single sign-on tests' provider keeps its users and clients in a PostgreSQL
+    # database of its own (and with it the make-run stack of the browser tests).
+    "oidc_provider",
 }
 
 

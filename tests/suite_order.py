@@ -14,7 +14,7 @@ and teardown of its tests) into tests/durations.json; files that ran are updated
 kept, files that no longer exist dropped.
 
 Files that share a package-scoped fixture run as one unit on one worker (SHARED_UNITS), so the
-fixture starts once: the stack `make run` starts, for the two browser files that drive it.
+fixture starts once: the stack `make run` starts, for the browser files that drive it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ DURATIONS_FILE = Path(__file__).resolve().parent / "durations.json"
 SHARED_UNITS = {
     "tests/browser/test_stack_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_operator_browser.py": "tests/browser/ (the make-run stack)",
+    "tests/browser/test_sso_browser.py": "tests/browser/ (the make-run stack)",
 }
 
 

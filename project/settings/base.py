@@ -21,6 +21,8 @@ from project.settings.env import (
     env_str,
 )
 from project.settings.keys import local_secrets_key
+from project.settings.oidc import *  # noqa: F403  (single sign-on: OIDC_*)
+from project.settings.oidc import OIDC_PASSWORD_AND_PROVIDER_BACKENDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("SCHEDULER_VAR_DIR", str(BASE_DIR / "var")))
@@ -49,6 +51,8 @@ INSTALLED_APPS = [
     "workers",
     "alerting",
     "data_lifecycle",
+    # Who a person is at the identity provider (single sign-on): identity/.
+    "identity",
     "api",
     "dashboard",
     "site_admin",
@@ -91,9 +95,11 @@ CONTENT_SECURITY_POLICY = {
 
 # --- Login throttling (django-axes; api/login_throttle.py) -------------------
 # The lockout check runs first; the model backend then checks the password.
+# With single sign-on: passwords (superusers' only once OIDC_LOCAL_LOGIN is off), then the
+# provider's login (project/settings/oidc.py).
 AUTHENTICATION_BACKENDS = [
     "api.login_throttle.LoginThrottleBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    *OIDC_PASSWORD_AND_PROVIDER_BACKENDS,
 ]
 # After this many failed logins in a row for one user name from one client address (the
 # pair, never the address alone), that pair's logins (the right password too) are refused
@@ -191,6 +197,9 @@ API_MAX_JSON_DEPTH = env_int("API_MAX_JSON_DEPTH", 64)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First: it takes only bearer tokens whose `iss` is OIDC_ISSUER (and nothing at all
+        # without one), leaving every other bearer token to simplejwt (api/oidc_auth.py).
+        "api.oidc_auth.ProviderTokenAuthentication",
         "rest_framework_simplejwt.authentication.JWTAuthentication",
         "api.api_keys.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",

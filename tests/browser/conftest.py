@@ -145,10 +145,12 @@ def _postgres_on(var_dir: Path) -> list[psutil.Process]:
 
 
 @pytest.fixture(scope="package")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, oidc_provider):
     """`make run` itself (free ports through RUN_ARGS): no DATABASE_URL, no REDIS_URL. Started
-    once for the browser tests that drive it (test_stack_browser, test_operator_browser: `make
-    test` runs them on one worker, tests/suite_order.py), stopped when they are done."""
+    once for the browser tests that drive it (test_stack_browser, test_operator_browser,
+    test_sso_browser: `make test` runs them on one worker, tests/suite_order.py), stopped when
+    they are done. Single sign-on is on, with the fixture's provider (tests/oidc_provider.py)
+    through the OIDC_* environment an operator would set; password login stays on."""
     var_dir = tmp_path_factory.mktemp("stack") / "var"
     env = {
         key: value
@@ -156,7 +158,7 @@ def stack(tmp_path_factory):
         if key not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "MAKEFLAGS")
         and not key.startswith(("PYTEST_", "SCHEDULER_"))
     }
-    env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1")
+    env.update(SCHEDULER_VAR_DIR=str(var_dir), DASHBOARD_POLL_SECONDS="1", **oidc_provider.env())
     output = var_dir.parent / "runstack.out"
     with output.open("wb") as out:
         make = subprocess.Popen(
@@ -184,6 +186,7 @@ def stack(tmp_path_factory):
     text = output.read_text()
     base = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+)/dashboard/", text).group(1)
     login = re.search(r"user (\S+) / password (\S+)", text)
+    oidc_provider.redirect_uri_add(f"{base}/dashboard/sso/callback")
     (runstack,) = psutil.Process(make.pid).children()
     yield {"url": base, "username": login.group(1), "password": login.group(2)}
     # A supervisor's SIGTERM to make alone (make passes it on to nobody): the stack stops by
