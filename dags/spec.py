@@ -18,6 +18,7 @@ from typing import Any
 
 from budgets.limits import DEFAULT_BUDGET, ExpressionBudget
 from dags.graph import find_cycle, topological_order, upstream_bitsets
+from dags.spec_approval import APPROVAL_KEYS, approval_node_parse
 from dags.spec_conditions import condition_names, condition_parse, map_over_parse
 from dags.spec_errors import DagSpecError
 
@@ -47,7 +48,11 @@ NODE_KEYS = {
     "idempotency_key",
     "failure_policy",
     "wait_for_event",
+    "type",
 }
+# `"type"`: a node that runs nothing of the tenant's and waits (the engine ends it). Each
+# type names the keys it adds and parses its node in a module of its own.
+NODE_TYPES = {"approval": (APPROVAL_KEYS, approval_node_parse)}
 
 DAG_KEYS = {
     "dag",
@@ -79,7 +84,13 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
     where = f"tasks[{index}]"
     if not isinstance(raw, Mapping):
         raise DagSpecError(f"{where} must be an object", field=where)
-    unknown = sorted(set(raw) - NODE_KEYS)
+    node_type = raw.get("type")
+    if node_type is not None and node_type not in NODE_TYPES:
+        raise DagSpecError(
+            f"{where}.type must be one of {', '.join(NODE_TYPES)}", field=f"{where}.type"
+        )
+    type_keys, type_parse = NODE_TYPES[node_type] if node_type is not None else (set(), None)
+    unknown = sorted(set(raw) - NODE_KEYS - type_keys)
     if unknown:
         raise DagSpecError(f"{where} has unknown keys: {', '.join(unknown)}", field=where)
     node_id = raw.get("id")
@@ -87,8 +98,10 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         raise DagSpecError(
             f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
         )
-    if "wait_for_event" in raw:
-        node: dict[str, Any] = {"id": node_id, **_wait_for_event(raw, where=where)}
+    if type_parse is not None:
+        node: dict[str, Any] = {"id": node_id, **type_parse(raw, where=where)}
+    elif "wait_for_event" in raw:
+        node = {"id": node_id, **_wait_for_event(raw, where=where)}
     elif ("handler" in raw) == ("task" in raw):
         raise DagSpecError(
             f"{where} needs exactly one of 'handler' or 'task' (an existing task's name or id)",
@@ -148,6 +161,12 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         node["parameters"] = dict(raw["parameters"])
     node.update(_node_failure_policy(raw, where=where))
     return node
+
+
+def node_runs_task(node: Mapping[str, Any]) -> bool:
+    """Whether a normalized node runs a task (a handler or a named task); a wait or a typed
+    node runs nothing, and the engine ends it."""
+    return "wait_for_event" not in node and "type" not in node
 
 
 WAIT_KEYS = {"name", "match", "timeout_seconds"}

@@ -102,6 +102,7 @@ class DagRunOutput(serializers.ModelSerializer):
             "version",
             "status",
             "trigger",
+            "triggered_by",
             "scheduled_at",
             "parameters",
             "started_at",
@@ -182,9 +183,11 @@ class DagRunDetailOutput(DagRunOutput):
     # wait_for_event nodes: {node_id, name, match, status, started_at, deadline, event_id,
     # resolved_at}
     event_waits = serializers.ListField(child=serializers.DictField(), read_only=True)
+    # approval nodes: as GET /api/v1/approvals/{id} answers (api/dags/approval_views.py)
+    approvals = serializers.ListField(child=serializers.DictField(), read_only=True)
 
     class Meta(DagRunOutput.Meta):
-        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits"]
+        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits", "approvals"]
 
 
 def _iso(moment: datetime | None) -> str | None:

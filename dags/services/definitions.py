@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from budgets.documents import DocumentError, stored_size_check
 from dags.models import Dag, DagVersion
-from dags.spec import DagSpecError, parse_dag_spec
+from dags.services.approval_checks import approval_nodes_check
+from dags.spec import DagSpecError, node_runs_task, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.limits import expression_budget
@@ -64,11 +65,12 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     _stored_size_check(spec)
     now = timezone.now()
     _retry_policies_check(spec, anchor=now)
+    approval_nodes_check(spec, tenant=tenant)
     referenced = _referenced_tasks(
         tenant=tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
     )
     for index, node in enumerate(spec["tasks"]):
-        if "wait_for_event" in node:
+        if not node_runs_task(node):
             continue  # runs nothing: no task to check
         if "task" in node:
             if node["task"] not in referenced:
@@ -209,8 +211,8 @@ def _node_tasks(
     )
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
-        if "wait_for_event" in node:
-            continue  # no task: the engine ends it when its event comes (dags.services.events)
+        if not node_runs_task(node):
+            continue  # no task: the engine ends it (an event, the approvers, a timeout)
         if "task" in node:
             task = referenced.get(node["task"])
             if task is None:  # deleted since it was validated
