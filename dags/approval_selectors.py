@@ -10,8 +10,42 @@ from django.db.models import Prefetch, QuerySet
 from dags.approval_models import ApprovalDecision, ApprovalWait
 from dags.choices import ApprovalWaitStatus, RunStatus
 from dags.models import DagNodeState, DagRun
+from dags.spec_approval import APPROVER_ROLES
 from scheduler_app.errors import NotFound, ValidationFailed
-from scheduler_app.models import Tenant
+from scheduler_app.models import Tenant, TenantMembership
+
+# A role admits every higher one (viewer < operator < admin).
+ROLES_AT_LEAST = {role: APPROVER_ROLES[index:] for index, role in enumerate(APPROVER_ROLES)}
+
+
+def approval_eligible_members(*, tenant_id: Any, role: str | None, usernames: list[str]):
+    """The tenant's memberships (with their users) that may decide such a wait: read again
+    at each decision, so a member removed or demoted since the run started no longer
+    counts."""
+    members = TenantMembership.objects.select_related("user").filter(
+        tenant_id=tenant_id, role__in=APPROVER_ROLES, user__is_active=True
+    )
+    if role:
+        return members.filter(role__in=ROLES_AT_LEAST[role])
+    return members.filter(user__username__in=usernames)
+
+
+def approval_refusal(*, wait: ApprovalWait, user: Any) -> str:
+    """Why `user` may not decide `wait` now ("" when they may): what the run page reads to
+    show the buttons or say why not. The service checks the same under the run's lock."""
+    if wait.status != ApprovalWaitStatus.WAITING or wait.run.status != RunStatus.RUNNING:
+        return f"this approval is {wait.status}"
+    eligible = approval_eligible_members(
+        tenant_id=wait.tenant_id, role=wait.role, usernames=wait.usernames
+    )
+    if not eligible.filter(user_id=user.pk).exists():
+        return f"only {'a ' + wait.role + ' or higher' if wait.role else 'the named approvers'}"
+    if wait.run.triggered_by == f"user:{user.get_username()}":
+        return "you triggered this run: someone else decides"
+    if any(decision.user_id == user.pk for decision in wait.decisions.all()):
+        return "you have decided"
+    return ""
+
 
 _WITH_DECISIONS = Prefetch("decisions", queryset=ApprovalDecision.objects.order_by("decided_at"))
 

@@ -1,32 +1,16 @@
 """What an approval node's definition asks of its tenant, checked when the DAG is saved (a 400
 naming the field, nothing saved): enough members to reach the quorum, named users who are
 members allowed to decide, a timeout inside the tenant's retention window (a wait that
-outlives the run history it belongs to would decide a run nobody can see any more).
-
-Also who may decide a wait now (`approval_eligible_members`): the same rule, read again when
-a decision comes, so a member removed or demoted since the run started no longer counts."""
+outlives the run history it belongs to would decide a run nobody can see any more)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from dags.spec_approval import APPROVER_ROLES
+from dags.approval_selectors import approval_eligible_members
 from scheduler_app.errors import ValidationFailed
-from scheduler_app.models import Tenant, TenantMembership
-
-# A role admits every higher one (viewer < operator < admin).
-ROLES_AT_LEAST = {role: APPROVER_ROLES[index:] for index, role in enumerate(APPROVER_ROLES)}
-
-
-def approval_eligible_members(*, tenant_id: Any, role: str | None, usernames: list[str]):
-    """The tenant's memberships (with their users) that may decide such a wait."""
-    members = TenantMembership.objects.select_related("user").filter(
-        tenant_id=tenant_id, role__in=APPROVER_ROLES, user__is_active=True
-    )
-    if role:
-        return members.filter(role__in=ROLES_AT_LEAST[role])
-    return members.filter(user__username__in=usernames)
+from scheduler_app.models import Tenant
 
 
 def approval_nodes_check(spec: Mapping[str, Any], *, tenant: Tenant) -> None:

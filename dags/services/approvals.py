@@ -31,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dags.approval_models import ApprovalDecision, ApprovalWait
+from dags.approval_selectors import approval_eligible_members
 from dags.choices import (
     ApprovalVerdict,
     ApprovalWaitStatus,
@@ -40,7 +41,6 @@ from dags.choices import (
 from dags.engine.completion import node_complete
 from dags.engine.state import run_lock
 from dags.models import DagNodeState, DagRun
-from dags.services.approval_checks import approval_eligible_members
 from scheduler_app.errors import Conflict, Forbidden, ValidationFailed
 from scheduler_app.services.audit import audit_record
 

@@ -15,6 +15,8 @@ Colours. Each node status maps to one of five tones (CSS classes `tone-<tone>`):
     waiting, pending, queued                 -> waiting (white): not started yet; queued
                                                 (dispatched, no worker yet) has a blue
                                                 dashed outline
+    waiting_for_approval                     -> approval (violet): waits for people, holding
+                                                no worker; the box shows the time left
 
 A mapped node shows its shard progress (`map_finished / map_total`) as a bar inside the box.
 """
@@ -29,7 +31,7 @@ from typing import Any, Protocol
 
 from dashboard.durations import format_duration
 
-TONES = ("success", "running", "failed", "skipped", "waiting")
+TONES = ("success", "running", "failed", "skipped", "waiting", "approval")
 TONE_OF_STATUS = {
     "success": "success",
     "running": "running",
@@ -42,6 +44,7 @@ TONE_OF_STATUS = {
     "pending": "waiting",
     "queued": "waiting",
     "waiting_for_event": "running",
+    "waiting_for_approval": "approval",
 }
 
 NODE_WIDTH, NODE_HEIGHT = 180, 64
@@ -137,6 +140,7 @@ class NodeBox:
     map_finished: int
     map_bar_width: int  # pixels of the shard progress bar, 0 when not mapped
     run_attempt: int = 1  # which attempt of the node in the run (2 after a re-run, ...)
+    time_left: str = ""  # a waiting node with a deadline (an approval): until it times out
 
     @property
     def text_x(self) -> int:
@@ -170,8 +174,11 @@ def graph_layout(
     depends_on: Mapping[str, Sequence[str]],
     states: Mapping[str, NodeStateLike],
     now: datetime,
+    deadlines: Mapping[str, datetime] | None = None,
 ) -> GraphLayout:
-    """Boxes and edges in SVG coordinates: layers are columns, each column centred."""
+    """Boxes and edges in SVG coordinates: layers are columns, each column centred.
+    `deadlines`: when the nodes still waiting (an approval) time out."""
+    deadlines = deadlines or {}
     layers = ordered_layers(depends_on)
     tallest = max((len(nodes) for nodes in layers), default=0)
     height = 2 * PADDING + max(0, tallest * (NODE_HEIGHT + GAP_Y) - GAP_Y)
@@ -186,6 +193,7 @@ def graph_layout(
                 x=PADDING + column * (NODE_WIDTH + GAP_X),
                 y=PADDING + offset + row * (NODE_HEIGHT + GAP_Y),
                 now=now,
+                deadline=deadlines.get(node_id),
             )
     edges = [
         _edge(boxes[dependency], boxes[node_id])
@@ -196,8 +204,18 @@ def graph_layout(
     return GraphLayout(nodes=ordered, edges=edges, width=width, height=height)
 
 
-def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: datetime) -> NodeBox:
+def _box(
+    node_id: str,
+    state: NodeStateLike | None,
+    *,
+    x: int,
+    y: int,
+    now: datetime,
+    deadline: datetime | None = None,
+) -> NodeBox:
     status = state.status if state is not None else "waiting"
+    waiting = state is not None and state.completed_at is None and deadline is not None
+    time_left = format_duration(max(0.0, (deadline - now).total_seconds())) if waiting else ""
     map_total = state.map_total if state is not None else None
     map_finished = state.map_finished if state is not None else 0
     bar = 0
@@ -217,6 +235,7 @@ def _box(node_id: str, state: NodeStateLike | None, *, x: int, y: int, now: date
         map_total=map_total,
         map_finished=map_finished,
         map_bar_width=bar,
+        time_left=time_left,
     )
 
 

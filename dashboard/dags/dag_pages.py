@@ -19,6 +19,7 @@ from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
 from dags.versions import graph_of_version
+from dashboard.dags.approval_pages import approval_deadlines, run_approvals
 from dashboard.dags.dag_layout import (
     TONES,
     gantt,
@@ -27,6 +28,7 @@ from dashboard.dags.dag_layout import (
 )
 from dashboard.durations import format_duration
 from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
+from dashboard.roles import route_allows
 from dashboard.tenancy import dashboard_membership, shows_other_tenant
 from dashboard.views import _found, _page
 from data_lifecycle.selectors.latency import dag_latency
@@ -178,6 +180,7 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
         depends_on={node_id: node["depends_on"] for node_id, node in graph.nodes.items()},
         states={node.node_id: node for node in nodes},
         now=now,
+        deadlines=approval_deadlines(run=run),
     )
     tones = Counter(box.tone for box in layout.nodes)
     return _page(
@@ -204,6 +207,13 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "attempts": [attempt for attempts in history.values() for attempt in attempts],
             "errors": [node for node in nodes if node.error_message],
             "event_waits": _event_waits(run),
+            "approvals": run_approvals(
+                run=run,
+                user=request.user,
+                may_press=route_allows(
+                    dashboard_membership(request).role, "dag-run-node-action.approve"
+                ),
+            ),
             "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,

@@ -73,7 +73,9 @@ def test_two_operators_release_the_node_and_the_decisions_are_its_result(api, pe
     assert carol.json()["released"] is True and carol.json()["status"] == "approved"
     node = _state(run_id, "sign-off")
     assert node.status == "success"
-    assert [(d["user"], d["verdict"], d["comment"], d["via"]) for d in node.result["decisions"]] == [
+    assert [
+        (d["user"], d["verdict"], d["comment"], d["via"]) for d in node.result["decisions"]
+    ] == [
         ("alice", "approve", "tests green", "api"),
         ("carol", "approve", "go", "cli"),
     ]
@@ -101,7 +103,7 @@ def test_two_operators_release_the_node_and_the_decisions_are_its_result(api, pe
 
 
 def test_the_triggerer_a_viewer_and_an_api_key_cannot_approve(api, tenant, people):
-    dag_id, run_id, approval_id = _started(api)
+    _dag_id, run_id, approval_id = _started(api)
     own = api.post(f"/api/v1/approvals/{approval_id}/approve", {}, format="json")
     assert own.status_code == 403 and "you triggered this run" in own.json()["message"]
     viewer = client_of(people["vera"]).post(
@@ -123,10 +125,14 @@ def test_the_triggerer_a_viewer_and_an_api_key_cannot_approve(api, tenant, peopl
 
 def test_named_approvers_only(api, tenant, people):
     raw = release_dag(approvers={"users": ["alice", "carol"], "count": 1})
-    _, run_id, approval_id = _started(api, raw)
-    bob = client_of(people["bob"]).post(f"/api/v1/approvals/{approval_id}/approve", {}, format="json")
+    _, _run_id, approval_id = _started(api, raw)
+    bob = client_of(people["bob"]).post(
+        f"/api/v1/approvals/{approval_id}/approve", {}, format="json"
+    )
     assert bob.status_code == 403 and "named approvers" in bob.json()["message"]
-    alice = client_of(people["alice"]).post(f"/api/v1/approvals/{approval_id}/approve", {}, format="json")
+    alice = client_of(people["alice"]).post(
+        f"/api/v1/approvals/{approval_id}/approve", {}, format="json"
+    )
     assert alice.status_code == 200 and alice.json()["released"] is True
 
 
@@ -140,7 +146,11 @@ def test_another_tenants_approval_is_a_404(api, tenant_factory, people):
         f"/api/v1/approvals/{approval_id}/approve",
         f"/api/v1/dags/{dag_id}/executions/{run_id}/nodes/sign-off/approve",
     ):
-        answer = attacker.post(path, {}, format="json") if path.endswith("approve") else attacker.get(path)
+        answer = (
+            attacker.post(path, {}, format="json")
+            if path.endswith("approve")
+            else attacker.get(path)
+        )
         assert answer.status_code == 404, (path, answer.content)
         assert approval_id not in answer.content.decode() or path.endswith(approval_id)
         assert "sign-off" not in answer.content.decode()
@@ -148,7 +158,7 @@ def test_another_tenants_approval_is_a_404(api, tenant_factory, people):
 
 
 def test_a_rejection_fails_the_node_and_the_failure_policy_skips_downstream(api, people):
-    dag_id, run_id, approval_id = _started(api)
+    dag_id, run_id, _approval_id = _started(api)
     rejected = client_of(people["bob"]).post(
         f"/api/v1/dags/{dag_id}/executions/{run_id}/nodes/sign-off/reject",
         {"comment": "the changelog is missing"},
@@ -185,7 +195,9 @@ def test_the_timeout_ends_the_wait_by_on_timeout(api, people, on_timeout, node_s
     )
     if on_timeout == "reject":
         assert "no decision within 7200 s" in _state(run_id, "sign-off").error_message
-    late = client_of(people["alice"]).post(f"/api/v1/approvals/{approval_id}/approve", {}, format="json")
+    late = client_of(people["alice"]).post(
+        f"/api/v1/approvals/{approval_id}/approve", {}, format="json"
+    )
     assert late.status_code == 409
     assert approval_waits_expire(now=wait.deadline + timedelta(days=1)) == 0  # once
 
@@ -194,7 +206,9 @@ def test_a_cancelled_run_closes_its_approval(api, people):
     dag_id, run_id, approval_id = _started(api)
     assert api.post(f"/api/v1/dags/{dag_id}/executions/{run_id}/cancel").status_code == 200
     assert api.get("/api/v1/approvals").json()["count"] == 0
-    late = client_of(people["alice"]).post(f"/api/v1/approvals/{approval_id}/approve", {}, format="json")
+    late = client_of(people["alice"]).post(
+        f"/api/v1/approvals/{approval_id}/approve", {}, format="json"
+    )
     assert late.status_code == 409
     assert DagRun.objects.get(id=run_id).status == "cancelled"
 
