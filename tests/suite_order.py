@@ -33,6 +33,7 @@ DURATIONS_FILE = Path(__file__).resolve().parent / "durations.json"
 SHARED_UNITS = {
     "tests/browser/test_stack_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_operator_browser.py": "tests/browser/ (the make-run stack)",
+    "tests/browser/test_approval_browser.py": "tests/browser/ (the make-run stack)",
 }
 
 
