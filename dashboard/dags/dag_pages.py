@@ -87,6 +87,10 @@ def _node_summary(node: dict) -> tuple[str, str]:
         what = f"task {node['task']}"
     elif "wait_for_event" in node:
         what = f"waits for event {node['wait_for_event'].get('name', '?')}"
+    elif node.get("type") == "approval":
+        approval = node["approval"]
+        who = f"{approval['role']}+" if approval["role"] else ", ".join(approval["users"])
+        what = f"approval: {approval['count']} of {who}"
     elif isinstance(node.get("handler"), str):
         what = f"python {node['handler']}"  # the design document's spelling: a handler's name
     else:

@@ -26,7 +26,7 @@ def _fill(node_id: str) -> str:
 def _operator(stack, token: str) -> str:
     """An operator of the stack's tenant, by the invitation API (the stack has only its
     admin, who triggers the run and so may not approve it)."""
-    invited = stack_api(stack, "POST", "/api/v1/members/invitations", token, {"role": "operator"})
+    invited = stack_api(stack, "POST", "/api/v1/members", token, {"role": "operator"})
     stack_api(
         stack,
         "POST",

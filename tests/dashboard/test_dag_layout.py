@@ -41,7 +41,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_every_node_status_has_one_of_the_five_tones():
+def test_every_node_status_has_one_of_the_tones():
     assert set(TONE_OF_STATUS) == set(NodeStatus.values)
     assert {tone_of(s) for s in NodeStatus.values} == {
         "success",
@@ -49,7 +49,9 @@ def test_every_node_status_has_one_of_the_five_tones():
         "failed",
         "skipped",
         "waiting",
+        "approval",
     }
+    assert tone_of("waiting_for_approval") == "approval"
     assert tone_of("timed_out") == "failed"
     assert tone_of("upstream_failed") == "skipped"
     assert tone_of("queued") == "waiting"
@@ -242,3 +244,18 @@ def test_a_rerun_node_waiting_for_its_next_attempt_still_shows_the_earlier_one()
     assert b.node_id == "b" and b.started is False
     assert [bar.number for bar in b.earlier] == [1]  # one never started: no bar
     assert late.node_id == "late"
+
+
+def test_a_waiting_node_with_a_deadline_shows_the_time_left():
+    layout = graph_layout(
+        depends_on={"sign-off": [], "ship": ["sign-off"]},
+        states={
+            "sign-off": State("sign-off", status="waiting_for_approval", started_at=at(0)),
+            "ship": State("ship"),
+        },
+        now=at(60),
+        deadlines={"sign-off": at(3660)},
+    )
+    boxes = {box.node_id: box for box in layout.nodes}
+    assert (boxes["sign-off"].tone, boxes["sign-off"].time_left) == ("approval", "1h 00m")
+    assert boxes["ship"].time_left == ""
