@@ -11,6 +11,7 @@ refused by the role rule (operator). The service decides the rest (dags.services
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +30,7 @@ from dags.approval_models import ApprovalWait
 from dags.choices import ApprovalInterface
 from dags.services.approvals import MAX_COMMENT, approval_decide
 from scheduler_app.errors import Forbidden
+from scheduler_app.models import Tenant
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -78,12 +80,15 @@ class DecisionInput(StrictSerializer):
     )
 
 
-def _decide(request: Request, wait: ApprovalWait, verdict: str) -> Response:
-    access = request_access(request)
-    if access.api_key is not None:
-        raise Forbidden("an approval is a person's decision: sign in as a user, not an API key")
+def _decide(request: Request, find: Callable[[Tenant], ApprovalWait], verdict: str) -> Response:
+    """The body is checked before the approval is looked up (a bad body is a 400 whatever
+    the ids), then who asks, then the service decides."""
     body = DecisionInput(data=request.data or {})
     body.is_valid(raise_exception=True)
+    access = request_access(request)
+    wait = find(access.tenant)
+    if access.api_key is not None:
+        raise Forbidden("an approval is a person's decision: sign in as a user, not an API key")
     decided = approval_decide(
         wait_id=wait.id,
         user=request.user,
@@ -127,10 +132,10 @@ class ApprovalDecideView(APIView):
 
     @extend_schema(request=DecisionInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request, approval_id: str) -> Response:
-        wait = approval_selectors.approval_get(
-            tenant=request_tenant(request), approval_id=approval_id
-        )
-        return _decide(request, wait, self.verdict)
+        def find(tenant: Tenant) -> ApprovalWait:
+            return approval_selectors.approval_get(tenant=tenant, approval_id=approval_id)
+
+        return _decide(request, find, self.verdict)
 
 
 class NodeDecideView(APIView):
@@ -139,8 +144,9 @@ class NodeDecideView(APIView):
 
     @extend_schema(request=DecisionInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request, dag_id: str, run_id: str, node_id: str) -> Response:
-        tenant = request_tenant(request)
-        dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
-        run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
-        wait = approval_selectors.approval_of_node(tenant=tenant, run=run, node_id=node_id)
-        return _decide(request, wait, self.verdict)
+        def find(tenant: Tenant) -> ApprovalWait:
+            dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
+            run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
+            return approval_selectors.approval_of_node(tenant=tenant, run=run, node_id=node_id)
+
+        return _decide(request, find, self.verdict)

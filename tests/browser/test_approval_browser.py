@@ -74,7 +74,9 @@ def test_an_operator_approves_on_the_run_page_and_the_run_goes_on(stack, stack_b
         wait_for_js(page, f"{_fill('sign-off')} === '{VIOLET}'", timeout=60000)
         page.reload()  # the approval panel is drawn with the page, not by the live poll
         page.wait_for_selector("#btn-approve-sign-off")
-        assert "left" in page.inner_text('#dag-graph g.dag-node[data-node-id="sign-off"]')
+        assert "left" in page.text_content(
+            '#dag-graph g.dag-node[data-node-id="sign-off"] .node-time-left'
+        )
         assert "Publish the report?" in page.inner_text("#approvals")
         screenshot(page, "stack-approval-waiting")
         page.fill("#approval-comment-sign-off", "numbers checked")
