@@ -70,7 +70,10 @@ class ApprovalDecision(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     wait = models.ForeignKey(ApprovalWait, on_delete=models.CASCADE, related_name="decisions")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # Null once the account is deleted: the decision stays, under the name it was made by.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # The user name at the time (the audit log's and the result's spelling).
     username = models.CharField(max_length=150)
     verdict = models.CharField(max_length=8, choices=ApprovalVerdict.choices)
