@@ -39,7 +39,7 @@ def approval_refusal(*, wait: ApprovalWait, user: Any) -> str:
         tenant_id=wait.tenant_id, role=wait.role, usernames=wait.usernames
     )
     if not eligible.filter(user_id=user.pk).exists():
-        return f"only {'a ' + wait.role + ' or higher' if wait.role else 'the named approvers'}"
+        return f"only {'an ' + wait.role + ' or higher' if wait.role else 'the named approvers'}"
     if wait.run.triggered_by == f"user:{user.get_username()}":
         return "you triggered this run: someone else decides"
     if any(decision.user_id == user.pk for decision in wait.decisions.all()):

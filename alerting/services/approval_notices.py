@@ -42,7 +42,7 @@ def approval_announcement(
         user.get_username(): approval_link_url(approval_link_token(wait=wait, user_id=user.pk))
         for user in approvers
     }
-    who = f"a {wait.role} or higher" if wait.role else ", ".join(wait.usernames)
+    who = f"an {wait.role} or higher" if wait.role else ", ".join(wait.usernames)
     base = {
         "event": "approval_requested",
         "title": f"Approval needed: {dag.name} / {wait.node_id}",

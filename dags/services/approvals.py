@@ -121,7 +121,7 @@ def approval_decide(
             tenant_id=wait.tenant_id, role=wait.role, usernames=wait.usernames
         ).filter(user_id=user.pk)
         if not eligible.exists():
-            who = f"a {wait.role} or higher" if wait.role else "one of the named approvers"
+            who = f"an {wait.role} or higher" if wait.role else "one of the named approvers"
             raise Forbidden(f"only {who} of this tenant may decide this approval")
         if run.triggered_by == f"user:{user.get_username()}":
             raise Forbidden("you triggered this run: someone else must decide its approval")

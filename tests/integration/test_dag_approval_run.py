@@ -1,6 +1,6 @@
 """An approval node on a real worker, end to end: a -> sign-off (2 operators) -> b. The
-worker runs a; the node waits holding no worker slot; b runs only once the second approval
-came, and starts after it."""
+worker runs a; the node waits holding no worker slot, and the worker mails the announcement
+with each approver's link; b runs only once the second approval came, and starts after it."""
 
 from __future__ import annotations
 
@@ -54,6 +54,16 @@ def test_b_runs_only_after_the_approvals(tenant, live_worker):
         print(dump_logs(live_worker))
         raise
     assert _status(run, "a") == "success" and _status(run, "b") == "waiting"
+    # The worker announced it: a mail to each approver with their own link (the console mail
+    # backend of the worker's settings prints it).
+    wait_until(
+        lambda: (
+            "Approval needed: gated / sign-off" in live_worker.log()
+            and "Approve or reject as alice: http" in live_worker.log()
+        ),
+        timeout=30,
+        message="the announcement to be mailed",
+    )
     approval = ApprovalWait.objects.get(run=run)
     first = client_of(alice).post(
         f"/api/v1/approvals/{approval.id}/approve", {"comment": "ok"}, format="json"
