@@ -12,7 +12,8 @@ class AlertingConfig(AppConfig):
         from alerting.beat_hook import chores_register  # noqa: PLC0415
         from alerting.services.owners import task_owner_check  # noqa: PLC0415
         from alerting.services.targets import task_notifications_check  # noqa: PLC0415
-        from alerting.tasks import dag_streak_crossed  # noqa: PLC0415
+        from alerting.tasks import approval_wait_started, dag_streak_crossed  # noqa: PLC0415
+        from dags.engine.approval_waits import approval_wait_listener_register  # noqa: PLC0415
         from dags.engine.failure_streaks import dag_streak_listener_register  # noqa: PLC0415
         from scheduler_app.task_checks import task_check_register  # noqa: PLC0415
 
@@ -20,3 +21,4 @@ class AlertingConfig(AppConfig):
         task_check_register("notification-targets", task_notifications_check)
         task_check_register("owner", task_owner_check)
         dag_streak_listener_register("runbook", dag_streak_crossed)
+        approval_wait_listener_register("announce", approval_wait_started)

@@ -33,6 +33,7 @@ from scheduler_app.models import TaskExecution
 
 if TYPE_CHECKING:
     from alerting.services.delivery import Target
+    from dags.approval_models import ApprovalWait
     from dags.engine.failure_streaks import DagStreakCrossed
 
 # Celery imports this module in every process that finalizes the app (the beat included, at
@@ -45,6 +46,7 @@ RUN_NOTIFICATIONS_TASK = "alerting.run_notifications"
 RECOVERY_NOTICE_TASK = "alerting.recovery_notice"
 TASK_RUNBOOK_TASK = "alerting.task_runbook"
 DAG_RUNBOOK_TASK = "alerting.dag_runbook"
+APPROVAL_ANNOUNCE_TASK = "alerting.approval_announce"
 DELIVERY_ATTEMPTS = 3
 
 
@@ -86,6 +88,38 @@ def dag_streak_crossed(crossed: DagStreakCrossed) -> None:
             logger.warning("could not enqueue the runbook of DAG %s: %s", crossed.dag_id, error)
 
     transaction.on_commit(send)
+
+
+def approval_wait_started(wait: ApprovalWait) -> None:
+    """The DAG engine's word that an approval node began to wait (`dags.engine.
+    approval_waits`, registered in AppConfig.ready): its announcement is enqueued once the
+    transaction commits (a wait rolled back is announced to nobody)."""
+    wait_id = wait.id
+
+    def send() -> None:
+        try:
+            _send(APPROVAL_ANNOUNCE_TASK, wait_id)
+        except Exception as error:
+            logger.warning("could not enqueue the announcement of approval %s: %s", wait_id, error)
+
+    transaction.on_commit(send)
+
+
+@shared_task(name=APPROVAL_ANNOUNCE_TASK, ignore_result=True)
+def approval_announce(wait_id: int) -> int:
+    """Tell the DAG's owner and the approvers that an approval waits (signed links)."""
+    from alerting.services.approval_notices import approval_announcement  # noqa: PLC0415  (see task_runbook)
+    from dags.approval_models import ApprovalWait  # noqa: PLC0415  (loaded when it runs)
+
+    wait = ApprovalWait.objects.select_related("run", "run__dag").filter(id=wait_id).first()
+    if wait is None or wait.status != "waiting":
+        return 0
+    sends, problems = approval_announcement(wait)
+    for problem in problems:
+        logger.warning("approval %s: announcement not delivered: %s", wait_id, problem)
+    for target, message in sends:
+        enqueue_delivery(target, message)
+    return len(sends)
 
 
 def enqueue_delivery(target: Target, message: dict[str, Any]) -> None:

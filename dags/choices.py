@@ -8,6 +8,9 @@ from django.db import models
 from scheduler_app.choices import Catchup, Overlap
 
 __all__ = [
+    "ApprovalInterface",
+    "ApprovalVerdict",
+    "ApprovalWaitStatus",
     "BackfillStatus",
     "Catchup",
     "EventWaitStatus",
@@ -62,6 +65,9 @@ class NodeStatus(models.TextChoices):
     # A sleep or a sensor node: no execution, no worker slot; a DagTimer row ends it.
     SLEEPING = "sleeping"
     SENSING = "sensing"
+    # An approval node: no execution, no worker slot; its approvers' decisions or its timeout
+    # end it (dags.services.approvals).
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
 
 
 class NodeAttemptTrigger(models.TextChoices):
@@ -81,6 +87,7 @@ ACTIVE_NODE_STATUSES = (
     NodeStatus.WAITING_FOR_EVENT,
     NodeStatus.SLEEPING,
     NodeStatus.SENSING,
+    NodeStatus.WAITING_FOR_APPROVAL,
 )
 # What a downstream node's trigger rule sees of an upstream that ended.
 FAILED_NODE_STATUSES = (
@@ -96,6 +103,28 @@ class EventWaitStatus(models.TextChoices):
     RECEIVED = "received"
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"  # its run ended another way first
+
+
+class ApprovalWaitStatus(models.TextChoices):
+    WAITING = "waiting"
+    APPROVED = "approved"  # the quorum approved, or the timeout's on_timeout approved
+    REJECTED = "rejected"  # an approver rejected, or the timeout's on_timeout rejected
+    SKIPPED = "skipped"  # the timeout's on_timeout skipped the node
+    CANCELLED = "cancelled"  # its run ended another way first
+
+
+class ApprovalVerdict(models.TextChoices):
+    APPROVE = "approve"
+    REJECT = "reject"
+
+
+class ApprovalInterface(models.TextChoices):
+    """Where a decision was made (the audit log and the run page say it)."""
+
+    API = "api"
+    DASHBOARD = "dashboard"
+    CLI = "cli"  # schedctl, through the API (it says so in a header)
+    LINK = "link"  # the signed link of the announcement
 
 
 class BackfillStatus(models.TextChoices):

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import connection
 
 from dags.engine.mapping import map_joins_reconcile
+from dags.services.approvals import approval_waits_expire
 from dags.services.backfills import backfills_advance
 from dags.services.events import event_waits_expire, events_prune
 from dags.services.sensor_rounds import sensors_poke
@@ -28,6 +29,7 @@ def chores_register() -> None:
         ("dag-undecided-nodes", undecided_nodes_decide),
         ("dag-backfills", backfills_advance),
         ("dag-event-waits", event_waits_expire),
+        ("dag-approval-waits", approval_waits_expire),
         ("dag-events-prune", events_prune),
     ):
         chore_register(Chore(name, _without_clock(step)))

@@ -125,6 +125,9 @@ class DagRun(models.Model):
     version = models.ForeignKey(DagVersion, on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=24, choices=RunStatus.choices, default=RunStatus.RUNNING)
     trigger = models.CharField(max_length=16, default="manual")
+    # Who asked for the run ("user:alice", "apikey:ab12cd34"; "" for the scheduler, an event,
+    # a backfill): an approval node of the run refuses its triggerer's decision.
+    triggered_by = models.CharField(max_length=255, blank=True, default="", db_default="")
     scheduled_at = models.DateTimeField()
     parameters = models.JSONField(null=True, blank=True)
     # Nodes not yet in a final state; the transaction that takes it to 0 ends the run.
@@ -470,3 +473,24 @@ class DagTimer(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.node_id} {self.kind} until {self.due_at}"
+
+
+# Approval nodes' rows live in a module of their own; imported here so Django finds them.
+from dags.approval_models import ApprovalDecision, ApprovalWait  # noqa: E402
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalWait",
+    "Backfill",
+    "BackfillRun",
+    "Dag",
+    "DagNodeAttempt",
+    "DagNodeAttemptExecution",
+    "DagNodeExecution",
+    "DagNodeState",
+    "DagRun",
+    "DagTimer",
+    "DagVersion",
+    "Event",
+    "EventWait",
+]

@@ -12,12 +12,13 @@ once, in topological order, and only when some node asks for it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from budgets.limits import DEFAULT_BUDGET, ExpressionBudget
 from dags.graph import find_cycle, topological_order, upstream_bitsets
+from dags.spec_approval import APPROVAL_KEYS, approval_node_parse
 from dags.spec_conditions import condition_names, condition_parse, map_over_parse
 from dags.spec_errors import DagSpecError
 from dags.spec_timers import TIMER_KEYS, TIMER_TYPES, timer_parse
@@ -48,11 +49,19 @@ NODE_KEYS = {
     "idempotency_key",
     "failure_policy",
     "wait_for_event",
-    *TIMER_KEYS,
+    "type",
 }
-# A node's `type` picks what it is: a task (the default: a handler or a task reference),
-# or a node that runs nothing and waits (dags/spec_timers.py).
-NODE_TYPES = ("task", *TIMER_TYPES)
+# `"type"`: what a node is. A task (the default: a handler or a task reference), or a node
+# that runs nothing of the tenant's and waits until the engine ends it. Each waiting type
+# names the keys it adds and parses its node in a module of its own.
+NODE_TYPES: dict[str, tuple[set[str], Callable[..., dict[str, Any]] | None]] = {
+    "task": (set(), None),
+    "approval": (
+        APPROVAL_KEYS,
+        lambda raw, *, where, budget: approval_node_parse(raw, where=where),
+    ),
+    **dict.fromkeys(TIMER_TYPES, (TIMER_KEYS, timer_parse)),
+}
 
 DAG_KEYS = {
     "dag",
@@ -84,7 +93,13 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
     where = f"tasks[{index}]"
     if not isinstance(raw, Mapping):
         raise DagSpecError(f"{where} must be an object", field=where)
-    unknown = sorted(set(raw) - NODE_KEYS)
+    node_type = raw.get("type")
+    if node_type is not None and node_type not in NODE_TYPES:
+        raise DagSpecError(
+            f"{where}.type must be one of {', '.join(NODE_TYPES)}", field=f"{where}.type"
+        )
+    type_keys, type_parse = NODE_TYPES[node_type] if node_type is not None else (set(), None)
+    unknown = sorted(set(raw) - NODE_KEYS - type_keys)
     if unknown:
         raise DagSpecError(f"{where} has unknown keys: {', '.join(unknown)}", field=where)
     node_id = raw.get("id")
@@ -92,19 +107,8 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         raise DagSpecError(
             f"{where}.id must be letters, digits, '_' or '-' (at most 100)", field=f"{where}.id"
         )
-    node_type = raw.get("type", "task")
-    if node_type not in NODE_TYPES:
-        raise DagSpecError(
-            f"{where}.type must be one of {', '.join(NODE_TYPES)}", field=f"{where}.type"
-        )
-    stray = sorted((set(raw) & TIMER_KEYS) - {"type"})
-    if node_type not in TIMER_TYPES and stray:
-        raise DagSpecError(
-            f"{where} has keys of a sleep or sensor node: {', '.join(stray)} (set its type)",
-            field=f"{where}.{stray[0]}",
-        )
-    if node_type in TIMER_TYPES:
-        node: dict[str, Any] = {"id": node_id, **timer_parse(raw, where=where, budget=budget)}
+    if type_parse is not None:
+        node: dict[str, Any] = {"id": node_id, **type_parse(raw, where=where, budget=budget)}
     elif "wait_for_event" in raw:
         node = {"id": node_id, **_wait_for_event(raw, where=where)}
     elif ("handler" in raw) == ("task" in raw):
@@ -166,6 +170,12 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         node["parameters"] = dict(raw["parameters"])
     node.update(_node_failure_policy(raw, where=where))
     return node
+
+
+def node_runs_task(node: Mapping[str, Any]) -> bool:
+    """Whether a normalized node runs a task (a handler or a named task); a wait or a typed
+    node runs nothing, and the engine ends it."""
+    return "wait_for_event" not in node and "type" not in node
 
 
 WAIT_KEYS = {"name", "match", "timeout_seconds"}

@@ -54,6 +54,14 @@ class NotFound(DomainError):
     code = "not_found"
 
 
+class Forbidden(DomainError):
+    """The caller is who they say, and may not do this (approve their own run): 403, and
+    nothing of the object beyond what the caller could already see."""
+
+    status_code = 403
+    code = "forbidden"
+
+
 class Conflict(DomainError):
     status_code = 409
     code = "conflict"

@@ -10,6 +10,7 @@ applies it with PUT, which makes a new version.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,8 +122,40 @@ def task_diff(current: dict[str, Any], desired: dict[str, Any]) -> list[DiffLine
     return _diff(seen, desired)
 
 
+# What dags.spec_approval reads of a duration (`24h`, `1d12h`, `90m`, `45s`, seconds). The
+# client does not import the server's code; tests/cli/test_sdk_approval_plan.py holds the
+# two to the same normalization.
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def _seconds(value: Any) -> Any:
+    match = _DURATION.match(value.strip()) if isinstance(value, str) else None
+    if match is None or not any(match.groups()):
+        return value  # a number already, or what the server will refuse
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+def _approval(raw: dict[str, Any]) -> dict[str, Any]:
+    """An approval node's settings as the server stores them (`approval`), from a file's
+    spelling (`approvers`, `timeout`, `on_timeout`, `message`) or the stored one."""
+    if isinstance(raw.get("approval"), dict):
+        return dict(raw["approval"])
+    approvers = raw.get("approvers") or {}
+    return {
+        "role": approvers.get("role"),
+        "users": list(approvers.get("users") or []),
+        "count": approvers.get("count", 1),
+        "timeout_seconds": _seconds(raw.get("timeout", 86400)),
+        "on_timeout": raw.get("on_timeout", "reject"),
+        "message": raw.get("message", ""),
+    }
+
+
 def _node(raw: dict[str, Any]) -> dict[str, Any]:
     node: dict[str, Any] = {"id": raw.get("id")}
+    if raw.get("type") == "approval":
+        node.update(type="approval", approval=_approval(raw))
     for key in ("handler", "task"):
         if key in raw:
             node[key] = raw[key]

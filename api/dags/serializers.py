@@ -102,6 +102,7 @@ class DagRunOutput(serializers.ModelSerializer):
             "version",
             "status",
             "trigger",
+            "triggered_by",
             "scheduled_at",
             "parameters",
             "started_at",
@@ -187,8 +188,11 @@ class DagRunDetailOutput(DagRunOutput):
     # last_error, resolved_at} (api/dags/timer_output.py)
     timers = serializers.ListField(child=serializers.DictField(), read_only=True)
 
+    # approval nodes: as GET /api/v1/approvals/{id} answers (api/dags/approval_views.py)
+    approvals = serializers.ListField(child=serializers.DictField(), read_only=True)
+
     class Meta(DagRunOutput.Meta):
-        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits", "timers"]
+        fields = [*DagRunOutput.Meta.fields, "nodes", "event_waits", "timers", "approvals"]
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from api import views_stats
-from api.dags import backfill_views, event_views, views
+from api.dags import approval_views, backfill_views, event_views, views
 
 urlpatterns = [
     path("dags", views.DagListView.as_view(), name="dag-list"),
@@ -26,6 +26,28 @@ urlpatterns = [
         views.DagRunRetryView.as_view(),
         name="dag-run-retry",
     ),
+    *[
+        path(
+            f"dags/<str:dag_id>/executions/<str:run_id>/nodes/<str:node_id>/{verdict}",
+            approval_views.NodeDecideView.as_view(verdict=verdict),
+            name=f"dag-run-node-{verdict}",
+        )
+        for verdict in ("approve", "reject")
+    ],
+    path("approvals", approval_views.ApprovalListView.as_view(), name="approval-list"),
+    path(
+        "approvals/<str:approval_id>",
+        approval_views.ApprovalDetailView.as_view(),
+        name="approval-detail",
+    ),
+    *[
+        path(
+            f"approvals/<str:approval_id>/{verdict}",
+            approval_views.ApprovalDecideView.as_view(verdict=verdict),
+            name=f"approval-{verdict}",
+        )
+        for verdict in ("approve", "reject")
+    ],
     path(
         "tasks/<str:task_id>/backfill",
         backfill_views.TaskBackfillView.as_view(),

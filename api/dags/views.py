@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.dags.approval_views import approval_output
 from api.dags.serializers import (
     DagOutput,
     DagRunDetailOutput,
@@ -25,6 +26,7 @@ from api.serializers import PauseInput
 from api.strict import refuse_body
 from api.tenancy import request_actor, request_tenant
 from dags import selectors
+from dags.approval_selectors import approval_waits_of_run
 from dags.attempt_selectors import dag_run_node_attempts
 from dags.event_selectors import event_waits_of_run
 from dags.services import definitions, runs
@@ -97,7 +99,11 @@ class DagTriggerView(APIView):
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
         body = DagTriggerInput(data=request.data or {})
         body.is_valid(raise_exception=True)
-        run = runs.dag_trigger(dag=dag, parameters=body.validated_data.get("parameters"))
+        run = runs.dag_trigger(
+            dag=dag,
+            parameters=body.validated_data.get("parameters"),
+            triggered_by=request_actor(request),
+        )
         return Response(DagRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -149,6 +155,7 @@ def _run_detail(run) -> dict:
         "nodes": NodeOutput(nodes, many=True, context={"history": history}).data,
         "event_waits": [_event_wait(wait) for wait in event_waits_of_run(run=run)],
         "timers": timers_output(timers_of_run(run=run), now=timezone.now()),
+        "approvals": [approval_output(wait) for wait in approval_waits_of_run(run=run)],
     }
 
 

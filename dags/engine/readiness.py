@@ -53,6 +53,7 @@ from dags.choices import (
     RunStatus,
     TriggerRule,
 )
+from dags.engine.approval_waits import approval_wait_begin
 from dags.engine.dispatch import HandOn, mapped_node_dispatch, nodes_dispatch
 from dags.engine.failure_streaks import dag_run_streak_count
 from dags.engine.state import children_count, node_set_final, run_lock
@@ -276,6 +277,10 @@ def nodes_ready(
                     continue
                 holds = decided[node_id]
                 verdict = RUN if holds is True else SKIP if holds is False else FAIL
+            if verdict == RUN and node.get("type") == "approval":
+                # No execution: it waits (no worker slot) for its approvers or its timeout.
+                approval_wait_begin(run=run, node_id=node_id, spec=node["approval"])
+                continue
             if verdict == RUN and "wait_for_event" in node:
                 # No execution: it waits (no worker slot) unless its event already came.
                 event = event_wait_begin(run=run, node_id=node_id, spec=node["wait_for_event"])

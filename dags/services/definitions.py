@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from budgets.documents import DocumentError, stored_size_check
 from dags.models import Dag, DagVersion
+from dags.services.approval_checks import approval_nodes_check
 from dags.services.timer_checks import timers_check
-from dags.spec import DagSpecError, parse_dag_spec
-from dags.spec_timers import TIMER_TYPES
+from dags.spec import DagSpecError, node_runs_task, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.limits import expression_budget
@@ -67,11 +67,12 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
     now = timezone.now()
     _retry_policies_check(spec, anchor=now)
     timers_check(spec, tenant=tenant)
+    approval_nodes_check(spec, tenant=tenant)
     referenced = _referenced_tasks(
         tenant=tenant, references=[node["task"] for node in spec["tasks"] if "task" in node]
     )
     for index, node in enumerate(spec["tasks"]):
-        if "wait_for_event" in node or node.get("type") in TIMER_TYPES:
+        if not node_runs_task(node):
             continue  # runs nothing: no task to check
         if "task" in node:
             if node["task"] not in referenced:
@@ -212,9 +213,8 @@ def _node_tasks(
     )
     mapping: dict[str, str] = {}
     for index, node in enumerate(spec["tasks"]):
-        if "wait_for_event" in node or node.get("type") in TIMER_TYPES:
-            # No task: the engine ends it when its event comes (dags.services.events) or its
-            # timer is due (dags.services.timers).
+        if not node_runs_task(node):
+            # No task: the engine ends it (its event, its approvers, its timer, a timeout).
             continue
         if "task" in node:
             task = referenced.get(node["task"])

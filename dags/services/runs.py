@@ -37,12 +37,14 @@ def dag_trigger(
     trigger: str = "manual",
     scheduled_at: datetime | None = None,
     queue_only: bool = False,
+    triggered_by: str = "",
 ) -> DagRun | None:
     """Create a run and start it, or queue it when max_active_runs are already running.
 
     A scheduled fire that was already recorded (by another leader) returns None. The
     parameters are size-capped (413) and counted against the tenant's bytes quota (429,
-    `scheduler_app.services.payload_quota`).
+    `scheduler_app.services.payload_quota`). `triggered_by` names who asked ("user:alice";
+    the run's approval nodes refuse that user's decision).
     """
     if dag.deleted_at is not None:
         raise NotFound("DAG not found")
@@ -67,6 +69,7 @@ def dag_trigger(
                 version=version,
                 status=status,
                 trigger=trigger,
+                triggered_by=triggered_by[:255],
                 scheduled_at=scheduled_at or now,
                 parameters=dict(parameters) if parameters else None,
                 remaining_nodes=len(graph.nodes),

@@ -59,7 +59,11 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
             messages.error(request, f"Nothing was triggered. Parameters: {problem}")
             return redirect("dashboard:dag", dag_id=dag.id)
         try:
-            run = runs.dag_trigger(dag=dag, parameters=parameters)
+            run = runs.dag_trigger(
+                dag=dag,
+                parameters=parameters,
+                triggered_by=f"user:{request.user.get_username()}",
+            )
         except DomainError as error:  # e.g. a DAG without a version
             messages.error(request, error.message)
             return redirect("dashboard:dag", dag_id=dag.id)

@@ -18,6 +18,8 @@ Colours. Each node status maps to one of five tones (CSS classes `tone-<tone>`):
     sleeping, sensing                        -> timer (lilac): a sleep or a sensor, holding
                                                 no worker; the box says the time left
                                                 (sensing has a dashed outline)
+    waiting_for_approval                     -> approval (violet): waits for people, holding
+                                                no worker; the box shows the time left
 
 A mapped node shows its shard progress (`map_finished / map_total`) as a bar inside the box.
 """
@@ -32,7 +34,7 @@ from typing import Any, Protocol
 
 from dashboard.durations import format_duration
 
-TONES = ("success", "running", "failed", "skipped", "waiting", "timer")
+TONES = ("success", "running", "failed", "skipped", "waiting", "timer", "approval")
 TONE_OF_STATUS = {
     "success": "success",
     "running": "running",
@@ -47,7 +49,10 @@ TONE_OF_STATUS = {
     "waiting_for_event": "running",
     "sleeping": "timer",
     "sensing": "timer",
+    "waiting_for_approval": "approval",
 }
+# The statuses whose box shows a time-left line instead of its attempts.
+TIME_LEFT_STATUSES = ("sleeping", "sensing", "waiting_for_approval")
 
 NODE_WIDTH, NODE_HEIGHT = 180, 64
 GAP_X, GAP_Y, PADDING = 64, 18, 12
@@ -142,7 +147,8 @@ class NodeBox:
     map_finished: int
     map_bar_width: int  # pixels of the shard progress bar, 0 when not mapped
     run_attempt: int = 1  # which attempt of the node in the run (2 after a re-run, ...)
-    time_left: str = ""  # a sleep's or sensor's ("wakes in 1h 59m", "poke in 25s · ...")
+    # A sleep's, a sensor's or an approval's ("wakes in 1h 59m", "poke in 25s · ...", "2h left").
+    time_left: str = ""
 
     @property
     def text_x(self) -> int:
@@ -179,7 +185,7 @@ def graph_layout(
     time_left: Mapping[str, str] | None = None,
 ) -> GraphLayout:
     """Boxes and edges in SVG coordinates: layers are columns, each column centred.
-    `time_left`: the line a waiting sleep or sensor node shows, by node id."""
+    `time_left`: the line a waiting sleep, sensor or approval node shows, by node id."""
     time_left = time_left or {}
     layers = ordered_layers(depends_on)
     tallest = max((len(nodes) for nodes in layers), default=0)
@@ -235,7 +241,7 @@ def _box(
         map_total=map_total,
         map_finished=map_finished,
         map_bar_width=bar,
-        time_left=time_left if status in ("sleeping", "sensing") else "",
+        time_left=time_left if status in TIME_LEFT_STATUSES else "",
     )
 
 
@@ -250,6 +256,11 @@ def timer_line(*, kind: str, due_in: float | None, deadline_in: float | None) ->
     if deadline_in is not None:
         line += f" · timeout {format_duration(deadline_in)}"
     return line
+
+
+def deadline_line(deadline: datetime, *, now: datetime) -> str:
+    """What a waiting approval node's box says: the time until its timeout decides."""
+    return f"{format_duration(max(0.0, (deadline - now).total_seconds()))} left"
 
 
 def _edge(source: NodeBox, target: NodeBox) -> EdgeLine:

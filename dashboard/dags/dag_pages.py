@@ -20,8 +20,10 @@ from dags.models import DagRun
 from dags.services.runs import RERUNNABLE
 from dags.timer_selectors import timer_time_left, timers_of_run
 from dags.versions import graph_of_version
+from dashboard.dags.approval_pages import approval_deadlines, run_approvals
 from dashboard.dags.dag_layout import (
     TONES,
+    deadline_line,
     gantt,
     graph_layout,
     timer_line,
@@ -29,6 +31,7 @@ from dashboard.dags.dag_layout import (
 )
 from dashboard.durations import format_duration
 from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
+from dashboard.roles import route_allows
 from dashboard.tenancy import dashboard_membership, shows_other_tenant
 from dashboard.views import _found, _page
 from data_lifecycle.selectors.latency import dag_latency
@@ -93,6 +96,10 @@ def _node_summary(node: dict) -> tuple[str, str]:
             what = f"sleeps {format_duration(node['duration'])}"
     elif node.get("type") == "sensor":
         what = f"{node['sensor']['kind']} sensor"
+    elif node.get("type") == "approval":
+        approval = node["approval"]
+        who = f"{approval['role']}+" if approval["role"] else ", ".join(approval["users"])
+        what = f"approval: {approval['count']} of {who}"
     elif isinstance(node.get("handler"), str):
         what = f"python {node['handler']}"  # the design document's spelling: a handler's name
     else:
@@ -197,7 +204,13 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
         depends_on={node_id: node["depends_on"] for node_id, node in graph.nodes.items()},
         states={node.node_id: node for node in nodes},
         now=now,
-        time_left={t["row"].node_id: t["line"] for t in timers},
+        time_left={
+            **{t["row"].node_id: t["line"] for t in timers},
+            **{
+                node_id: deadline_line(deadline, now=now)
+                for node_id, deadline in approval_deadlines(run=run).items()
+            },
+        },
     )
     tones = Counter(box.tone for box in layout.nodes)
     return _page(
@@ -225,6 +238,13 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "errors": [node for node in nodes if node.error_message],
             "event_waits": _event_waits(run),
             "timers": timers,
+            "approvals": run_approvals(
+                run=run,
+                user=request.user,
+                may_press=route_allows(
+                    dashboard_membership(request).role, "dag-run-node-action.approve"
+                ),
+            ),
             "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,

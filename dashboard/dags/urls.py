@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from dashboard.dags import dag_actions, dag_edit, dag_pages
+from dashboard.dags import approval_pages, dag_actions, dag_edit, dag_pages
 
 urlpatterns = [
     path("dags", dag_pages.dag_list, name="dags"),
@@ -18,4 +18,10 @@ urlpatterns = [
         dag_actions.dag_run_action,
         name="dag-run-action",
     ),
+    path(
+        "dags/<str:dag_id>/runs/<str:run_id>/nodes/<str:node_id>/<str:action>",
+        approval_pages.dag_run_node_action,
+        name="dag-run-node-action",
+    ),
+    path("approvals/<str:token>", approval_pages.approval_link, name="approval-link"),
 ]

@@ -238,4 +238,6 @@ def world(tenant):
         "backfill_id": str(backfill.id),
         "dag_id": str(dag.id),
         "run_id": str(run.id),
+        # A node of the run that is no approval: deciding it is refused with a message.
+        "node_id": run.nodes.order_by("id").first().node_id,
     }

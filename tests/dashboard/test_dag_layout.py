@@ -14,6 +14,7 @@ from dashboard.dags.dag_layout import (
     NODE_HEIGHT,
     NODE_WIDTH,
     TONE_OF_STATUS,
+    deadline_line,
     gantt,
     graph_layout,
     ordered_layers,
@@ -42,7 +43,7 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_every_node_status_has_one_of_the_six_tones():
+def test_every_node_status_has_one_of_the_tones():
     assert set(TONE_OF_STATUS) == set(NodeStatus.values)
     assert {tone_of(s) for s in NodeStatus.values} == {
         "success",
@@ -51,8 +52,10 @@ def test_every_node_status_has_one_of_the_six_tones():
         "skipped",
         "waiting",
         "timer",
+        "approval",
     }
     assert tone_of("sleeping") == tone_of("sensing") == "timer"
+    assert tone_of("waiting_for_approval") == "approval"
     assert tone_of("timed_out") == "failed"
     assert tone_of("upstream_failed") == "skipped"
     assert tone_of("queued") == "waiting"
@@ -263,3 +266,18 @@ def test_a_sleep_or_sensor_box_says_the_time_left():
     boxes = {box.node_id: box for box in layout.nodes}
     assert boxes["s"].tone == "timer" and boxes["s"].time_left == line
     assert boxes["d"].time_left == ""  # only a waiting sleep or sensor shows one
+
+
+def test_a_waiting_node_with_a_deadline_shows_the_time_left():
+    layout = graph_layout(
+        depends_on={"sign-off": [], "ship": ["sign-off"]},
+        states={
+            "sign-off": State("sign-off", status="waiting_for_approval", started_at=at(0)),
+            "ship": State("ship"),
+        },
+        now=at(60),
+        time_left={"sign-off": deadline_line(at(3660), now=at(60))},
+    )
+    boxes = {box.node_id: box for box in layout.nodes}
+    assert (boxes["sign-off"].tone, boxes["sign-off"].time_left) == ("approval", "1h 00m left")
+    assert boxes["ship"].time_left == ""

@@ -25,8 +25,10 @@ from tests.api_clients import PASSWORD
 pytestmark = pytest.mark.django_db
 ROLES = ("viewer", "operator")
 # Routes that are not a tenant member's writes: signing in and out, joining by invitation
-# (public: the token is the credential; tests/scheduler_app/test_members.py plays them).
-SIGN_IN_ROUTES = {"login", "logout", "join-token", "join"}
+# (public: the token is the credential; tests/scheduler_app/test_members.py plays them), and
+# an approval's signed link (the token and the sign-in of the approver it names;
+# tests/dags/test_approval_links.py plays it).
+SIGN_IN_ROUTES = {"login", "logout", "join-token", "join", "approval-link"}
 SNAPSHOT_APPS = ("scheduler_app", "dags", "alerting", "data_lifecycle", "auth")
 
 

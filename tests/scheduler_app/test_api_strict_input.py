@@ -73,6 +73,8 @@ def own_objects(tenant):
         "invitation_id": str(uuid.uuid4()),
         "action": "accept",
         "backfill_id": str(uuid.uuid4()),
+        "approval_id": "1",
+        "node_id": "a",
     }
 
 
