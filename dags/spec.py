@@ -100,6 +100,13 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
         )
     type_keys, type_parse = NODE_TYPES[node_type] if node_type is not None else (set(), None)
     unknown = sorted(set(raw) - NODE_KEYS - type_keys)
+    owners = [name for name, (keys, _) in NODE_TYPES.items() if unknown and unknown[0] in keys]
+    if owners:
+        raise DagSpecError(
+            f"{where} has keys of a {' or '.join(owners)} node: {', '.join(unknown)}"
+            " (set its type)",
+            field=f"{where}.{unknown[0]}",
+        )
     if unknown:
         raise DagSpecError(f"{where} has unknown keys: {', '.join(unknown)}", field=where)
     node_id = raw.get("id")
