@@ -3,7 +3,10 @@
 stdout and stderr are read with one ``selectors`` loop on non-blocking pipes, which also
 watches a pidfd of the child: no reader threads, no deadlock on large output, no sleep polls
 to notice the exit. Lines go straight to the log sink (``LineSplitter.emit_line``). Cancel
-and the deadline are enforced here: SIGTERM first on timeout, SIGKILL after the grace.
+and the deadline are enforced here: SIGTERM first on timeout, SIGKILL after the grace. The
+worker's preemption (``ctx.preempted``) sends SIGTERM too, once: a task that then exits
+(after writing its checkpoint file) is handed back rather than failed. The child is reaped
+with ``os.wait4``, whose rusage is the run's CPU and peak memory (``usage.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from typing import Any
 
 from handler_contract.base import (
+    PREEMPTED,
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -31,6 +35,7 @@ from sandbox.spawn import Launched
 from .progress_lines import progress_line_taker
 from .shell_lines import LineSplitter
 from .shell_outcomes import describe_exit
+from .usage import rusage_usage
 
 READ_CHUNK_BYTES = 64 * 1024
 # Upper bound on how late cancellation and timeouts are noticed.
@@ -71,12 +76,17 @@ class Supervisor:
         self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None
         self._reaped = False
         self._exited = False
+        self.cpu_seconds: float | None = None
+        self.peak_memory_bytes: int | None = None
 
     def run(self) -> HandlerOutcome:
         try:
-            return self._run()
+            outcome = self._run()
         finally:
             self._cleanup()
+        outcome.cpu_seconds = self.cpu_seconds
+        outcome.peak_memory_bytes = self.peak_memory_bytes
+        return outcome
 
     def _run(self) -> HandlerOutcome:
         proc = self.proc
@@ -97,6 +107,7 @@ class Supervisor:
         deadline = started + timeout
         kill_at: float | None = None
         final_status: str | None = None
+        preempted = False
 
         while True:
             self._pump(POLL_INTERVAL_SECONDS)
@@ -118,13 +129,17 @@ class Supervisor:
                 self.log.write("system", "still running after SIGTERM: sending SIGKILL")
                 self.launched.kill()
                 kill_at = None
+            elif final_status is None and not preempted and self.ctx.preempted.is_set():
+                # No kill after it: the drain's deadline hands the run back (and stops it).
+                preempted = True
+                self.log.write("system", "the worker is being preempted: sending SIGTERM")
+                self.launched.terminate()
 
         if not self.launched.sandboxed:
             # The leader is a zombie, so its pid (== pgid) cannot be reused yet: kill whatever
             # it left behind in its group before reaping it.
             self.launched.kill()
-        returncode = proc.wait()
-        self._reaped = True
+        returncode = self._reap()
         if not self.launched.sandboxed:
             wait_for_group_exit(proc.pid, GROUP_EXIT_WAIT_SECONDS)
         # Sandboxed: bwrap has exited, so has its init, and the kernel ends every process in
@@ -139,6 +154,14 @@ class Supervisor:
                 error_class="cancelled",
                 error_message=f"cancelled after {elapsed:.1f}s",
                 transient=False,
+            )
+        if final_status is None and preempted:
+            return HandlerOutcome(
+                status=STATUS_FAILED,
+                exit_code=returncode,
+                error_class=PREEMPTED,
+                error_message=f"stopped for the worker's preemption ({self._describe(returncode)})",
+                transient=True,
             )
         if final_status == STATUS_TIMED_OUT:
             return HandlerOutcome(
@@ -167,6 +190,20 @@ class Supervisor:
             error_message=clip(message),
             transient=True,
         )
+
+    def _reap(self) -> int:
+        """Reap the child with its rusage (Popen.wait would throw that away)."""
+        proc = self.proc
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        except ChildProcessError:
+            returncode = proc.wait()  # reaped elsewhere: no usage to report
+        else:
+            returncode = os.waitstatus_to_exitcode(status)
+            proc.returncode = returncode
+            self.cpu_seconds, self.peak_memory_bytes = rusage_usage(usage)
+        self._reaped = True
+        return returncode
 
     def _describe(self, returncode: int) -> str:
         return describe_exit(returncode, sandboxed=self.launched.sandboxed)

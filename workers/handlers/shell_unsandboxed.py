@@ -17,6 +17,7 @@ from handler_contract.base import HandlerContext, HandlerOutcome, masking_sink
 from sandbox.preexec import make_preexec
 from sandbox.spawn import launch
 
+from .shell_checkpoint import CheckpointFile
 from .shell_environment import UPSTREAM_RESULTS_FILE_NAME, build_environment, upstream_payload
 from .shell_outcomes import TRANSIENT_SPAWN_ERRNOS, spawn_failure
 from .shell_supervisor import Supervisor
@@ -42,16 +43,21 @@ def run_unsandboxed(
             with open(upstream_path, "wb") as fh:
                 fh.write(stdin_data)
         env = build_environment(config.get("environment"), ctx, upstream_path)
-        return run_process(
-            command,
-            env=env,
-            ctx=ctx,
-            limits=limits,
-            kill_grace_seconds=kill_grace_seconds,
-            identity=identity,
-            stdin_data=stdin_data,
-            cwd=workdir,
-        )
+        checkpoint = CheckpointFile(ctx, masking_sink(ctx), identity)
+        env.update(checkpoint.environment(sandboxed=False))
+        try:
+            return run_process(
+                command,
+                env=env,
+                ctx=ctx,
+                limits=limits,
+                kill_grace_seconds=kill_grace_seconds,
+                identity=identity,
+                stdin_data=stdin_data,
+                cwd=workdir,
+            )
+        finally:
+            checkpoint.close()
     finally:
         remove_tree(workdir)
 
