@@ -133,6 +133,7 @@ def open_gate(
     failure the sandbox's init and bwrap are killed: no command runs unlimited."""
     try:
         pid = gate.sandbox_pid()
+        launched.init_pid = pid
         set_limits(pid, limits)
         if launched.egress is not None:
             launched.egress.attach(pid)
