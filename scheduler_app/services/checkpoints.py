@@ -129,6 +129,20 @@ def checkpoint_for_chain(*, tenant_id: Any, chain_id: uuid.UUID) -> RunCheckpoin
     return RunCheckpoint.objects.filter(chain_id=chain_id, tenant_id=tenant_id).first()
 
 
+# The expiry chore runs at most this often (the beat's housekeeping rounds are seconds apart;
+# a day-old checkpoint may wait a minute more).
+EXPIRE_EVERY = timedelta(minutes=1)
+_last_expiry: list[datetime] = []
+
+
+def checkpoints_expire_chore(now: datetime) -> int:
+    """The housekeeping chore (`runs.apps`): `checkpoints_expire` once a minute."""
+    if _last_expiry and now - _last_expiry[0] < EXPIRE_EVERY:
+        return 0
+    _last_expiry[:] = [now]
+    return checkpoints_expire(now=now)
+
+
 def checkpoints_expire(*, now: datetime | None = None, limit: int = 5000) -> int:
     """Delete checkpoints not written for CHECKPOINTS["RETENTION_SECONDS"] (housekeeping)."""
     now = now or timezone.now()
