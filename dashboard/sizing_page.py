@@ -43,6 +43,9 @@ def overprovisioned(request: HttpRequest) -> HttpResponse:
         "all_tenants": staff,
         "share": f"{OVERPROVISIONED_SHARE:.0%}",
     }
+    template = (
+        "dashboard/sizing_live.html" if request.GET.get("fragment") else "dashboard/sizing.html"
+    )
     try:
         context.update(page_context(request))
     except Http404:  # staff without a membership: the frame without a tenant
@@ -53,5 +56,5 @@ def overprovisioned(request: HttpRequest) -> HttpResponse:
             flower_url=settings.MONITORING["FLOWER_URL"],
             now=timezone.now(),
         )
-        return render(request, "dashboard/sizing.html", context)
-    return remember_tenant(request, render(request, "dashboard/sizing.html", context))
+        return render(request, template, context)
+    return remember_tenant(request, render(request, template, context))
