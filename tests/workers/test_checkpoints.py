@@ -182,7 +182,8 @@ def _shell_ctx(store, *, timeout=20.0):
 
 def test_a_shell_tasks_checkpoint_file_reaches_its_next_attempt_even_after_a_timeout(tenant):
     sandbox = shell_sandbox_for(egress_allowed=False)
-    script = 'cat "$SCHEDULER_CHECKPOINT_FILE"; echo "step-$TASK_ATTEMPT" >> "$SCHEDULER_CHECKPOINT_FILE"'
+    file = '"$SCHEDULER_CHECKPOINT_FILE"'
+    script = f'cat {file}; echo "step-$TASK_ATTEMPT" >> {file}'
     first = _store(tenant)
     # Attempt 1 writes its step, then outlives its timeout: the file is kept all the same.
     ctx = _shell_ctx(first, timeout=0.5)
