@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from api.serializers import ExecutionOutput
@@ -19,7 +20,8 @@ class ExecutionDetailOutput(ExecutionOutput):
     class Meta(ExecutionOutput.Meta):
         fields = [*ExecutionOutput.Meta.fields, "checkpoint"]
 
-    def get_checkpoint(self, execution) -> CheckpointSummaryOutput | None:
+    @extend_schema_field(CheckpointSummaryOutput(allow_null=True))
+    def get_checkpoint(self, execution) -> dict | None:
         """Whether the run has a checkpoint, and its size (not its content: see
         `executions/{id}/checkpoint`); null when it has none."""
         summary = self.context.get("checkpoint")
