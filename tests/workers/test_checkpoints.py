@@ -4,6 +4,7 @@ a shell task's checkpoint file reaches its next attempt; another tenant never se
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 
@@ -218,3 +219,64 @@ def test_a_shell_checkpoint_file_over_the_cap_is_not_kept(tenant):
     assert outcome.status == "success"
     assert "checkpoint file not kept: over 1,024 bytes" in ctx.log.text()
     assert not RunCheckpoint.objects.filter(chain_id=store.chain_id).exists()
+
+
+def test_a_preempted_shell_task_that_checkpoints_gets_sigterm_and_is_handed_back(tenant):
+    store = _store(tenant)
+    ctx = _shell_ctx(store)
+    # Writes step 1, then waits; on SIGTERM it saves where it was and exits.
+    script = (
+        'trap \'echo "stopped-at-1" > "$SCHEDULER_CHECKPOINT_FILE"; exit 0\' TERM; '
+        'echo step-1 > "$SCHEDULER_CHECKPOINT_FILE"; '
+        "while true; do sleep 0.05; done"
+    )
+
+    def preempt_once_written():
+        # The worker's preemption, once the task has written its file (the run watcher does
+        # this from its poll; no database here: this thread has a connection of its own).
+        while not ctx.preempted.wait(0.05):
+            path = store._watched
+            if path and os.path.exists(path) and os.path.getsize(path):
+                ctx.preempted.set()
+
+    threads = [threading.Thread(target=preempt_once_written)]
+    for thread in threads:
+        thread.start()
+    outcome = run_shell(
+        {"command": ["sh", "-c", script]}, ctx, sandbox=shell_sandbox_for(egress_allowed=False)
+    )
+    ctx.preempted.set()
+    for thread in threads:
+        thread.join()
+    assert outcome.error_class == "preempted", (outcome, ctx.log.text())
+    assert "the worker is being preempted: sending SIGTERM" in ctx.log.text()
+    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"stopped-at-1\n"
+
+
+def test_a_preempted_shell_task_that_does_not_checkpoint_runs_on(tenant):
+    store = _store(tenant)
+    ctx = _shell_ctx(store)
+    ctx.preempted.set()  # told from the start: it takes no part in checkpointing
+    outcome = run_shell(
+        {"command": ["sh", "-c", "sleep 0.5; echo finished"]},
+        ctx,
+        sandbox=shell_sandbox_for(egress_allowed=False),
+    )
+    assert outcome.status == "success" and ctx.log.stream_text("stdout") == "finished\n"
+
+
+def test_a_lease_renewal_saves_a_changed_checkpoint_file(tenant, tmp_path):
+    """What a SIGKILLed worker leaves of a shell task: the file as of its last renewal."""
+    store = _store(tenant)
+    path = tmp_path / "checkpoint"
+    path.write_bytes(b"")
+    store.watch_file(str(path))
+    store.renewal_save()  # unchanged: nothing written
+    assert not RunCheckpoint.objects.filter(chain_id=store.chain_id).exists()
+    path.write_bytes(b"rows=500\n")
+    store.renewal_save()
+    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
+    store.watch_file(None)
+    path.write_bytes(b"rows=900\n")
+    store.renewal_save()  # no longer watched (the attempt ended)
+    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"rows=500\n"

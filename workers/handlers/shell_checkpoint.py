@@ -28,6 +28,14 @@ SANDBOX_CHECKPOINT_PATH = "/task/.checkpoint"
 FILE_PREFIX = "task-run-checkpoint-"
 
 
+def _signature(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
 class CheckpointFile:
     """The host file of one attempt: created with the run's last checkpoint, saved and
     removed at its end (`close`)."""
@@ -37,6 +45,7 @@ class CheckpointFile:
         self.log = log
         self.path: str | None = None
         self._resumed: bytes | None = None
+        self._created: tuple[int, int] | None = None
         store = ctx.checkpoints
         if store is None:
             return
@@ -54,7 +63,16 @@ class CheckpointFile:
                 os.unlink(path)
             raise
         self.path = path
+        self._created = _signature(path)
         store.watch_file(path)
+
+    def in_use(self) -> bool:
+        """Whether the task takes part in checkpointing: it resumed from a checkpoint, or has
+        written the file. Only such a task is sent SIGTERM when its worker is preempted (it
+        can save and exit); another keeps running until the drain's deadline."""
+        if self.path is None:
+            return False
+        return bool(self._resumed) or _signature(self.path) != self._created
 
     def environment(self, *, sandboxed: bool) -> dict[str, str]:
         if self.path is None:

@@ -121,7 +121,9 @@ def _run_sandboxed(
     failure = open_gate(launched, gate, limits if gate_sets_limits(identity) else ())
     if failure is not None:
         return failure
-    outcome = Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    outcome = Supervisor(
+        launched, ctx, log, stdin_data, kill_grace_seconds, preempt_aware=checkpoint.in_use
+    ).run()
     return _classify_sandbox_exec_failure(outcome, command, env)
 
 

@@ -4,8 +4,10 @@ stdout and stderr are read with one ``selectors`` loop on non-blocking pipes, wh
 watches a pidfd of the child: no reader threads, no deadlock on large output, no sleep polls
 to notice the exit. Lines go straight to the log sink (``LineSplitter.emit_line``). Cancel
 and the deadline are enforced here: SIGTERM first on timeout, SIGKILL after the grace. The
-worker's preemption (``ctx.preempted``) sends SIGTERM too, once: a task that then exits
-(after writing its checkpoint file) is handed back rather than failed. The child is reaped
+worker's preemption (``ctx.preempted``) sends SIGTERM too, once, to a task that takes part
+in checkpointing (``preempt_aware``: it resumed from, or wrote, its checkpoint file): when
+it then exits (its file written) its run is handed back rather than failed. Another task
+runs on until the drain's deadline, as it always did. The child is reaped
 with ``os.wait4``, whose rusage is the run's CPU and peak memory (``usage.py``).
 """
 
@@ -15,6 +17,7 @@ import contextlib
 import os
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any
 
 from handler_contract.base import (
@@ -65,12 +68,14 @@ class Supervisor:
         log: LogSink,
         stdin_data: bytes | None,
         kill_grace_seconds: float,
+        preempt_aware: Callable[[], bool] | None = None,
     ) -> None:
         self.launched = launched
         self.proc = launched.proc
         self.ctx = ctx
         self.log = log
         self.kill_grace_seconds = kill_grace_seconds
+        self.preempt_aware = preempt_aware
         secrets = [s for s in ctx.secrets_to_mask if s]
         # The splitters mask before cutting long lines, so they can write to the raw sink.
         self.stdout = LineSplitter(
@@ -140,7 +145,7 @@ class Supervisor:
                 self.log.write("system", "still running after SIGTERM: sending SIGKILL")
                 self.launched.kill()
                 kill_at = None
-            elif final_status is None and not preempted and self.ctx.preempted.is_set():
+            elif final_status is None and not preempted and self._preempted_now():
                 # No kill after it: the drain's deadline hands the run back (and stops it).
                 preempted = True
                 self.log.write("system", "the worker is being preempted: sending SIGTERM")
@@ -200,6 +205,11 @@ class Supervisor:
             error_class="exit_code",
             error_message=clip(message),
             transient=True,
+        )
+
+    def _preempted_now(self) -> bool:
+        return (
+            self.ctx.preempted.is_set() and self.preempt_aware is not None and self.preempt_aware()
         )
 
     def _reap(self) -> int:

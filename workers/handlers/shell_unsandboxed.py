@@ -10,7 +10,7 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from handler_contract.base import HandlerContext, HandlerOutcome, masking_sink
@@ -55,6 +55,7 @@ def run_unsandboxed(
                 identity=identity,
                 stdin_data=stdin_data,
                 cwd=workdir,
+                preempt_aware=checkpoint.in_use,
             )
         finally:
             checkpoint.close()
@@ -73,6 +74,7 @@ def run_process(
     stdin_data: bytes | None = None,
     cwd: str | None = None,
     shown_command: str | None = None,
+    preempt_aware: Callable[[], bool] | None = None,
 ) -> HandlerOutcome:
     """Run an argv outside any sandbox in its own session, with rlimits; supervised the same
     way. For WORKER_SHELL_SANDBOX=off and for a container runtime's CLI (which the sandbox
@@ -100,4 +102,6 @@ def run_process(
         return outcome
     except subprocess.SubprocessError as exc:
         return spawn_failure("spawn_failed", f"could not prepare the child process: {exc}")
-    return Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    return Supervisor(
+        launched, ctx, log, stdin_data, kill_grace_seconds, preempt_aware=preempt_aware
+    ).run()
