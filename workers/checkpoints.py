@@ -2,8 +2,9 @@
 `context.resumed_from` reach (`handler_contract.base.Checkpoints`), and a shell task's
 checkpoint file.
 
-* The checkpoint of the run's earlier attempts is read once, when the handler first asks
-  (a run that never asks costs no query).
+* The checkpoint of the run's earlier attempts is read once, when the handler first asks,
+  and only when the claim statement saw one (`Claim.has_checkpoint`): a run without one
+  costs no query, however its handler asks.
 * A state is masked (the run's secrets, as in its log and result: secrets never rest in
   plaintext) and saved at once, in a transaction of its own (`checkpoint_save`).
 * A shell task's file is saved when the attempt ends, however it ends (the handler reads it
@@ -43,6 +44,7 @@ class RunCheckpoints:
         execution_id: uuid.UUID,
         attempt: int,
         secrets: tuple[str, ...] = (),
+        known_absent: bool = False,
     ) -> None:
         self.tenant_id = tenant_id
         self.chain_id = chain_id
@@ -51,7 +53,8 @@ class RunCheckpoints:
         self.file_cap_bytes = checkpoint_cap()
         self._masker = SecretMasker(secrets)
         self._lock = threading.Lock()
-        self._loaded: Any = _UNREAD
+        # The claim said the run has none: nothing to read (until this attempt saves one).
+        self._loaded: Any = None if known_absent else _UNREAD
         self._watched: str | None = None
         self._watched_seen: tuple[int, int] | None = None
         self.saved_bytes: int | None = None

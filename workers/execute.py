@@ -128,6 +128,7 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         execution_id=execution.id,
         attempt=execution.attempt,
         secrets=resolved.masked,
+        known_absent=claim.has_checkpoint is False,
     )
     preempted = threading.Event()
     context = HandlerContext(
