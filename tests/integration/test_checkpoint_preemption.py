@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+import uuid
 
 import pytest
 
@@ -16,13 +17,9 @@ from tests.checkpoint_handlers import checkpoint_env
 from tests.factories import make_task
 from tests.integration.conftest import dump_logs
 from tests.integration.fleet_helpers import FLEET_BEAT, fleet_workers, hostname_of, terminate_main
-from tests.processes import start_beat, stop_all, wait_until
+from tests.processes import broker_key_prefix, start_beat, stop_all, wait_until
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("private_broker"),
-    pytest.mark.timeout(120),
-]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
 STEPS = 10
 STEP_SECONDS = 0.2
@@ -40,17 +37,32 @@ def _stepping_task(tenant, name: str):
     )
 
 
-def _two_workers(prefix: str, **env: str):
-    """Two workers started side by side (one start's wait, not two): the run lands on one,
-    the test stops that one, and the other takes the run over."""
-    return fleet_workers([f"{prefix}-a", f"{prefix}-b"], concurrency=1, **checkpoint_env(), **env)
+@pytest.fixture(scope="module")
+def fleet(django_db_setup, django_db_blocker):
+    """Three workers started side by side and a beat (which promotes a lost run's retry), on
+    broker queues of their own, for both tests: each stops the worker its run landed on and
+    another takes the run over (one start's wait for the module, not one per test). The
+    preempt grace covers the whole drain deadline: handlers are told at once on SIGTERM, as
+    on a spot instance's short notice."""
+    with broker_key_prefix(f"ck-{uuid.uuid4().hex[:8]}:"):
+        beat = start_beat(node_id="ck-beat", env_overrides=FLEET_BEAT)
+        workers = fleet_workers(
+            ["ck-a", "ck-b", "ck-c"],
+            concurrency=1,
+            WORKER_SHUTDOWN_DEADLINE_SECONDS="20",
+            WORKER_PREEMPT_GRACE_SECONDS="20",
+            **checkpoint_env(),
+        )
+        names = {worker.name: hostname_of(worker) for worker in workers}
+        yield workers, names
+        stop_all([*workers, beat])
 
 
-def _holder_and_other(workers, execution):
+def _holder(fleet, execution):
+    workers, names = fleet
     execution.refresh_from_db()
-    (holder,) = [w for w in workers if hostname_of(w) == execution.worker_id]
-    (other,) = [w for w in workers if w is not holder]
-    return holder, other
+    (holder,) = [w for w in workers if names[w.name] == execution.worker_id]
+    return holder
 
 
 def _checkpointed_step(chain_id) -> int:
@@ -58,14 +70,12 @@ def _checkpointed_step(chain_id) -> int:
     return checkpoint.state["next"] if checkpoint else 0
 
 
-def test_a_checkpoint_survives_a_sigkilled_worker(tenant):
+def test_a_checkpoint_survives_a_sigkilled_worker(tenant, fleet):
     task = _stepping_task(tenant, "killed-mid-run")
-    beat = start_beat(node_id="ck-kill", env_overrides=FLEET_BEAT)  # promotes the retry
-    workers = _two_workers("ck-kill")
     try:
         first = task_trigger(task=task)
         wait_until(lambda: _checkpointed_step(first.id) >= 2, timeout=30, message="two steps saved")
-        doomed, _rescue = _holder_and_other(workers, first)
+        doomed = _holder(fleet, first)
         doomed.kill(signal.SIGKILL)
         doomed.process.wait(timeout=10)
         saved = _checkpointed_step(first.id)
@@ -75,10 +85,8 @@ def test_a_checkpoint_survives_a_sigkilled_worker(tenant):
             message="the run to succeed on the rescue worker",
         )
     except AssertionError:
-        print(dump_logs(beat, *workers))
+        print(dump_logs(*fleet[0]))
         raise
-    finally:
-        stop_all([*workers, beat])
     attempts = list(TaskExecution.objects.filter(task=task).order_by("attempt"))
     assert [(e.attempt, e.status, e.error_class) for e in attempts] == [
         (1, "failed", "worker_lost"),
@@ -90,17 +98,12 @@ def test_a_checkpoint_survives_a_sigkilled_worker(tenant):
     assert attempts[1].result["done"] == STEPS
 
 
-def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tenant):
+def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tenant, fleet):
     task = _stepping_task(tenant, "preempted-mid-run")
-    # The grace covers the whole deadline: the handlers are told at once (spot preemption).
-    workers = _two_workers(
-        "ck-drain", WORKER_SHUTDOWN_DEADLINE_SECONDS="20", WORKER_PREEMPT_GRACE_SECONDS="20"
-    )
     try:
         run = task_trigger(task=task)
         wait_until(lambda: _checkpointed_step(run.id) >= 2, timeout=30, message="two steps saved")
-        draining, other = _holder_and_other(workers, run)
-        other_name = hostname_of(other)
+        draining = _holder(fleet, run)
         terminate_main(draining)
         signalled = time.monotonic()
         # The handler checkpoints within a poll of the preempt signal and stops; the worker,
@@ -113,13 +116,12 @@ def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tena
             message="the handed-back run to finish on the other worker",
         )
     except AssertionError:
-        print(dump_logs(*workers))
+        print(dump_logs(*fleet[0]))
         raise
-    finally:
-        stop_all(workers)
     assert exited_after < 10, exited_after  # not the deadline's release
     run.refresh_from_db()
-    assert run.worker_id == other_name and run.attempt == 1  # handed back, not retried
+    # Handed back, not retried: the same attempt, finished by another worker.
+    assert run.attempt == 1 and run.worker_id != fleet[1][draining.name]
     assert TaskExecution.objects.filter(task=task).count() == 1  # the same attempt, no retry
     # What the preempted handler saved in its grace, after the SIGTERM, is where it resumed.
     resumed = run.result["resumed_from"]
