@@ -67,3 +67,21 @@ def test_another_tenant_cannot_read_a_checkpoint(tenant, tenant_factory):
             assert response.status_code == 404, path
             seen = response.content.decode()
             assert "private-cursor-value" not in seen and "size_bytes" not in seen
+
+
+def test_a_task_cannot_point_its_checkpoint_file_elsewhere(api):
+    response = api.post(
+        "/api/v1/tasks",
+        {
+            "name": "sneaky",
+            "schedule": {"type": "manual"},
+            "handler": {
+                "type": "shell",
+                "command": ["true"],
+                "environment": {"SCHEDULER_CHECKPOINT_FILE": "/etc/passwd"},
+            },
+        },
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    assert "handler.environment" in response.content.decode()

@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import resource
 from dataclasses import dataclass
+
+from handler_contract.base import HandlerOutcome
 
 KIB = 1024
 
@@ -75,9 +76,8 @@ class InProcessUsage:
         return round(cpu, 4), max(0, growth) * KIB
 
 
-def measured(outcome, cpu_seconds: float, peak_memory_bytes: int):
-    """`outcome` with its usage (a handler's outcome object, changed in place)."""
-    with contextlib.suppress(AttributeError):
-        outcome.cpu_seconds = cpu_seconds
-        outcome.peak_memory_bytes = peak_memory_bytes
+def measured(outcome: HandlerOutcome, cpu_seconds: float, peak_memory_bytes: int) -> HandlerOutcome:
+    """`outcome` with its usage (changed in place)."""
+    outcome.cpu_seconds = cpu_seconds
+    outcome.peak_memory_bytes = peak_memory_bytes
     return outcome
