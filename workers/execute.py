@@ -195,7 +195,9 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
             )
     finally:
         watcher.unwatch(watched)
-    if handler_outcome.error_class == PREEMPTED:
+    # Only a real preemption hands a run back: a handler raising Preempted unasked would
+    # otherwise bounce its run between workers for ever (it fails, and is retried, instead).
+    if handler_outcome.error_class == PREEMPTED and preempted.is_set():
         _hand_back(claim, sink)
     return Executed(
         outcome=mask_outcome(handler_outcome, resolved.masked),
