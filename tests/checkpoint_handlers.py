@@ -64,3 +64,8 @@ def allocate_and_burn(mib: int = 200, cpu_seconds: float = 0.5) -> dict[str, Any
     while time.process_time() - started < cpu_seconds:
         pass
     return {"touched_mib": mib}
+
+
+@handler("test.preempted_unasked")
+def preempted_unasked() -> None:
+    raise Preempted("no one asked")

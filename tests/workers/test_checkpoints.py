@@ -280,3 +280,18 @@ def test_a_lease_renewal_saves_a_changed_checkpoint_file(tenant, tmp_path):
     path.write_bytes(b"rows=900\n")
     store.renewal_save()  # no longer watched (the attempt ended)
     assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
+
+
+def test_preempted_raised_unasked_is_a_failed_attempt_not_a_hand_back(tenant):
+    task = make_task(
+        tenant,
+        name="bouncer",
+        schedule={"type": "manual"},
+        handler={"type": "python", "callable": "test.preempted_unasked"},
+        retry_policy=RETRY_AT_ONCE,
+    )
+    run = task_trigger(task=task)
+    executed, report = _claim_and_run(run.id)
+    assert report.accepted and report.next_attempt_id is not None
+    run.refresh_from_db()
+    assert (run.status, run.error_class) == ("failed", "preempted")
