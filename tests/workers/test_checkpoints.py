@@ -291,7 +291,7 @@ def test_preempted_raised_unasked_is_a_failed_attempt_not_a_hand_back(tenant):
         retry_policy=RETRY_AT_ONCE,
     )
     run = task_trigger(task=task)
-    executed, report = _claim_and_run(run.id)
+    _, report = _claim_and_run(run.id)
     assert report.accepted and report.next_attempt_id is not None
     run.refresh_from_db()
     assert (run.status, run.error_class) == ("failed", "preempted")
