@@ -325,6 +325,8 @@ class ExecutionOutput(serializers.ModelSerializer):
             "duration_seconds",
             "schedule_lag_seconds",
             "progress",
+            "cpu_seconds",
+            "peak_memory_bytes",
         ]
 
     @extend_schema_field(

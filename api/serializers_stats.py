@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from api.serializers_usage import ResourceUsageOutput
+
 
 class QuantilesOutput(serializers.Serializer):
     p50 = serializers.FloatField(allow_null=True, help_text="seconds, within 1%")
@@ -33,3 +35,10 @@ class StatsOutput(serializers.Serializer):
     until = serializers.DateTimeField()
     totals = StatsSummaryOutput()
     series = StatsPointOutput(many=True, help_text="one per bucket, oldest first")
+
+
+class TaskStatsOutput(StatsOutput):
+    resources = ResourceUsageOutput(
+        help_text="CPU and peak memory over the task's recent runs (not the window), and a "
+        "suggested resource_requirements"
+    )

@@ -8,6 +8,7 @@ from api import (
     views_invitations,
     views_operations,
     views_stats,
+    views_usage,
 )
 
 urlpatterns = [
@@ -40,6 +41,21 @@ urlpatterns = [
         "executions/<str:execution_id>",
         views.ExecutionDetailView.as_view(),
         name="execution-detail",
+    ),
+    path(
+        "executions/<str:execution_id>/checkpoint",
+        views_usage.ExecutionCheckpointView.as_view(),
+        name="execution-checkpoint",
+    ),
+    path(
+        "tasks/<str:task_id>/resource-usage",
+        views_usage.TaskResourceUsageView.as_view(),
+        name="task-resource-usage",
+    ),
+    path(
+        "sizing/overprovisioned",
+        views_usage.OverprovisionedTasksView.as_view(),
+        name="sizing-overprovisioned",
     ),
     path(
         "executions/<str:execution_id>/logs",

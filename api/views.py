@@ -33,6 +33,7 @@ from api.serializers import (
     TaskSavedOutput,
     TriggerInput,
 )
+from api.serializers_usage import ExecutionDetailOutput
 from api.strict import query_int, refuse_body
 from api.tenancy import request_actor, request_tenant
 from api.views_operations import admin_scope
@@ -41,6 +42,7 @@ from scheduler_app import selectors
 from scheduler_app.fleet.capabilities import task_warnings
 from scheduler_app.fleet.records import worker_records
 from scheduler_app.ringing.sticky import sticky_stats
+from scheduler_app.selectors.checkpoints import checkpoint_summaries
 from scheduler_app.services import task_definitions
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.retry_budget import retry_budget_usage
@@ -236,12 +238,13 @@ def _fire_time(fire) -> dict[str, str]:
 
 
 class ExecutionDetailView(APIView):
-    @extend_schema(responses=ExecutionOutput)
+    @extend_schema(responses=ExecutionDetailOutput)
     def get(self, request: Request, execution_id: str) -> Response:
-        execution = selectors.execution_get(
-            tenant=request_tenant(request), execution_id=execution_id
-        )
-        return Response(ExecutionOutput(execution).data)
+        tenant = request_tenant(request)
+        execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
+        # Whether its run has a checkpoint and its size; the content is at .../checkpoint.
+        summary = checkpoint_summaries(tenant=tenant, executions=[execution]).get(execution.id)
+        return Response(ExecutionDetailOutput(execution, context={"checkpoint": summary}).data)
 
 
 class EventStreamRenderer(renderers.BaseRenderer):

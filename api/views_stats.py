@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers_stats import StatsOutput
+from api.serializers_stats import StatsOutput, TaskStatsOutput
 from api.tenancy import request_tenant
 from dags import selectors as dag_selectors
 from data_lifecycle.selectors.latency import (
@@ -18,6 +18,7 @@ from data_lifecycle.selectors.latency import (
     task_latency,
 )
 from scheduler_app import selectors
+from scheduler_app.selectors.resource_usage import task_resource_usage
 
 STATS_PARAMETERS = [
     OpenApiParameter(
@@ -48,7 +49,7 @@ def _window_of(request: Request):
 
 
 class TaskStatsView(APIView):
-    @extend_schema(parameters=STATS_PARAMETERS, responses=STATS_RESPONSES)
+    @extend_schema(parameters=STATS_PARAMETERS, responses={**STATS_RESPONSES, 200: TaskStatsOutput})
     def get(self, request: Request, task_id: str) -> Response:
         tenant = request_tenant(request)
         task = selectors.task_get(tenant=tenant, task_id=task_id)
@@ -56,7 +57,8 @@ class TaskStatsView(APIView):
         stats = task_latency(
             tenant=tenant, task_id=task.id, window=span, bucket=bucket, now=timezone.now()
         )
-        return Response(StatsOutput({"window": window, **stats}).data)
+        resources = task_resource_usage(tenant=tenant, task=task)
+        return Response(TaskStatsOutput({"window": window, **stats, "resources": resources}).data)
 
 
 class DagStatsView(APIView):

@@ -9,6 +9,7 @@ from dashboard import (
     logs,
     members,
     runs,
+    sizing_page,
     sso,
     task_edit,
     task_list,
@@ -58,6 +59,7 @@ urlpatterns = [
     path("dlq", views.dead_letters, name="dlq"),
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),
     path("missed", views.missed_schedules, name="missed"),
+    path("sizing", sizing_page.overprovisioned, name="sizing"),
     path("channels", channel_pages.channel_list, name="channels"),
     path(
         "channels/<str:channel_id>/<str:action>",

@@ -21,6 +21,7 @@ from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
 from dashboard.logs import TAIL_LINES, stored_log_tail
 from dashboard.naming import is_dag_node_task, label_dag_nodes
 from dashboard.progress import progress_attach
+from dashboard.sizing import resources_panel
 from dashboard.tenancy import (
     dashboard_membership,
     dashboard_memberships,
@@ -36,6 +37,7 @@ from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.fleet.capabilities import live_capabilities, task_warnings
 from scheduler_app.monitoring import missed, stats, system
 from scheduler_app.monitoring.workers import WorkerInfo, worker_list
+from scheduler_app.selectors.checkpoints import checkpoint_summaries
 from scheduler_app.selectors.log_search_budget import log_search_budget
 from scheduler_app.selectors.log_search_windows import newest_first_windows
 from scheduler_app.task_schedule import fires_left, schedule_of_task
@@ -243,6 +245,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
                 "latency": latency["points"],
             },
             "latency": latency,
+            "resources": resources_panel(tenant=tenant, task=task),
             "warnings": _task_warnings(task),
         },
     )
@@ -292,6 +295,10 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
         else None
     )
     execution.dag_node = dag_node
+    # Whether its run has a checkpoint (its size; the content is the API's, for the tenant).
+    execution.checkpoint = checkpoint_summaries(tenant=tenant, executions=[execution]).get(
+        execution.id
+    )
     return _page(
         request,
         "execution",

@@ -12,7 +12,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote, quote_plus
 
@@ -23,6 +23,10 @@ STATUS_FAILED = "failed"
 STATUS_TIMED_OUT = "timed_out"
 STATUS_CANCELLED = "cancelled"
 STATUSES = frozenset({STATUS_SUCCESS, STATUS_FAILED, STATUS_TIMED_OUT, STATUS_CANCELLED})
+
+# The error class of an attempt its handler stopped for the worker's preemption: the worker
+# hands the run back (the same attempt) instead of finishing it.
+PREEMPTED = "preempted"
 
 # Error messages end up in the database and in API responses; keep them readable, not huge.
 MAX_ERROR_MESSAGE_CHARS = 4000
@@ -39,6 +43,44 @@ class HandlerConfigError(ValueError):
 
 class PermanentError(Exception):
     """Raised by a python handler to say that retrying cannot help."""
+
+
+class Preempted(Exception):
+    """Raised by a python handler that stops early because its worker is being preempted
+    (``context.preempted`` is set): the run is handed back, the same attempt, and the next
+    claim of it starts from the last checkpoint (``context.resumed_from``)."""
+
+
+class CheckpointRefused(ValueError):
+    """``context.checkpoint(state)`` could not be kept: not JSON, over the size cap, or over
+    the tenant's checkpoint budget. Nothing was stored; the previous checkpoint stands."""
+
+
+class Checkpoints(Protocol):
+    """Where a run's checkpoints go (the worker's, `workers.checkpoints`): keyed by the run's
+    chain, so every attempt of one run finds the last state any of them saved."""
+
+    file_cap_bytes: int
+
+    def save_state(self, state: Any) -> int:
+        """Keep `state` (JSON) at once; its size in bytes, or CheckpointRefused."""
+        ...
+
+    def save_file(self, data: bytes) -> int:
+        """Keep a shell task's checkpoint file (at most `file_cap_bytes`)."""
+        ...
+
+    def resumed_state(self) -> Any:
+        """The last state saved by an earlier attempt of this run; None on a first start."""
+        ...
+
+    def resumed_file(self) -> bytes | None:
+        """The last checkpoint file saved by an earlier attempt of this run."""
+        ...
+
+    def watch_file(self, path: str | None) -> None:
+        """Save the file at `path` whenever the lease is renewed (None: stop watching)."""
+        ...
 
 
 class LogSink(Protocol):
@@ -60,6 +102,22 @@ class HandlerContext:
     secrets_to_mask: tuple[str, ...] = ()
     # progress(percent, message): the run's progress reporter (None where nothing listens).
     progress: Callable[..., None] | None = None
+    # Where checkpoints go (None: this run cannot checkpoint, e.g. a handler's unit test).
+    checkpoints: Checkpoints | None = None
+    # Set when the worker is being preempted (SIGTERM): the handler has the worker's preempt
+    # grace to checkpoint and stop (raise Preempted) before its run is handed back anyway.
+    preempted: threading.Event = field(default_factory=threading.Event)
+
+    def checkpoint(self, state: Any) -> None:
+        """Keep `state` (JSON, size-capped) for a later attempt of this run, at once."""
+        if self.checkpoints is None:
+            raise CheckpointRefused("this run has nowhere to keep a checkpoint")
+        self.checkpoints.save_state(state)
+
+    @property
+    def resumed_from(self) -> Any:
+        """The last checkpoint of an earlier attempt of this run (None on a first start)."""
+        return None if self.checkpoints is None else self.checkpoints.resumed_state()
 
 
 @dataclass
@@ -70,6 +128,10 @@ class HandlerOutcome:
     error_message: str = ""
     error_class: str = ""
     transient: bool = True
+    # What the run used: CPU seconds (user + system) and peak memory in bytes (the sandbox's
+    # process tree for shell, the pool process's growth for python); None: not measured.
+    cpu_seconds: float | None = None
+    peak_memory_bytes: int | None = None
 
     @property
     def succeeded(self) -> bool:

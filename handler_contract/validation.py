@@ -52,7 +52,13 @@ _QUANTITY_FACTORS = {
 # Variables the shell handler sets itself; letting a config override them would let a task
 # lie to its own command about which execution it is.
 RESERVED_ENV_NAMES = frozenset(
-    {"TASK_PARAMETERS", "TASK_EXECUTION_ID", "TASK_ATTEMPT", "TASK_UPSTREAM_RESULTS_FILE"}
+    {
+        "TASK_PARAMETERS",
+        "TASK_EXECUTION_ID",
+        "TASK_ATTEMPT",
+        "TASK_UPSTREAM_RESULTS_FILE",
+        "SCHEDULER_CHECKPOINT_FILE",
+    }
 )
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

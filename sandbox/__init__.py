@@ -17,6 +17,7 @@ down this list:
 - `seccomp`: the socket filter of a sandbox without network.
 - `rlimits`, `identity`, `preexec`: the task's limits and user, and the unsandboxed child's
   pre-exec hook.
-- `processes`: what /proc says about a task's processes.
+- `processes`: what /proc says about a task's processes; `usage`: the CPU and peak memory
+  of a sandbox's processes, sampled from its own /proc.
 - `tools`: where the helper programs are.
 """

@@ -29,10 +29,12 @@ def sandboxed_argv(
     scratch_bytes: int | None = None,
     gate: StartGate | None = None,
     bwrap: str = "bwrap",
+    binds: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The argv that starts ``command`` in the sandbox. ``gate``: the start gate the caller
     opens (`StartGate.sandbox_pid`, then `set_limits` when `gate_sets_limits`, egress, then
-    `StartGate.release`); None only for a run without limits (the availability probe)."""
+    `StartGate.release`); None only for a run without limits (the availability probe).
+    `binds`: (host path, sandbox path) pairs bound writable (a run's checkpoint file)."""
     argv = drop_privileges_argv(run_as)
     if not gate_sets_limits(run_as):
         argv += prlimit_argv(limits)
@@ -47,6 +49,8 @@ def sandboxed_argv(
     else:
         argv += filesystem_options(identity=identity, scratch_bytes=scratch_bytes)
     argv += files.bwrap_options()
+    for source, destination in binds:
+        argv += ["--bind", source, destination]
     # Last, once every file is in place: the sandbox's root (bwrap's tmpfs holding /etc and
     # the mount points) becomes read-only; /task and /tmp are mounts of their own and stay
     # writable.

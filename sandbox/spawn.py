@@ -55,6 +55,8 @@ class Launched:
     pidfd: int | None
     sandboxed: bool
     egress: EgressNetwork | None = None
+    # The host pid of the sandbox's init (pid 1 inside), once the start gate reported it.
+    init_pid: int | None = None
 
     @property
     def pid(self) -> int:

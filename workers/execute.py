@@ -15,10 +15,13 @@ from django.utils import timezone
 
 from budgets.limits import BudgetExceeded
 from dags.engine.settle import dag_upstream_results
-from handler_contract.base import HandlerContext, HandlerOutcome, mask_outcome
+from handler_contract.base import PREEMPTED, HandlerContext, HandlerOutcome, mask_outcome
 from scheduler_app.limits import expression_budget
 from scheduler_app.platform_tasks import platform_task_prefixes
+from scheduler_app.ringing.ring import ring
+from scheduler_app.services.checkpoints import execution_chain_id
 from scheduler_app.services.claims import Claim
+from scheduler_app.services.fleet import execution_hand_back
 from scheduler_app.services.run_keys import execution_key_settle
 from scheduler_app.services.secrets import (
     referenced_names,
@@ -26,6 +29,7 @@ from scheduler_app.services.secrets import (
     secrets_resolve,
     substitute,
 )
+from workers.checkpoints import RunCheckpoints
 from workers.due import wait_until_due
 from workers.handlers import run_handler
 from workers.live_logs import LiveLogSink
@@ -116,6 +120,17 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     if stop_requested:
         cancel_event.set()  # cancelled while it was queued: the handler does not start
     progress = ProgressReporter(execution_id=str(execution.id), secrets=resolved.masked, live=sink)
+    checkpoints = RunCheckpoints(
+        tenant_id=execution.tenant_id,
+        chain_id=execution_chain_id(
+            execution_id=execution.id, root_execution_id=execution.root_execution_id
+        ),
+        execution_id=execution.id,
+        attempt=execution.attempt,
+        secrets=resolved.masked,
+        known_absent=claim.has_checkpoint is False,
+    )
+    preempted = threading.Event()
     context = HandlerContext(
         execution_id=str(execution.id),
         attempt=execution.attempt,
@@ -126,6 +141,8 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         secrets_to_mask=resolved.masked,
         upstream_results=dag_upstream_results(execution=execution),
         progress=progress,
+        checkpoints=checkpoints,
+        preempted=preempted,
     )
     watched = WatchedRun(
         execution_id=str(execution.id),
@@ -135,6 +152,9 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
         give_up_after=task.timeout_seconds + 2 * config["KILL_GRACE_SECONDS"] + 30,
         sink=sink,
         progress=progress,
+        worker_id=execution.worker_id,
+        preempted=preempted,
+        checkpoints=checkpoints,
     )
     watcher = run_watcher()
     watcher.watch(watched)
@@ -175,12 +195,36 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
             )
     finally:
         watcher.unwatch(watched)
+    # Only a real preemption hands a run back: a handler raising Preempted unasked would
+    # otherwise bounce its run between workers for ever (it fails, and is retried, instead).
+    if handler_outcome.error_class == PREEMPTED and preempted.is_set():
+        _hand_back(claim, sink)
     return Executed(
         outcome=mask_outcome(handler_outcome, resolved.masked),
         sink=sink,
         started_at=started_at,
         progress=progress.latest,
     )
+
+
+def _hand_back(claim: Claim, sink: LiveLogSink) -> None:
+    """The handler stopped for its worker's preemption (its checkpoint saved): the run goes
+    back to the queue, the same attempt, for another worker to resume; the finish that
+    follows is then refused by the claim token (as for a run the drain released)."""
+    execution = claim.execution
+    try:
+        bell = execution_hand_back(
+            execution_id=execution.id,
+            claim_token=claim.claim_token,
+            tenant_id=execution.tenant_id,
+            queue=execution.queue,
+        )
+    except Exception:  # the drain's deadline (or the reaper) hands it back all the same
+        logger.exception("could not hand back preempted run %s", execution.id)
+        return
+    if bell is not None:
+        sink.write("system", "stopped for the worker's preemption: handed back to the queue")
+        ring([bell])
 
 
 def _cancelled_before_start(cancel_event: threading.Event) -> HandlerOutcome | None:

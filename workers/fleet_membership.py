@@ -5,7 +5,11 @@
   the heartbeat thread (which also reaps dead peers);
 * SIGTERM (warm shutdown): Celery stops taking messages and waits for running tasks; we
   mark the worker `draining` and arm a deadline: runs still going when it passes are
-  released at once (back to queued, doorbell rung again) and their processes told to stop;
+  released at once (back to queued, doorbell rung again) and their processes told to stop.
+  PREEMPT_GRACE_SECONDS before the deadline (at once when the grace is at least the
+  deadline: a spot instance's two minutes) the worker's runs are told they are preempted
+  (`context.preempted`; a shell task gets SIGTERM), so a handler can checkpoint and stop, its
+  run handed back at once (`workers.execute`), and the next attempt resumes from there;
 * shutdown: a final heartbeat with state `gone`.
 """
 
@@ -30,7 +34,7 @@ from scheduler_app.fleet import registry
 from scheduler_app.fleet.capabilities import capability_queues_to_consume, worker_capabilities
 from scheduler_app.ringing.ring import ring
 from scheduler_app.services.fleet import worker_executions_release
-from scheduler_app.services.run_signals import abandon_request
+from scheduler_app.services.run_signals import abandon_request, preempt_clear, preempt_request
 from workers.shell_sandbox import worker_sandbox_status
 
 logger = logging.getLogger(__name__)
@@ -73,6 +77,7 @@ class Fleet:
             logger.warning("shell sandbox %s", sandbox.describe())
 
         registry.counters_reset(self.record.hostname)
+        preempt_clear(worker_id=self.record.hostname)
         # Same hostname as a worker that died: whatever it held is lost, not ours.
         lost = worker_runs_fail_lost(
             worker_id=self.record.hostname, reason="the worker restarted while running this"
@@ -130,14 +135,26 @@ class Fleet:
         except Exception:
             logger.exception("could not announce draining")
         deadline = settings.FLEET["SHUTDOWN_DEADLINE_SECONDS"]
-        logger.info("fleet: draining; running runs have %.0fs to finish", deadline)
+        notice = max(0.0, deadline - settings.FLEET["PREEMPT_GRACE_SECONDS"])
+        logger.info(
+            "fleet: draining; running runs have %.0fs to finish, told they are preempted "
+            "after %.0fs",
+            deadline,
+            notice,
+        )
         self._deadline_thread = threading.Thread(
-            target=self._release_after, args=(deadline,), name="fleet-drain", daemon=True
+            target=self._release_after, args=(deadline, notice), name="fleet-drain", daemon=True
         )
         self._deadline_thread.start()
 
-    def _release_after(self, deadline: float) -> None:
-        if self._stop.wait(deadline):
+    def _release_after(self, deadline: float, notice: float) -> None:
+        if self._stop.wait(notice):
+            return
+        try:
+            preempt_request(worker_id=self.record.hostname)
+        except Exception:  # Redis down: the deadline still hands the runs back
+            logger.exception("could not tell the runs they are preempted")
+        if self._stop.wait(deadline - notice):
             return
         try:
             released = self.release()

@@ -10,6 +10,11 @@ and flushes the live log tail. A run costs a registration, not three threads of 
   that ignored its timeout): the lease then expires and the reaper takes the attempt over. If
   the claim is lost (the reaper already failed this attempt), the run's cancel event is set,
   so a zombie never keeps working on an attempt it no longer owns.
+* Preemption: in the same pipeline, whether the run's worker is being preempted (draining
+  with its preempt grace running, `workers.fleet_membership`); a hit sets the run's
+  `preempted` event (`context.preempted`).
+* Checkpoint file: at each renewal, a shell run's checkpoint file is saved when it changed
+  (`workers.checkpoints`), so a SIGKILLed worker leaves the state of its last renewal.
 * Live log: buffered lines go out every FLUSH_SECONDS (see `workers.live_logs`), and so
   does the latest progress report, when it changed (`workers.progress`).
 
@@ -31,7 +36,8 @@ from django.db import close_old_connections
 
 from scheduler_app.redis_client import get_redis
 from scheduler_app.services.claims import execution_renew_lease
-from workers.control import stop_requested_into
+from workers.checkpoints import RunCheckpoints
+from workers.control import preempted_into, stop_requested_into
 from workers.live_logs import FLUSH_SECONDS, LiveLogSink
 from workers.progress import ProgressReporter
 
@@ -51,6 +57,9 @@ class WatchedRun:
     give_up_after: float
     sink: LiveLogSink | None = None
     progress: ProgressReporter | None = None
+    worker_id: str = ""
+    preempted: threading.Event | None = None
+    checkpoints: RunCheckpoints | None = None
     started: float = field(default_factory=time.monotonic)
     next_poll: float = 0.0
     next_renew: float = 0.0
@@ -118,20 +127,33 @@ class RunWatcher:
         interval = settings.FLEET["CANCEL_POLL_SECONDS"]
         for run in runs:
             run.next_poll = now + interval
+        asking = [
+            run
+            for run in runs
+            if run.worker_id and run.preempted is not None and not run.preempted.is_set()
+        ]
+        workers = sorted({run.worker_id for run in asking})
         try:
             pipe = get_redis().pipeline(transaction=False)
             for run in runs:
                 stop_requested_into(
                     pipe, execution_id=run.execution_id, claim_token=str(run.claim_token)
                 )
+            for worker_id in workers:
+                preempted_into(pipe, worker_id=worker_id)
             replies = pipe.execute()
         except Exception:  # Redis blip: the next poll tries again
             logger.exception("cancel poll failed")
             return
-        for run, stop in zip(runs, replies, strict=True):
+        for run, stop in zip(runs, replies[: len(runs)], strict=True):
             if stop:
                 logger.info("execution %s: cancel requested", run.execution_id)
                 run.cancel_event.set()
+        preempted = {w for w, hit in zip(workers, replies[len(runs) :], strict=True) if hit}
+        for run in asking:
+            if run.worker_id in preempted and run.preempted is not None:
+                logger.info("execution %s: the worker is being preempted", run.execution_id)
+                run.preempted.set()
 
     def _renew(self, runs: list[WatchedRun], now: float) -> None:
         if not runs:
@@ -158,6 +180,11 @@ class RunWatcher:
                 logger.warning("execution %s: claim lost, stopping the run", run.execution_id)
                 run.renewing = False
                 run.cancel_event.set()
+            elif renewed and run.checkpoints is not None:
+                try:
+                    run.checkpoints.renewal_save()
+                except Exception:  # a database blip: the attempt's end saves it anyway
+                    logger.exception("checkpoint file of %s not saved", run.execution_id)
 
 
 _watchers: dict[int, RunWatcher] = {}

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from project.settings.budgets import (  # noqa: F401  (settings: the budgets of tenant input)
+    CHECKPOINTS,
     LOG_SEARCH,
     PAYLOADS,
     RETIRED_WEBHOOK_ALLOWED_HOSTS,

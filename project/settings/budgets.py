@@ -15,6 +15,19 @@ PAYLOADS = {
     "WINDOW_SECONDS": env_int("PAYLOAD_QUOTA_WINDOW_SECONDS", 3600),
 }
 
+# Checkpoints (`context.checkpoint(state)`, a shell task's checkpoint file; scheduler_app/
+# services/checkpoints.py): what one run may keep, and what one tenant may write.
+CHECKPOINTS = {
+    # One checkpoint, as compact JSON (or the file's bytes); over it the handler's call raises
+    # CheckpointRefused (a shell file over it is not kept, and the run's log says so).
+    "MAX_BYTES": env_int("CHECKPOINT_MAX_BYTES", 64 * 1024),
+    # Bytes one tenant may write in checkpoints per rolling window (each save counts).
+    "TENANT_BYTES_PER_WINDOW": env_int("CHECKPOINT_TENANT_BYTES_PER_WINDOW", 256 * 1024**2),
+    "WINDOW_SECONDS": env_int("CHECKPOINT_WINDOW_SECONDS", 3600),
+    # Checkpoints not written for this long are deleted by the beat's housekeeping.
+    "RETENTION_SECONDS": env_int("CHECKPOINT_RETENTION_SECONDS", 7 * 86400),
+}
+
 # Log search (GET /api/v1/executions?log_contains=..., the task page's search box).
 LOG_SEARCH = {
     # Every statement of one search together is cut after this long (SET LOCAL

@@ -12,6 +12,10 @@ FLEET = {
     "MISSED_HEARTBEATS_DEAD": env_int("WORKER_MISSED_HEARTBEATS_DEAD", 2),
     # SIGTERM: running runs get this long to finish; the rest go back to pending.
     "SHUTDOWN_DEADLINE_SECONDS": env_float("WORKER_SHUTDOWN_DEADLINE_SECONDS", 300.0),
+    # ... and this long before that deadline (at once when it is at least the deadline: spot
+    # preemption) the running handlers are told (`context.preempted`, a shell task gets
+    # SIGTERM) so they can checkpoint and stop; what still runs at the deadline is handed back.
+    "PREEMPT_GRACE_SECONDS": env_float("WORKER_PREEMPT_GRACE_SECONDS", 30.0),
     # How often a running execution checks for a cancel request (Redis key).
     "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
     # Live log tail: a capped Redis stream per execution (LIVE_LOGS has its byte budgets),

@@ -1,4 +1,5 @@
 from scheduler_app.models.access import ApiKey, AuditEntry, IdempotencyRecord, Secret
+from scheduler_app.models.checkpoint import RunCheckpoint
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import MemberInvitation, Tenant, TenantMembership
@@ -11,6 +12,7 @@ __all__ = [
     "ExecutionLog",
     "IdempotencyRecord",
     "MemberInvitation",
+    "RunCheckpoint",
     "Secret",
     "TaskDefinition",
     "TaskExecution",

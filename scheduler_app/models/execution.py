@@ -59,6 +59,11 @@ class TaskExecution(models.Model):
     # The last progress the handler reported, {percent, message, updated_at}; stored when the
     # run ends (while it runs the live value is in Redis, see scheduler_app.progress).
     progress = models.JSONField(null=True, blank=True)
+    # What the attempt used, stored by its finish (the same statement): CPU seconds (user +
+    # system) and peak memory (resident, bytes). Null where nothing measured it (an http or
+    # celery handler, a lost worker's attempt). See docs/tasks/sizing.md.
+    cpu_seconds = models.FloatField(null=True, blank=True)
+    peak_memory_bytes = models.BigIntegerField(null=True, blank=True)
 
     # The rendered idempotency key of this fire ("" when its task has none); retries share
     # it. A run skipped because the key had already succeeded names that earlier execution.

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from scheduler_app import db_rows
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger
-from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.models import RunCheckpoint, TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ class Claim:
     claim_token: uuid.UUID
     # When the claim was made: before the run's scheduled time when the beat rang it ahead.
     claimed_at: datetime
+    # Whether the run (its chain) has a checkpoint, read by the claim statement itself, so a
+    # run without one (nearly all) costs no query for it (`workers.checkpoints`). None: not
+    # known (a claim made another way), look it up.
+    has_checkpoint: bool | None = None
 
     @property
     def ahead_of_time(self) -> bool:
@@ -114,7 +118,9 @@ def _claim_sql() -> str:
         "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
         "WHERE e.id = u.id AND e.status IN (%s, %s) AND e.scheduled_at <= %s RETURNING e.*) "
         f"SELECT {db_rows.columns(TaskExecution, 'claimed')}, "
-        f"{db_rows.columns(TaskDefinition, 't')}, {db_rows.columns(Tenant, 'n')} "
+        f"{db_rows.columns(TaskDefinition, 't')}, {db_rows.columns(Tenant, 'n')}, "
+        f"EXISTS (SELECT 1 FROM {RunCheckpoint._meta.db_table} c "
+        "WHERE c.chain_id = coalesce(claimed.root_execution_id, claimed.id)) "
         f"FROM claimed JOIN {TaskDefinition._meta.db_table} t ON t.id = claimed.task_id "
         f"JOIN {Tenant._meta.db_table} n ON n.id = claimed.tenant_id"
     )
@@ -142,6 +148,7 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
         rows = cursor.fetchall()
     first = db_rows.width(TaskExecution)
     second = first + db_rows.width(TaskDefinition)
+    third = second + db_rows.width(Tenant)
     tenants: dict[uuid.UUID, Tenant] = {}
     by_id: dict[uuid.UUID, Claim] = {}
     for row in rows:
@@ -149,7 +156,7 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
         task = db_rows.instance(TaskDefinition, row[first:second])
         tenant = tenants.get(task.tenant_id)
         if tenant is None:
-            tenant = tenants[task.tenant_id] = db_rows.instance(Tenant, row[second:])
+            tenant = tenants[task.tenant_id] = db_rows.instance(Tenant, row[second:third])
         execution.task = task
         execution.tenant = task.tenant = tenant
         by_id[execution.id] = Claim(
@@ -157,6 +164,7 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
             task=task,
             claim_token=execution.claim_token,
             claimed_at=execution.started_at,
+            has_checkpoint=bool(row[third]),
         )
     return [by_id[i] for i in ids if i in by_id]
 

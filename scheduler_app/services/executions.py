@@ -156,13 +156,16 @@ def _finish_sql() -> str:
     return (
         "WITH u AS (SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::text[], "
         "%s::timestamptz[], %s::timestamptz[], %s::jsonb[], %s::integer[], %s::text[], "
-        "%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[], %s::jsonb[]) "
+        "%s::text[], %s::text[], %s::bigint[], %s::boolean[], %s::boolean[], %s::jsonb[], "
+        "%s::double precision[], %s::bigint[]) "
         "AS u(id, token, status, started_at, completed_at, result, exit_code, error_message, "
-        "error_class, log_text, log_size, log_truncated, with_log, progress)), "
+        "error_class, log_text, log_size, log_truncated, with_log, progress, cpu_seconds, "
+        "peak_memory_bytes)), "
         f"done AS (UPDATE {executions} e SET status = u.status, "
         "started_at = coalesce(u.started_at, e.started_at), completed_at = u.completed_at, "
         "result = u.result, exit_code = u.exit_code, error_message = u.error_message, "
         "error_class = u.error_class, progress = coalesce(u.progress, e.progress), "
+        "cpu_seconds = u.cpu_seconds, peak_memory_bytes = u.peak_memory_bytes, "
         "lease_expires_at = NULL, updated_at = %s FROM u "
         "WHERE e.id = u.id AND e.claim_token = u.token AND e.status = %s RETURNING e.*), "
         f"logged AS (INSERT INTO {logs} "
@@ -202,6 +205,8 @@ def _finish_postgres(ended: Sequence[Ended], *, now: datetime) -> dict[uuid.UUID
                     progress_field.get_db_prep_value(item.progress, connection, prepared=False)
                     for item in ended
                 ],
+                [outcome.cpu_seconds for outcome in outcomes],
+                [outcome.peak_memory_bytes for outcome in outcomes],
                 now,
                 ExecutionStatus.RUNNING.value,
                 now,

@@ -87,26 +87,42 @@ def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UU
     Not a failure: the run did not fail, its worker left. The claim token is cleared, so a
     late finish from the old process is rejected. Returns the doorbells to ring again, each
     with the claim token it released (the old process is told to stop by that token)."""
-    now = timezone.now()
     released: list[tuple[Doorbell, uuid.UUID]] = []
     running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
     for execution_id, claim_token, tenant_id, queue in running.values_list(
         "id", "claim_token", "tenant_id", "queue"
     ):
-        updated = TaskExecution.objects.filter(
-            id=execution_id, status=ExecutionStatus.RUNNING, claim_token=claim_token
-        ).update(
-            status=ExecutionStatus.QUEUED,
-            queued_at=now,
-            started_at=None,
-            claim_token=None,
-            lease_expires_at=None,
-            worker_id="",
-            updated_at=now,
-        )
-        if updated:
+        if _release(execution_id=execution_id, claim_token=claim_token):
             released.append((Doorbell(str(execution_id), str(tenant_id), queue), claim_token))
     return released
+
+
+def execution_hand_back(
+    *, execution_id: uuid.UUID, claim_token: uuid.UUID, tenant_id: uuid.UUID, queue: str
+) -> Doorbell | None:
+    """One run whose handler stopped for its worker's preemption (after checkpointing):
+    running -> queued, the same attempt, as `worker_executions_release` does for the runs
+    still going at the drain's deadline. Returns the doorbell to ring, or None when the
+    claim was no longer this one's (the run was already released or reaped)."""
+    if not _release(execution_id=execution_id, claim_token=claim_token):
+        return None
+    return Doorbell(str(execution_id), str(tenant_id), queue)
+
+
+def _release(*, execution_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
+    now = timezone.now()
+    updated = TaskExecution.objects.filter(
+        id=execution_id, status=ExecutionStatus.RUNNING, claim_token=claim_token
+    ).update(
+        status=ExecutionStatus.QUEUED,
+        queued_at=now,
+        started_at=None,
+        claim_token=None,
+        lease_expires_at=None,
+        worker_id="",
+        updated_at=now,
+    )
+    return bool(updated)
 
 
 def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:

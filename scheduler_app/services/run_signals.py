@@ -11,6 +11,7 @@ from scheduler_app.redis_client import get_redis, redis_key
 
 CANCEL_TTL_SECONDS = 24 * 3600
 ABANDON_TTL_SECONDS = 3600
+PREEMPT_TTL_SECONDS = 3600
 
 
 def cancel_key(execution_id: str) -> str:
@@ -19,6 +20,21 @@ def cancel_key(execution_id: str) -> str:
 
 def abandon_key(claim_token: str) -> str:
     return redis_key(f"abandon:{claim_token}")
+
+
+def preempt_key(worker_id: str) -> str:
+    return redis_key(f"preempt:{worker_id}")
+
+
+def preempt_request(*, worker_id: str) -> None:
+    """Tell every run of this (draining) worker that it is being preempted: its handlers
+    may checkpoint and stop before their runs are handed back."""
+    get_redis().set(preempt_key(worker_id), "1", ex=PREEMPT_TTL_SECONDS)
+
+
+def preempt_clear(*, worker_id: str) -> None:
+    """A worker (re)joining the fleet under this name is not being preempted."""
+    get_redis().delete(preempt_key(worker_id))
 
 
 def cancel_request(*, execution_id: str) -> None:

@@ -28,6 +28,7 @@ def test_every_page_renders(signed_in, busy_task, fragment):
         "/dashboard/workers",
         "/dashboard/dlq",
         "/dashboard/missed",
+        "/dashboard/sizing",
     ):
         response = signed_in.get(url + fragment)
         assert response.status_code == 200, (url, response.content[:500])

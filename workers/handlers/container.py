@@ -188,6 +188,9 @@ def run_container(
         stdin_data=stdin_data,
         shown_command=_shown(argv),
     )
+    # What the supervisor measured is the runtime's CLI, not the container (which runs under
+    # the runtime's daemon): no usage is recorded rather than a wrong one.
+    outcome.cpu_seconds = outcome.peak_memory_bytes = None
     return mask_outcome(outcome, ctx.secrets_to_mask)
 
 

@@ -11,6 +11,12 @@
   SIGALRM handler and timer are restored afterwards. Signals can only be handled on the main
   thread, so elsewhere the function runs without a time limit and the caller's own hard limit
   (e.g. Celery's ``time_limit``) has to back it up.
+* Checkpoints: ``context.checkpoint(state)`` keeps a JSON state at once (size-capped, masked);
+  a later attempt of the same run reads it as ``context.resumed_from``. When the worker is
+  preempted, ``context.preempted`` is set: a function that checkpoints and raises
+  ``Preempted`` has its run handed back (the same attempt) instead of finished.
+* Usage: the CPU seconds and the peak memory growth of the pool process over the call
+  (``usage.InProcessUsage``) go with the outcome.
 * Cancellation is cooperative: a function that accepts ``context`` should watch
   ``context.cancel_event``. If the event is set when the function returns or raises, the
   outcome is "cancelled", because the caller has already given up on the result.
@@ -28,6 +34,7 @@ from types import FrameType
 from typing import Any
 
 from handler_contract.base import (
+    PREEMPTED,
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -35,6 +42,7 @@ from handler_contract.base import (
     HandlerContext,
     HandlerOutcome,
     PermanentError,
+    Preempted,
     clip,
     mask_outcome,
     masking_sink,
@@ -44,6 +52,7 @@ from handler_contract.python_signature import WORKER_ARGUMENTS, signature
 from handler_contract.registry import get_handler
 
 from .progress_lines import progress_value
+from .usage import InProcessUsage, measured
 
 MAX_TRACEBACK_LINES = 60
 
@@ -92,26 +101,45 @@ def _run_python(config: dict[str, Any], ctx: HandlerContext) -> HandlerOutcome:
     use_alarm = threading.current_thread() is threading.main_thread() and timeout > 0
     log.write("system", f"calling python handler {name!r}")
     started = time.monotonic()
+    usage = InProcessUsage().start()
     try:
         value = _call_with_alarm(fn, kwargs, timeout) if use_alarm else fn(**kwargs)
     except _HandlerTimeout:
         log.write("system", f"timed out after {timeout:g}s")
-        return HandlerOutcome(
-            status=STATUS_TIMED_OUT,
-            error_class="timeout",
-            error_message=f"python handler {name!r} timed out after {timeout:g}s",
-            transient=True,
+        return measured(
+            HandlerOutcome(
+                status=STATUS_TIMED_OUT,
+                error_class="timeout",
+                error_message=f"python handler {name!r} timed out after {timeout:g}s",
+                transient=True,
+            ),
+            *usage.stop(),
+        )
+    except Preempted as exc:
+        log.write("system", "stopped for the worker's preemption")
+        return measured(
+            HandlerOutcome(
+                status=STATUS_FAILED,
+                error_class=PREEMPTED,
+                error_message=clip(f"stopped for the worker's preemption: {exc}".rstrip(": ")),
+                transient=True,
+            ),
+            *usage.stop(),
         )
     except (Exception, SystemExit) as exc:
         if ctx.cancel_event.is_set():
             return _cancelled(f"cancelled (the handler raised {type(exc).__name__})")
         _log_traceback(log, exc)
-        return HandlerOutcome(
-            status=STATUS_FAILED,
-            error_class=f"exception:{type(exc).__name__}",
-            error_message=clip(f"{type(exc).__name__}: {exc}"),
-            transient=not isinstance(exc, PermanentError),
+        return measured(
+            HandlerOutcome(
+                status=STATUS_FAILED,
+                error_class=f"exception:{type(exc).__name__}",
+                error_message=clip(f"{type(exc).__name__}: {exc}"),
+                transient=not isinstance(exc, PermanentError),
+            ),
+            *usage.stop(),
         )
+    cpu_seconds, peak_memory_bytes = usage.stop()
     elapsed = time.monotonic() - started
     if ctx.cancel_event.is_set():
         return _cancelled(f"cancelled after {elapsed:.1f}s")
@@ -132,7 +160,12 @@ def _run_python(config: dict[str, Any], ctx: HandlerContext) -> HandlerOutcome:
             transient=False,
         )
     log.write("system", f"python handler {name!r} returned after {elapsed:.1f}s")
-    return HandlerOutcome(status=STATUS_SUCCESS, result=result)
+    return HandlerOutcome(
+        status=STATUS_SUCCESS,
+        result=result,
+        cpu_seconds=cpu_seconds,
+        peak_memory_bytes=peak_memory_bytes,
+    )
 
 
 def _no_progress(percent: float, message: str = "") -> None:

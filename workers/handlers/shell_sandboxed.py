@@ -11,7 +11,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from handler_contract.base import STATUS_FAILED, HandlerContext, HandlerOutcome, clip, masking_sink
+from handler_contract.base import (
+    STATUS_FAILED,
+    HandlerContext,
+    HandlerOutcome,
+    LogSink,
+    clip,
+    masking_sink,
+)
 from sandbox.argv import sandboxed_argv
 from sandbox.egress import EgressNetwork, EgressSetupError
 from sandbox.files import SandboxFiles
@@ -21,6 +28,7 @@ from sandbox.profile import NETWORK_EGRESS, SANDBOX_WORKDIR
 from sandbox.rlimits import gate_sets_limits, set_limits
 from sandbox.spawn import Launched, launch
 
+from .shell_checkpoint import CheckpointFile
 from .shell_environment import UPSTREAM_RESULTS_FILE_NAME, build_environment, upstream_payload
 from .shell_outcomes import TRANSIENT_SPAWN_ERRNOS, spawn_failure
 from .shell_supervisor import Supervisor
@@ -43,6 +51,39 @@ def run_sandboxed(
     )
     env = build_environment(config.get("environment"), ctx, upstream_path)
     log.write("system", f"running {shlex.join(command)} (sandboxed, network {network})")
+    checkpoint = CheckpointFile(ctx, log, identity)
+    try:
+        env.update(checkpoint.environment(sandboxed=True))
+        return _run_sandboxed(
+            command,
+            network,
+            ctx,
+            sandbox,
+            limits,
+            kill_grace_seconds,
+            identity,
+            env,
+            stdin_data,
+            log,
+            checkpoint,
+        )
+    finally:
+        checkpoint.close()
+
+
+def _run_sandboxed(
+    command: list[str],
+    network: str,
+    ctx: HandlerContext,
+    sandbox: ShellSandbox,
+    limits: Sequence[tuple[int, int, int]],
+    kill_grace_seconds: float,
+    identity: tuple[int, int] | None,
+    env: dict[str, str],
+    stdin_data: bytes | None,
+    log: LogSink,
+    checkpoint: CheckpointFile,
+) -> HandlerOutcome:
     egress: EgressNetwork | None = None
     gate: StartGate | None = None
     try:
@@ -58,6 +99,7 @@ def run_sandboxed(
                 scratch_bytes=sandbox.scratch_bytes,
                 gate=gate,
                 bwrap=sandbox.bwrap,
+                binds=checkpoint.bwrap_binds(),
             )
             launched = launch(
                 argv,
@@ -79,7 +121,9 @@ def run_sandboxed(
     failure = open_gate(launched, gate, limits if gate_sets_limits(identity) else ())
     if failure is not None:
         return failure
-    outcome = Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    outcome = Supervisor(
+        launched, ctx, log, stdin_data, kill_grace_seconds, preempt_aware=checkpoint.in_use
+    ).run()
     return _classify_sandbox_exec_failure(outcome, command, env)
 
 
@@ -91,6 +135,7 @@ def open_gate(
     failure the sandbox's init and bwrap are killed: no command runs unlimited."""
     try:
         pid = gate.sandbox_pid()
+        launched.init_pid = pid
         set_limits(pid, limits)
         if launched.egress is not None:
             launched.egress.attach(pid)

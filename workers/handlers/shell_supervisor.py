@@ -3,7 +3,12 @@
 stdout and stderr are read with one ``selectors`` loop on non-blocking pipes, which also
 watches a pidfd of the child: no reader threads, no deadlock on large output, no sleep polls
 to notice the exit. Lines go straight to the log sink (``LineSplitter.emit_line``). Cancel
-and the deadline are enforced here: SIGTERM first on timeout, SIGKILL after the grace.
+and the deadline are enforced here: SIGTERM first on timeout, SIGKILL after the grace. The
+worker's preemption (``ctx.preempted``) sends SIGTERM too, once, to a task that takes part
+in checkpointing (``preempt_aware``: it resumed from, or wrote, its checkpoint file): when
+it then exits (its file written) its run is handed back rather than failed. Another task
+runs on until the drain's deadline, as it always did. The child is reaped
+with ``os.wait4``, whose rusage is the run's CPU and peak memory (``usage.py``).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import contextlib
 import os
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any
 
 from handler_contract.base import (
+    PREEMPTED,
     STATUS_CANCELLED,
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -27,10 +34,12 @@ from handler_contract.base import (
 )
 from sandbox.processes import wait_for_group_exit
 from sandbox.spawn import Launched
+from sandbox.usage import SandboxUsage
 
 from .progress_lines import progress_line_taker
 from .shell_lines import LineSplitter
 from .shell_outcomes import describe_exit
+from .usage import rusage_usage
 
 READ_CHUNK_BYTES = 64 * 1024
 # Upper bound on how late cancellation and timeouts are noticed.
@@ -39,6 +48,10 @@ POLL_INTERVAL_SECONDS = 0.05
 DRAIN_SECONDS = 2.0
 # How long to wait for SIGKILLed group members to actually disappear.
 GROUP_EXIT_WAIT_SECONDS = 2.0
+
+# How often a sandbox's processes are sampled for their CPU and memory (sandbox.usage); the
+# first sample comes this long after the start, so a run shorter than that reads none.
+USAGE_SAMPLE_SECONDS = 0.2
 
 # Selector tags besides the output splitters.
 _STDIN = "stdin"
@@ -55,12 +68,14 @@ class Supervisor:
         log: LogSink,
         stdin_data: bytes | None,
         kill_grace_seconds: float,
+        preempt_aware: Callable[[], bool] | None = None,
     ) -> None:
         self.launched = launched
         self.proc = launched.proc
         self.ctx = ctx
         self.log = log
         self.kill_grace_seconds = kill_grace_seconds
+        self.preempt_aware = preempt_aware
         secrets = [s for s in ctx.secrets_to_mask if s]
         # The splitters mask before cutting long lines, so they can write to the raw sink.
         self.stdout = LineSplitter(
@@ -71,12 +86,19 @@ class Supervisor:
         self._stdin_pending = memoryview(stdin_data) if stdin_data is not None else None
         self._reaped = False
         self._exited = False
+        self.cpu_seconds: float | None = None
+        self.peak_memory_bytes: int | None = None
+        init_pid = launched.init_pid if launched.sandboxed else None
+        self.usage = SandboxUsage(init_pid) if init_pid is not None else None
 
     def run(self) -> HandlerOutcome:
         try:
-            return self._run()
+            outcome = self._run()
         finally:
             self._cleanup()
+        outcome.cpu_seconds = self.cpu_seconds
+        outcome.peak_memory_bytes = self.peak_memory_bytes
+        return outcome
 
     def _run(self) -> HandlerOutcome:
         proc = self.proc
@@ -97,12 +119,17 @@ class Supervisor:
         deadline = started + timeout
         kill_at: float | None = None
         final_status: str | None = None
+        preempted = False
+        next_sample = started + USAGE_SAMPLE_SECONDS
 
         while True:
             self._pump(POLL_INTERVAL_SECONDS)
             if self._leader_exited():
                 break
             now = time.monotonic()
+            if self.usage is not None and now >= next_sample:
+                self.usage.sample()
+                next_sample = now + USAGE_SAMPLE_SECONDS
             if final_status is None and self.ctx.cancel_event.is_set():
                 final_status = STATUS_CANCELLED
                 self.log.write("system", "cancel requested: killing the sandbox")
@@ -118,13 +145,17 @@ class Supervisor:
                 self.log.write("system", "still running after SIGTERM: sending SIGKILL")
                 self.launched.kill()
                 kill_at = None
+            elif final_status is None and not preempted and self._preempted_now():
+                # No kill after it: the drain's deadline hands the run back (and stops it).
+                preempted = True
+                self.log.write("system", "the worker is being preempted: sending SIGTERM")
+                self.launched.terminate()
 
         if not self.launched.sandboxed:
             # The leader is a zombie, so its pid (== pgid) cannot be reused yet: kill whatever
             # it left behind in its group before reaping it.
             self.launched.kill()
-        returncode = proc.wait()
-        self._reaped = True
+        returncode = self._reap()
         if not self.launched.sandboxed:
             wait_for_group_exit(proc.pid, GROUP_EXIT_WAIT_SECONDS)
         # Sandboxed: bwrap has exited, so has its init, and the kernel ends every process in
@@ -139,6 +170,14 @@ class Supervisor:
                 error_class="cancelled",
                 error_message=f"cancelled after {elapsed:.1f}s",
                 transient=False,
+            )
+        if final_status is None and preempted:
+            return HandlerOutcome(
+                status=STATUS_FAILED,
+                exit_code=returncode,
+                error_class=PREEMPTED,
+                error_message=f"stopped for the worker's preemption ({self._describe(returncode)})",
+                transient=True,
             )
         if final_status == STATUS_TIMED_OUT:
             return HandlerOutcome(
@@ -167,6 +206,29 @@ class Supervisor:
             error_message=clip(message),
             transient=True,
         )
+
+    def _preempted_now(self) -> bool:
+        return (
+            self.ctx.preempted.is_set() and self.preempt_aware is not None and self.preempt_aware()
+        )
+
+    def _reap(self) -> int:
+        """Reap the child with its rusage (Popen.wait would throw that away)."""
+        proc = self.proc
+        try:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+        except ChildProcessError:
+            returncode = proc.wait()  # reaped elsewhere: no usage to report
+        else:
+            returncode = os.waitstatus_to_exitcode(status)
+            proc.returncode = returncode
+            self.cpu_seconds, self.peak_memory_bytes = rusage_usage(usage)
+            if self.usage is not None:
+                # bwrap's own rusage lacks the task's (sandbox.usage): the samples have it.
+                self.cpu_seconds = round(max(self.cpu_seconds, self.usage.cpu_seconds), 4)
+                self.peak_memory_bytes = max(self.peak_memory_bytes, self.usage.peak_memory_bytes)
+        self._reaped = True
+        return returncode
 
     def _describe(self, returncode: int) -> str:
         return describe_exit(returncode, sandboxed=self.launched.sandboxed)

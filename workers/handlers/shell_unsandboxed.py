@@ -10,13 +10,14 @@ import os
 import shlex
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from handler_contract.base import HandlerContext, HandlerOutcome, masking_sink
 from sandbox.preexec import make_preexec
 from sandbox.spawn import launch
 
+from .shell_checkpoint import CheckpointFile
 from .shell_environment import UPSTREAM_RESULTS_FILE_NAME, build_environment, upstream_payload
 from .shell_outcomes import TRANSIENT_SPAWN_ERRNOS, spawn_failure
 from .shell_supervisor import Supervisor
@@ -42,16 +43,22 @@ def run_unsandboxed(
             with open(upstream_path, "wb") as fh:
                 fh.write(stdin_data)
         env = build_environment(config.get("environment"), ctx, upstream_path)
-        return run_process(
-            command,
-            env=env,
-            ctx=ctx,
-            limits=limits,
-            kill_grace_seconds=kill_grace_seconds,
-            identity=identity,
-            stdin_data=stdin_data,
-            cwd=workdir,
-        )
+        checkpoint = CheckpointFile(ctx, masking_sink(ctx), identity)
+        env.update(checkpoint.environment(sandboxed=False))
+        try:
+            return run_process(
+                command,
+                env=env,
+                ctx=ctx,
+                limits=limits,
+                kill_grace_seconds=kill_grace_seconds,
+                identity=identity,
+                stdin_data=stdin_data,
+                cwd=workdir,
+                preempt_aware=checkpoint.in_use,
+            )
+        finally:
+            checkpoint.close()
     finally:
         remove_tree(workdir)
 
@@ -67,6 +74,7 @@ def run_process(
     stdin_data: bytes | None = None,
     cwd: str | None = None,
     shown_command: str | None = None,
+    preempt_aware: Callable[[], bool] | None = None,
 ) -> HandlerOutcome:
     """Run an argv outside any sandbox in its own session, with rlimits; supervised the same
     way. For WORKER_SHELL_SANDBOX=off and for a container runtime's CLI (which the sandbox
@@ -94,4 +102,6 @@ def run_process(
         return outcome
     except subprocess.SubprocessError as exc:
         return spawn_failure("spawn_failed", f"could not prepare the child process: {exc}")
-    return Supervisor(launched, ctx, log, stdin_data, kill_grace_seconds).run()
+    return Supervisor(
+        launched, ctx, log, stdin_data, kill_grace_seconds, preempt_aware=preempt_aware
+    ).run()
