@@ -60,6 +60,10 @@ class HandlerContext:
     secrets_to_mask: tuple[str, ...] = ()
     # progress(percent, message): the run's progress reporter (None where nothing listens).
     progress: Callable[..., None] | None = None
+    # The W3C trace context of the handler's span ("" when the run is not traced): an http
+    # handler sends it as the `traceparent` header, a shell or container task gets it as
+    # TRACEPARENT, so what the run calls joins its trace.
+    traceparent: str = ""
 
 
 @dataclass
