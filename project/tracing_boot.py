@@ -39,7 +39,8 @@ def tracing_boot() -> None:
             libraries=config["LIBRARIES"],
             export_delay_ms=config["EXPORT_DELAY_MS"],
             resource={"process.role": role, "host.name": os.uname().nodename},
-        )
+        ),
+        install_global=True,
     )
 
 

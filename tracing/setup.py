@@ -73,9 +73,13 @@ def sampler_for(name: str, ratio: float) -> Sampler:
     return ParentBased(root) if name.startswith("parentbased_") else root
 
 
-def tracing_start(config: TracingConfig, *, exporter: SpanExporter | None = None) -> TracerProvider:
+def tracing_start(
+    config: TracingConfig, *, exporter: SpanExporter | None = None, install_global: bool = False
+) -> TracerProvider:
     """Install a provider (OTLP/HTTP to `config.endpoint`, or `exporter`, which tests give
-    an in-memory one and get each span as it ends) and instrument the libraries named."""
+    an in-memory one and get each span as it ends) and instrument the libraries named.
+    `install_global`: also OpenTelemetry's global provider, for code that asks the API for
+    a tracer (a process does so once; tests leave it alone)."""
     if exporter is None:
         # Local: the exporter (and its protobuf and HTTP stack) loads only where tracing is on.
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
@@ -93,7 +97,8 @@ def tracing_start(config: TracingConfig, *, exporter: SpanExporter | None = None
         resource=Resource.create({"service.name": config.service_name, **config.resource}),
     )
     provider.add_span_processor(processor)
-    _global_provider_offer(provider)
+    if install_global:
+        _global_provider_offer(provider)
     _instrument(config.libraries, provider)
     tracer_set(provider.get_tracer(INSTRUMENTATION_NAME))
     return provider
