@@ -17,8 +17,13 @@ TRACING = {
     "SAMPLER_ARG": env_float("OTEL_TRACES_SAMPLER_ARG", 0.1),
     # service.name of this process's spans; by default scheduler-<role> (web, beat, worker).
     "SERVICE_NAME": env_str("OTEL_SERVICE_NAME", ""),
-    # Libraries instrumented beside the run path's own spans (tracing.setup.LIBRARIES).
-    "LIBRARIES": tuple(env_list("OTEL_INSTRUMENTATIONS", ["django", "requests"])),
+    # Libraries instrumented beside the run path's own spans (tracing.setup.LIBRARIES);
+    # "none" for the run path's spans alone.
+    "LIBRARIES": tuple(
+        name
+        for name in env_list("OTEL_INSTRUMENTATIONS", ["django", "requests"])
+        if name != "none"
+    ),
     # How often buffered spans are exported (the SDK's BatchSpanProcessor delay).
     "EXPORT_DELAY_MS": env_int("OTEL_BSP_SCHEDULE_DELAY", 5000),
     # A trace UI's address with {trace_id} in it (Jaeger: http://localhost:16686/trace/
