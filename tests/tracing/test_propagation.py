@@ -106,9 +106,7 @@ def test_a_container_task_is_given_traceparent():
     assert not any(arg.startswith("OTHER=") for arg in argv)
 
 
-def test_a_notification_webhook_carries_the_runs_traceparent_header_not_in_its_body(
-    tenant, spans
-):
+def test_a_notification_webhook_carries_the_runs_traceparent_header_not_in_its_body(tenant, spans):
     receiver = Receiver()
     task = make_task(tenant, name="traced-notice", schedule={"type": "manual"})
     row = _run(task)

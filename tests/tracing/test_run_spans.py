@@ -182,3 +182,21 @@ def test_tracing_off_writes_no_context_and_makes_no_span(tenant, spans):
     assert "trace_id=" not in ExecutionLog.objects.get(execution_id=row.id).text
     # No SDK provider was installed as OpenTelemetry's global one by any of this.
     assert not type(trace.get_tracer_provider()).__module__.startswith("opentelemetry.sdk")
+
+
+def test_the_runs_page_and_the_api_show_its_trace_id(tenant_and_user, api, client, spans, settings):
+    tenant, user = tenant_and_user
+    settings.TRACING = {**settings.TRACING, "UI_URL": "http://traces.example/trace/{trace_id}"}
+    task = make_task(tenant, name="traced-page", schedule={"type": "manual"})
+    bells = fires_record(_fires(task, 1), now=timezone.now())
+    execution_run(execution_id=bells[0].execution_id, worker_id=WORKER)
+    (fired,) = by_name(spans)["scheduler.fire"]
+    trace_id = f"{fired.context.trace_id:032x}"
+
+    answer = api.get(f"/api/v1/executions/{bells[0].execution_id}")
+    assert answer.status_code == 200
+    assert answer.json()["trace_id"] == trace_id
+    client.force_login(user)
+    page = client.get(f"/dashboard/executions/{bells[0].execution_id}").content.decode()
+    assert f"<code>{trace_id}</code>" in page
+    assert f'href="http://traces.example/trace/{trace_id}"' in page
