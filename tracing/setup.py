@@ -40,12 +40,14 @@ SAMPLERS = (
     "parentbased_traceidratio",
 )
 
-# What `OTEL_INSTRUMENTATIONS` may name. django and requests by default: a request's span
-# and an outgoing call's. celery, psycopg and redis are opt-in: on the run path they add a
-# span per message, per statement and per Redis command, several times the run's own spans
-# (docs/operations/tracing.md, "Cost").
+# What `OTEL_INSTRUMENTATIONS` may name. django by default: a span per request of the web
+# tier. The others are opt-in: celery, psycopg and redis add a span per message, statement
+# and Redis command on the run path, several times the run's own spans (docs/operations/
+# tracing.md, "Cost"); requests would start a trace of its own for an http task's call,
+# which is made on a helper thread outside the handler's span, and overwrite the
+# `traceparent` header the handler sets from that span.
 LIBRARIES = ("django", "requests", "celery", "psycopg", "redis")
-DEFAULT_LIBRARIES = ("django", "requests")
+DEFAULT_LIBRARIES = ("django",)
 
 
 @dataclass(frozen=True)

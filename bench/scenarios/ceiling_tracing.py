@@ -74,7 +74,7 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
             " exports = OTLP requests and bytes the null sink took in the mode",
             "off: no OTEL_EXPORTER_OTLP_ENDPOINT (no provider, no spans); full: always_on;"
             " default: parentbased_traceidratio 0.1; libraries instrumented: none (the run"
-            " path's own spans, as shipped they add django and requests, off the run path)",
+            " path's own spans; as shipped django is added, which the run path never enters)",
         ],
     )
     saved = {name: os.environ.get(name) for name in _names()}

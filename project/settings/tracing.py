@@ -20,9 +20,7 @@ TRACING = {
     # Libraries instrumented beside the run path's own spans (tracing.setup.LIBRARIES);
     # "none" for the run path's spans alone.
     "LIBRARIES": tuple(
-        name
-        for name in env_list("OTEL_INSTRUMENTATIONS", ["django", "requests"])
-        if name != "none"
+        name for name in env_list("OTEL_INSTRUMENTATIONS", ["django"]) if name != "none"
     ),
     # How often buffered spans are exported (the SDK's BatchSpanProcessor delay).
     "EXPORT_DELAY_MS": env_int("OTEL_BSP_SCHEDULE_DELAY", 5000),
