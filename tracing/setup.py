@@ -54,7 +54,7 @@ DEFAULT_LIBRARIES = ("django",)
 class TracingConfig:
     endpoint: str = ""
     sampler: str = "parentbased_traceidratio"
-    sampler_arg: float = 0.1
+    sampler_arg: float = 0.02
     service_name: str = "scheduler"
     libraries: tuple[str, ...] = DEFAULT_LIBRARIES
     export_delay_ms: int = 5000

@@ -59,14 +59,12 @@ def claims_traced(
             CLAIM_SPAN,
             context=parent_context(stored) or Context(),
             start_time=started_ns,
+            # Few: each costs its encoding on every run (the fire's span has the task and
+            # the due time; a run started otherwise, its trigger's or DAG run's span).
             attributes={
                 "scheduler.execution.id": str(execution.id),
-                "scheduler.task.id": str(execution.task_id),
-                "scheduler.tenant.id": str(execution.tenant_id),
                 "scheduler.attempt": execution.attempt,
-                "scheduler.trigger": execution.trigger,
                 "scheduler.worker.id": worker_id,
-                "scheduler.schedule.due_at": execution.scheduled_at.isoformat(),
             },
         )
         span.end(end_time=ended_ns)
@@ -126,7 +124,7 @@ def finish_span(run_trace: RunTrace | None) -> Iterator[None]:
         yield
         return
     with active.start_as_current_span(FINISH_SPAN, context=run_trace.context):
-        yield
+        yield  # a rejected finish (a lost claim) is the run's status in the claim's trace
 
 
 def finishes_traced(
@@ -140,10 +138,7 @@ def finishes_traced(
     for run_trace, ok in zip(run_traces, accepted, strict=True):
         if run_trace is None or run_trace.context is None:
             continue
-        span = active.start_span(
-            FINISH_SPAN,
-            context=run_trace.context,
-            start_time=started_ns,
-            attributes={"scheduler.finish.accepted": ok, "scheduler.finish.batched": True},
-        )
+        span = active.start_span(FINISH_SPAN, context=run_trace.context, start_time=started_ns)
+        if not ok:
+            span.set_attribute("scheduler.finish.accepted", False)
         span.end(end_time=ended_ns)

@@ -10,11 +10,12 @@ _ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
 
 TRACING = {
     "ENDPOINT": _ENDPOINT,
-    # The OpenTelemetry names and meanings. The default keeps one fire in ten (its whole
-    # trace: the beat's decision is followed by every process after it), which the bench
-    # measures at a cost of a few percent of CPU per fire (bench/results/ceiling-tracing.md).
+    # The OpenTelemetry names and meanings. The default keeps one fire in fifty (its whole
+    # trace: the beat's decision is followed by every process after it): a traced run costs
+    # about half again its CPU (five spans, encoded and sent), so 2% keeps the average within
+    # the 3% budget (bench/results/ceiling-tracing.md); at 833 fires/s, 17 traces a second.
     "SAMPLER": env_str("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-    "SAMPLER_ARG": env_float("OTEL_TRACES_SAMPLER_ARG", 0.1),
+    "SAMPLER_ARG": env_float("OTEL_TRACES_SAMPLER_ARG", 0.02),
     # service.name of this process's spans; by default scheduler-<role> (web, beat, worker).
     "SERVICE_NAME": env_str("OTEL_SERVICE_NAME", ""),
     # Libraries instrumented beside the run path's own spans (tracing.setup.LIBRARIES);

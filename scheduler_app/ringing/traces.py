@@ -26,14 +26,8 @@ def ring_spans_record(bells: Sequence[Doorbell], *, started_ns: int) -> None:
     for bell in bells:
         if not sampled(bell.traceparent):
             continue
+        # No attributes: the fire it is a child of names the run (each costs its encoding).
         span = active.start_span(
-            RING_SPAN,
-            context=parent_context(bell.traceparent),
-            start_time=started_ns,
-            attributes={
-                "scheduler.execution.id": bell.execution_id,
-                "scheduler.queue": bell.queue,
-                "scheduler.tenant.id": bell.tenant_id,
-            },
+            RING_SPAN, context=parent_context(bell.traceparent), start_time=started_ns
         )
         span.end(end_time=ended_ns)

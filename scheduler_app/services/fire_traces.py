@@ -3,8 +3,8 @@
 Opened before the batch's INSERT and ended after it, so a span covers its fire's recording;
 its context is written with the row (`traceparent`), in the same statement, and every later
 step of the run (the ring, the worker's claim, handler and finish) continues it. A fire that
-another scheduler had recorded already (ON CONFLICT DO NOTHING) keeps its span, marked not
-recorded: the trace of a double decision, with no run under it.
+another scheduler had recorded already (ON CONFLICT DO NOTHING) keeps its span, marked
+`scheduler.fire.recorded` false: the trace of a double decision, with no run under it.
 """
 
 from __future__ import annotations
@@ -26,10 +26,7 @@ class _Fire(Protocol):
     firing service imports this module)."""
 
     task_id: uuid.UUID
-    tenant_id: uuid.UUID
     scheduled_at: datetime
-    queue: str
-    overlap: str
 
 
 FIRE_SPAN = "scheduler.fire"
@@ -45,8 +42,8 @@ class FireSpans:
 
     def end(self, *, recorded: Collection[object]) -> None:
         for span, execution_id in zip(self.spans, self.execution_ids, strict=True):
-            if span.is_recording():
-                span.set_attribute("scheduler.fire.recorded", execution_id in recorded)
+            if execution_id not in recorded and span.is_recording():
+                span.set_attribute("scheduler.fire.recorded", False)
             span.end()
 
 
@@ -60,17 +57,15 @@ def fire_spans_start(
     spans = []
     for fire, execution_id in zip(fires, execution_ids, strict=True):
         span = active.start_span(FIRE_SPAN, context=_ROOT)
-        # Attributes only on sampled spans: an unsampled fire pays for its ids alone.
+        # Attributes only on sampled spans: an unsampled fire pays for its ids alone. Few of
+        # them: each costs its encoding on every fire (the worker's spans hold the rest).
         if span.is_recording():
             span.set_attributes(
                 {
                     # The schedule's due time: the instant the fire was owed.
                     "scheduler.schedule.due_at": fire.scheduled_at.isoformat(),
                     "scheduler.task.id": str(fire.task_id),
-                    "scheduler.tenant.id": str(fire.tenant_id),
                     "scheduler.execution.id": str(execution_id),
-                    "scheduler.queue": fire.queue,
-                    "scheduler.overlap": str(fire.overlap),
                 }
             )
         spans.append(span)
