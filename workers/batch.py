@@ -210,6 +210,7 @@ class Batch:
                     execution_id=str(execution.id),
                     tenant_id=str(execution.tenant_id),
                     queue=execution.queue,
+                    traceparent=execution.traceparent,
                 )
                 for execution in given
             ],

@@ -10,6 +10,7 @@ import os
 
 from bench.otlp_sink import NullOtlpSink
 from bench.report import Result
+from bench.scenarios.run_path_cpu import run_path_cpu
 from bench.scenarios.sustained import _option, _ours
 
 MODES = {
@@ -79,8 +80,9 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
     )
     saved = {name: os.environ.get(name) for name in _names()}
     baseline = None
+    stack = "--stack=no" not in args
     try:
-        for mode in modes:
+        for mode in modes if stack else []:
             sink = NullOtlpSink() if mode != "off" else None
             _environment(mode, sink)
             try:
@@ -105,8 +107,28 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+    _run_path_rows(result, list(dict.fromkeys(modes)))
     result.notes.append(f"1-min load average after: {os.getloadavg()[0]:.2f} (2 vCPUs, shared)")
     return result
+
+
+def _run_path_rows(result: Result, modes: list[str]) -> None:
+    """The run path's CPU in one process (`bench.scenarios.run_path_cpu`), per mode."""
+    per_run = run_path_cpu(modes)
+    off = per_run.get("off")
+    for mode, milliseconds in per_run.items():
+        result.add(
+            tracing=f"{mode} (run path, 1 process)",
+            cpu_ms_per_fire=f"{milliseconds:.3f}",
+            workers_beat_ms_per_fire=f"{milliseconds:.3f}",
+            vs_off=f"{(milliseconds / off - 1) * 100:+.1f}%" if off else "-",
+        )
+    result.notes.append(
+        "rows '(run path, 1 process)': this process fires, rings, claims, runs and finishes"
+        " 1,000 noop runs in batches of 20 per round, the modes alternating for 3 rounds,"
+        " median CPU per run of the process (its export thread and the null sink included);"
+        " steadier than the stack's rows on a shared machine"
+    )
 
 
 def _names() -> list[str]:
