@@ -19,6 +19,7 @@ from dags.services.runs import dag_trigger
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.ringing.ring import ring
 from scheduler_app.services.firing import Fire, fires_record
+from tests.api_clients import jwt_client
 from tests.factories import make_task
 from tests.tracing.conftest import by_name, parent_id
 from tracing.setup import TracingConfig, tracing_start, tracing_stop
@@ -200,3 +201,20 @@ def test_the_runs_page_and_the_api_show_its_trace_id(tenant_and_user, api, clien
     page = client.get(f"/dashboard/executions/{bells[0].execution_id}").content.decode()
     assert f"<code>{trace_id}</code>" in page
     assert f'href="http://traces.example/trace/{trace_id}"' in page
+
+
+def test_another_tenant_gets_a_404_and_never_the_trace_id(tenant_factory, spans):
+    victim, _ = tenant_factory("victim")
+    _, attacker_admin = tenant_factory("attacker")
+    task = make_task(victim, name="victim-traced", schedule={"type": "manual"})
+    bells = fires_record(_fires(task, 1), now=timezone.now())
+    execution_run(execution_id=bells[0].execution_id, worker_id=WORKER)
+    (fired,) = by_name(spans)["scheduler.fire"]
+    trace_id = f"{fired.context.trace_id:032x}"
+
+    attacker = jwt_client(attacker_admin)
+    answer = attacker.get(f"/api/v1/executions/{bells[0].execution_id}")
+    assert answer.status_code == 404
+    assert trace_id not in answer.content.decode()
+    listed = attacker.get("/api/v1/executions").content.decode()
+    assert trace_id not in listed and bells[0].execution_id not in listed
