@@ -53,7 +53,7 @@ print(json.dumps(sorted({span.name for span in exporter.get_finished_spans()})))
 """
 
 
-def test_every_instrumentation_loads_and_records_with_the_pinned_libraries(db):
+def test_every_instrumentation_loads_and_records_with_the_pinned_libraries():
     done = subprocess.run(
         [sys.executable, "-c", f"LIBRARIES = {LIBRARIES!r}\n" + SCRIPT],
         cwd=ROOT,
