@@ -34,6 +34,7 @@ from scheduler_app.services.runbook_policy import (
 )
 from scheduler_app.services.task_spec import schedule_block_errors
 from schedules import MAX_EXPRESSION_LENGTH
+from tracing.context import trace_id_of
 
 
 class ScheduleInput(StrictSerializer):
@@ -291,6 +292,7 @@ class ExecutionOutput(serializers.ModelSerializer):
     duration_seconds = serializers.SerializerMethodField()
     schedule_lag_seconds = serializers.FloatField(read_only=True)
     progress = serializers.SerializerMethodField()
+    trace_id = serializers.SerializerMethodField()
 
     class Meta:
         list_serializer_class = ExecutionListOutput
@@ -327,6 +329,7 @@ class ExecutionOutput(serializers.ModelSerializer):
             "progress",
             "cpu_seconds",
             "peak_memory_bytes",
+            "trace_id",
         ]
 
     @extend_schema_field(
@@ -348,6 +351,12 @@ class ExecutionOutput(serializers.ModelSerializer):
         if live is None:  # a single execution
             live = progress_live_get_many([str(execution.id)])
         return live.get(str(execution.id))
+
+    @extend_schema_field({"type": "string", "nullable": True, "pattern": "^[0-9a-f]{32}$"})
+    def get_trace_id(self, execution: TaskExecution) -> str | None:
+        """The run's OpenTelemetry trace id (docs/operations/tracing.md), when its trace was
+        sampled; null when tracing was off or the sampler left it out."""
+        return trace_id_of(execution.traceparent)
 
     def get_duration_seconds(self, execution: TaskExecution) -> float | None:
         if execution.started_at and execution.completed_at:

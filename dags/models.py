@@ -135,6 +135,9 @@ class DagRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=utc_now)
+    # The W3C trace context of the run's span ("" while tracing is off): every node's
+    # execution continues it, so one DAG run is one trace with its nodes as children.
+    traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-scheduled_at"]

@@ -43,6 +43,7 @@ from scheduler_app.selectors.log_search_windows import newest_first_windows
 from scheduler_app.task_schedule import fires_left, schedule_of_task
 from schedules import ScheduleError
 from schedules.preview import timeline
+from tracing.context import trace_id_of
 
 # The overview shows the first tasks and the newest runs; the Tasks and Runs pages have all.
 OVERVIEW_TASKS = 20
@@ -299,11 +300,15 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
     execution.checkpoint = checkpoint_summaries(tenant=tenant, executions=[execution]).get(
         execution.id
     )
+    trace_id = trace_id_of(execution.traceparent)
     return _page(
         request,
         "execution",
         {
             "execution": execution,
+            # The run's trace (docs/operations/tracing.md), linked where a trace UI is set.
+            "trace_id": trace_id,
+            "trace_url": trace_ui_url(trace_id),
             "timeline": stats.execution_timeline(execution),
             "attempts": stats.execution_attempts(tenant=tenant, execution=execution),
             "result_json": json.dumps(execution.result, indent=2, default=str)
@@ -384,3 +389,11 @@ def missed_schedules(request: HttpRequest) -> HttpResponse:
             ),
         },
     )
+
+
+def trace_ui_url(trace_id: str | None) -> str:
+    """Where the trace UI shows a trace (OTEL_TRACE_UI_URL with its {trace_id}), or ""."""
+    template = settings.TRACING["UI_URL"]
+    if not trace_id or "{trace_id}" not in template:
+        return ""
+    return template.replace("{trace_id}", trace_id)

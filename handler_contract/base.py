@@ -119,6 +119,11 @@ class HandlerContext:
         """The last checkpoint of an earlier attempt of this run (None on a first start)."""
         return None if self.checkpoints is None else self.checkpoints.resumed_state()
 
+    # The W3C trace context of the handler's span ("" when the run is not traced): an http
+    # handler sends it as the `traceparent` header, a shell or container task gets it as
+    # TRACEPARENT, so what the run calls joins its trace.
+    traceparent: str = ""
+
 
 @dataclass
 class HandlerOutcome:

@@ -192,6 +192,9 @@ def _run_http(
 
     headers: CaseInsensitiveDict[str] = CaseInsensitiveDict({"User-Agent": USER_AGENT})
     headers.update(config.get("headers") or {})
+    if ctx.traceparent:
+        # The platform's context wins over a configured one: the run's trace is the truth.
+        headers["traceparent"] = ctx.traceparent
     data: bytes | None = None
     if "body" in config:
         data = json.dumps(config["body"]).encode("utf-8")

@@ -1,5 +1,6 @@
 """The project as an app of its own, last in INSTALLED_APPS: what is wired across the apps
-once all of them are loaded (the deploy checks, which read every app's settings)."""
+once all of them are loaded (the deploy checks, which read every app's settings; tracing,
+when an OTLP endpoint is set)."""
 
 from django.apps import AppConfig
 
@@ -11,3 +12,6 @@ class ProjectConfig(AppConfig):
     def ready(self) -> None:
         # Local: checks register themselves on import, once the app registry is ready.
         from project import checks  # noqa: F401, PLC0415
+        from project.tracing_boot import tracing_boot  # noqa: PLC0415
+
+        tracing_boot()

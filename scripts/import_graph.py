@@ -48,6 +48,7 @@ PACKAGES = (
     "handler_contract",
     "budgets",
     "sandbox",
+    "tracing",
 )
 APPS = tuple(p for p in PACKAGES if p != "project")
 # Always shown (zero included), in this order; any other pair of apps is shown when it has

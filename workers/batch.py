@@ -49,6 +49,7 @@ from workers.due import wait_until_due
 from workers.execute import Executed, execute_claimed
 from workers.finishing import Done, finish_claimed, successes_finish
 from workers.run_ledger import RunLedger
+from workers.run_traces import RunTrace
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Item:
     claim: Claim
     counted: ClaimCount
     stop_requested: bool
+    trace: RunTrace | None = None  # where its spans go, while tracing is on
 
 
 class Batch:
@@ -130,11 +132,13 @@ class Batch:
     def _run_item(self, item: Item) -> None:
         claim = item.claim
         try:
-            executed = execute_claimed(claim, stop_requested=item.stop_requested)
+            executed = execute_claimed(
+                claim, stop_requested=item.stop_requested, run_trace=item.trace
+            )
         except BaseException:
             self.ledger.crashed()
             raise
-        done = Done(claim, executed, executed.started_at, timezone.now())
+        done = Done(claim, executed, executed.started_at, timezone.now(), item.trace)
         with self.lock:
             if not self.spilled and self._batchable(claim, executed):
                 self.waiting.append(done)
@@ -145,6 +149,7 @@ class Batch:
             worker_id=self.ledger.worker_id,
             started_at=executed.started_at,
             hand_on=self.hand_on,
+            run_trace=item.trace,
         )
         with self.lock:
             self.outcomes.append(status if accepted else "rejected")
@@ -205,6 +210,7 @@ class Batch:
                     execution_id=str(execution.id),
                     tenant_id=str(execution.tenant_id),
                     queue=execution.queue,
+                    traceparent=execution.traceparent,
                 )
                 for execution in given
             ],

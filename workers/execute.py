@@ -34,6 +34,7 @@ from workers.due import wait_until_due
 from workers.handlers import run_handler
 from workers.live_logs import LiveLogSink
 from workers.progress import ProgressReporter
+from workers.run_traces import RunTrace, handler_span, trace_ids_log
 from workers.run_watch import WatchedRun, run_watcher
 from workers.shell_sandbox import shell_sandbox_for
 
@@ -103,9 +104,12 @@ class Executed:
     progress: dict | None = None  # the last progress the handler reported
 
 
-def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
+def execute_claimed(
+    claim: Claim, *, stop_requested: bool, run_trace: RunTrace | None = None
+) -> Executed:
     """Run the handler of a claimed execution under the run watcher (lease, cancel, timeout),
-    at the run's scheduled time when it was claimed ahead of it (`workers.due`)."""
+    at the run's scheduled time when it was claimed ahead of it (`workers.due`), in its
+    handler span while tracing is on (`run_trace`, `workers.run_traces`)."""
 
     config = settings.WORKER
     task, execution = claim.task, claim.execution
@@ -161,38 +165,11 @@ def execute_claimed(claim: Claim, *, stop_requested: bool) -> Executed:
     try:
         wait_until_due(execution.scheduled_at, cancel_event=cancel_event)
         started_at = timezone.now()
-        try:
-            if resolved.error:
-                raise _SecretUnavailable(resolved.error)
-            handler_outcome = (
-                _cancelled_before_start(cancel_event)
-                or _idempotent_outcome(claim, cancel_event)
-                or run_handler(
-                    resolved.handler_config,
-                    context,
-                    # The tenant's own allow-list, set by the operator (never another's).
-                    allowed_hosts=execution.tenant.webhook_allowed_hosts,
-                    container_runtime=config["CONTAINER_RUNTIME"],
-                    kill_grace_seconds=config["KILL_GRACE_SECONDS"],
-                    shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
-                    shell_sandbox=shell_sandbox_for(
-                        egress_allowed=execution.tenant.shell_egress_allowed
-                    ),
-                    celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
-                    platform_task_prefixes=platform_task_prefixes(),
-                )
-            )
-        except _SecretUnavailable as error:
-            handler_outcome = HandlerOutcome(
-                status="failed", error_message=str(error), error_class="secret", transient=False
-            )
-        except Exception as error:  # a bug in a handler must still end the attempt
-            logger.exception("handler of execution %s crashed", execution.id)
-            handler_outcome = HandlerOutcome(
-                status="failed",
-                error_message=f"{type(error).__name__}: {error}",
-                error_class=f"exception:{type(error).__name__}",
-            )
+        with handler_span(run_trace, handler_type=task.handler_type) as span:
+            context.traceparent = span.traceparent
+            trace_ids_log(sink, span)
+            handler_outcome = _handler_run(claim, context, cancel_event, resolved)
+            span.outcome(handler_outcome)
     finally:
         watcher.unwatch(watched)
     # Only a real preemption hands a run back: a handler raising Preempted unasked would
@@ -225,6 +202,50 @@ def _hand_back(claim: Claim, sink: LiveLogSink) -> None:
     if bell is not None:
         sink.write("system", "stopped for the worker's preemption: handed back to the queue")
         ring([bell])
+
+
+def _handler_run(
+    claim: Claim,
+    context: HandlerContext,
+    cancel_event: threading.Event,
+    resolved: _Resolved,
+) -> HandlerOutcome:
+    """The handler's outcome: a crash, a secret that cannot be had, a cancel or a settled
+    run key each end the attempt as an outcome too."""
+    config = settings.WORKER
+    execution = claim.execution
+    try:
+        if resolved.error:
+            raise _SecretUnavailable(resolved.error)
+        return (
+            _cancelled_before_start(cancel_event)
+            or _idempotent_outcome(claim, cancel_event)
+            or run_handler(
+                resolved.handler_config,
+                context,
+                # The tenant's own allow-list, set by the operator (never another's).
+                allowed_hosts=execution.tenant.webhook_allowed_hosts,
+                container_runtime=config["CONTAINER_RUNTIME"],
+                kill_grace_seconds=config["KILL_GRACE_SECONDS"],
+                shell_run_as=settings.FLEET["SHELL_RUN_AS_USER"] or None,
+                shell_sandbox=shell_sandbox_for(
+                    egress_allowed=execution.tenant.shell_egress_allowed
+                ),
+                celery_allowed_tasks=settings.CELERY_HANDLER_TASKS,
+                platform_task_prefixes=platform_task_prefixes(),
+            )
+        )
+    except _SecretUnavailable as error:
+        return HandlerOutcome(
+            status="failed", error_message=str(error), error_class="secret", transient=False
+        )
+    except Exception as error:  # a bug in a handler must still end the attempt
+        logger.exception("handler of execution %s crashed", execution.id)
+        return HandlerOutcome(
+            status="failed",
+            error_message=f"{type(error).__name__}: {error}",
+            error_class=f"exception:{type(error).__name__}",
+        )
 
 
 def _cancelled_before_start(cancel_event: threading.Event) -> HandlerOutcome | None:

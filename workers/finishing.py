@@ -9,6 +9,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from time import time_ns
 
 from dags.engine.dispatch import HandOn
 from runs.finish import run_finish, runs_finish
@@ -17,9 +18,11 @@ from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.executions import Ended
 from scheduler_app.services.log_quota import stored_log
+from tracing.state import tracer
 from workers.execute import Executed
 from workers.live_logs import live_tails_close
 from workers.run_ledger import RunLedger
+from workers.run_traces import RunTrace, finish_span, finishes_traced
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ class Done:
     executed: Executed
     started_at: datetime
     completed_at: datetime
+    trace: RunTrace | None = None
 
 
 def finish_claimed(
@@ -41,6 +45,7 @@ def finish_claimed(
     worker_id: str,
     started_at: datetime | None = None,
     hand_on: HandOn | None = None,
+    run_trace: RunTrace | None = None,
 ) -> tuple[str, bool]:
     """Record the outcome (one statement), then the end-of-run Redis writes (the live tail's
     end on the live-log Redis, apart); returns the status and whether the finish was
@@ -52,16 +57,17 @@ def finish_claimed(
     log_text, log_truncated = stored_log(
         tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
     )
-    report = run_finish(
-        claim=claim,
-        outcome=handler_outcome,
-        log_text=log_text,
-        log_truncated=log_truncated,
-        metrics_pipe=end_pipe,
-        started_at=started_at,
-        progress=executed.progress,
-        hand_on=hand_on,
-    )
+    with finish_span(run_trace):
+        report = run_finish(
+            claim=claim,
+            outcome=handler_outcome,
+            log_text=log_text,
+            log_truncated=log_truncated,
+            metrics_pipe=end_pipe,
+            started_at=started_at,
+            progress=executed.progress,
+            hand_on=hand_on,
+        )
     status = handler_outcome.status if report.accepted else "rejected"
     RunLedger(worker_id).end_into(
         end_pipe,
@@ -97,6 +103,7 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
         )
         for done in waiting
     }
+    finish_started_ns = time_ns() if tracer() is not None else 0
     reports = runs_finish(
         [
             Ended(
@@ -117,6 +124,12 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
         for done, report in zip(waiting, reports, strict=True)
         if report.accepted
     }
+    if finish_started_ns:
+        finishes_traced(
+            [done.trace for done in waiting],
+            started_ns=finish_started_ns,
+            accepted=[report.accepted for report in reports],
+        )
     for done in waiting:
         ok = done.claim.execution.id in accepted_ids
         ledger.end_into(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
+from time import time_ns
 
 from django.conf import settings
 
@@ -23,9 +24,11 @@ from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim, executions_claim
 from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
+from tracing.state import tracer
 from workers.batch import Batch, Item
 from workers.batch_lanes import batch_width
 from workers.run_ledger import RunLedger
+from workers.run_traces import RunTrace, claims_traced
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +48,18 @@ def executions_run(
     config = settings.WORKER
     ledger = RunLedger(worker_id)
     writes = CoalescedWrites()
+    claim_started_ns = time_ns() if tracer() is not None else 0
     claims = executions_claim(
         execution_ids=execution_ids,
         worker_id=worker_id,
         lease_seconds=config["LEASE_SECONDS"],
         metrics_pipe=writes,
+    )
+    # Tracing on: each run's claim span, in the trace its row carries.
+    traces = (
+        claims_traced(claims, started_ns=claim_started_ns, worker_id=worker_id)
+        if claim_started_ns
+        else {}
     )
     # Every doorbell reached a worker, claimed or not (a duplicate delivery).
     ledger.doorbells_answered_into(
@@ -58,7 +68,7 @@ def executions_run(
         tenant_id=tenant_id,
         queue=queue,
     )
-    items, room = _start(claims, writes, ledger=ledger)
+    items, room = _start(claims, writes, ledger=ledger, traces=traces)
     width = batch_width(
         [item.claim.task.handler_type for item in items],
         parallel=config["BATCH_PARALLEL"],
@@ -123,7 +133,11 @@ def execution_batch_run(
 
 
 def _start(
-    claims: list[Claim], writes: CoalescedWrites, *, ledger: RunLedger
+    claims: list[Claim],
+    writes: CoalescedWrites,
+    *,
+    ledger: RunLedger,
+    traces: dict[object, RunTrace],
 ) -> tuple[list[Item], int]:
     """The quota check and start-of-run bookkeeping of every claimed run, in one pipeline:
     the counters folded (`writes` holds the claims' lag observations and fairness releases
@@ -175,7 +189,14 @@ def _start(
                 counted=started.counted[tenant],
             )
             continue
-        items.append(Item(claim, started.counted[tenant], started.stop_requested(index)))
+        items.append(
+            Item(
+                claim,
+                started.counted[tenant],
+                started.stop_requested(index),
+                traces.get(execution.id),
+            )
+        )
     if deferred and started.replies is not None:
         ledger.unstart(deferred, at=now)
     return items, room

@@ -66,8 +66,14 @@ def _answer(result: dict[str, Any] | None) -> str:
 
 
 def _post_json(
-    url: str, payload: dict[str, Any], headers: dict[str, str], allowed_hosts: Collection[str]
+    url: str,
+    payload: dict[str, Any],
+    headers: dict[str, str],
+    allowed_hosts: Collection[str],
+    traceparent: str = "",
 ) -> DeliveryResult:
+    if traceparent:
+        headers = {**headers, "traceparent": traceparent}
     outcome = post_json(
         url,
         payload,
@@ -207,7 +213,11 @@ def deliver(
 ) -> DeliveryResult:
     """`allowed_hosts`: the internal hosts a URL of the target's own (a webhook's, a Slack
     incoming webhook's) may reach, see the module's note; the endpoints the operator
-    configures are judged by the operator's list."""
+    configures are judged by the operator's list. A run's message may carry its trace
+    context (`traceparent`): a webhook sends it as the W3C header, outside the signed body."""
+    traceparent = str(message.get("traceparent") or "")
+    if traceparent:
+        message = {key: value for key, value in message.items() if key != "traceparent"}
     if target.kind == ChannelKind.WEBHOOK:
         # post_json sends json.dumps(body) exactly; the signature covers those bytes and the
         # time of signing.
@@ -215,7 +225,7 @@ def deliver(
         headers = {EVENT_HEADER: str(message.get("event", ""))}
         if signing_secret:
             headers[SIGNATURE_HEADER] = signature(signing_secret, body)
-        return _post_json(target.target, message, headers, allowed_hosts)
+        return _post_json(target.target, message, headers, allowed_hosts, traceparent)
     if target.kind == ChannelKind.SLACK:
         return _slack(target, message, credential, allowed_hosts)
     if target.kind == ChannelKind.PAGERDUTY:

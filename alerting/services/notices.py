@@ -59,6 +59,10 @@ def run_message(execution: TaskExecution, *, event: str) -> dict[str, Any]:
         "status": execution.status,
         "url": f"{settings.ALERTS['BASE_URL']}/dashboard/executions/{execution.id}",
     }
+    if execution.traceparent:
+        # Sent as the webhook's `traceparent` header, not in its body (alerting.services.
+        # delivery): the receiver's handling joins the run's trace.
+        message["traceparent"] = execution.traceparent
     if event in ("failure", "dead_letter"):
         # What to do about a failing task: the `task_failing` incident's runbook.
         message["runbook_url"] = runbook_url("task_failing")

@@ -7,6 +7,13 @@ ends the climb. Beside it, raw Celery's drain rate of no-op messages on the same
 and the CPU each fire costs (workers / beat / the rest: PostgreSQL, Redis).
 
     python -m bench ceiling [--seconds=30] [--rates=833,1000,1250,1500,1750,2000] [--profile]
+    python -m bench ceiling --tracing=off,full,default [--rates=833] [--seconds=20]
+
+With --tracing, each named mode measures the first rate of --rates once (no climb, no raw
+Celery row), the stack exporting its spans to a null OTLP/HTTP sink in this process
+(`bench.otlp_sink`): off (no endpoint: tracing off), full (every fire traced,
+always_on) and default (the shipped sampler, parentbased_traceidratio 0.1). The table goes to
+bench/results/ceiling-tracing.md, with each mode's CPU per fire against off's.
 
 With --profile, every step's workers and beat are sampled through its window
 (`bench.profiling`: the tables go to bench/results/profiles/ceiling-RATE.md, each step's
@@ -20,6 +27,7 @@ import os
 
 from bench import support
 from bench.report import Result
+from bench.scenarios.ceiling_tracing import _tracing_modes, tracing_rows
 from bench.scenarios.sustained import _option, _ours, _raw_celery
 
 NAME = "ceiling"
@@ -45,6 +53,9 @@ def _held(row: dict) -> bool:
 
 def run(args: list[str]) -> Result:
     support.setup()
+    modes = _tracing_modes(args)
+    if modes:
+        return tracing_rows(args, modes)
     seconds = _option(args, "seconds", SECONDS)
     result = Result(
         scenario=NAME,

@@ -157,6 +157,7 @@ def node_executions_write(
         ],
         [e.worker_id or "" for e in executions],
         run.tenant_id,
+        run.traceparent,
         [s.id for s in states],
         [s.node_id for s in states],
         run.id,
@@ -185,9 +186,9 @@ def _wave_sql() -> str:
         f"inserted AS (INSERT INTO {executions} (id, tenant_id, task_id, status, trigger, "
         "priority, queue, scheduled_at, queued_at, attempt, max_attempts, root_execution_id, "
         "parameters, worker_id, error_message, error_class, dead_lettered, created_at, "
-        "updated_at) SELECT e.id, %s, e.task_id, fixed.status, fixed.trigger, e.priority, "
-        "e.queue, e.scheduled_at, e.scheduled_at, 1, e.max_attempts, e.id, "
-        "e.parameters::jsonb, e.worker_id, '', '', false, fixed.now, fixed.now "
+        "updated_at, traceparent) SELECT e.id, %s, e.task_id, fixed.status, fixed.trigger, "
+        "e.priority, e.queue, e.scheduled_at, e.scheduled_at, 1, e.max_attempts, e.id, "
+        "e.parameters::jsonb, e.worker_id, '', '', false, fixed.now, fixed.now, %s::text "
         "FROM e, fixed), "
         "v AS (SELECT s.state_id, e.id AS execution_id, s.node_id "
         "FROM unnest(%s::bigint[], %s::text[]) WITH ORDINALITY AS s(state_id, node_id, position) "
@@ -234,7 +235,13 @@ def node_executions_ring(
         _link_remember(run=run, node_id=node_id, execution_id=execution.id)
         hand_on.accept(str(execution.id))
     bells = [
-        Doorbell(str(e.id), str(run.tenant_id), e.queue, task_id=str(e.task_id))
+        Doorbell(
+            str(e.id),
+            str(run.tenant_id),
+            e.queue,
+            task_id=str(e.task_id),
+            traceparent=e.traceparent,
+        )
         for _, e in executions
         if kept is None or e is not kept[1]
     ]
@@ -342,6 +349,8 @@ def _new_execution(
         max_attempts=task.max_attempts if max_attempts is None else max_attempts,
         root_execution_id=execution_id,
         parameters=parameters,
+        # The node's run continues the DAG run's trace, as one of its children.
+        traceparent=run.traceparent,
     )
 
 

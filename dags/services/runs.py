@@ -24,9 +24,11 @@ from dags.services.definitions import current_version
 from dags.services.node_attempts import node_attempts_keep
 from dags.versions import graph_of_version
 from scheduler_app.errors import Conflict, NotFound
+from scheduler_app.services.fire_traces import trigger_traceparent
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.secrets import secret_references_refuse
 
+DAG_RUN_SPAN = "dag.run"
 RERUNNABLE = (RunStatus.FAILED, RunStatus.PARTIALLY_COMPLETED, RunStatus.CANCELLED)
 
 
@@ -55,6 +57,18 @@ def dag_trigger(
         raise Conflict("this DAG has no version", field="dag")
     now = timezone.now()
     graph = graph_of_version(version.id)
+    run_id = uuid.uuid4()
+    # The DAG run's span: its trace's root, which every node's run continues.
+    traceparent = trigger_traceparent(
+        name=DAG_RUN_SPAN,
+        attributes={
+            "scheduler.dag.id": str(dag.id),
+            "scheduler.dag.run.id": str(run_id),
+            "scheduler.tenant.id": str(dag.tenant_id),
+            "scheduler.trigger": trigger,
+            "scheduler.schedule.due_at": (scheduled_at or now).isoformat(),
+        },
+    )
     try:
         with transaction.atomic():
             # The DAG row lock serializes slot accounting for max_active_runs.
@@ -63,7 +77,8 @@ def dag_trigger(
             fits = active < locked.max_active_runs and not queue_only
             status = RunStatus.RUNNING if fits else RunStatus.QUEUED
             run = DagRun.objects.create(
-                id=uuid.uuid4(),
+                id=run_id,
+                traceparent=traceparent,
                 tenant_id=dag.tenant_id,
                 dag=dag,
                 version=version,

@@ -24,6 +24,7 @@ from project.settings.env import (
 from project.settings.keys import local_secrets_key
 from project.settings.oidc import *  # noqa: F403  (single sign-on: OIDC_*)
 from project.settings.oidc import OIDC_PASSWORD_AND_PROVIDER_BACKENDS
+from project.settings.tracing import TRACING
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(env_str("SCHEDULER_VAR_DIR", str(BASE_DIR / "var")))
@@ -507,3 +508,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+if TRACING["ENDPOINT"]:
+    # Each line names the trace and span it was written in, to find it from the trace UI.
+    LOGGING["filters"] = {"trace_ids": {"()": "tracing.logs.TraceIdsFilter"}}
+    LOGGING["handlers"]["console"]["filters"] = ["trace_ids"]
+    LOGGING["formatters"]["plain"]["format"] = (
+        "%(asctime)s %(levelname)s %(name)s [trace=%(trace_id)s span=%(span_id)s] %(message)s"
+    )

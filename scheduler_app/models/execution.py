@@ -72,6 +72,12 @@ class TaskExecution(models.Model):
     idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")
     skipped_for_execution_id = models.UUIDField(null=True, blank=True)
 
+    # The W3C trace context this run continues ("00-<trace id>-<span id>-<flags>"): the
+    # fire's span, written with the fire's INSERT, so the worker that claims it (from a
+    # doorbell that may ring many runs) parents its spans there. "" while tracing is off.
+    # A database default, as for idempotency_key: the raw-SQL inserts name their columns.
+    traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
+
     dead_lettered = models.BooleanField(default=False)
     dead_lettered_at = models.DateTimeField(null=True, blank=True)
 

@@ -17,3 +17,6 @@ class Doorbell:
     # The task's name when the caller has it at hand, else its id; ringing finds the name.
     task_name: str | None = None
     task_id: str | None = None
+    # The run's trace context, for the ring's span; never part of the message (the worker
+    # reads the run's own from its row at the claim).
+    traceparent: str = ""

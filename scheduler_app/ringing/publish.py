@@ -242,6 +242,7 @@ def with_task_names(bells: list[Doorbell]) -> list[Doorbell]:
             queue=bell.queue,
             task_name=name,
             task_id=bell.task_id,
+            traceparent=bell.traceparent,
         )
 
     return [named(bell) for bell in bells]

@@ -13,7 +13,8 @@ runs) calls `ring`, which takes each batch through the same four steps:
    sticky hint may go to that worker's own queue; `sticky=False` skips the lookup for first
    attempts, which never have one;
 4. publish (`scheduler_app.ringing.publish.publish`): named after their tasks (Flower) and sent, a
-   batch per Redis round trip.
+   batch per Redis round trip; while tracing is on, each run that carries its trace context
+   gets a ring span in its trace (`scheduler_app.ringing.traces`).
 
 `ring_deferring_hold_back` does all but step 2's write and returns what it held back, for a
 thread with no database connection of its own to leave the write to its caller (the beat's
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from time import time_ns
 from typing import NamedTuple
 
 import redis
@@ -33,7 +35,9 @@ from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.fairness import fair_admit
 from scheduler_app.ringing.publish import publish, with_task_names
 from scheduler_app.ringing.sticky import route
+from scheduler_app.ringing.traces import ring_spans_record
 from scheduler_app.services.firing import queued_hold_back
+from tracing.state import tracer
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +123,7 @@ def _route_and_publish(
 ) -> int:
     if not bells:
         return 0
+    started_ns = time_ns() if tracer() is not None else 0
     bells = with_task_names(bells)
     # The tier each doorbell was admitted under, kept in the message even when sticky routing
     # sends it to a worker's own queue, so the worker releases the right fairness slot.
@@ -128,4 +133,7 @@ def _route_and_publish(
             bells = route(bells)
         except Exception:  # stickiness is an optimisation: never let it stop a publish
             logger.exception("sticky routing failed; publishing to the tier queues")
-    return publish(bells, batch=batch, processes=processes, tiers=tiers)
+    sent = publish(bells, batch=batch, processes=processes, tiers=tiers)
+    if started_ns:
+        ring_spans_record(bells, started_ns=started_ns)
+    return sent

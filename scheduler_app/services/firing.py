@@ -18,6 +18,7 @@ from scheduler_app.choices import ExecutionStatus, Overlap, Trigger
 from scheduler_app.db_rows import server_bound_cursor
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.services.fire_traces import fire_spans_start
 from scheduler_app.services.remaining_runs import (
     fires_within_remaining,
     limited_remaining_lock,
@@ -135,15 +136,16 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
 _UNNEST_INSERT = """
 INSERT INTO {table} (id, tenant_id, task_id, status, priority, queue, scheduled_at,
     max_attempts, error_message, root_execution_id, trigger, queued_at, attempt, worker_id,
-    error_class, dead_lettered, created_at, updated_at)
+    error_class, dead_lettered, created_at, updated_at, traceparent)
 SELECT u.id, u.tenant_id, u.task_id, u.status, u.priority, u.queue, u.scheduled_at,
-    u.max_attempts, u.error_message, u.id, %b, %b, 1, '', '', false, %b, %b
+    u.max_attempts, u.error_message, u.id, %b, %b, 1, '', '', false, %b, %b,
+    coalesce(u.traceparent, '')
 FROM unnest(%b::uuid[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], %b::text[],
-    %b::timestamptz[], %b::int[], %b::text[])
+    %b::timestamptz[], %b::int[], %b::text[], %b::text[])
     AS u(id, tenant_id, task_id, status, priority, queue, scheduled_at, max_attempts,
-         error_message)
+         error_message, traceparent)
 ON CONFLICT (task_id, scheduled_at, attempt) DO NOTHING
-RETURNING id, tenant_id, queue, status, task_id, scheduled_at
+RETURNING id, tenant_id, queue, status, task_id, scheduled_at, traceparent
 """
 
 
@@ -176,22 +178,38 @@ def _fires_record(
         ):
             column.append(value)
     sql = _UNNEST_INSERT.format(table=TaskExecution._meta.db_table)
+    # Tracing on: one span per fire, its context written with the row (a NULL array while
+    # off: the statement is the same, and no per-fire work is done).
+    spans = fire_spans_start(fires, execution_ids=columns[0])
     if cancel_waiting:
         _cancel_waiting(cancel_waiting, now=now)
     with server_bound_cursor() as cursor:
-        cursor.execute(sql, [Trigger.SCHEDULE.value, now, now, now, *columns])
+        cursor.execute(
+            sql, [Trigger.SCHEDULE.value, now, now, now, *columns, spans and spans.traceparents]
+        )
         inserted = cursor.fetchall()
+    if spans:
+        spans.end(recorded={row[0] for row in inserted})
     if limited:
         remaining_runs_spend(
             [(row[4], row[3], row[5]) for row in inserted if row[4] in limited], now=now
         )
     queued = ExecutionStatus.QUEUED.value
-    return [_doorbell(*row[:3], row[4]) for row in inserted if row[3] == queued]
+    return [_doorbell(*row[:3], row[4], row[6]) for row in inserted if row[3] == queued]
 
 
-def _doorbell(execution_id: object, tenant_id: object, queue: object, task_id: object) -> Doorbell:
-    # The task id lets publish name the message after the task from its cache (Flower).
-    return Doorbell(str(execution_id), str(tenant_id), str(queue), task_id=str(task_id))
+def _doorbell(
+    execution_id: object,
+    tenant_id: object,
+    queue: object,
+    task_id: object,
+    traceparent: str = "",
+) -> Doorbell:
+    # The task id lets publish name the message after the task from its cache (Flower); the
+    # trace context lets the ring's span join the run's trace (it is not sent).
+    return Doorbell(
+        str(execution_id), str(tenant_id), str(queue), task_id=str(task_id), traceparent=traceparent
+    )
 
 
 def _mark_queued(
@@ -204,7 +222,7 @@ def _mark_queued(
         f"UPDATE {table} SET status = %s, queued_at = %s, updated_at = %s "
         f"WHERE id IN (SELECT id FROM {table} WHERE {where_sql} "
         f"ORDER BY scheduled_at LIMIT %s FOR UPDATE SKIP LOCKED) "
-        f"AND {where_sql} RETURNING id, tenant_id, queue, task_id"
+        f"AND {where_sql} RETURNING id, tenant_id, queue, task_id, traceparent"
     )
     params = [ExecutionStatus.QUEUED.value, now_db, now_db, *where_params, limit, *where_params]
     with transaction.atomic(), connection.cursor() as cursor:

@@ -42,4 +42,6 @@ def execution_follow_up_create(
         # Retries of a fire share its key: a retry after the fire already succeeded elsewhere
         # (its key in another run) is skipped like any run of that key.
         idempotency_key=previous.idempotency_key,
+        # The next attempt continues its fire's trace: one trace shows every attempt.
+        traceparent=previous.traceparent,
     )

@@ -52,6 +52,12 @@ def fresh_run_create(*, previous: TaskExecution, now: datetime) -> TaskExecution
         max_attempts=task.max_attempts,
         priority=task.priority,
     )
-    bell = Doorbell(str(retry.id), str(retry.tenant_id), retry.queue, task_name=task.name)
+    bell = Doorbell(
+        str(retry.id),
+        str(retry.tenant_id),
+        retry.queue,
+        task_name=task.name,
+        traceparent=retry.traceparent,
+    )
     ring_after_commit([bell])
     return retry

@@ -16,6 +16,7 @@ from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring_after_commit
+from scheduler_app.services.fire_traces import trigger_traceparent
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.secrets import secret_references_refuse
@@ -198,6 +199,9 @@ def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
     return task
 
 
+TRIGGER_SPAN = "scheduler.trigger"
+
+
 def task_trigger(
     *,
     task: TaskDefinition,
@@ -216,8 +220,20 @@ def task_trigger(
     size = payload_cap_check(tenant_id=task.tenant_id, value=parameters, field="parameters")
     now = timezone.now()
     queue = queue_for(priority=task.priority, capability=task.capability)
+    execution_id = uuid.uuid4()
     execution = TaskExecution(
-        id=uuid.uuid4(),
+        id=execution_id,
+        # A run started by hand, an event or the runbook begins its trace here (under the
+        # request's span when the web tier's Django is instrumented).
+        traceparent=trigger_traceparent(
+            name=TRIGGER_SPAN,
+            attributes={
+                "scheduler.task.id": str(task.id),
+                "scheduler.tenant.id": str(task.tenant_id),
+                "scheduler.execution.id": str(execution_id),
+                "scheduler.trigger": str(trigger),
+            },
+        ),
         tenant_id=task.tenant_id,
         task=task,
         status=ExecutionStatus.QUEUED,
@@ -233,7 +249,13 @@ def task_trigger(
     execution.parameters = dict(parameters) if parameters else None
     with transaction.atomic():
         execution.save(force_insert=True)
-        bell = Doorbell(str(execution.id), str(task.tenant_id), queue, task_name=task.name)
+        bell = Doorbell(
+            str(execution.id),
+            str(task.tenant_id),
+            queue,
+            task_name=task.name,
+            traceparent=execution.traceparent,
+        )
         ring_after_commit([bell])
         if trigger != Trigger.EVENT:  # an event's runs are charged with the event
             payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")

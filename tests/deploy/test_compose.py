@@ -60,6 +60,7 @@ def test_the_whole_topology_is_there():
         "flower",
         "prometheus",
         "grafana",
+        "jaeger",
     } <= set(SERVICES)
 
 
@@ -400,7 +401,7 @@ def test_workers_get_what_bubblewrap_needs_and_nothing_more():
     assert "iproute2" in dockerfile  # the egress filter's `ip` (sandbox/egress_filter.py)
 
 
-@pytest.mark.parametrize("name", ["flower", "prometheus", "grafana"])
+@pytest.mark.parametrize("name", ["flower", "prometheus", "grafana", "jaeger"])
 def test_operator_tools_listen_on_loopback_only(name):
     for mapping in SERVICES[name]["ports"]:
         assert str(mapping).startswith("127.0.0.1:"), (name, mapping)
@@ -439,3 +440,13 @@ def test_the_login_throttle_trusts_exactly_the_proxies_in_front_of_web():
     assert proxies == []
     assert "8000:8000" in SERVICES["web"]["ports"]
     assert "LOGIN_TRUSTED_PROXIES" in _documented_env()
+
+
+def test_the_app_services_export_traces_to_the_jaeger_in_the_file():
+    # OTLP/HTTP on 4318 inside the network; the UI published on loopback only (above).
+    for name, service in APP_SERVICES.items():
+        endpoint = service["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        assert endpoint == "${OTEL_EXPORTER_OTLP_ENDPOINT-http://jaeger:4318}", name
+    assert SERVICES["jaeger"]["image"].startswith("jaegertracing/all-in-one:")
+    assert "4318" not in str(SERVICES["jaeger"].get("ports"))
+    assert "{trace_id}" in SERVICES["web"]["environment"]["OTEL_TRACE_UI_URL"]

@@ -36,7 +36,7 @@ from .shell_unsandboxed import run_process
 NO_RUNTIME_MESSAGE = (
     "container handlers need a container runtime; none is configured on this installation"
 )
-TASK_ENV_NAMES = ("TASK_PARAMETERS", "TASK_EXECUTION_ID", "TASK_ATTEMPT")
+TASK_ENV_NAMES = ("TASK_PARAMETERS", "TASK_EXECUTION_ID", "TASK_ATTEMPT", "TRACEPARENT")
 # The user a container runs as unless its image's own non-root user is wanted (nobody).
 CONTAINER_USER = "65534:65534"
 DEFAULT_PIDS_LIMIT = 4096

@@ -1,7 +1,9 @@
 """What a shell task's command is given: its environment and its upstream results.
 
-The child gets a clean environment: the configured variables, a minimal ``PATH`` and the
-``TASK_*`` variables. Nothing leaks from the worker's own environment (credentials!).
+The child gets a clean environment: the configured variables, a minimal ``PATH``, the
+``TASK_*`` variables and, while the run is traced, ``TRACEPARENT`` (the W3C context of the
+handler's span, which OpenTelemetry SDKs in the command pick up). Nothing leaks from the
+worker's own environment (credentials!).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ def build_environment(
     env["TASK_PARAMETERS"] = json.dumps(ctx.parameters, sort_keys=True, default=str)
     env["TASK_EXECUTION_ID"] = str(ctx.execution_id)
     env["TASK_ATTEMPT"] = str(ctx.attempt)
+    if ctx.traceparent:
+        env["TRACEPARENT"] = ctx.traceparent
     if upstream_results_path is not None:
         env["TASK_UPSTREAM_RESULTS_FILE"] = upstream_results_path
     return env

@@ -1,0 +1,214 @@
+"""Traces exported over OTLP/HTTP by the real beat and worker processes: an OTLP receiver
+started here (an http.server thread decoding ExportTraceServiceRequest) sees one trace per
+task run (the beat's fire and ring, the worker's claim, handler and finish) and one per DAG
+run (the beat's DAG run span, each node's claim, handler and finish under it)."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+import uuid
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from dags.models import DagRun
+from dags.services.definitions import dag_create
+from scheduler_app.models import TaskExecution
+from tests.factories import make_task
+from tests.integration.conftest import FAST_BEAT, FAST_WORKER, dump_logs
+from tests.processes import (
+    broker_key_prefix,
+    quiesce,
+    start_beat,
+    start_worker,
+    stop_all,
+    wait_until,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NOOP = {"type": "python", "callable": "noop"}
+
+
+class OtlpReceiver:
+    """POST /v1/traces: every span, with its process's service.name."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest.FromString(body)
+                receiver.add(self.path, request)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, path: str, request: ExportTraceServiceRequest) -> None:
+        assert path == "/v1/traces"
+        found = []
+        for resource_spans in request.resource_spans:
+            resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    found.append(
+                        {
+                            "service": resource.get("service.name"),
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_id": span.parent_span_id.hex(),
+                            "attributes": {
+                                a.key: a.value.string_value or a.value.bool_value
+                                for a in span.attributes
+                            },
+                        }
+                    )
+        with self.lock:
+            self.spans.extend(found)
+
+    def traces(self) -> dict[str, list[dict]]:
+        with self.lock:
+            grouped = defaultdict(list)
+            for span in self.spans:
+                grouped[span["trace_id"]].append(span)
+            return grouped
+
+
+def _one(spans: list[dict], name: str, **attributes) -> dict | None:
+    matching = [
+        s
+        for s in spans
+        if s["name"] == name and all(s["attributes"].get(k) == v for k, v in attributes.items())
+    ]
+    return matching[0] if len(matching) == 1 else None
+
+
+def _task_trace(traces, execution_id: str) -> dict | None:
+    """The run's spans, when the whole tree has arrived and is parented as documented."""
+    for spans in traces.values():
+        fire = _one(spans, "scheduler.fire", **{"scheduler.execution.id": execution_id})
+        if fire is None:
+            continue
+        ring = _one(spans, "scheduler.ring")
+        claim = _one(spans, "worker.claim")
+        handler = _one(spans, "worker.handler")
+        finish = _one(spans, "worker.finish")
+        if None in (ring, claim, handler, finish):
+            return None
+        return {"fire": fire, "ring": ring, "claim": claim, "handler": handler, "finish": finish}
+    return None
+
+
+def _dag_trace(traces, run_id: str) -> dict | None:
+    for spans in traces.values():
+        root = _one(spans, "dag.run", **{"scheduler.dag.run.id": run_id})
+        if root is None:
+            continue
+        claims = [s for s in spans if s["name"] == "worker.claim"]
+        finishes = [s for s in spans if s["name"] == "worker.finish"]
+        if len(claims) < 2 or len(finishes) < 2:
+            return None
+        return {"root": root, "claims": claims, "spans": spans}
+    return None
+
+
+def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant):
+    receiver = OtlpReceiver()
+    tracing_env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_INSTRUMENTATIONS": "none",
+    }
+    task = make_task(
+        tenant, name="traced-every-second", schedule={"type": "interval", "expression": "1s"}
+    )
+    dag = dag_create(
+        tenant=tenant,
+        raw={
+            "dag": "traced-dag-every-second",
+            "schedule": {"type": "interval", "expression": "1s"},
+            "tasks": [
+                {"id": "a", "handler": NOOP},
+                {"id": "b", "handler": NOOP, "depends_on": ["a"]},
+            ],
+        },
+    )
+    prefix = f"trace-{uuid.uuid4().hex[:10]}:"
+    with broker_key_prefix(prefix):
+        worker = start_worker(
+            name="w-trace", concurrency=2, env_overrides={**FAST_WORKER, **tracing_env}
+        )
+        beat = start_beat(node_id="trace-beat", env_overrides={**FAST_BEAT, **tracing_env})
+        started = time.monotonic()
+        found: dict = {}
+
+        def exported() -> bool:
+            traces = receiver.traces()
+            if "task" not in found:
+                for row in TaskExecution.objects.filter(task=task, status="success"):
+                    found["task"] = _task_trace(traces, str(row.id))
+                    if found["task"] is None:
+                        del found["task"]
+                    else:
+                        break
+            if "dag" not in found:
+                for run in DagRun.objects.filter(dag=dag, status="success"):
+                    found["dag"] = _dag_trace(traces, str(run.id))
+                    if found["dag"] is None:
+                        del found["dag"]
+                    else:
+                        break
+            return "task" in found and "dag" in found
+
+        try:
+            wait_until(exported, timeout=45, message="a task run's and a DAG run's traces")
+            print(f"traces complete {time.monotonic() - started:.1f} s after the beat started")
+        except AssertionError:
+            print(dump_logs(beat, worker))
+            print(f"spans received: {len(receiver.spans)}: {receiver.spans[:10]}")
+            raise
+        finally:
+            stop_all([beat, worker], timeout=10)
+            quiesce(prefix)
+            receiver.server.shutdown()
+
+    run = found["task"]
+    fire, ring, claim = run["fire"], run["ring"], run["claim"]
+    assert fire["service"] == "scheduler-beat" and fire["parent_id"] == ""
+    assert fire["attributes"]["scheduler.schedule.due_at"]
+    assert ring["service"] == "scheduler-beat" and ring["parent_id"] == fire["span_id"]
+    assert claim["service"] == "scheduler-worker" and claim["parent_id"] == fire["span_id"]
+    assert run["handler"]["parent_id"] == claim["span_id"]
+    assert run["finish"]["parent_id"] == claim["span_id"]
+
+    dag_run = found["dag"]
+    root = dag_run["root"]
+    assert root["service"] == "scheduler-beat" and root["parent_id"] == ""
+    assert {c["parent_id"] for c in dag_run["claims"]} == {root["span_id"]}
+    claim_ids = {c["span_id"] for c in dag_run["claims"]}
+    for name in ("worker.handler", "worker.finish"):
+        assert {s["parent_id"] for s in dag_run["spans"] if s["name"] == name} <= claim_ids
