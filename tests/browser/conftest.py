@@ -222,7 +222,8 @@ def stack_api(stack, method: str, path: str, token: str | None = None, body=None
         method=method,
     )
     with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
+        raw = response.read()
+    return json.loads(raw) if raw else {}  # a 204 (a delete) has no body
 
 
 def stack_token(stack) -> str:

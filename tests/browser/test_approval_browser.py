@@ -92,3 +92,6 @@ def test_an_operator_approves_on_the_run_page_and_the_run_goes_on(stack, stack_b
     assert [(d["user"], d["via"], d["comment"]) for d in approval["decisions"]] == [
         ("approver", "dashboard", "numbers checked")
     ]
+    # The stack is shared: a gated DAG left on it would be the first of the DAG list the next
+    # browser test triggers, and its root waits for people.
+    stack_api(stack, "DELETE", f"/api/v1/dags/{dag['id']}", token)

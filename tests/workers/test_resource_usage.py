@@ -102,3 +102,20 @@ def test_the_finish_stores_what_the_run_used(tenant):
     assert run.status == "success"
     assert PYTHON_AT_LEAST <= run.peak_memory_bytes < 400 * MIB
     assert run.cpu_seconds >= 0.3
+
+
+def test_a_small_sandboxed_task_of_a_large_worker_reads_small():
+    """Regression: bwrap's ru_maxrss keeps the high-water mark of the image it had before its
+    exec, a copy of the worker process, so every shell run of a 300 MiB worker read >= 300 MiB."""
+    ballast = bytearray(300 * MIB)
+    for offset in range(0, len(ballast), 4096):
+        ballast[offset] = 1
+    outcome = run_shell(
+        {"command": ["sh", "-c", "sleep 0.3"]},
+        _ctx(),
+        sandbox=shell_sandbox_for(egress_allowed=False),
+    )
+    del ballast
+    assert outcome.status == "success", outcome
+    assert outcome.peak_memory_bytes is not None
+    assert outcome.peak_memory_bytes < 50 * MIB, outcome.peak_memory_bytes

@@ -49,9 +49,10 @@ DRAIN_SECONDS = 2.0
 # How long to wait for SIGKILLed group members to actually disappear.
 GROUP_EXIT_WAIT_SECONDS = 2.0
 
-# How often a sandbox's processes are sampled for their CPU and memory (sandbox.usage); the
-# first sample comes this long after the start, so a run shorter than that reads none.
+# How often a sandbox's processes are sampled for their CPU and memory (sandbox.usage), and
+# when the first sample comes: a run gone before it reads no peak memory (None).
 USAGE_SAMPLE_SECONDS = 0.2
+FIRST_USAGE_SAMPLE_SECONDS = 0.05
 
 # Selector tags besides the output splitters.
 _STDIN = "stdin"
@@ -120,7 +121,8 @@ class Supervisor:
         kill_at: float | None = None
         final_status: str | None = None
         preempted = False
-        next_sample = started + USAGE_SAMPLE_SECONDS
+        # The first sample soon after the start, so a short run is measured too.
+        next_sample = started + FIRST_USAGE_SAMPLE_SECONDS
 
         while True:
             self._pump(POLL_INTERVAL_SECONDS)
@@ -226,7 +228,13 @@ class Supervisor:
             if self.usage is not None:
                 # bwrap's own rusage lacks the task's (sandbox.usage): the samples have it.
                 self.cpu_seconds = round(max(self.cpu_seconds, self.usage.cpu_seconds), 4)
-                self.peak_memory_bytes = max(self.peak_memory_bytes, self.usage.peak_memory_bytes)
+                # Never bwrap's ru_maxrss: the kernel keeps in it the high-water mark of the
+                # image it had before its exec, a copy of this worker process (hundreds of
+                # MiB), which made a small task read as large as its worker. Unsampled (gone
+                # before the first sample): unknown, not the worker's size.
+                self.peak_memory_bytes = (
+                    self.usage.peak_memory_bytes if self.usage.samples else None
+                )
         self._reaped = True
         return returncode
 
