@@ -21,6 +21,7 @@ from dags.graph import find_cycle, topological_order, upstream_bitsets
 from dags.spec_approval import APPROVAL_KEYS, approval_node_parse
 from dags.spec_conditions import condition_names, condition_parse, map_over_parse
 from dags.spec_errors import DagSpecError
+from dags.spec_keys import RUNNING_NODE_KEYS
 from dags.spec_timers import TIMER_KEYS, TIMER_TYPES, timer_parse
 
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
@@ -187,16 +188,7 @@ def node_runs_task(node: Mapping[str, Any]) -> bool:
 
 WAIT_KEYS = {"name", "match", "timeout_seconds"}
 # Keys a wait_for_event node may not have: it runs nothing.
-NOT_FOR_WAITS = (
-    "handler",
-    "task",
-    "map_over",
-    "timeout_seconds",
-    "retry_policy",
-    "priority",
-    "parameters",
-    "failure_policy",
-)
+NOT_FOR_WAITS = RUNNING_NODE_KEYS
 EVENT_NAME = re.compile(r"^[A-Za-z0-9_.:/-]{1,255}$")
 MAX_WAIT_SECONDS = 30 * 86400
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dags.spec_errors import DagSpecError
+from dags.spec_keys import NOT_FOR_TYPED_WAITS
 
 APPROVAL_KEYS = {"approvers", "timeout", "on_timeout", "message"}
 # A viewer reads and never decides; a role admits every higher role too.
@@ -26,18 +27,7 @@ APPROVER_ROLES = ("operator", "admin")
 KNOWN_ROLES = ("viewer", *APPROVER_ROLES)
 ON_TIMEOUT = ("reject", "approve", "skip")
 # Keys of a node that runs something: an approval node has none of them.
-NOT_FOR_APPROVALS = (
-    "handler",
-    "task",
-    "map_over",
-    "timeout_seconds",
-    "retry_policy",
-    "priority",
-    "parameters",
-    "failure_policy",
-    "idempotency_key",
-    "wait_for_event",
-)
+NOT_FOR_APPROVALS = NOT_FOR_TYPED_WAITS
 MAX_APPROVERS = 100
 MAX_USERS = 100
 MAX_MESSAGE = 2000

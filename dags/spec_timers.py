@@ -30,6 +30,7 @@ from budgets.limits import BudgetExceeded, ExpressionBudget
 from budgets.templates import template_placeholders
 from dags.jsonpath_conditions import JSONPathError, path_check
 from dags.spec_errors import DagSpecError
+from dags.spec_keys import NOT_FOR_TYPED_WAITS
 
 TIMER_TYPES = ("sleep", "sensor")
 SENSOR_KINDS = ("http", "s3", "sql")
@@ -46,18 +47,7 @@ TIMER_KEYS = {
     "on_timeout",
 }
 # Keys of nodes that run something: a timer runs nothing.
-NOT_FOR_TIMERS = (
-    "handler",
-    "task",
-    "map_over",
-    "timeout_seconds",
-    "retry_policy",
-    "priority",
-    "parameters",
-    "failure_policy",
-    "wait_for_event",
-    "idempotency_key",
-)
+NOT_FOR_TIMERS = NOT_FOR_TYPED_WAITS
 MIN_INTERVAL_SECONDS = 1.0
 DEFAULT_INTERVAL_SECONDS = 60.0
 DEFAULT_MAX_INTERVAL_SECONDS = 600.0
