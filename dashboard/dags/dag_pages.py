@@ -17,6 +17,7 @@ from dags.attempt_selectors import dag_run_node_attempts
 from dags.choices import ACTIVE_RUN_STATUSES
 from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.models import DagRun
+from dags.outcome_selectors import dag_run_outcomes
 from dags.services.runs import RERUNNABLE
 from dags.timer_selectors import timer_time_left, timers_of_run
 from dags.versions import graph_of_version
@@ -66,9 +67,12 @@ def _grid(*, tenant, node_ids: list[str], runs: list[DagRun]) -> dict:
 
 
 def _run_duration(run: DagRun, now) -> str:
+    """How long the run took; a run still going has no duration yet: "running for …"."""
     if run.started_at is None:
         return ""
-    return format_duration(((run.completed_at or now) - run.started_at).total_seconds())
+    if run.completed_at is None:
+        return f"running for {format_duration((now - run.started_at).total_seconds())}"
+    return format_duration((run.completed_at - run.started_at).total_seconds())
 
 
 @login_required
@@ -130,6 +134,7 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
         dag_latency(tenant=tenant, dag_id=dag.id, window=TREND_WINDOW, bucket=TREND_BUCKET, now=now)
     )
     node_ids = [node["id"] for node in version.spec["tasks"]] if version else []
+    outcomes = dag_run_outcomes(tenant=tenant, runs=runs)
     definition = (
         graph_layout(
             depends_on={node["id"]: node.get("depends_on", []) for node in version.spec["tasks"]},
@@ -150,7 +155,10 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
             else {},
             "dag": dag,
             "node_ids": node_ids,
-            "runs": [{"run": run, "duration": _run_duration(run, now)} for run in runs],
+            "runs": [
+                {"run": run, "duration": _run_duration(run, now), "outcome": outcomes.get(run.id)}
+                for run in runs
+            ],
             "grid": _grid(tenant=tenant, node_ids=node_ids, runs=runs[:GRID_RUNS]),
             "latency": latency,
             "charts": {"latency": latency["points"]},
@@ -220,6 +228,7 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "dag": dag,
             "run": run,
             "run_duration": _run_duration(run, now),
+            "outcome": dag_run_outcomes(tenant=tenant, runs=[run]).get(run.id),
             "finished": run.status not in ACTIVE_RUN_STATUSES,
             "layout": layout,
             "tone_counts": [(tone, tones.get(tone, 0)) for tone in TONES],

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from dashboard.durations import format_duration
 from dashboard.roles import route_allows
+from dashboard.run_wording import dag_outcome_text, error_text
 
 register = template.Library()
 
@@ -31,7 +32,8 @@ def get_item(mapping, key):
 # What people call the states the code names (snake_case stays in data-* attributes and CSS).
 STATE_LABELS = {
     "partially_completed": "Partially completed",
-    "upstream_failed": "Upstream failed",
+    # Never dispatched: an upstream failed. Said as what it means to the person reading.
+    "upstream_failed": "Not run (upstream failed)",
     "timed_out": "Timed out",
 }
 
@@ -119,11 +121,27 @@ def as_fields(config) -> list[tuple[str, str]]:
 
 @register.filter
 def run_duration(execution) -> str:
-    """Wall time of a run (to now while it runs)."""
-    if execution is None or execution.started_at is None:
+    """Wall time of a run that ended ("-" before: see time_tags.run_took for the elapsed
+    time of a run still going; a run that has not ended has no duration)."""
+    if execution is None or execution.started_at is None or execution.completed_at is None:
         return "–"
-    end = execution.completed_at or timezone.now()
-    return format_duration((end - execution.started_at).total_seconds()) or "–"
+    return format_duration((execution.completed_at - execution.started_at).total_seconds()) or "–"
+
+
+@register.filter
+def run_error(execution) -> str:
+    """The run's error said once (dashboard.run_wording.error_text)."""
+    if execution is None:
+        return ""
+    return error_text(execution.error_class, execution.error_message)
+
+
+@register.filter
+def dag_outcome(outcome) -> str:
+    """ "transform failed, load not run" of a dags.outcome_selectors.RunOutcome."""
+    if not outcome:
+        return ""
+    return dag_outcome_text(outcome.failed, outcome.not_run)
 
 
 @register.filter

@@ -103,9 +103,13 @@ def runs_over_time(*, tenant: Tenant, hours: int, now: datetime | None = None) -
 
 
 def task_trend(*, tenant: Tenant, task: TaskDefinition, limit: int = 60) -> list[dict]:
-    """Duration and schedule lag of the task's most recent started runs, oldest first."""
+    """Duration and schedule lag of the task's most recent finished runs, oldest first. A run
+    still going has no duration yet: plotting it (as a lag dot with no duration, or a duration
+    to now) would draw a point that moves and then jumps; it joins the chart when it ends."""
     rows = (
-        TaskExecution.objects.filter(tenant=tenant, task=task, started_at__isnull=False)
+        TaskExecution.objects.filter(
+            tenant=tenant, task=task, started_at__isnull=False, completed_at__isnull=False
+        )
         .order_by("-scheduled_at")
         .values("id", "scheduled_at", "started_at", "completed_at", "status")[:limit]
     )

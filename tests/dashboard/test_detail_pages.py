@@ -45,7 +45,7 @@ def test_execution_page_links_the_full_log_and_a_download(signed_in, tenant):
     page = signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
     assert f'id="log-full" href="/dashboard/executions/{execution.id}/log?full=1"' in page
     assert f'download="execution-{execution.id}.log"' in page
-    assert 'id="execution-duration">1.2 s<' in page
+    assert 'id="execution-duration">took 1.2 s<' in page
     full = signed_in.get(f"/dashboard/executions/{execution.id}/log?full=1").content.decode()
     assert full.startswith("line 0\n") and full.endswith("line 899")  # all of it, not the tail
     download = signed_in.get(f"/dashboard/executions/{execution.id}/log?full=1&download=1")

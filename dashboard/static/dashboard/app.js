@@ -167,6 +167,15 @@
     });
   }
 
+  // A time the script has put in the browser's zone, or a ticking "running for": the same
+  // instant from the server is no change (its UTC text would only be rewritten again).
+  function sameInstant(from, to) {
+    if (from.nodeType !== 1 || to.nodeType !== 1) return false;
+    if (from.hasAttribute("data-local") && from.getAttribute("datetime") === to.getAttribute("datetime")) return true;
+    return from.hasAttribute("data-running-since") &&
+      from.getAttribute("data-running-since") === to.getAttribute("data-running-since");
+  }
+
   function morphChildren(from, to, changes) {
     if (from.hasAttribute && from.hasAttribute("data-chart")) return;  // drawn by script
     var wanted = Array.prototype.slice.call(to.childNodes);
@@ -191,6 +200,8 @@
         changes.added++;
       } else if (current.nodeType === 3 || current.nodeType === 8) {
         if (current.nodeValue !== next.nodeValue) { current.nodeValue = next.nodeValue; changes.text++; }
+      } else if (sameInstant(current, next)) {
+        // unchanged: keeps its local text
       } else if (current.nodeType === 1) {
         morphAttributes(current, next);
         if (current === document.activeElement && /^(INPUT|SELECT|TEXTAREA)$/.test(current.nodeName)) {
@@ -261,6 +272,7 @@
       .then(function (html) {
         if (busy(live)) return;  // focus moved into a form while the request was out
         patch(live, html);
+        localTimes(live);
         drawCharts(live);
         focusableScrollers(live);
         var stamp = document.getElementById("updated-at");
@@ -275,6 +287,52 @@
       .finally(function () {
         if (!done) window.setTimeout(function () { poll(live, seconds); }, seconds * 1000);
       });
+  }
+
+  /* Times in the viewer's zone. The server writes <time datetime="…Z" data-local="datetime|
+     time|precise" title="… UTC">… UTC</time> (dashboard/templatetags/time_tags.py): right
+     without script, and here rewritten in the browser's zone with its abbreviation; the title
+     keeps UTC. A "running for" (data-running-since) ticks every second. */
+  function pad(n, width) { n = String(n); while (n.length < (width || 2)) n = "0" + n; return n; }
+
+  var zoneParts = null;
+  function zoned(date) {
+    if (!zoneParts) {
+      zoneParts = new Intl.DateTimeFormat("en-US", {
+        year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+        second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
+    }
+    var parts = {};
+    zoneParts.formatToParts(date).forEach(function (p) { parts[p.type] = p.value; });
+    return parts;
+  }
+
+  function localTimes(root) {
+    root.querySelectorAll("time[data-local]").forEach(function (node) {
+      var date = new Date(node.getAttribute("datetime"));
+      if (isNaN(date.getTime())) return;
+      var p = zoned(date), style = node.getAttribute("data-local");
+      var clock = p.hour + ":" + p.minute + ":" + p.second;
+      if (style === "precise") clock += "." + pad(date.getUTCMilliseconds(), 3);
+      var day = p.year + "-" + p.month + "-" + p.day;
+      node.textContent = (style === "time" ? clock : day + " " + clock) + " " + p.timeZoneName;
+      node.setAttribute("data-zoned", p.timeZoneName);
+    });
+  }
+
+  function duration(seconds) {
+    if (seconds < 1) return Math.round(seconds * 1000) + " ms";
+    if (seconds < 60) return seconds.toFixed(1) + " s";
+    var minutes = Math.floor(seconds / 60), secs = Math.floor(seconds % 60);
+    if (minutes < 60) return minutes + "m " + pad(secs) + "s";
+    return Math.floor(minutes / 60) + "h " + pad(minutes % 60) + "m";
+  }
+
+  function tickElapsed() {
+    document.querySelectorAll("[data-running-since]").forEach(function (node) {
+      var since = new Date(node.getAttribute("data-running-since")).getTime();
+      if (!isNaN(since)) node.textContent = "running for " + duration(Math.max(0, (Date.now() - since) / 1000));
+    });
   }
 
   /* The execution page's progress bar, moved by the log stream's `progress` events between
@@ -351,6 +409,8 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document);
+    window.setInterval(tickElapsed, 1000);  // (a poll may bring a running run in later)
     // A refused form: its summary of every mistake takes focus (read out, links to each field).
     var summary = document.getElementById("form-errors");
     if (summary) summary.focus();
