@@ -236,3 +236,13 @@ def test_log_search_from_the_list_shares_the_tenants_cap_on_searches_at_once(sig
         for place in in_flight:
             log_search_budget.log_search_place_give_back(place)
     assert signed_in.get("/dashboard/runs", {"q": "needle", "search_in": "logs"}).status_code == 200
+
+
+def test_a_matched_log_line_is_shown_as_text_never_as_markup(signed_in, tenant):
+    """A run's log is tenant output: a line carrying markup is escaped around the marks."""
+    task = make_task(tenant, name="printer")
+    run = _logged(task, minutes_ago=1, text="<img src=x onerror=alert(1)> needle </code>")
+    page = signed_in.get("/dashboard/runs", {"q": "needle", "search_in": "logs"}).content.decode()
+    lines = _cell(_row(page, run.id), "matching log lines")
+    assert "<img" not in lines and "&lt;img src=x onerror=alert(1)&gt; <mark>needle</mark>" in lines
+    assert lines.count("</code>") == 1
