@@ -123,6 +123,8 @@ def test_times_in_the_viewers_zone_and_a_log_search_from_the_runs_list(stack, st
         assert page.inner_text(f"{row} td.log-hits mark") == word
         assert f"found {word} here" in page.inner_text(f"{row} td.log-hits code.log-hit")
         assert page.locator("#runs tbody tr[data-execution-id]").count() == 1
+        # A search's answer is a snapshot: the page stops polling (each poll would search again).
+        page.wait_for_selector("#live[data-polling=stopped]")
         screenshot(page, "runs-list-log-search")
         assert desk.axe() == []
         assert desk.failures == [], desk.failures

@@ -166,6 +166,9 @@ def test_log_search_finds_runs_by_a_line_they_printed_and_marks_it(signed_in, te
     assert f'<code class="log-hit">{marked}</code>' in lines
     assert "starting" not in lines
     assert 'whose log has <q id="log-words">ECONNREFUSED</q>' in page
+    # A search's answer does not poll: each refresh would spend another search of the budget.
+    assert 'data-live-final="a log search, as of when it ran"' in page
+    assert "data-live-final" not in signed_in.get("/dashboard/runs").content.decode()
 
     none = signed_in.get("/dashboard/runs", {"q": "nosuchword", "search_in": "logs"})
     assert none.status_code == 200
