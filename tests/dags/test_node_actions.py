@@ -224,9 +224,7 @@ def test_the_api_clears_and_marks_under_the_dag_and_by_the_run_id(
     nodes = {node["node_id"]: node for node in body["nodes"]}
     assert nodes["c"]["status"] == "queued" and nodes["d"]["status"] == "waiting"
     # Still running: the second clear is a 409 naming why.
-    again = api.post(
-        f"/api/v1/dags/{dag.id}/executions/{run.id}/nodes/c/clear", {}, format="json"
-    )
+    again = api.post(f"/api/v1/dags/{dag.id}/executions/{run.id}/nodes/c/clear", {}, format="json")
     assert again.status_code == 409 and "still running" in again.json()["message"]
     _run_to_end(run, {}, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=True):
