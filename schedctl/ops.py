@@ -336,6 +336,21 @@ def cancel(state: State, run_id: str, dag_name: str | None) -> None:
     click.echo(f"run {run_id}: {answer.get('status')}")
 
 
+@main.command()
+@click.argument("execution_id")
+@click.option(
+    "-p", "--param", "params", multiple=True, help="key=value: replaces the run's parameters."
+)
+@click.option("--note", default="", help="Why (kept in the audit log).")
+@pass_state
+def rerun(state: State, execution_id: str, params: tuple[str, ...], note: str) -> None:
+    """Run an ended run again: with its own parameters, or those given with -p."""
+    answer = state.client.execution_rerun(
+        execution_id, parse_parameters(params) if params else None, note
+    )
+    click.echo(f"re-running {execution_id}: new run {answer.get('execution_id')}")
+
+
 # ---- dead letters ------------------------------------------------------------------------
 
 

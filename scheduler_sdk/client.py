@@ -383,6 +383,13 @@ class Client:
     def execution(self, execution_id: str) -> Execution:
         return Execution.from_api(self.request("GET", f"executions/{execution_id}"))
 
+    def execution_rerun(
+        self, execution_id: str, parameters: Mapping[str, Any] | None = None, note: str = ""
+    ) -> dict[str, Any]:
+        """A new run of an ended one; `parameters` replace its own (None: the same)."""
+        body = {"note": note, **({"parameters": dict(parameters)} if parameters else {})}
+        return self.request("POST", f"executions/{execution_id}/rerun", json_body=body)
+
     def execution_cancel(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"executions/{execution_id}/cancel")
 
