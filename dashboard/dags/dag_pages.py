@@ -248,5 +248,6 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,
+            "run_nodes": nodes,  # each with its clear / mark actions once the run has ended
         },
     )
