@@ -358,21 +358,6 @@ def workers(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_safe
-def dead_letters(request: HttpRequest) -> HttpResponse:
-    tenant = dashboard_membership(request).tenant
-    dead_letters = selectors.dead_letter_list(tenant=tenant)
-    return _page(
-        request,
-        "dlq",
-        {
-            "dead_letters": label_dag_nodes(tenant=tenant, executions=dead_letters[:DLQ_ROWS]),
-            "dead_letter_count": dead_letters.count(),
-        },
-    )
-
-
-@login_required
-@require_safe
 def missed_schedules(request: HttpRequest) -> HttpResponse:
     tenant = dashboard_membership(request).tenant
     try:
