@@ -68,6 +68,10 @@ def test_rerun_makes_a_new_run_and_opens_it(signed_in, failed_run):
     assert response.redirect_chain[-1][0] == f"/dashboard/executions/{rerun.id}"
     assert rerun.parameters == {"day": "2026-12-01"}
     assert "Re-running nightly-report" in _messages(response)
+    # The new run's page links back to the run it re-ran.
+    assert f'id="rerun-of" href="/dashboard/executions/{failed_run.id}"' in (
+        response.content.decode()
+    )
     entry = AuditEntry.objects.get(action="execution.rerun")
     assert entry.detail["note"] == "flaky" and entry.actor.startswith("user:")
 
@@ -146,6 +150,8 @@ def test_clear_with_downstream_from_the_page(signed_in, ended_dag_run):
     assert "Cleared b, c: the run is running again." in _messages(response)
     assert DagRun.objects.get(id=run.id).status == "running"
     assert (_node(run, "b").attempt_trigger, _node(run, "c").status) == ("clear", "waiting")
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert "cleared · user:" in page  # the attempts table says who cleared it
     entry = AuditEntry.objects.get(action="dag-run-node.clear")
     assert entry.detail["note"] == "retry after the fix" and entry.detail["node_id"] == "b"
     # Running now: a second clear is refused with the reason, and nothing changes.
