@@ -452,8 +452,9 @@ class Client:
     def dead_letter_retry(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
 
-    def dead_letters_retry_all(self) -> dict[str, Any]:
-        return self.request("POST", "admin/dlq/retry-all")
+    def dead_letters_retry_all(self, filters: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`filters`: task, error, since (what the DLQ list takes); each item's outcome back."""
+        return self.request("POST", "admin/dlq/retry-all", params=dict(filters or {}))
 
     def workers(self) -> dict[str, Any]:
         return self.request("GET", "admin/workers")
