@@ -99,6 +99,19 @@ def test_the_api_reruns_with_edited_parameters_and_lists_the_link(api, task):
     assert same.status_code == 202 and same.json()["parameters"] == {"day": "2026-12-01"}
 
 
+def test_an_idempotency_key_reruns_once(api, task):
+    original = _ended(task)
+    url = f"/api/v1/executions/{original.id}/rerun"
+    first = api.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="click-1")
+    again = api.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="click-1")
+    assert first.status_code == again.status_code == 202
+    assert first.json()["execution_id"] == again.json()["execution_id"]
+    assert len(_reruns_of(original)) == 1
+    other = api.post(url, {}, format="json", HTTP_IDEMPOTENCY_KEY="click-2")
+    assert other.json()["execution_id"] != first.json()["execution_id"]
+    assert len(_reruns_of(original)) == 2
+
+
 def test_a_running_run_is_a_409_with_a_clear_message(api, task):
     running = add_execution(task, minutes_ago=0, status=ExecutionStatus.RUNNING)
     response = api.post(f"/api/v1/executions/{running.id}/rerun", {}, format="json")
