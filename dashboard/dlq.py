@@ -150,7 +150,9 @@ def dead_letter_bulk(request: HttpRequest, action: str) -> HttpResponse:
                 )
                 _report(request, "Retry selected", outcomes)
             else:
-                outcomes = dead_letters.dead_letters_delete_many(tenant=tenant, execution_ids=ids)
+                outcomes = dead_letters.dead_letters_delete_many(
+                    tenant=tenant, execution_ids=ids, actor=actor
+                )
                 _report(request, "Delete selected", outcomes)
             filters = _filters(request.POST)
             back = f"{back}?{urlencode(filters)}" if filters else back

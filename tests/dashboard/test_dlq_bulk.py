@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import AuditEntry, TaskExecution
 from tests.api_clients import PASSWORD, member_client
 from tests.dashboard.conftest import add_execution, make_dag, make_dag_run
 from tests.factories import make_task
@@ -89,6 +89,9 @@ def test_retry_selected_reports_each_item(signed_in, queue, tenant_factory):
     assert "their-task" not in report  # another tenant's run is not named
     assert TaskExecution.objects.get(id=foreign.id).dead_lettered is True
     assert TaskExecution.objects.filter(retry_of_id=queue["report_new"].id).count() == 1
+    entry = AuditEntry.objects.get(action="dlq.retry-selected")
+    assert entry.actor == "user:acme-admin" and entry.tenant_id == queue["sync"].tenant_id
+    assert entry.detail["counts"] == {"retried": 1, "already_handled": 1, "not_found": 2}
 
 
 def test_retry_all_matching_retries_only_what_the_filter_matches(signed_in, queue):
@@ -98,6 +101,8 @@ def test_retry_all_matching_retries_only_what_the_filter_matches(signed_in, queu
     assert "Retry all matching 1: 1 retried." in _report(response)
     assert response.redirect_chain[-1][0] == "/dashboard/dlq?task=nightly&error=5xx"
     assert _dead_ids() == {str(queue["report_old"].id), str(queue["sync"].id)}
+    entry = AuditEntry.objects.get(action="dlq.retry-matching")
+    assert entry.detail["filters"] == {"task": "nightly", "error": "5xx"}
 
 
 def test_a_dag_nodes_dead_letter_whose_run_is_going_is_refused_and_stays(signed_in, tenant):
@@ -120,6 +125,7 @@ def test_delete_selected_is_for_admins(tenant, signed_in, queue):
     assert str(queue["report_old"].id) in _dead_ids()
     response = signed_in.post("/dashboard/dlq/bulk/delete", {"ids": ids}, follow=True)  # admin
     assert "Delete selected 1: 1 removed." in _report(response)
+    assert AuditEntry.objects.get(action="dlq.delete-selected").detail["counts"] == {"removed": 1}
     assert str(queue["report_old"].id) not in _dead_ids()
 
 
@@ -133,6 +139,7 @@ def test_a_viewer_sees_no_bulk_actions_and_is_refused_each(tenant, queue):
         assert viewer.post(f"/dashboard/dlq/bulk/{action}", {"ids": ids}).status_code == 403
     assert _dead_ids() == before
     assert not TaskExecution.objects.filter(trigger="retry").exists()
+    assert not AuditEntry.objects.filter(action__startswith="dlq.").exists()
 
 
 def test_too_many_ids_are_refused_whole(signed_in, queue):
