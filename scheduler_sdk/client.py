@@ -453,7 +453,6 @@ class Client:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
 
     def dead_letters_retry_all(self, filters: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """`filters`: task, error, since (what the DLQ list takes); each item's outcome back."""
         return self.request("POST", "admin/dlq/retry-all", params=dict(filters or {}))
 
     def workers(self) -> dict[str, Any]:
