@@ -1,8 +1,9 @@
 """Re-running what an operator chooses, on the stack `make run` starts, in a real browser: a
 failed run is re-run from its page with edited parameters (the form prefilled with the run's
-own), and a DAG run's middle node is cleared with its downstream, which the stack's worker
-runs again to success. The run page and the DAG run page pass axe-core at desktop (1280x800)
-and phone (390x844) widths, with no failed request and no console error. What the test made
+own), then retried from the filtered dead-letter page by its checkbox, and a DAG run's middle
+node is cleared with its downstream, which the stack's worker runs again to success. The run
+page, the dead-letter page and the DAG run page pass axe-core at desktop (1280x800) and phone
+(390x844) widths, with no failed request and no console error. What the test made
 is deleted. Screenshots: tests/artifacts/rerun-*.png."""
 
 from __future__ import annotations
@@ -144,6 +145,17 @@ def test_an_operator_reruns_a_failed_run_and_clears_a_dag_node(stack, stack_brow
         )
         desk.check("new-run", "#timeline")
 
+        # The dead-letter page, filtered to this test's task: select its first run, retry it.
+        dlq = f"{stack['url']}/dashboard/dlq?task=browser-rerun-fails"
+        page.goto(dlq)
+        desk.check("dlq", "#dlq-filter")
+        page.check(f'tr[data-execution-id="{failed["id"]}"] .dlq-select')
+        page.click("#dlq-retry-selected")
+        page.wait_for_selector(".bulk-report")
+        report = page.inner_text(".messages")
+        assert "Retry selected 1: 1 retried." in report, report
+        assert f"browser-rerun-fails run {failed['id'][:8]}: retried" in report
+
         page.goto(f"{stack['url']}/dashboard/dags/{dag['id']}/runs/{run['id']}")
         desk.check("dag-run", "#node-actions-title")
         node_b = '.node-actions li[data-node-id="b"]'
@@ -168,6 +180,8 @@ def test_an_operator_reruns_a_failed_run_and_clears_a_dag_node(stack, stack_brow
         phone = Watched(stack_browser, stack, PHONE)
         phone.page.goto(f"{stack['url']}/dashboard/executions/{failed['id']}")
         phone.check("run", "#btn-rerun")
+        phone.page.goto(dlq)
+        phone.check("dlq", "#dlq-filter")
         phone.page.goto(f"{stack['url']}/dashboard/dags/{dag['id']}/runs/{run['id']}")
         phone.page.click('.node-actions li[data-node-id="c"] summary')
         phone.check("dag-run", "#node-actions-title")
