@@ -67,7 +67,10 @@ class NodeMarkView(APIView):
         responses={
             202: OpenApiResponse(description="the run's detail and the downstream node ids reset"),
             404: OpenApiResponse(),
-            409: OpenApiResponse(description="the run has not ended, or the node is so already"),
+            409: OpenApiResponse(
+                description="the node is so already; or the run is going and the node is "
+                "not queued or running"
+            ),
         },
     )
     def post(self, request: Request, run_id: str, node_id: str, dag_id: str | None = None):

@@ -1,10 +1,13 @@
 """An operator's hand on one node of an ended DAG run: clear it (with its upstream and/or its
 downstream) so it runs again, or mark it succeeded or failed.
 
-Airflow's "Clear" and "Mark success/failed", on this engine. Both act only on a run that has
-ended (success, failed, partially completed, cancelled): while a run is going its engine owns
-the node states, and a reset under a running execution would race the worker's finish, so a
-running or queued run is refused (409) rather than half-handled.
+Airflow's "Clear" and "Mark success/failed", on this engine. A clear acts only on a run that
+has ended (success, failed, partially completed, cancelled): while a run is going its engine
+owns the node states, and a reset under a running execution would race the worker's finish,
+so a running or queued run is refused (409) rather than half-handled. A mark acts on an ended
+run, or on a running run's node that is queued or running (a stuck step done by hand): that
+node ends through the engine's own completion, as if its execution had ended so, and its
+execution is stopped; any other node of a running run is refused until the run has ended.
 
 A clear resets the chosen nodes (each keeps the attempt it had, `node_attempts_keep`) and every
 not-succeeded node downstream of them, then restarts the run: the reset nodes count down their
@@ -23,14 +26,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from dags.choices import ACTIVE_RUN_STATUSES, NodeAttemptTrigger, NodeStatus, RunStatus
+from dags.engine.completion import node_complete
 from dags.engine.readiness import run_finish
 from dags.engine.state import run_lock
 from dags.models import DagNodeExecution, DagNodeState, DagRun
 from dags.services.node_attempts import node_attempts_keep
 from dags.services.runs import run_nodes_reset
 from dags.versions import graph_of_version
+from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
+from scheduler_app.models import TaskExecution
 from scheduler_app.services.audit import audit_record
+from scheduler_app.services.run_signals import cancel_request
 
 # The words the API takes for a mark, and the node status each sets.
 MARK_STATES = {
@@ -39,6 +46,8 @@ MARK_STATES = {
     "failed": NodeStatus.FAILED,
 }
 MAX_NOTE = 2000
+# A running run's nodes that may be marked: their execution is waiting or running.
+IN_FLIGHT = (NodeStatus.PENDING, NodeStatus.QUEUED, NodeStatus.RUNNING)
 
 
 def _ended_run_lock(run: DagRun) -> DagRun:
@@ -117,6 +126,10 @@ def dag_node_mark(
     state = MARK_STATES[state]
     note = note.strip()[:MAX_NOTE]
     with transaction.atomic():
+        locked = run_lock(run.id)
+        if locked.status == RunStatus.RUNNING:
+            _mark_in_flight(locked, _states(locked, node_id)[node_id], state, note, actor)
+            return []
         locked = _ended_run_lock(run)
         states = _states(locked, node_id)
         node = states[node_id]
@@ -168,3 +181,59 @@ def dag_node_mark(
             },
         )
     return sorted(below)
+
+
+def _mark_in_flight(locked: DagRun, node: DagNodeState, state: str, note: str, actor: str) -> None:
+    """A running run's queued or running node, marked: it ends through the engine's own
+    completion (its children counted, the failure policy applied, the run ended if it was the
+    last), then its execution is stopped: a waiting one cancelled now, a running one killed
+    after commit. Its late finish finds the node ended and is ignored (the engine counts only
+    an active node)."""
+    if node.status not in IN_FLIGHT or node.map_total is not None:
+        raise Conflict(
+            f"the DAG run is still running and node {node.node_id!r} is {node.status}: only a "
+            "queued or running node (not a fan-out) can be marked now; the others once the run "
+            "has ended",
+            field="state",
+        )
+    roots = list(
+        DagNodeExecution.objects.filter(run=locked, node_id=node.node_id).values_list(
+            "execution_root_id", flat=True
+        )
+    )
+    word = "succeeded" if state == NodeStatus.SUCCESS else "failed"
+    error = "" if state == NodeStatus.SUCCESS else f"marked failed: {note}".rstrip(": ")
+    node_complete(run=locked, node_id=node.node_id, status=state, result=None, error=error)
+    now = timezone.now()
+    TaskExecution.objects.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
+        status=ExecutionStatus.CANCELLED,
+        completed_at=now,
+        error_class="cancelled",
+        error_message=f"its DAG node was marked {word} by hand",
+        updated_at=now,
+    )
+    running = [
+        str(execution_id)
+        for execution_id in TaskExecution.objects.filter(
+            root_execution_id__in=roots, status=ExecutionStatus.RUNNING
+        ).values_list("id", flat=True)
+    ]
+    if running:
+        transaction.on_commit(lambda: [cancel_request(execution_id=i) for i in running])
+    audit_record(
+        tenant=locked.tenant,
+        actor=actor,
+        action="dag-run-node.mark",
+        object_type="dag-run-node",
+        object_id=str(locked.id),
+        detail={
+            "dag_id": str(locked.dag_id),
+            "dag_run_id": str(locked.id),
+            "node_id": node.node_id,
+            "state": state,
+            "was": node.status,
+            "while_running": True,
+            "stopped": running,
+            "note": note,
+        },
+    )

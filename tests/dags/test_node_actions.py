@@ -184,15 +184,52 @@ def test_marking_an_upstream_failed_propagates_the_failure_policy(
     assert _executions_of(run, "d") == 1
 
 
-def test_a_running_run_is_refused_and_left_as_it_was(diamond):
+def test_a_running_run_refuses_a_clear_and_a_mark_of_a_node_not_in_flight(diamond):
     _, run = diamond
     before = (_states(run), _run_status(run), DagNodeAttempt.objects.count())
     with pytest.raises(Conflict, match="still running"):
         dag_node_clear(run=run, node_id="a", downstream=True)
-    with pytest.raises(Conflict, match="still running"):
-        dag_node_mark(run=run, node_id="a", state="succeeded")
+    with pytest.raises(Conflict, match="still running and node 'd' is waiting"):
+        dag_node_mark(run=run, node_id="d", state="succeeded")  # not reached yet
     assert (_states(run), _run_status(run), DagNodeAttempt.objects.count()) == before
     assert not AuditEntry.objects.filter(action__startswith="dag-run-node.").exists()
+
+
+def test_a_running_runs_in_flight_node_marked_succeeded_ends_so_and_its_run_goes_on(
+    diamond, django_capture_on_commit_callbacks
+):
+    _, run = diamond
+    _finish(run, "a", callbacks=django_capture_on_commit_callbacks)
+    b_run = DagNodeState.objects.get(run=run, node_id="b").execution_id
+    with django_capture_on_commit_callbacks(execute=True):
+        assert dag_node_mark(run=run, node_id="b", state="succeeded", note="stuck, done") == []
+    assert _states(run) == {"a": "success", "b": "success", "c": "queued", "d": "waiting"}
+    # b's queued execution never starts; a late finish of it would find b ended.
+    assert TaskExecution.objects.get(id=b_run).status == "cancelled"
+    _finish(run, "b", callbacks=django_capture_on_commit_callbacks)  # the late finish
+    d = DagNodeState.objects.get(run=run, node_id="d")
+    assert (d.status, d.remaining_upstream) == ("waiting", 1)  # counted once, not twice
+    _finish(run, "c", callbacks=django_capture_on_commit_callbacks)
+    _finish(run, "d", callbacks=django_capture_on_commit_callbacks)
+    assert _run_status(run) == "success"
+    assert _executions_of(run, "d") == 1
+    entry = AuditEntry.objects.get(action="dag-run-node.mark")
+    assert entry.detail["while_running"] is True and entry.detail["was"] == "queued"
+
+
+def test_a_running_runs_in_flight_node_marked_failed_follows_the_failure_policy(
+    diamond, django_capture_on_commit_callbacks
+):
+    _, run = diamond
+    _finish(run, "a", callbacks=django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=True):
+        dag_node_mark(run=run, node_id="c", state="failed", note="wrong region")
+    c = DagNodeState.objects.get(run=run, node_id="c")
+    assert (c.status, c.error_message) == ("failed", "marked failed: wrong region")
+    _finish(run, "b", callbacks=django_capture_on_commit_callbacks)
+    assert _states(run)["d"] == "upstream_failed"  # skip_downstream
+    assert _run_status(run) == "partially_completed"
+    assert _executions_of(run, "d") == 0
 
 
 def test_an_unknown_node_and_a_mark_to_the_same_state_are_refused(

@@ -162,6 +162,38 @@ def test_clear_with_downstream_from_the_page(signed_in, ended_dag_run):
     assert _node(run, "a").attempt_number == 1
 
 
+def test_a_running_runs_page_offers_only_marking_its_in_flight_nodes(
+    signed_in, tenant, django_capture_on_commit_callbacks
+):
+    from dags.services.runs import dag_trigger
+
+    noop = {"type": "python", "callable": "noop"}
+    dag = make_dag(
+        tenant,
+        {
+            "dag": "pair",
+            "tasks": [
+                {"id": "first", "handler": noop},
+                {"id": "then", "handler": noop, "depends_on": ["first"]},
+            ],
+        },
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        run = dag_trigger(dag=dag)  # first is queued, then waits for it
+    page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
+    assert "/operate/first/mark-succeeded" in page and "/operate/first/mark-failed" in page
+    assert "/operate/first/clear" not in page and "/operate/then/" not in page
+    with django_capture_on_commit_callbacks(execute=True):
+        response = signed_in.post(
+            f"/dashboard/dags/{dag.id}/runs/{run.id}/operate/first/mark-succeeded",
+            {"note": "it hung"},
+            follow=True,
+        )
+    assert "Marked first succeeded." in _messages(response)
+    assert _node(run, "first").status == "success"
+    assert _node(run, "then").status == "queued"  # it follows from it
+
+
 def test_mark_succeeded_from_the_page(signed_in, ended_dag_run):
     dag, run = ended_dag_run
     response = signed_in.post(

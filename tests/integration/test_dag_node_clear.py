@@ -90,3 +90,44 @@ def test_a_failed_node_marked_succeeded_lets_its_downstream_run_once(tenant, liv
     assert after.status == "success"
     assert len(_chains(run, "after")) == 1  # it never ran before; once now
     assert len(_chains(run, "bad")) == 1  # marked, not run again
+
+
+def test_a_stuck_running_node_marked_succeeded_is_stopped_and_its_run_goes_on(tenant, live_worker):
+    from dags.services.definitions import dag_create
+    from dags.services.runs import dag_trigger
+
+    stuck = {"type": "python", "callable": "sleep"}
+    dag = dag_create(
+        tenant=tenant,
+        raw={
+            "dag": "stuck",
+            "tasks": [
+                node("a"),
+                node("hangs", "a", handler=stuck, parameters={"seconds": 120}),
+                node("after", "hangs"),
+            ],
+        },
+    )
+    run = dag_trigger(dag=dag)
+
+    def hanging() -> TaskExecution | None:
+        state = DagNodeState.objects.get(run=run, node_id="hangs")
+        if state.execution_id is None:
+            return None
+        return TaskExecution.objects.filter(id=state.execution_id, status="running").first()
+
+    running = wait_until(hanging, timeout=60, message="the hanging node to be running")
+    assert dag_node_mark(run=run, node_id="hangs", state="succeeded", note="it hung") == []
+    ended = _wait_for_end(run, live_worker)
+    assert ended.status == "success"
+    assert DagNodeState.objects.get(run=run, node_id="after").status == "success"
+    assert len(_chains(run, "after")) == 1
+    # Its execution was killed, not left to sleep out its two minutes; the kill's finish
+    # counted nothing again (after ran once).
+    wait_until(
+        lambda: TaskExecution.objects.get(id=running.id).status != "running",
+        timeout=60,
+        message="the hanging execution to be stopped",
+    )
+    assert TaskExecution.objects.get(id=running.id).status in ("cancelled", "failed")
+    assert DagNodeState.objects.get(run=run, node_id="hangs").status == "success"
