@@ -50,8 +50,19 @@ class TriggeredOutput(serializers.Serializer):
     status = serializers.CharField()
 
 
+class DeadLetterOutcomeOutput(serializers.Serializer):
+    execution_id = serializers.CharField()
+    name = serializers.CharField(help_text="its task, or its DAG and node")
+    outcome = serializers.ChoiceField(
+        choices=["retried", "already_handled", "refused", "not_found", "removed"]
+    )
+    detail = serializers.CharField()
+    new_execution_id = serializers.UUIDField(allow_null=True)
+
+
 class RetriedAllOutput(serializers.Serializer):
     retried = serializers.IntegerField()
+    results = DeadLetterOutcomeOutput(many=True)
 
 
 class RetriedOutput(serializers.Serializer):

@@ -16,6 +16,7 @@ from scheduler_app.choices import (
     Catchup,
     ExecutionStatus,
     Overlap,
+    Trigger,
 )
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
@@ -293,6 +294,7 @@ class ExecutionOutput(serializers.ModelSerializer):
     schedule_lag_seconds = serializers.FloatField(read_only=True)
     progress = serializers.SerializerMethodField()
     trace_id = serializers.SerializerMethodField()
+    rerun_of = serializers.SerializerMethodField()
 
     class Meta:
         list_serializer_class = ExecutionListOutput
@@ -313,6 +315,7 @@ class ExecutionOutput(serializers.ModelSerializer):
             "max_attempts",
             "root_execution_id",
             "retry_of_id",
+            "rerun_of",
             "worker_id",
             "lease_expires_at",
             "parameters",
@@ -357,6 +360,13 @@ class ExecutionOutput(serializers.ModelSerializer):
         """The run's OpenTelemetry trace id (docs/operations/tracing.md), when its trace was
         sampled; null when tracing was off or the sampler left it out."""
         return trace_id_of(execution.traceparent)
+
+    @extend_schema_field({"type": "string", "format": "uuid", "nullable": True})
+    def get_rerun_of(self, execution: TaskExecution) -> str | None:
+        """The run this one re-ran (trigger `rerun`); null for any other run."""
+        if execution.trigger == Trigger.RERUN and execution.retry_of_id:
+            return str(execution.retry_of_id)
+        return None
 
     def get_duration_seconds(self, execution: TaskExecution) -> float | None:
         if execution.started_at and execution.completed_at:

@@ -7,6 +7,7 @@ from api import (
     views_channels,
     views_invitations,
     views_operations,
+    views_reruns,
     views_stats,
     views_usage,
 )
@@ -36,6 +37,11 @@ urlpatterns = [
         "executions/<str:execution_id>/retry",
         views_operations.ExecutionRetryView.as_view(),
         name="execution-retry",
+    ),
+    path(
+        "executions/<str:execution_id>/rerun",
+        views_reruns.ExecutionRerunView.as_view(),
+        name="execution-rerun",
     ),
     path(
         "executions/<str:execution_id>",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time as _time
+from dataclasses import asdict
 
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils import timezone
@@ -341,15 +342,27 @@ class AdminQueuesView(APIView):
         )
 
 
+DEAD_LETTER_FILTERS = [
+    OpenApiParameter("task", str, description="Task id, or words of its name"),
+    OpenApiParameter("error", str, description="Words of the error class or message"),
+    OpenApiParameter("since", str, description="Dead-lettered at or after (ISO 8601, offset)"),
+]
+
+
 class DeadLetterListView(APIView):
     staff_all_tenants = True
 
     @extend_schema(
-        parameters=[OpenApiParameter("tenant", str, description="Platform staff: one tenant")],
+        parameters=[
+            OpenApiParameter("tenant", str, description="Platform staff: one tenant"),
+            *DEAD_LETTER_FILTERS,
+        ],
         responses=page_of(ExecutionOutput),
     )
     def get(self, request: Request) -> Response:
-        queryset = selectors.dead_letter_list(tenant=admin_scope(request))
+        queryset = selectors.dead_letter_list(
+            tenant=admin_scope(request), filters=request.query_params
+        )
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
@@ -358,13 +371,23 @@ class DeadLetterListView(APIView):
 class DeadLetterRetryAllView(APIView):
     write_role = "operator"
 
-    @extend_schema(request=None, responses={202: RetriedAllOutput})
+    @extend_schema(request=None, parameters=DEAD_LETTER_FILTERS, responses={202: RetriedAllOutput})
     def post(self, request: Request) -> Response:
+        """Retry every dead letter of the tenant, or those the filters match; `results` says
+        for each what happened (retried, already handled, refused and why)."""
         refuse_body(request)
-        retried = dead_letters.dead_letters_retry_all(
-            tenant=request_tenant(request), triggered_by=request_actor(request)
+        outcomes = dead_letters.dead_letters_retry_matching(
+            tenant=request_tenant(request),
+            filters=request.query_params,
+            triggered_by=request_actor(request),
         )
-        return Response({"retried": retried}, status=status.HTTP_202_ACCEPTED)
+        return Response(
+            {
+                "retried": sum(o.outcome == dead_letters.RETRIED for o in outcomes),
+                "results": [asdict(o) for o in outcomes],
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
 
 
 class DeadLetterDetailView(APIView):

@@ -76,6 +76,8 @@ class NodeAttemptTrigger(models.TextChoices):
     RUN = "run"  # the run reached it (its first attempt)
     RERUN = "rerun"  # the run was re-run from its failed nodes
     DEAD_LETTER_RETRY = "dead_letter_retry"  # a node's dead letter was retried inside the run
+    CLEAR = "clear"  # an operator cleared it (or a node up- or downstream of it)
+    MARK = "mark"  # an operator marked it (or a node upstream of it) succeeded or failed
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING)

@@ -61,6 +61,18 @@ def dag_run_get(*, tenant: Tenant, dag: Dag, run_id: Any) -> DagRun:
     return run
 
 
+def dag_run_of_tenant(*, tenant: Tenant, run_id: Any) -> DagRun:
+    """A DAG run by its id alone (the `dag-runs/<id>` routes), in `tenant` only."""
+    run = (
+        DagRun.objects.select_related("version")
+        .filter(tenant=tenant, id=_as_uuid(run_id, what="DAG run"))
+        .first()
+    )
+    if run is None:
+        raise NotFound("DAG run not found")
+    return run
+
+
 def dag_run_nodes(*, run: DagRun) -> list[DagNodeState]:
     """Every node of the run; a node whose execution is running shows `running`."""
     nodes = list(DagNodeState.objects.filter(run=run).order_by("id"))

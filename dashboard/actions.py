@@ -12,9 +12,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from api import views as api
+from api.views_reruns import ExecutionRerunView
 from dags import selectors as dag_selectors
 from dags.services.dead_letters import dag_node_dead_letter_retry
 from dashboard.naming import is_dag_node_task
+from dashboard.reruns import execution_rerun_from_page
 from dashboard.roles import ApiRule, follows_api
 from dashboard.tenancy import dashboard_membership
 from runs import dead_letters
@@ -139,11 +141,19 @@ def _dag_node_retry(request: HttpRequest, execution, link) -> HttpResponse:
 
 
 @login_required
-@follows_api(actions={"cancel": ApiRule(api.ExecutionCancelView, "POST")})
+@follows_api(
+    actions={
+        "cancel": ApiRule(api.ExecutionCancelView, "POST"),
+        "rerun": ApiRule(ExecutionRerunView, "POST"),
+    }
+)
 def execution_action(request: HttpRequest, execution_id: str, action: str) -> HttpResponse:
-    """Cancel: a waiting run never starts; a running one has its process group killed."""
+    """Cancel: a waiting run never starts; a running one has its process group killed.
+    Re-run: an ended run again, with its parameters or edited ones (dashboard.reruns)."""
 
     execution = tenant_object(request, selectors.execution_get, execution_id=execution_id)
+    if action == "rerun":
+        return execution_rerun_from_page(request, execution)
     try:
         outcome = execution_cancel(execution=execution)
     except DomainError as error:  # it had already ended

@@ -5,6 +5,7 @@ from dashboard import (
     actions,
     backfill_pages,
     channel_pages,
+    dlq,
     join,
     logs,
     members,
@@ -56,7 +57,9 @@ urlpatterns = [
         name="invitation-revoke",
     ),
     path("workers", views.workers, name="workers"),
-    path("dlq", views.dead_letters, name="dlq"),
+    path("dlq", dlq.dead_letter_page, name="dlq"),
+    # Before the row action route below, which would take "bulk" for an id.
+    path("dlq/bulk/<str:action>", dlq.dead_letter_bulk, name="dlq-bulk"),
     path("dlq/<str:execution_id>/<str:action>", actions.dead_letter_action, name="dlq-action"),
     path("missed", views.missed_schedules, name="missed"),
     path("sizing", sizing_page.overprovisioned, name="sizing"),

@@ -32,7 +32,7 @@ from dashboard.tenancy import (
 from data_lifecycle.selectors.latency import task_latency
 from scheduler_app import selectors
 from scheduler_app.capabilities import capability_of_queue
-from scheduler_app.choices import ACTIVE_STATUSES, WAITING_STATUSES, Trigger
+from scheduler_app.choices import ACTIVE_STATUSES, TERMINAL_STATUSES, WAITING_STATUSES, Trigger
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.fleet.capabilities import live_capabilities, task_warnings
 from scheduler_app.monitoring import missed, stats, system
@@ -318,6 +318,9 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             "log_tail_lines": TAIL_LINES,
             "log_follow": execution.status in ACTIVE_STATUSES,
             "cancellable": execution.status in ACTIVE_STATUSES,
+            # An ended run of a task (a DAG node's is cleared in its DAG run instead).
+            "rerunnable": execution.status in TERMINAL_STATUSES and dag_node is None,
+            "rerun_parameters": json.dumps(execution.parameters or {}, indent=2),
             "waiting_for": _waiting_for(execution),
             "dag_node": dag_node,
         },
@@ -351,21 +354,6 @@ def workers(request: HttpRequest) -> HttpResponse:
         )
         template = "workers_live" if request.GET.get("fragment") else "workers"
         return render(request, f"dashboard/{template}.html", context)
-
-
-@login_required
-@require_safe
-def dead_letters(request: HttpRequest) -> HttpResponse:
-    tenant = dashboard_membership(request).tenant
-    dead_letters = selectors.dead_letter_list(tenant=tenant)
-    return _page(
-        request,
-        "dlq",
-        {
-            "dead_letters": label_dag_nodes(tenant=tenant, executions=dead_letters[:DLQ_ROWS]),
-            "dead_letter_count": dead_letters.count(),
-        },
-    )
 
 
 @login_required

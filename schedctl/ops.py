@@ -336,6 +336,21 @@ def cancel(state: State, run_id: str, dag_name: str | None) -> None:
     click.echo(f"run {run_id}: {answer.get('status')}")
 
 
+@main.command()
+@click.argument("execution_id")
+@click.option(
+    "-p", "--param", "params", multiple=True, help="key=value: replaces the run's parameters."
+)
+@click.option("--note", default="", help="Why (kept in the audit log).")
+@pass_state
+def rerun(state: State, execution_id: str, params: tuple[str, ...], note: str) -> None:
+    """Run an ended run again: with its own parameters, or those given with -p."""
+    answer = state.client.execution_rerun(
+        execution_id, parse_parameters(params) if params else None, note
+    )
+    click.echo(f"re-running {execution_id}: new run {answer.get('execution_id')}")
+
+
 # ---- dead letters ------------------------------------------------------------------------
 
 
@@ -347,15 +362,31 @@ def dlq() -> None:
 @dlq.command("retry")
 @click.argument("execution_id", required=False)
 @click.option("--all", "retry_all", is_flag=True, help="Retry every dead letter of the tenant.")
+@click.option("--task", help="--all: only runs of tasks whose name has this (or this task id).")
+@click.option("--error", help="--all: only runs whose error class or message has this.")
+@click.option("--since", help="--all: only runs dead-lettered since (ISO 8601 with offset).")
 @pass_state
-def dlq_retry(state: State, execution_id: str | None, retry_all: bool) -> None:
-    """Retry one dead-lettered run (ID), or all of them (--all)."""
+def dlq_retry(
+    state: State,
+    execution_id: str | None,
+    retry_all: bool,
+    task: str | None,
+    error: str | None,
+    since: str | None,
+) -> None:
+    """Retry one dead-lettered run (ID), or all of them (--all), or all the filters match."""
     if bool(execution_id) == retry_all:
         raise click.UsageError("give one ID or --all")
+    filters = {k: v for k, v in {"task": task, "error": error, "since": since}.items() if v}
+    if filters and not retry_all:
+        raise click.UsageError("--task, --error and --since go with --all")
     client = state.client
     if retry_all:
-        answer = client.dead_letters_retry_all()
+        answer = client.dead_letters_retry_all(filters)
         click.echo(f"retried {answer.get('retried')} dead letters")
+        for item in answer.get("results", []):
+            if item["outcome"] != "retried":
+                click.echo(f"  {item['name']} run {item['execution_id']}: {item['detail']}")
     else:
         answer = client.dead_letter_retry(execution_id or "")
         click.echo(f"retried {execution_id}: new run {answer.get('execution_id')}")

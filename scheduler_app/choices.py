@@ -73,6 +73,9 @@ class Trigger(models.TextChoices):
     EVENT = "event"
     # A retry the runbook started after a task's failures crossed pause_after_failures.
     RUNBOOK = "runbook"
+    # An operator's re-run of an ended run (same or edited parameters): a new chain whose
+    # `retry_of_id` names the run it re-ran (the API's `rerun_of`).
+    RERUN = "rerun"
 
 
 class Role(models.TextChoices):

@@ -383,6 +383,13 @@ class Client:
     def execution(self, execution_id: str) -> Execution:
         return Execution.from_api(self.request("GET", f"executions/{execution_id}"))
 
+    def execution_rerun(
+        self, execution_id: str, parameters: Mapping[str, Any] | None = None, note: str = ""
+    ) -> dict[str, Any]:
+        """A new run of an ended one; `parameters` replace its own (None: the same)."""
+        body = {"note": note, **({"parameters": dict(parameters)} if parameters else {})}
+        return self.request("POST", f"executions/{execution_id}/rerun", json_body=body)
+
     def execution_cancel(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"executions/{execution_id}/cancel")
 
@@ -445,8 +452,8 @@ class Client:
     def dead_letter_retry(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
 
-    def dead_letters_retry_all(self) -> dict[str, Any]:
-        return self.request("POST", "admin/dlq/retry-all")
+    def dead_letters_retry_all(self, filters: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self.request("POST", "admin/dlq/retry-all", params=dict(filters or {}))
 
     def workers(self) -> dict[str, Any]:
         return self.request("GET", "admin/workers")

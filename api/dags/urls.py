@@ -1,7 +1,10 @@
 from django.urls import path
 
 from api import views_stats
-from api.dags import approval_views, backfill_views, event_views, views
+from api.dags import approval_views, backfill_views, event_views, node_views, views
+
+# An ended run's node: cleared or marked, under its DAG or by the run's id alone.
+NODE_ACTIONS = {"clear": node_views.NodeClearView, "mark": node_views.NodeMarkView}
 
 urlpatterns = [
     path("dags", views.DagListView.as_view(), name="dag-list"),
@@ -33,6 +36,22 @@ urlpatterns = [
             name=f"dag-run-node-{verdict}",
         )
         for verdict in ("approve", "reject")
+    ],
+    *[
+        path(
+            f"dags/<str:dag_id>/executions/<str:run_id>/nodes/<str:node_id>/{action}",
+            view.as_view(),
+            name=f"dag-run-node-{action}",
+        )
+        for action, view in NODE_ACTIONS.items()
+    ],
+    *[
+        path(
+            f"dag-runs/<str:run_id>/nodes/<str:node_id>/{action}",
+            view.as_view(),
+            name=f"dag-run-node-{action}-by-id",
+        )
+        for action, view in NODE_ACTIONS.items()
     ],
     path("approvals", approval_views.ApprovalListView.as_view(), name="approval-list"),
     path(

@@ -169,6 +169,26 @@ def run_nodes_rerun(
     again = failed | {
         n for n in graph.descendants(failed) if states[n].status != NodeStatus.SUCCESS
     }
+    run_nodes_reset(locked, states, again, trigger=trigger, triggered_by=triggered_by)
+    return again
+
+
+def run_nodes_reset(
+    locked: DagRun,
+    states: dict[str, DagNodeState],
+    again: set[str],
+    *,
+    trigger: str,
+    triggered_by: str = "",
+) -> None:
+    """Reset exactly `again` for their next attempt (each keeps the one it had), restart the
+    run and dispatch those whose upstream is outside `again`. A node's counters start from
+    what its upstream outside `again` ended as (in `states`), so the nodes inside it count
+    down as they end, in dependency order: a join runs once, after its last cleared upstream.
+    A node outside `again` is not `waiting`, so the engine's counting leaves it alone. The
+    caller holds the run's lock and has made `again` closed downstream (a node's not-succeeded
+    descendants are in it), else they would never be reached."""
+    graph = graph_of_version(locked.version_id)
     now = timezone.now()
     numbers = node_attempts_keep(run=locked, states=[states[n] for n in sorted(again)], now=now)
     # Executions from before the re-run (a cancelled run's still-running ones, old
@@ -202,4 +222,3 @@ def run_nodes_rerun(
     locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)
     ready = [n for n in again if all(d not in again for d in graph.nodes[n]["depends_on"])]
     nodes_ready(run=locked, node_ids=sorted(ready))
-    return again

@@ -14,10 +14,11 @@ from django.views.decorators.http import require_safe
 
 from dags import selectors as dag_selectors
 from dags.attempt_selectors import dag_run_node_attempts
-from dags.choices import ACTIVE_RUN_STATUSES
+from dags.choices import ACTIVE_RUN_STATUSES, RunStatus
 from dags.event_selectors import event_waits_of_run, events_by_id
 from dags.models import DagRun
 from dags.outcome_selectors import dag_run_outcomes
+from dags.services.node_actions import IN_FLIGHT
 from dags.services.runs import RERUNNABLE
 from dags.timer_selectors import timer_time_left, timers_of_run
 from dags.versions import graph_of_version
@@ -257,5 +258,12 @@ def dag_run_detail(request: HttpRequest, dag_id: str, run_id: str) -> HttpRespon
             "shards": dag_selectors.dag_run_shards(run=run),
             "cancellable": run.status in ACTIVE_RUN_STATUSES,
             "rerunnable": run.status in RERUNNABLE,
+            "run_nodes": nodes,  # each with its clear / mark actions once the run has ended
+            # While it runs: the nodes that may be marked now (dags.services.node_actions).
+            "in_flight_nodes": [
+                node for node in nodes if node.status in IN_FLIGHT and node.map_total is None
+            ]
+            if run.status == RunStatus.RUNNING
+            else [],
         },
     )

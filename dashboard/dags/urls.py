@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from dashboard.dags import approval_pages, dag_actions, dag_edit, dag_pages
+from dashboard.dags import approval_pages, dag_actions, dag_edit, dag_pages, node_actions
 
 urlpatterns = [
     path("dags", dag_pages.dag_list, name="dags"),
@@ -22,6 +22,11 @@ urlpatterns = [
         "dags/<str:dag_id>/runs/<str:run_id>/nodes/<str:node_id>/<str:action>",
         approval_pages.dag_run_node_action,
         name="dag-run-node-action",
+    ),
+    path(
+        "dags/<str:dag_id>/runs/<str:run_id>/operate/<str:node_id>/<str:action>",
+        node_actions.dag_run_node_operate,
+        name="dag-run-node-operate",
     ),
     path("approvals/<str:token>", approval_pages.approval_link, name="approval-link"),
 ]

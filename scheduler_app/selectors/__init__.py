@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -116,11 +116,37 @@ def execution_log_get(*, tenant: Tenant, execution: TaskExecution) -> ExecutionL
     return ExecutionLog.objects.filter(tenant=tenant, execution_id=execution.id).first()
 
 
-def dead_letter_list(*, tenant: Tenant | None) -> QuerySet[TaskExecution]:
-    """The tenant's dead letters (tenant None: every tenant's, for platform staff only)."""
+# The dead-letter queue's filters (the API's query, the dashboard's form, retry-all's scope).
+DEAD_LETTER_FILTERS = ("task", "error", "since")
+MAX_FILTER_TEXT = 200
+
+
+def dead_letter_list(
+    *, tenant: Tenant | None, filters: Mapping[str, str] | None = None
+) -> QuerySet[TaskExecution]:
+    """The tenant's dead letters (tenant None: every tenant's, for platform staff only),
+    narrowed by `filters`: `task` (its id, or words of its name), `error` (words of the error
+    class or message), `since` (dead-lettered at or after, ISO 8601 with an offset)."""
     executions = TaskExecution.objects.select_related("task").filter(dead_lettered=True)
     if tenant is not None:
         executions = executions.filter(tenant=tenant)
+    filters = filters or {}
+    for name in DEAD_LETTER_FILTERS:
+        if len(filters.get(name) or "") > MAX_FILTER_TEXT:
+            raise ValidationFailed(
+                f"{name} is longer than {MAX_FILTER_TEXT} characters", field=name
+            )
+    if task := (filters.get("task") or "").strip():
+        try:
+            executions = executions.filter(task_id=uuid.UUID(task))
+        except ValueError:
+            executions = executions.filter(task__name__icontains=task)
+    if error := (filters.get("error") or "").strip():
+        executions = executions.filter(
+            Q(error_message__icontains=error) | Q(error_class__icontains=error)
+        )
+    if since := (filters.get("since") or "").strip():
+        executions = executions.filter(dead_lettered_at__gte=_parse_instant(since, field="since"))
     return executions.order_by("-completed_at")
 
 

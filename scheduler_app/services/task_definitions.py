@@ -208,10 +208,13 @@ def task_trigger(
     parameters: Mapping[str, Any] | None = None,
     trigger: str = Trigger.MANUAL,
     max_attempts: int | None = None,
+    rerun_of: uuid.UUID | None = None,
 ) -> TaskExecution:
     """Run now, outside the schedule. The row is committed first, then the doorbell rings.
     `trigger`: `event` for a run an event schedule started, `runbook` for the runbook's one
-    retry (`max_attempts` 1: its failure is the final word, not the start of a retry series).
+    retry (`max_attempts` 1: its failure is the final word, not the start of a retry series),
+    `rerun` for an operator's re-run of the ended run `rerun_of` (a new chain that points back
+    at it; `runs.reruns`).
     The parameters are size-capped (413) and counted against the tenant's bytes quota (429,
     `services.payload_quota`)."""
     if task.deleted_at is not None:
@@ -246,6 +249,7 @@ def task_trigger(
         max_attempts=max_attempts or task.max_attempts,
     )
     execution.root_execution_id = execution.id
+    execution.retry_of_id = rerun_of
     execution.parameters = dict(parameters) if parameters else None
     with transaction.atomic():
         execution.save(force_insert=True)

@@ -98,6 +98,12 @@ def test_a_failed_run_waited_for_then_retried_from_the_dead_letter_queue(stack, 
     retried = _ok(run_schedctl("dlq", "retry", dead["id"], env=cli_env))
     assert retried.startswith(f"retried {dead['id']}: new run ")
     assert TaskExecution.objects.filter(retry_of_id=dead["id"]).count() == 1
+    none = _ok(run_schedctl("dlq", "retry", "--all", "--task", "no-such", env=cli_env))
+    assert none.startswith("retried 0 dead letters")
+    rerun = _ok(run_schedctl("rerun", dead["id"], "-p", "day=2026-12-01", env=cli_env))
+    assert rerun.startswith(f"re-running {dead['id']}: new run ")
+    again = TaskExecution.objects.get(retry_of_id=dead["id"], trigger="rerun")
+    assert again.parameters == {"day": "2026-12-01"} and str(again.id) in rerun
 
 
 def test_get_workers_is_for_platform_staff(stack, cli_env):

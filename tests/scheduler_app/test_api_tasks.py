@@ -220,7 +220,10 @@ def test_dead_letter_delete_and_retry_all(api, tenant):
         )
         ids.append(execution_id)
     assert api.delete(f"/api/v1/admin/dlq/{ids[0]}").status_code == 204
-    assert api.post("/api/v1/admin/dlq/retry-all").json() == {"retried": 2}
+    answer = api.post("/api/v1/admin/dlq/retry-all").json()
+    assert answer["retried"] == 2
+    assert sorted(item["execution_id"] for item in answer["results"]) == sorted(ids[1:])
+    assert {item["outcome"] for item in answer["results"]} == {"retried"}
     assert api.get("/api/v1/admin/dlq").json()["results"] == []
 
 
