@@ -10,6 +10,7 @@ from dashboard import (
     logs,
     members,
     runs,
+    schedule_preview,
     sizing_page,
     sso,
     task_edit,
@@ -30,6 +31,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
     path("runs", runs.runs, name="runs"),
     path("tasks", task_list.tasks, name="tasks"),
+    path("schedule-preview", schedule_preview.schedule_preview, name="schedule-preview"),
     # Before the task routes below, which would take "new" for an id and "edit" for an action.
     path("tasks/new", task_edit.task_new, name="task-new"),
     path("tasks/<str:task_id>/edit", task_edit.task_edit, name="task-edit"),
