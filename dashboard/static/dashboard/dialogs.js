@@ -123,6 +123,24 @@
       });
   }
 
+  // ---- a form whose fields depend on a kind (the channel form) ---------------------------
+
+  function showKind(select) {
+    var kind = select.value;
+    select.form.querySelectorAll("[data-for-kinds]").forEach(function (box) {
+      var shown = box.getAttribute("data-for-kinds").split(" ").indexOf(kind) >= 0;
+      box.hidden = !shown;
+      box.querySelectorAll("input, select, textarea").forEach(function (input) { input.disabled = !shown; });
+    });
+  }
+
+  document.addEventListener("change", function (event) {
+    if (event.target.hasAttribute && event.target.hasAttribute("data-kind-select")) showKind(event.target);
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-kind-select]").forEach(showKind);
+  });
+
   document.addEventListener("click", opener);
   document.addEventListener("click", closer);
   document.addEventListener("change", modeSwitched);
