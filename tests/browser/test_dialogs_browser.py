@@ -144,6 +144,23 @@ def _task_page_dialogs(visitor: Visitor, task: dict, *, run: bool) -> None:
     page.click("#backfill-dialog [data-close-dialog]")
 
 
+def _navigating_select(visitor: Visitor) -> None:
+    """Choosing a window loads nothing (WCAG 3.2.2); Enter or the button does."""
+    page = visitor.page
+    visitor.go("/dashboard/missed?hours=1", "#missed-hours")
+    page.select_option("#missed-hours", "24")
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("/dashboard/missed?hours=1")
+    page.focus("#missed-hours")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert "hours=24" in page.url
+    page.select_option("#missed-hours", "6")
+    with page.expect_navigation():
+        page.click("#btn-missed-window")
+    assert "hours=6" in page.url
+
+
 def _task_form(visitor: Visitor) -> None:
     page = visitor.page
     visitor.go("/dashboard/tasks/new", "#task-form")
@@ -210,6 +227,7 @@ def test_dialogs_and_the_task_form_in_a_browser(stack, stack_browser):
         visitors.append(desk)
         _task_page_dialogs(desk, task, run=True)
         _task_form(desk)
+        _navigating_select(desk)
         phone = Visitor(stack_browser, stack, PHONE, "phone")
         visitors.append(phone)
         _task_page_dialogs(phone, task, run=False)

@@ -64,6 +64,7 @@ def test_a_dry_run_lists_the_fires_in_the_zone_and_utc_and_creates_nothing(signe
         assert f'data-fire="2026-11-{day}T07:30:00+00:00"' in page
         assert f"2026-11-{day} 02:30 EST" in page and f"(2026-11-{day} 07:30 UTC)" in page
     assert page.count("already recorded: not run again") == 1
+    assert "The range in UTC: 2026-11-10 05:00 to 2026-11-13 05:00." in page
     assert not Backfill.objects.exists() and TaskExecution.objects.count() == 1
     # Without JavaScript: the same answer as a page.
     full = signed_in.post(url, {**_range(), "intent": "dry_run"})
