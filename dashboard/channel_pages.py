@@ -21,6 +21,29 @@ from dashboard.views import page_context
 from scheduler_app.errors import DomainError, NotFound
 
 FORM_FIELDS = ("url", "signing_secret", "webhook_url", "bot_token", "addresses", "routing_key")
+# The add form's kind-specific inputs: label and input type; the kinds come from KIND_FIELDS.
+INPUTS = {
+    "url": ("Webhook URL", "url"),
+    "signing_secret": ("Signing secret", "password"),
+    "webhook_url": ("Incoming-webhook URL", "password"),
+    "bot_token": ("Bot token", "password"),
+    "addresses": ("Addresses, comma separated", "text"),
+    "routing_key": ("Routing key", "password"),
+}
+
+
+def kind_inputs() -> list[dict[str, object]]:
+    """Each kind-specific input with the kinds that use it (the page shows only the chosen
+    kind's; the POST keeps only the chosen kind's)."""
+    return [
+        {
+            "name": name,
+            "label": INPUTS[name][0],
+            "type": INPUTS[name][1],
+            "kinds": [kind for kind, keys in KIND_FIELDS.items() if name in keys],
+        }
+        for name in FORM_FIELDS
+    ]
 
 
 @login_required
@@ -56,6 +79,8 @@ def channel_list(request: HttpRequest) -> HttpResponse:
             ).data,
             "kinds": ChannelKind.values,
             "kind_fields": KIND_FIELDS,
+            "kind_inputs": kind_inputs(),
+            "chosen_kind": request.POST.get("kind", "") if request.method == "POST" else "",
         }
     )
     return render(request, "dashboard/channels.html", context)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from api.errors import flatten_errors
 from api.parsers import JsonRefused, json_loads_bounded
 from api.serializers import TaskInput, TaskOutput
+from dashboard import handler_fields
 from handler_contract.validation import HANDLER_TYPES
 from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import DomainError, NotFound
@@ -47,6 +48,7 @@ FIELD_OF_ERROR = {
 PREFIX_FIELDS = ("name", "description", "parameters", "tags", "notifications", "priority")
 PREFIX_FIELDS += ("timeout_seconds", "enabled")
 JSON_OBJECT_FIELDS = ("handler_config", "parameters", "notifications")
+EXPRESSION_KINDS = (ScheduleType.CRON, ScheduleType.INTERVAL)
 
 
 def _choices(values) -> list[tuple[str, str]]:
@@ -95,9 +97,15 @@ class TaskForm(forms.Form):
     )
 
     handler_type = _field(label="Handler type")
+    handler_mode = forms.ChoiceField(
+        required=False,
+        choices=[(handler_fields.MODE_FIELDS, "fields"), (handler_fields.MODE_JSON, "JSON")],
+        widget=forms.RadioSelect(attrs={"data-handler-mode": ""}),
+        label="Edit the handler as",
+    )
     handler_config = _field(
         _json_area(6),
-        label="Handler config (JSON)",
+        label="Handler (JSON)",
         help_text=(
             "shell: command (argv list), environment, resource_requirements · "
             "http: url, method, headers, body, timeout_seconds, expected_status · "
@@ -130,6 +138,16 @@ class TaskForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Every type, as the API accepts: runs go to workers that offer the type.
         self.fields["handler_type"].widget = _select(HANDLER_TYPES)
+        handler_fields.add_handler_fields(self)
+
+    @property
+    def handler_groups(self):
+        return handler_fields.grouped(self)
+
+    def _handler_in_fields(self) -> bool:
+        # A post without the choice (an older page, a script) sends the JSON, as before.
+        data = getattr(self, "cleaned_data", None) or {}
+        return data.get("handler_mode") == handler_fields.MODE_FIELDS
 
     # --- text -> the API's request shape ---------------------------------------------
 
@@ -161,10 +179,15 @@ class TaskForm(forms.Form):
         if not isinstance(handler, dict):
             self.add_error("handler_config", "must be a JSON object")
             handler = {}
+        if self._handler_in_fields():
+            handler = handler_fields.handler_from_fields(
+                self, handler_type=data["handler_type"], json_view=handler
+            )
         schedule = {"type": data["schedule_type"], "timezone": data["timezone"]}
-        if data["schedule_expression"]:
+        # Only the chosen kind's fields: a run_at left over from a one-shot is not a cron's.
+        if data["schedule_expression"] and data["schedule_type"] in EXPRESSION_KINDS:
             schedule["expression"] = data["schedule_expression"]
-        if data["run_at"]:
+        if data["run_at"] and data["schedule_type"] == ScheduleType.ONCE:
             schedule["run_at"] = data["run_at"]
         exclude = self._json_object("schedule_exclude")
         if exclude:  # blank or [] is no exclusions; a wrong shape is the API's to name
@@ -200,6 +223,12 @@ class TaskForm(forms.Form):
 
     def add_api_error(self, api_field: str | None, message: str) -> None:
         name = _form_field_for(api_field)
+        if name == "handler_config" and api_field and self._handler_in_fields():
+            own = handler_fields.field_for_error(self.cleaned_data["handler_type"], api_field)
+            if own is not None:
+                if own not in self.errors:  # the field's own reading error says it first
+                    self.add_error(own, message)
+                return
         # Said where it is when the field holds more than the error names (handler.headers.X).
         exact = name is not None and (
             api_field in FIELD_OF_ERROR
@@ -235,7 +264,9 @@ def initial_for(task: TaskDefinition | None) -> dict[str, Any]:
             "schedule_type": ScheduleType.CRON,
             "timezone": "UTC",
             "handler_type": "shell",
-            "handler_config": json.dumps({"command": ["echo", "hello"]}, indent=2),
+            "handler_mode": handler_fields.MODE_FIELDS,
+            "handler_config": json.dumps(handler_fields.TEMPLATES["shell"], indent=2),
+            **handler_fields.initial_fields("shell", handler_fields.TEMPLATES["shell"]),
             "parameters": "{}",
             "notifications": "{}",
             "timeout_seconds": defaults.timeout_seconds,
@@ -262,7 +293,9 @@ def initial_for(task: TaskDefinition | None) -> dict[str, Any]:
         "run_at": schedule.get("run_at", ""),
         "schedule_exclude": json.dumps(schedule["exclude"]) if schedule.get("exclude") else "",
         "handler_type": handler_type,
+        "handler_mode": handler_fields.MODE_FIELDS,
         "handler_config": json.dumps(handler, indent=2),
+        **handler_fields.initial_fields(handler_type, handler),
         "parameters": json.dumps(shown["parameters"], indent=2),
         "timeout_seconds": shown["timeout_seconds"],
         "priority": shown["priority"],

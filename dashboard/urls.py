@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from dashboard import (
     actions,
+    backfill_dialog,
     backfill_pages,
     channel_pages,
     dlq,
@@ -10,10 +11,12 @@ from dashboard import (
     logs,
     members,
     runs,
+    schedule_preview,
     sizing_page,
     sso,
     task_edit,
     task_list,
+    trigger_pages,
     views,
 )
 
@@ -29,10 +32,20 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="/dashboard/login/"), name="logout"),
     path("runs", runs.runs, name="runs"),
     path("tasks", task_list.tasks, name="tasks"),
+    path("schedule-preview", schedule_preview.schedule_preview, name="schedule-preview"),
     # Before the task routes below, which would take "new" for an id and "edit" for an action.
     path("tasks/new", task_edit.task_new, name="task-new"),
     path("tasks/<str:task_id>/edit", task_edit.task_edit, name="task-edit"),
+    path(
+        "tasks/<str:task_id>/trigger/parameters",
+        trigger_pages.task_trigger_page,
+        name="task-trigger-parameters",
+    ),
     path("tasks/<str:task_id>", views.task_detail, name="task"),
+    # Before the action route, which would take "backfill" for an action.
+    path(
+        "tasks/<str:task_id>/backfill", backfill_dialog.task_backfill_new, name="task-backfill-new"
+    ),
     path("tasks/<str:task_id>/<str:action>", actions.task_action, name="task-action"),
     path("executions/<str:execution_id>", views.execution_detail, name="execution"),
     # Before the catch-all action route below, which would take "log" for an action.

@@ -420,5 +420,20 @@ def backfill(
     )
     if output != "table":
         emit_data(answer, output)
-    else:
-        click.echo(json.dumps(answer, indent=2, default=str))
+        return
+    target = answer.get("target") or {}
+    row = {**answer, "target": f"{target.get('type', kind)} {target.get('name', name)}"}
+    click.echo(table([row], BACKFILL_COLUMNS))
+
+
+BACKFILL_COLUMNS = [
+    ("id", key("id")),
+    ("target", key("target")),
+    ("start", lambda row: short_time(row.get("start"))),
+    ("end", lambda row: short_time(row.get("end"))),
+    ("status", key("status")),
+    ("fires", key("total")),
+    ("released", key("released")),
+    ("already recorded", key("already_recorded")),
+    ("max parallel", key("max_parallel")),
+]

@@ -2,6 +2,8 @@
 
 Request: `{"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "max_parallel": 4}`
 (start inclusive, end exclusive, offsets required; max_parallel 1..100, default 1).
+`"dry_run": true` creates nothing and answers 200 with the fire times it would run (the first
+50, each marked when already recorded, which a backfill does not run again) and their count.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ class BackfillInput(StrictSerializer):
     start = serializers.CharField(help_text="ISO 8601 with offset; the first fire time counted")
     end = serializers.CharField(help_text="ISO 8601 with offset; fire times before it")
     max_parallel = serializers.IntegerField(required=False, default=1)
+    dry_run = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="true: nothing is created; the answer (200) lists the fire times it would run",
+    )
 
 
 def _when(raw: Any, *, field: str) -> datetime:
@@ -69,10 +76,33 @@ def backfill_output(backfill: Backfill) -> dict[str, Any]:
     }
 
 
+def plan_output(plan: backfills.BackfillPlan) -> dict[str, Any]:
+    return {
+        "dry_run": True,
+        "start": _iso(plan.start),
+        "end": _iso(plan.end),
+        "max_parallel": plan.max_parallel,
+        "total": plan.total,
+        "fires": [
+            {"scheduled_at": _iso(at), "already_recorded": at in plan.already_recorded}
+            for at in plan.fires
+        ],
+        "fires_shown": len(plan.fires),
+    }
+
+
 def _create(request: Request, **target: Any) -> Response:
     body = BackfillInput(data=request.data or {})
     body.is_valid(raise_exception=True)
     data = body.validated_data
+    if data["dry_run"]:
+        plan = backfills.backfill_plan(
+            start=_when(data["start"], field="start"),
+            end=_when(data["end"], field="end"),
+            max_parallel=data["max_parallel"],
+            **target,
+        )
+        return Response(plan_output(plan))
 
     def create() -> Response:
         backfill = backfills.backfill_create(

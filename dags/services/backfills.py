@@ -28,6 +28,7 @@ task side, not the other way round.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,6 +94,69 @@ def _validated_range(start: Any, end: Any, max_parallel: Any) -> tuple[datetime,
     return start, end, max_parallel
 
 
+@dataclass(frozen=True, slots=True)
+class BackfillPlan:
+    """What a backfill of the range would do, without doing it (the dry run): its fire
+    times (the first `shown` of them), how many there are, and which of the shown ones are
+    already recorded (by the scheduler or another backfill), which it would not run again."""
+
+    start: datetime
+    end: datetime
+    max_parallel: int
+    total: int
+    fires: list[datetime]
+    already_recorded: frozenset[datetime]
+
+
+def _checked_fires(
+    *, task: TaskDefinition | None, dag: Dag | None, start: datetime, end: datetime
+) -> list[datetime]:
+    """Every fire time of the range (at most MAX_FIRES), or the refusal a create would meet."""
+    target = task if task is not None else dag
+    if target is None or target.deleted_at is not None:
+        raise Conflict("a deleted task or DAG cannot be backfilled", field="id")
+    if target.schedule_type == "manual":
+        raise ValidationFailed("a manual schedule has no fire times to backfill", field="schedule")
+    schedule = _schedule_of(task=task, dag=dag)
+    fires = _fires(schedule, after=start - _JUST_BEFORE, end=end, limit=MAX_FIRES + 1)
+    if len(fires) > MAX_FIRES:
+        raise ValidationFailed(
+            f"the range holds more than {MAX_FIRES} fire times; backfill it in parts",
+            field="end",
+        )
+    if not fires:
+        raise ValidationFailed("the schedule has no fire time in this range", field="start")
+    return fires
+
+
+def backfill_plan(
+    *,
+    task: TaskDefinition | None = None,
+    dag: Dag | None = None,
+    start: datetime,
+    end: datetime,
+    max_parallel: int = 1,
+    shown: int = 50,
+) -> BackfillPlan:
+    """The dry run of `backfill_create` with the same arguments: the same checks and the
+    same fire times, nothing written."""
+    start, end, max_parallel = _validated_range(start, end, max_parallel)
+    fires = _checked_fires(task=task, dag=dag, start=start, end=end)
+    first = fires[:shown]
+    if task is not None:
+        recorded = TaskExecution.objects.filter(task=task, scheduled_at__in=first, attempt=1)
+    else:
+        recorded = DagRun.objects.filter(dag=dag, scheduled_at__in=first)
+    return BackfillPlan(
+        start=start,
+        end=end,
+        max_parallel=max_parallel,
+        total=len(fires),
+        fires=first,
+        already_recorded=frozenset(recorded.values_list("scheduled_at", flat=True)),
+    )
+
+
 def backfill_create(
     *,
     tenant: Tenant,
@@ -104,20 +168,7 @@ def backfill_create(
 ) -> Backfill:
     """A backfill of a task's or a DAG's schedule; its first runs are released at once."""
     start, end, max_parallel = _validated_range(start, end, max_parallel)
-    target = task if task is not None else dag
-    if target is None or target.deleted_at is not None:
-        raise Conflict("a deleted task or DAG cannot be backfilled", field="id")
-    if target.schedule_type == "manual":
-        raise ValidationFailed("a manual schedule has no fire times to backfill", field="schedule")
-    schedule = _schedule_of(task=task, dag=dag)
-    total = len(_fires(schedule, after=start - _JUST_BEFORE, end=end, limit=MAX_FIRES + 1))
-    if total > MAX_FIRES:
-        raise ValidationFailed(
-            f"the range holds more than {MAX_FIRES} fire times; backfill it in parts",
-            field="end",
-        )
-    if total == 0:
-        raise ValidationFailed("the schedule has no fire time in this range", field="start")
+    total = len(_checked_fires(task=task, dag=dag, start=start, end=end))
     with transaction.atomic():
         _running_limit_check(tenant)
         backfill = Backfill.objects.create(

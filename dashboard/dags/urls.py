@@ -3,6 +3,7 @@
 
 from django.urls import path
 
+from dashboard import backfill_dialog, trigger_pages
 from dashboard.dags import approval_pages, dag_actions, dag_edit, dag_pages, node_actions
 
 urlpatterns = [
@@ -11,6 +12,13 @@ urlpatterns = [
     path("dags/new", dag_edit.dag_new, name="dag-new"),
     path("dags/<str:dag_id>/edit", dag_edit.dag_edit, name="dag-edit"),
     path("dags/<str:dag_id>", dag_pages.dag_detail, name="dag"),
+    path(
+        "dags/<str:dag_id>/trigger/parameters",
+        trigger_pages.dag_trigger_page,
+        name="dag-trigger-parameters",
+    ),
+    # Before the action route, which would take "backfill" for an action.
+    path("dags/<str:dag_id>/backfill", backfill_dialog.dag_backfill_new, name="dag-backfill-new"),
     path("dags/<str:dag_id>/<str:action>", dag_actions.dag_action, name="dag-action"),
     path("dags/<str:dag_id>/runs/<str:run_id>", dag_pages.dag_run_detail, name="dag-run"),
     path(

@@ -218,13 +218,13 @@ def test_an_operators_day_on_the_stack(stack, stack_browser):
         )
         assert sorted(drawn) == ["list", "merge", "process"], drawn
         # Triggered with parameters, typed in the form.
-        page.click("#trigger-parameters summary")
-        page.fill("#dag-parameters", '{"batch": "b-17"}')
-        page.click("#btn-dag-trigger-parameters")
+        page.click("#btn-trigger-parameters")
+        page.fill("#trigger-dialog-json", '{"batch": "b-17"}')
+        page.click("#trigger-dialog-submit")
         page.wait_for_selector("#dag-graph")
         page.wait_for_selector("#live[data-polling='stopped']", timeout=180000)
         assert page.get_attribute("#run-summary", "data-run-status") == "success"
-        assert "Triggered fan-out-example: run " in page.inner_text(".messages")
+        assert "Triggered fan-out-example with parameters: run " in page.inner_text(".messages")
         desk.settle("dag-run")
         run_url = page.url
         # The fan-out node's shards, each with its run and its log.

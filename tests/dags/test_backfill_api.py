@@ -98,3 +98,37 @@ def test_the_leaders_round_releases_the_next_runs_as_room_frees(tenant):
         3,
         4,
     ]
+
+
+def test_a_dry_run_lists_the_fires_marks_the_recorded_ones_and_creates_nothing(api, tenant):
+    from datetime import UTC, datetime
+
+    from scheduler_app.models import TaskExecution
+
+    task = make_task(tenant, schedule=HOURLY)
+    recorded = TaskExecution.objects.create(
+        tenant=tenant,
+        task=task,
+        status="success",
+        scheduled_at=datetime(2026, 11, 1, 1, tzinfo=UTC),
+        attempt=1,
+        max_attempts=1,
+    )
+    body = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T03:00:00Z", "dry_run": True}
+    response = api.post(f"/api/v1/tasks/{task.id}/backfill", body, format="json")
+    assert response.status_code == 200, response.content
+    plan = response.json()
+    assert plan["dry_run"] is True and plan["total"] == 3
+    assert plan["fires"] == [
+        {"scheduled_at": "2026-11-01T00:00:00Z", "already_recorded": False},
+        {"scheduled_at": "2026-11-01T01:00:00Z", "already_recorded": True},
+        {"scheduled_at": "2026-11-01T02:00:00Z", "already_recorded": False},
+    ]
+    assert not Backfill.objects.exists()
+    assert list(TaskExecution.objects.values_list("id", flat=True)) == [recorded.id]
+    refused = api.post(
+        f"/api/v1/tasks/{task.id}/backfill",
+        {**body, "end": "2026-10-01T00:00:00Z"},
+        format="json",
+    )
+    assert refused.status_code == 400 and refused.json()["field"] == "end"

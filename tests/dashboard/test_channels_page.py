@@ -64,3 +64,25 @@ def test_a_viewer_cannot_open_or_use_the_page(tenant):
     )
     assert response.status_code == 403
     assert not NotificationChannel.objects.exists()
+
+
+def test_the_add_form_ties_each_input_to_its_kinds_and_keeps_only_the_chosen_kinds(
+    signed_in, tenant
+):
+    html = signed_in.get("/dashboard/channels").content.decode()
+    for name, kinds in [
+        ("url", "webhook"),
+        ("signing_secret", "webhook"),
+        ("webhook_url", "slack"),
+        ("bot_token", "slack"),
+        ("addresses", "email"),
+        ("routing_key", "pagerduty"),
+    ]:
+        assert f'data-for-kinds="{kinds}" id="channel-field-{name}"' in html
+    assert "data-kind-select" in html
+    signed_in.post(
+        "/dashboard/channels",
+        {"name": "ops-mail", "kind": "email", "addresses": "ops@example.com", "routing_key": "x"},
+    )
+    channel = NotificationChannel.objects.get(tenant=tenant, name="ops-mail")
+    assert channel.kind == "email" and channel.credential_ciphertext == ""

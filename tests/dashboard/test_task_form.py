@@ -32,6 +32,8 @@ def form_data(task: TaskDefinition | None = None, **changes) -> dict:
     data = {k: v for k, v in initial_for(task).items() if v is not None}
     if data.pop("enabled", False):
         data["enabled"] = "on"  # an unticked checkbox is simply not posted
+    if "handler_config" in changes:
+        changes.setdefault("handler_mode", "json")  # the handler typed as JSON ("Edit as JSON")
     data.update(changes)
     return data
 
@@ -112,7 +114,11 @@ def test_an_unchanged_form_round_trips(signed_in, task):
         (SHELL | {"handler_config": '{"command": "rm -rf /"}'}, "handler_config", "argv"),
         (SHELL | {"handler_config": '{"command": ["x"], "cwd": "/"}'}, "handler_config", "cwd"),
         ({"handler_config": '{"callable": "no-such"}'}, "handler_config", "not a registered"),
-        ({"handler_type": "container"}, "handler_config", "unknown field for a container"),
+        (
+            {"handler_type": "container", "handler_mode": "json"},
+            "handler_config",
+            "unknown field for a container",
+        ),
         ({"jitter_seconds": "7200", "schedule_expression": "* * * * *"}, "jitter_seconds", ""),
         ({"start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}, "end_at", ""),
         ({"notifications": '{"on_fire": ["x"]}'}, "notifications", "on_fire"),

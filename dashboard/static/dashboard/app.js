@@ -348,11 +348,15 @@
     box.hidden = false;
   }
 
-  // A select with data-autosubmit sends its form when it changes (the tenant switch, the
-  // missed-schedules window): here, not in an inline handler, which the CSP refuses.
-  document.addEventListener("change", function (event) {
+  // A select that navigates (the tenant switch, the missed-schedules window) goes only when
+  // asked: its button, or Enter on the select (WCAG 3.2.2: choosing alone changes nothing;
+  // arrowing through the options must not load a page per option).
+  document.addEventListener("keydown", function (event) {
     var field = event.target;
-    if (field.hasAttribute && field.hasAttribute("data-autosubmit") && field.form) field.form.submit();
+    if (event.key !== "Enter" || !field.hasAttribute || !field.hasAttribute("data-submit-on-enter")) return;
+    if (!field.form) return;
+    event.preventDefault();
+    if (field.form.requestSubmit) field.form.requestSubmit(); else field.form.submit();
   });
 
   // Delete and cancel ask first: a form with data-confirm submits only when confirmed.
