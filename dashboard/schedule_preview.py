@@ -4,7 +4,12 @@ zone and in UTC, before anything is saved.
     GET /dashboard/schedule-preview?type=cron&expression=30+2+*+*+*&timezone=America/New_York
         [&run_at=...][&exclude=<JSON list>][&task=<id>]
     200 {"timezone": ..., "fires": [{"utc": "...Z", "local": "...-05:00"}, ...]}
-    400 {"errors": [{"field": "schedule.expression", "message": "..."}]}
+    200 {"errors": [{"field": "schedule.expression", "message": "..."}], "fires": []}
+    400 {"errors": [...]}   (a value over 4,096 characters: not a schedule being typed)
+
+A schedule that does not validate is the preview's answer, not a failed request: the form
+asks at every pause in typing, and half a cron expression is what a person types on the way
+to a whole one (a 400 there would be a failed request in the browser's console each time).
 
 Judged and computed by the product's own schedule code (`schedule_block_errors`, then
 `schedule_for` and `schedules.preview`), so the preview says what saving would say. An
@@ -42,6 +47,10 @@ def _refused(field: str, message: str) -> JsonResponse:
     return JsonResponse({"errors": [{"field": field, "message": message}]}, status=400)
 
 
+def _not_a_schedule(errors: list[dict[str, str]]) -> JsonResponse:
+    return JsonResponse({"errors": errors, "fires": []})
+
+
 @login_required
 @require_safe
 def schedule_preview(request: HttpRequest) -> JsonResponse:
@@ -69,12 +78,12 @@ def schedule_preview(request: HttpRequest) -> JsonResponse:
         try:
             block["exclude"] = json.loads(query["exclude"])
         except json.JSONDecodeError as error:
-            return _refused("schedule.exclude", f"not valid JSON: {error.msg}")
+            return _not_a_schedule(
+                [{"field": "schedule.exclude", "message": f"not valid JSON: {error.msg}"}]
+            )
     errors = schedule_block_errors(block, anchor=anchor)
     if errors:
-        return JsonResponse(
-            {"errors": [{"field": e.field, "message": e.message} for e in errors]}, status=400
-        )
+        return _not_a_schedule([{"field": e.field, "message": e.message} for e in errors])
     fields = schedule_fields_with_events(block, anchor=anchor)
     schedule = schedule_for(
         schedule_type=fields["schedule_type"],

@@ -194,6 +194,14 @@
       box.hidden = false;
       return;
     }
+    if (!value(kind === "once" ? "run_at" : "schedule_expression")) {
+      list.innerHTML = "";
+      box.removeAttribute("data-preview-state");
+      state.className = "help";
+      state.textContent = "Type the schedule to see its next fire times.";
+      box.hidden = false;
+      return;
+    }
     var url = new URL(box.getAttribute("data-preview-url"), window.location.href);
     url.searchParams.set("type", kind);
     ["expression:schedule_expression", "timezone:timezone", "run_at:run_at", "exclude:schedule_exclude"].forEach(function (pair) {
@@ -210,7 +218,7 @@
         box.removeAttribute("aria-busy");
         list.innerHTML = "";
         var body = answer[1];
-        if (answer[0] !== 200) {
+        if (answer[0] !== 200 || (body.errors && body.errors.length)) {
           box.setAttribute("data-preview-state", "error");
           state.className = "error";
           state.textContent = (body.errors || []).map(function (e) { return e.message; }).join("; ") || "cannot preview";
