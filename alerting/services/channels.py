@@ -238,11 +238,12 @@ def _audit(channel: NotificationChannel, verb: str, **change: Any) -> None:
     )
 
 
-def channel_delete(*, channel: NotificationChannel) -> None:
+def channel_delete(*, channel: NotificationChannel, note: str = "") -> None:
     """Tasks that name it are told at their next notification (the target is reported as
     unresolved in the worker's log); saving such a task again asks for a valid target."""
     if NotificationChannel.objects.filter(id=channel.id).delete()[0]:
-        _audit(channel, "channel.delete", before={"name": channel.name, "kind": channel.kind})
+        before = {"name": channel.name, "kind": channel.kind}
+        _audit(channel, "channel.delete", before=before, reason=note)
 
 
 def channel_test(*, channel: NotificationChannel, route: str = "") -> DeliveryResult:

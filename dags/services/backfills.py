@@ -292,9 +292,9 @@ def _release_dag_runs(backfill: Backfill, fires: list[datetime]) -> dict[datetim
     return created
 
 
-def backfill_cancel(*, backfill: Backfill) -> Backfill:
+def backfill_cancel(*, backfill: Backfill, note: str = "") -> Backfill:
     """Stop releasing; the runs it released that have not started are cancelled, the ones
-    already running finish."""
+    already running finish. `note`: why (kept in the audit log)."""
     now = timezone.now()
     with transaction.atomic():
         locked = Backfill.objects.select_for_update().get(id=backfill.id)
@@ -317,9 +317,8 @@ def backfill_cancel(*, backfill: Backfill) -> Backfill:
             with audit_cascade():
                 for run in DagRun.objects.filter(id__in=run_ids, status=RunStatus.QUEUED):
                     dag_run_cancel(run=run)
-        _audit(
-            locked, "backfill.cancel", before={"status": "running"}, after={"status": "cancelled"}
-        )
+        change = {"before": {"status": "running"}, "after": {"status": "cancelled"}}
+        _audit(locked, "backfill.cancel", reason=note, **change)
     backfill.refresh_from_db()
     return backfill
 

@@ -25,7 +25,12 @@ from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
-from scheduler_app.services.audit import audit_action, changed_fields, definition_fields
+from scheduler_app.services.audit import (
+    audit_action,
+    audit_cascade,
+    changed_fields,
+    definition_fields,
+)
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
@@ -255,12 +260,9 @@ def _next_fire(dag: Dag, *, now) -> Any:
 
 def _save_version(dag: Dag, spec: dict[str, Any], previous: DagVersion | None) -> DagVersion:
     number = previous.number + 1 if previous else 1
-    version = DagVersion.objects.create(
-        dag=dag,
-        number=number,
-        spec=spec,
-        node_tasks=_node_tasks(dag=dag, spec=spec, previous=previous),
-    )
+    with audit_cascade():  # the node tasks come with the version: the DAG's entry says it
+        node_tasks = _node_tasks(dag=dag, spec=spec, previous=previous)
+    version = DagVersion.objects.create(dag=dag, number=number, spec=spec, node_tasks=node_tasks)
     Dag.objects.filter(id=dag.id).update(version=number)
     dag.version = number
     return version
