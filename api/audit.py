@@ -18,7 +18,12 @@ import logging
 from django.http import HttpRequest, HttpResponse
 
 from scheduler_app.audit_verbs import verb_for_route
-from scheduler_app.services.audit import AuditScope, audit_record, audit_scope
+from scheduler_app.services.audit import (
+    AuditScope,
+    audit_deferred_flush,
+    audit_record,
+    audit_scope,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +64,14 @@ class AuditMiddleware:
             return self.get_response(request)
         with audit_scope(actor=lambda: request_actor(request), via=via) as scope:
             response = self.get_response(request)
-            if via in ("api", "cli") and response.status_code < 400 and not scope.has_recorded():
-                try:
+            if response.status_code >= 400:
+                return response
+            try:
+                audit_deferred_flush(scope)
+                if via in ("api", "cli") and not scope.has_recorded():
                     self._fallback(request, response, scope)
-                except Exception:  # the write already happened; never turn it into a 500
-                    logger.exception("could not write the audit entry for %s", request.path)
+            except Exception:  # the write already happened; never turn it into a 500
+                logger.exception("could not write the audit entry for %s", request.path)
         return response
 
     def _fallback(self, request: HttpRequest, response: HttpResponse, scope: AuditScope) -> None:

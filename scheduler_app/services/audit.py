@@ -36,6 +36,9 @@ class AuditScope:
     actor: Callable[[], str]
     via: str  # "api" | "dashboard" | "admin" | "cli"
     recorded: list[tuple[str, str]] = field(default_factory=list)  # (object_type, object_id)
+    # An interface's own record of a change, written at the end of the request unless a
+    # service recorded that object meanwhile (the admin's plain saves: site_admin.audited).
+    deferred: list[dict[str, Any]] = field(default_factory=list)
 
     def has_recorded(self, object_type: str | None = None, object_id: str = "") -> bool:
         if object_type is None:
@@ -60,6 +63,21 @@ def audit_scope(*, actor: str | Callable[[], str], via: str) -> Iterator[AuditSc
 
 def current_audit_scope() -> AuditScope | None:
     return _scope.get()
+
+
+def audit_unless_recorded(**entry: Any) -> None:
+    """Keep `entry` (audit_record's arguments but the actor) to write when the scope closes,
+    unless a service records the same object before (see `audit_deferred_flush`)."""
+    scope = _scope.get()
+    if scope is not None:
+        scope.deferred.append(entry)
+
+
+def audit_deferred_flush(scope: AuditScope) -> None:
+    for entry in scope.deferred:
+        if not scope.has_recorded(entry.get("object_type", ""), str(entry.get("object_id", ""))):
+            audit_record(actor=scope.actor(), **entry)
+    scope.deferred.clear()
 
 
 def audit_record(
