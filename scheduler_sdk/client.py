@@ -43,6 +43,11 @@ PAGE_SIZE = 500
 USER_AGENT = "schedctl/0.1"
 
 
+def _noted(note: str) -> dict[str, str] | None:
+    """The body of a pause, cancel or delete: the reason, when one is given."""
+    return {"note": note} if note else None
+
+
 def _token_expiry(token: str) -> float | None:
     """The `exp` claim of a JWT, read without verifying (the server verifies; the client only
     decides when to refresh)."""
@@ -263,8 +268,9 @@ class Client:
         """PATCH: the keys given change, the others keep their values."""
         return TaskInfo.from_api(self.request("PATCH", f"tasks/{task_id}", json_body=body))
 
-    def task_delete(self, task_id: str) -> None:
-        self.request("DELETE", f"tasks/{task_id}")
+    def task_delete(self, task_id: str, note: str = "") -> None:
+        """`note`: why (kept in the audit log)."""
+        self.request("DELETE", f"tasks/{task_id}", json_body=_noted(note))
 
     def task_trigger(self, task_id: str, parameters: Mapping[str, Any] | None = None) -> Triggered:
         body = {"parameters": dict(parameters)} if parameters else {}
@@ -314,8 +320,8 @@ class Client:
         """PUT: a new version when the definition differs (the server ignores an equal one)."""
         return DagInfo.from_api(self.request("PUT", f"dags/{dag_id}", json_body=body))
 
-    def dag_delete(self, dag_id: str) -> None:
-        self.request("DELETE", f"dags/{dag_id}")
+    def dag_delete(self, dag_id: str, note: str = "") -> None:
+        self.request("DELETE", f"dags/{dag_id}", json_body=_noted(note))
 
     def dag_trigger(self, dag_id: str, parameters: Mapping[str, Any] | None = None) -> DagRun:
         body = {"parameters": dict(parameters)} if parameters else {}
@@ -342,8 +348,9 @@ class Client:
     def dag_run(self, dag_id: str, run_id: str) -> DagRun:
         return DagRun.from_api(self.request("GET", f"dags/{dag_id}/executions/{run_id}"))
 
-    def dag_run_cancel(self, dag_id: str, run_id: str) -> DagRun:
-        return DagRun.from_api(self.request("POST", f"dags/{dag_id}/executions/{run_id}/cancel"))
+    def dag_run_cancel(self, dag_id: str, run_id: str, note: str = "") -> DagRun:
+        path = f"dags/{dag_id}/executions/{run_id}/cancel"
+        return DagRun.from_api(self.request("POST", path, json_body=_noted(note)))
 
     # ---- backfill ----------------------------------------------------------------------
 
@@ -383,8 +390,9 @@ class Client:
     def execution(self, execution_id: str) -> Execution:
         return Execution.from_api(self.request("GET", f"executions/{execution_id}"))
 
-    def execution_cancel(self, execution_id: str) -> dict[str, Any]:
-        return self.request("POST", f"executions/{execution_id}/cancel")
+    def execution_cancel(self, execution_id: str, note: str = "") -> dict[str, Any]:
+        """`note`: why (kept in the audit log)."""
+        return self.request("POST", f"executions/{execution_id}/cancel", json_body=_noted(note))
 
     def logs(self, execution_id: str) -> str:
         response = self._send("GET", f"executions/{execution_id}/logs", params={"format": "text"})
@@ -444,6 +452,10 @@ class Client:
 
     def dead_letter_retry(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
+
+    def dead_letter_delete(self, execution_id: str, note: str = "") -> None:
+        """Dismiss from the queue (admins); the run stays in the history."""
+        self.request("DELETE", f"admin/dlq/{execution_id}", json_body=_noted(note))
 
     def dead_letters_retry_all(self) -> dict[str, Any]:
         return self.request("POST", "admin/dlq/retry-all")
