@@ -28,6 +28,7 @@ from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.audit import (
     audit_action,
     audit_cascade,
+    audit_unchanged,
     changed_fields,
     definition_fields,
 )
@@ -323,8 +324,9 @@ def dag_delete(*, dag: Dag, note: str = "") -> None:
     deleted = Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
         deleted_at=now, next_fire_at=None, updated_at=now, changed_at=now
     )
-    if deleted:
-        _audit(dag, "dag.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
+    if not deleted:
+        return audit_unchanged()
+    _audit(dag, "dag.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
 
 
 def _audit(dag: Dag, verb: str, **change: Any) -> None:
@@ -357,7 +359,9 @@ def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "
         **record,
     )
     dag.refresh_from_db()
-    if changed:
+    if not changed:
+        audit_unchanged()
+    else:
         verb = "dag.pause" if paused else "dag.resume"
         change = {"before": {"paused": was_paused}, "after": {"paused": paused}}
         _audit(dag, verb, reason=note if paused else "", **change)

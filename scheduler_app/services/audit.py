@@ -39,10 +39,13 @@ class AuditScope:
     # An interface's own record of a change, written at the end of the request unless a
     # service recorded that object meanwhile (the admin's plain saves: site_admin.audited).
     deferred: list[dict[str, Any]] = field(default_factory=list)
+    # A service was asked and found nothing to change (pausing a paused task): no entry,
+    # and no fallback entry either.
+    unchanged: bool = False
 
     def has_recorded(self, object_type: str | None = None, object_id: str = "") -> bool:
         if object_type is None:
-            return bool(self.recorded)
+            return bool(self.recorded) or self.unchanged
         return (object_type, object_id) in self.recorded
 
 
@@ -63,6 +66,13 @@ def audit_scope(*, actor: str | Callable[[], str], via: str) -> Iterator[AuditSc
 
 def current_audit_scope() -> AuditScope | None:
     return _scope.get()
+
+
+def audit_unchanged() -> None:
+    """A service's word that the request changed nothing (so nothing is audited)."""
+    scope = _scope.get()
+    if scope is not None:
+        scope.unchanged = True
 
 
 def audit_unless_recorded(**entry: Any) -> None:

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
-from scheduler_app.services.audit import audit_action
+from scheduler_app.services.audit import audit_action, audit_unchanged
 from scheduler_app.services.retries import fresh_run_create
 
 
@@ -22,6 +22,7 @@ def dead_letter_fresh_run(*, execution: TaskExecution) -> TaskExecution | None:
             dead_lettered=False, updated_at=now
         )
         if taken != 1:
+            audit_unchanged()
             return None
         fresh = fresh_run_create(previous=execution, now=now)
         audit_action(
@@ -44,7 +45,9 @@ def dead_letter_delete(*, execution: TaskExecution, note: str = "") -> bool:
         )
         == 1
     )
-    if dismissed:
+    if not dismissed:
+        audit_unchanged()
+    else:
         audit_action(
             tenant=execution.tenant,
             verb="dlq.delete",

@@ -16,7 +16,12 @@ from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring_after_commit
-from scheduler_app.services.audit import audit_action, changed_fields, definition_fields
+from scheduler_app.services.audit import (
+    audit_action,
+    audit_unchanged,
+    changed_fields,
+    definition_fields,
+)
 from scheduler_app.services.fire_traces import trigger_traceparent
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.remaining_runs import spent_limit_cleared
@@ -155,8 +160,9 @@ def task_delete(*, task: TaskDefinition, note: str = "") -> None:
     deleted = TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
         deleted_at=now, changed_at=now, next_fire_at=None, updated_at=now
     )
-    if deleted:
-        _audit(task, "task.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
+    if not deleted:
+        return audit_unchanged()
+    _audit(task, "task.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
 
 
 def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> TaskDefinition:
@@ -175,7 +181,9 @@ def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> 
         updated_at=now,
     )
     task.refresh_from_db()
-    if paused:
+    if not paused:
+        audit_unchanged()
+    else:
         _audit(task, "task.pause", before={"paused": False}, after={"paused": True}, reason=note)
     return task
 
@@ -200,6 +208,7 @@ def task_resume(*, task: TaskDefinition) -> TaskDefinition:
         updated_at=now,
     )
     task.refresh_from_db()
+    # Recorded even when it was not paused: the next fire was recomputed from now.
     _audit(task, "task.resume", before={"paused": was_paused}, after={"paused": False})
     return task
 
