@@ -54,6 +54,7 @@ NOUNS = {
     "backfill": "backfill",
     "approval": "approval",
     "scheduler": "scheduler",
+    "event": "event",
 }
 
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}
@@ -107,6 +108,7 @@ WORDS = {
     "approval.reject": "rejected a DAG node",
     "invitation.accept": "joined (accepted an invitation)",
     "auth.lockout": "locked out of signing in",
+    "event.create": "posted an event",
 }
 
 

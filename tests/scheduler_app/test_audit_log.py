@@ -138,3 +138,16 @@ def test_a_viewer_and_an_operator_are_refused_as_the_api_rule_says(api, tenant, 
         response = client.get("/api/v1/audit")
         assert response.status_code == 403, role
         assert "task.pause" not in response.content.decode()
+
+
+def test_an_event_that_starts_runs_is_one_entry_listing_what_it_started(api, tenant):
+    make_task(tenant, name="on-upload", schedule={"type": "event", "name": "uploaded"})
+    make_task(tenant, name="also-on-upload", schedule={"type": "event", "name": "uploaded"})
+    response = api.post("/api/v1/events", {"name": "uploaded", "payload": {}}, format="json")
+    assert response.status_code in (200, 201, 202), response.content
+    [row] = _results(api)
+    assert (row["verb"], row["words"], row["after"]["started"]) == (
+        "event.create",
+        "posted an event",
+        2,
+    )
