@@ -54,6 +54,12 @@ def request_actor(request: HttpRequest) -> str:
     return "anonymous"
 
 
+def _created(response: HttpResponse) -> str:
+    """The id a create answered with (DRF's `response.data`), so its entry names the object."""
+    data = getattr(response, "data", None)
+    return str(data.get("id") or "") if isinstance(data, dict) else ""
+
+
 class AuditMiddleware:
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -88,6 +94,8 @@ class AuditMiddleware:
             actor=scope.actor(),
             action=verb,
             object_type=verb.partition(".")[0],
-            object_id=str(object_id or getattr(response, "audit_object_id", "") or ""),
+            object_id=str(
+                object_id or getattr(response, "audit_object_id", "") or _created(response)
+            ),
             status_code=response.status_code,
         )

@@ -84,12 +84,23 @@ def test_an_edit_records_only_the_fields_it_changed(api, task):
     assert row["after"] == {"description": "now described"} and row["words"] == "edited task"
 
 
-def test_a_route_no_service_audits_still_leaves_one_entry_named_as_a_verb(api):
+def test_secrets_and_api_keys_are_audited_with_their_object_never_their_value(api):
     created = api.post("/api/v1/secrets", {"name": "db-pass", "value": "s3cret"}, format="json")
     assert created.status_code == 201, created.content
     [row] = _results(api)
     assert (row["verb"], row["words"]) == ("secret.create", "created secret")
-    assert "s3cret" not in str(row)
+    assert row["object_id"] == created.json()["id"] and "s3cret" not in str(row)
+    key = api.post("/api/v1/api-keys", {"name": "ci", "role": "operator"}, format="json")
+    assert key.status_code == 201, key.content
+    [row] = _results(api, "?object_type=apikey")
+    assert (row["verb"], row["object_id"]) == ("apikey.create", key.json()["id"])
+    assert key.json()["key"] not in str(_results(api))
+    assert api.delete(f"/api/v1/api-keys/{key.json()['id']}").status_code == 204
+    assert [r["verb"] for r in _results(api, "?object_type=apikey")] == [
+        "apikey.revoke",
+        "apikey.create",
+    ]
+    assert AuditEntry.objects.count() == 3
 
 
 def test_old_entries_read_and_filter_as_their_verb(api, tenant, task):
@@ -150,4 +161,16 @@ def test_an_event_that_starts_runs_is_one_entry_listing_what_it_started(api, ten
         "event.create",
         "posted an event",
         2,
+    )
+
+
+def test_a_write_no_service_recorded_gets_the_apis_entry_named_as_a_verb(api):
+    """The safety net for routes added later: retrying every dead letter of an empty queue
+    changes no object, and is still one entry, named by its route as a verb."""
+    assert api.post("/api/v1/admin/dlq/retry-all").status_code in (200, 202)
+    [row] = _results(api)
+    assert (row["verb"], row["words"], row["via"]) == (
+        "dlq.retry-all",
+        "retried every dead letter",
+        "api",
     )
