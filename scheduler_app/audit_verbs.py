@@ -61,7 +61,16 @@ _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "dele
 _COLLECTION = {"list", ""}
 
 
+# Where the route's word is not the verb the services write.
+ROUTE_VERBS = {"dag_run.retry": "dag_run.rerun"}
+
+
 def verb_for_route(route: str, method: str) -> str:
+    verb = _route_verb(route, method)
+    return ROUTE_VERBS.get(verb, verb)
+
+
+def _route_verb(route: str, method: str) -> str:
     """The verb an API route and method stand for: task-list POST -> task.create, task-detail
     PUT -> task.update, task-pause POST -> task.pause, dlq-retry-all POST -> dlq.retry-all."""
     method = method.lower()
@@ -93,6 +102,11 @@ def legacy_actions(verb: str) -> list[str]:
         return []
     route_noun = noun.replace("_", "-")
     spelled = [f"{route_noun}-{operation}.post"]
+    spelled += [
+        f"{route.partition('.')[0].replace('_', '-')}-{route.partition('.')[2]}.post"
+        for route, written in ROUTE_VERBS.items()
+        if written == verb
+    ]
     if operation == "create":
         spelled.append(f"{route_noun}-list.post")
     if operation == "update":
