@@ -43,8 +43,7 @@ PAGE_SIZE = 500
 USER_AGENT = "schedctl/0.1"
 
 
-def _noted(note: str) -> dict[str, str] | None:
-    """The body of a pause, cancel or delete: the reason, when one is given."""
+def _noted(note: str) -> dict[str, str] | None:  # a cancel's or a delete's reason (audited)
     return {"note": note} if note else None
 
 
@@ -269,7 +268,6 @@ class Client:
         return TaskInfo.from_api(self.request("PATCH", f"tasks/{task_id}", json_body=body))
 
     def task_delete(self, task_id: str, note: str = "") -> None:
-        """`note`: why (kept in the audit log)."""
         self.request("DELETE", f"tasks/{task_id}", json_body=_noted(note))
 
     def task_trigger(self, task_id: str, parameters: Mapping[str, Any] | None = None) -> Triggered:
@@ -391,7 +389,6 @@ class Client:
         return Execution.from_api(self.request("GET", f"executions/{execution_id}"))
 
     def execution_cancel(self, execution_id: str, note: str = "") -> dict[str, Any]:
-        """`note`: why (kept in the audit log)."""
         return self.request("POST", f"executions/{execution_id}/cancel", json_body=_noted(note))
 
     def logs(self, execution_id: str) -> str:
@@ -453,8 +450,7 @@ class Client:
     def dead_letter_retry(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
 
-    def dead_letter_delete(self, execution_id: str, note: str = "") -> None:
-        """Dismiss from the queue (admins); the run stays in the history."""
+    def dead_letter_delete(self, execution_id: str, note: str = "") -> None:  # admins
         self.request("DELETE", f"admin/dlq/{execution_id}", json_body=_noted(note))
 
     def dead_letters_retry_all(self) -> dict[str, Any]:
