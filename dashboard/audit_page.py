@@ -53,7 +53,12 @@ def object_link(entry: AuditEntry) -> str | None:
     dag_id = (entry.detail or {}).get("dag")
     if kind == "dag_run" and dag_id:
         return reverse("dashboard:dag-run", args=[dag_id, object_id])
-    pages = {"backfill": "backfills", "channel": "channels", "invitation": "members"}
+    pages = {
+        "backfill": "backfills",
+        "channel": "channels",
+        "invitation": "members",
+        "member": "members",
+    }
     return reverse(f"dashboard:{pages[kind]}") if kind in pages else None
 
 
