@@ -149,7 +149,10 @@ def task_update(
     _refresh_next_fire(task, now=now)
     _save_checked(task)
     changed_before, changed_after = changed_fields(before, definition_fields(task))
-    _audit(task, "task.update", before=changed_before, after=changed_after)
+    if changed_after:
+        _audit(task, "task.update", before=changed_before, after=changed_after)
+    else:  # saved as it was: nothing to audit
+        audit_unchanged()
     return task
 
 

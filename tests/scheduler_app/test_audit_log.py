@@ -82,6 +82,9 @@ def test_an_edit_records_only_the_fields_it_changed(api, task):
     [row] = _results(api, "?verb=task.update")
     assert row["before"] == {"description": task.description}
     assert row["after"] == {"description": "now described"} and row["words"] == "edited task"
+    # Saved again as it is: nothing changed, nothing audited.
+    again = api.patch(f"/api/v1/tasks/{task.id}", {"description": "now described"}, format="json")
+    assert again.status_code == 200 and AuditEntry.objects.count() == 1
 
 
 def test_secrets_and_api_keys_are_audited_with_their_object_never_their_value(api):
