@@ -19,7 +19,7 @@ from dashboard.roles import ApiRule, follows_api
 from dashboard.tenancy import dashboard_membership, remember_tenant
 from dashboard.views import page_context
 from scheduler_app import selectors
-from scheduler_app.audit_verbs import NOUNS, verb_of, verb_words
+from scheduler_app.audit_verbs import KNOWN_VERBS, NOUNS, verb_of, verb_words
 from scheduler_app.models import AuditEntry
 
 PER_PAGE = 50
@@ -114,6 +114,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             # The filters, kept by the pages' links.
             "kept": urlencode({name: value for name, value in chosen.items() if value}),
             "object_types": [(kind, NOUNS[kind]) for kind in OBJECT_TYPES],
+            "verbs": [(verb, verb_words(verb)) for verb in KNOWN_VERBS],
         }
     )
     return remember_tenant(request, render(request, "dashboard/audit.html", context))

@@ -57,6 +57,19 @@ NOUNS = {
     "event": "event",
 }
 
+# The verbs the services write, for a filter's suggestions.
+KNOWN_VERBS = (
+    "task.create", "task.update", "task.delete", "task.pause", "task.resume", "task.trigger",
+    "execution.cancel", "dlq.retry", "dlq.delete",
+    "dag.create", "dag.update", "dag.delete", "dag.pause", "dag.resume", "dag.trigger",
+    "dag_run.cancel", "dag_run.rerun", "approval.approve", "approval.reject",
+    "backfill.create", "backfill.cancel", "event.create",
+    "channel.create", "channel.update", "channel.delete", "channel.test",
+    "invitation.create", "invitation.revoke", "invitation.accept",
+    "member.update", "member.delete", "apikey.create", "apikey.revoke",
+    "secret.create", "secret.update", "secret.delete",
+)  # fmt: skip
+
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}
 _COLLECTION = {"list", ""}
 

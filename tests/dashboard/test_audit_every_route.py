@@ -13,7 +13,7 @@ from django.apps import apps
 from django.db import transaction
 
 from dashboard.roles import dashboard_routes
-from scheduler_app.audit_verbs import verb_of
+from scheduler_app.audit_verbs import KNOWN_VERBS, verb_of
 from scheduler_app.models import AuditEntry
 from tests.dashboard.conftest import PIPELINE
 from tests.dashboard.test_dag_edit import GOOD
@@ -115,3 +115,5 @@ def test_every_dashboard_write_leaves_one_entry_in_words(signed_in, tenant, worl
             seen[entry.action] = f"{route.name}.{what}"
     assert walked >= 20
     assert set(seen) >= EXPECTED, f"not walked: {sorted(EXPECTED - set(seen))}"
+    # Each is among the audit page's verb suggestions (a new verb is named there too).
+    assert set(seen) <= set(KNOWN_VERBS), sorted(set(seen) - set(KNOWN_VERBS))

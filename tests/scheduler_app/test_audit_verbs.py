@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_app.audit_verbs import legacy_actions, verb_for_route, verb_of, verb_words
+from scheduler_app.audit_verbs import (
+    KNOWN_VERBS,
+    PAST,
+    legacy_actions,
+    verb_for_route,
+    verb_of,
+    verb_words,
+)
 
 
 @pytest.mark.parametrize(
@@ -50,3 +57,10 @@ def test_a_route_is_named_as_a_verb():
     # The API calls it retry; the service, the dashboard and the log call it a re-run.
     assert verb_for_route("dag-run-retry", "POST") == "dag_run.rerun"
     assert "dag-run-retry.post" in legacy_actions("dag_run.rerun")
+
+
+def test_every_known_verb_reads_in_words():
+    for verb in KNOWN_VERBS:
+        operation = verb.partition(".")[2]
+        assert operation in PAST and verb_of(verb) == verb, verb
+        assert verb_words(verb) != verb, verb
