@@ -6,6 +6,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from api.strict import StrictSerializer
+from scheduler_app.audit_verbs import verb_of, verb_words
 from scheduler_app.choices import Role
 from scheduler_app.models import ApiKey, AuditEntry, MemberInvitation, Secret, TenantMembership
 
@@ -161,7 +162,17 @@ class MemberOutput(serializers.ModelSerializer):
 
 
 class AuditOutput(serializers.ModelSerializer):
+    """`verb` is the action as a verb (old entries' route spelling, `task-pause.post`, read as
+    `task.pause`), `words` the same in words ("paused task"); `before`, `after` and `reason`
+    are in `detail` too."""
+
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    verb = serializers.SerializerMethodField()
+    words = serializers.SerializerMethodField()
+    before = serializers.SerializerMethodField()
+    after = serializers.SerializerMethodField()
+    reason = serializers.SerializerMethodField()
+    via = serializers.SerializerMethodField()
 
     class Meta:
         model = AuditEntry
@@ -170,12 +181,37 @@ class AuditOutput(serializers.ModelSerializer):
             "tenant",
             "actor",
             "action",
+            "verb",
+            "words",
             "object_type",
             "object_id",
+            "before",
+            "after",
+            "reason",
+            "via",
             "status_code",
             "detail",
             "created_at",
         ]
+
+    def get_verb(self, entry: AuditEntry) -> str:
+        return verb_of(entry.action)
+
+    def get_words(self, entry: AuditEntry) -> str:
+        return verb_words(verb_of(entry.action), entry.object_type)
+
+    def get_before(self, entry: AuditEntry) -> dict | None:
+        return (entry.detail or {}).get("before")
+
+    def get_after(self, entry: AuditEntry) -> dict | None:
+        return (entry.detail or {}).get("after")
+
+    def get_reason(self, entry: AuditEntry) -> str:
+        detail = entry.detail or {}
+        return detail.get("reason") or detail.get("note") or detail.get("comment") or ""
+
+    def get_via(self, entry: AuditEntry) -> str:
+        return (entry.detail or {}).get("via", "")
 
 
 class UsageOutput(serializers.Serializer):

@@ -50,6 +50,22 @@ def refuse_body(request: Request) -> None:
         raise serializers.ValidationError(unknown)
 
 
+class NoteInput(StrictSerializer):
+    """The optional reason of a pause, cancel or delete: `{"note": "..."}` (kept with the
+    pause, and in the audit log)."""
+
+    note = serializers.CharField(
+        required=False, allow_blank=True, max_length=2000, help_text="Why (kept in the audit log)"
+    )
+
+
+def body_note(request: Request) -> str:
+    """The request's optional `note` (the reason); any other key is a 400 naming it."""
+    body = NoteInput(data=request.data if request.data else {})
+    body.is_valid(raise_exception=True)
+    return body.validated_data.get("note", "")
+
+
 def query_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
     """The query parameter `name` as an int from `low` to `high`; a 400 naming it otherwise."""
     value = ascii_int(request.query_params.get(name, str(default)), low=low, high=high)

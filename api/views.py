@@ -35,7 +35,7 @@ from api.serializers import (
     TriggerInput,
 )
 from api.serializers_usage import ExecutionDetailOutput
-from api.strict import query_int, refuse_body
+from api.strict import NoteInput, body_note, query_int, refuse_body
 from api.tenancy import request_actor, request_tenant
 from api.views_operations import admin_scope
 from runs import dead_letters
@@ -134,11 +134,10 @@ class TaskDetailView(APIView):
         task = task_definitions.task_update(task=task, spec=spec.validated_data, partial=True)
         return Response(_with_warnings(task))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(request=NoteInput, responses={204: None})
     def delete(self, request: Request, task_id: str) -> Response:
         task = selectors.task_get(tenant=request_tenant(request), task_id=task_id)
-        refuse_body(request)
-        task_definitions.task_delete(task=task)
+        task_definitions.task_delete(task=task, note=body_note(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -298,13 +297,12 @@ class ExecutionLogsView(APIView):
 class ExecutionCancelView(APIView):
     write_role = "operator"
 
-    @extend_schema(request=None, responses={202: OpenApiTypes.OBJECT, 409: OpenApiResponse()})
+    @extend_schema(request=NoteInput, responses={202: OpenApiTypes.OBJECT, 409: OpenApiResponse()})
     def post(self, request: Request, execution_id: str) -> Response:
         execution = selectors.execution_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
-        refuse_body(request)
-        outcome = execution_cancel(execution=execution)
+        outcome = execution_cancel(execution=execution, note=body_note(request))
         return Response(
             {"execution_id": str(execution.id), "status": outcome},
             status=status.HTTP_202_ACCEPTED,
@@ -393,13 +391,12 @@ class DeadLetterRetryAllView(APIView):
 class DeadLetterDetailView(APIView):
     write_role = "admin"
 
-    @extend_schema(responses={204: None})
+    @extend_schema(request=NoteInput, responses={204: None})
     def delete(self, request: Request, execution_id: str) -> Response:
         execution = selectors.dead_letter_get(
             tenant=request_tenant(request), execution_id=execution_id
         )
-        refuse_body(request)
-        dead_letters.dead_letter_delete(execution=execution)
+        dead_letters.dead_letter_delete(execution=execution, note=body_note(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -47,7 +47,10 @@ class AuditListView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("action", str),
+            OpenApiParameter(
+                "verb", str, description='What was done, e.g. "task.pause" (old entries too)'
+            ),
+            OpenApiParameter("action", str, description="The stored action, exactly"),
             OpenApiParameter("actor", str),
             OpenApiParameter("object_type", str),
             OpenApiParameter("object_id", str),

@@ -19,7 +19,7 @@ from api.serializers_channels import (
     ChannelTestInput,
     ChannelTestOutput,
 )
-from api.strict import refuse_body
+from api.strict import body_note
 from api.tenancy import request_tenant
 
 
@@ -68,8 +68,7 @@ class ChannelDetailView(APIView):
         channel = alerting_selectors.channel_get(
             tenant=request_tenant(request), channel_id=channel_id
         )
-        refuse_body(request)
-        channels.channel_delete(channel=channel)
+        channels.channel_delete(channel=channel, note=body_note(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -36,6 +36,11 @@ def say_with_links(request: HttpRequest, template: str, **parts: tuple[str, str 
     messages.success(request, format_html(template, **rendered))
 
 
+def posted_note(request: HttpRequest) -> str:
+    """The reason typed next to a button (the API's `note`), at most what the API takes."""
+    return request.POST.get("note", "").strip()[:2000]
+
+
 def tenant_object(request: HttpRequest, getter, **lookup):
     """The object a button acts on, in the tenant the dashboard shows (another tenant's is a
     404). Who may press the button was decided before, by @follows_api."""
@@ -69,7 +74,7 @@ def task_action(request: HttpRequest, task_id: str, action: str) -> HttpResponse
     elif action == "pause":
         task_definitions.task_pause(
             task=task,
-            note=request.POST.get("note", "")[:2000],
+            note=posted_note(request),
             paused_by=f"user:{request.user.get_username()}",
         )
         messages.success(request, f"Paused {task.name}")
@@ -108,7 +113,7 @@ def dead_letter_action(request: HttpRequest, execution_id: str, action: str) -> 
                 run=(str(retry.id)[:8], reverse("dashboard:execution", args=[retry.id])),
             )
     elif action == "delete":
-        dead_letters.dead_letter_delete(execution=execution)
+        dead_letters.dead_letter_delete(execution=execution, note=posted_note(request))
         messages.success(request, "Removed from the dead-letter queue")
     else:
         raise Http404("unknown action")
@@ -155,7 +160,7 @@ def execution_action(request: HttpRequest, execution_id: str, action: str) -> Ht
     if action == "rerun":
         return execution_rerun_from_page(request, execution)
     try:
-        outcome = execution_cancel(execution=execution)
+        outcome = execution_cancel(execution=execution, note=posted_note(request))
     except DomainError as error:  # it had already ended
         messages.error(request, error.message)
     else:

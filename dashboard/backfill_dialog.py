@@ -29,7 +29,6 @@ from dashboard.roles import ApiRule, follows_api
 from dashboard.views import page_context
 from scheduler_app import selectors
 from scheduler_app.errors import DomainError
-from scheduler_app.services.audit import audit_record
 
 TASK_BACKFILL = ApiRule(TaskBackfillView, "POST")
 DAG_BACKFILL = ApiRule(DagBackfillView, "POST")
@@ -132,15 +131,6 @@ def _backfill_page(request: HttpRequest, target, kind: str) -> HttpResponse:
     except DomainError as error:
         form.errors[error.field if error.field in FIELDS else "range"] = error.message
         return _render(request, target, kind, form, 400)
-    audit_record(
-        tenant=target.tenant,
-        actor=f"user:{request.user.get_username()}",
-        action=f"{kind}-backfill.post",
-        object_type="backfill",
-        object_id=str(backfill.id),
-        status_code=201,
-        detail={"via": "dashboard", kind: str(target.id), "total": backfill.total},
-    )
     say_with_links(
         request,
         "Backfill of {target} started: {fires} fire times, {parallel} at a time",

@@ -14,7 +14,7 @@ from api.dags.backfill_views import BackfillCancelView
 from dags import backfill_selectors
 from dags.choices import BackfillStatus
 from dags.services import backfills
-from dashboard.actions import tenant_object
+from dashboard.actions import posted_note, tenant_object
 from dashboard.roles import ApiRule, follows_api
 from dashboard.tenancy import dashboard_membership
 from dashboard.views import _page
@@ -47,7 +47,7 @@ def backfill_list(request: HttpRequest) -> HttpResponse:
 def backfill_cancel(request: HttpRequest, backfill_id: str) -> HttpResponse:
     backfill = tenant_object(request, backfill_selectors.backfill_get, backfill_id=backfill_id)
     try:
-        backfills.backfill_cancel(backfill=backfill)
+        backfills.backfill_cancel(backfill=backfill, note=posted_note(request))
         messages.success(request, "Backfill cancelled: nothing more is released")
     except DomainError as error:
         messages.error(request, str(error))

@@ -15,6 +15,7 @@ from alerting.services import channels
 from alerting.services.channels import KIND_FIELDS
 from api import views_channels as api
 from api.serializers_channels import ChannelOutput
+from dashboard.actions import posted_note
 from dashboard.roles import ApiRule, follows_api
 from dashboard.tenancy import dashboard_membership
 from dashboard.views import page_context
@@ -108,7 +109,7 @@ def channel_action(request: HttpRequest, channel_id: str, action: str) -> HttpRe
             request, f"Test to {channel.name}: {'ok' if result.ok else 'failed'}: {result.detail}"
         )
     elif action == "delete":
-        channels.channel_delete(channel=channel)
+        channels.channel_delete(channel=channel, note=posted_note(request))
         messages.success(request, f"Deleted {channel.name}")
     else:
         raise Http404("unknown action")

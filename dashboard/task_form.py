@@ -5,8 +5,8 @@ Every rule is the API's own: the request goes through the API's `TaskInput` seri
 then `services.task_definitions` (cron syntax, zone, handler rules, the http handler's
 address check, policies, unique name). Their errors, named in the API's dotted terms
 (`schedule.expression`), are shown next to the field they concern; nothing is written
-unless all of it passes. A save is audited as the API's audit middleware records the same
-write (`task-detail.put` / `task-list.post`), marked as coming from the dashboard.
+unless all of it passes. A save is audited by the service (`task.create` / `task.update`, with
+the changed fields), marked as coming from the dashboard.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import DomainError, NotFound
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services import task_definitions
-from scheduler_app.services.audit import audit_record
 from scheduler_app.services.task_spec import task_spec_errors
 
 # The API's error names -> the form field showing them. A name not listed here is matched
@@ -358,7 +357,6 @@ def task_save_from_form(
                 saved = task_definitions.task_create(
                     tenant=tenant, spec=request.validated_data, created_by=user
                 )
-                action, status_code = "task-list.post", 201
             else:
                 # A fresh, locked copy: a refused update leaves the caller's object as shown.
                 current = (
@@ -368,17 +366,8 @@ def task_save_from_form(
                 )
                 if current is None:
                     raise NotFound("this task was deleted meanwhile")
+                # Audited by the service, for the dashboard's signed-in user (api.audit).
                 saved = task_definitions.task_update(task=current, spec=request.validated_data)
-                action, status_code = "task-detail.put", 200
-            audit_record(
-                tenant=tenant,
-                actor=f"user:{user.get_username()}",
-                action=action,
-                object_type="task",
-                object_id=str(saved.id),
-                status_code=status_code,
-                detail={"via": "dashboard"},
-            )
     except DomainError as error:
         form.add_api_error(error.field, error.message)
         return None

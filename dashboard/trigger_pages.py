@@ -25,7 +25,6 @@ from dashboard.views import page_context
 from scheduler_app import selectors
 from scheduler_app.errors import DomainError
 from scheduler_app.services import task_definitions
-from scheduler_app.services.audit import audit_record
 
 TASK_TRIGGER = ApiRule(api.TaskTriggerView, "POST")
 DAG_TRIGGER = ApiRule(dag_api.DagTriggerView, "POST")
@@ -40,17 +39,6 @@ def _page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> H
     context.update(page_context(request))
     return render(request, "dashboard/trigger.html", context, status=status)
 
-
-def _audit(request: HttpRequest, *, tenant, action: str, kind: str, object_id, detail) -> None:
-    audit_record(
-        tenant=tenant,
-        actor=f"user:{request.user.get_username()}",
-        action=action,
-        object_type=kind,
-        object_id=str(object_id),
-        status_code=202,
-        detail={"via": "dashboard", **detail},
-    )
 
 
 @login_required
@@ -73,14 +61,6 @@ def task_trigger_page(request: HttpRequest, task_id: str) -> HttpResponse:
         except DomainError as error:  # the size cap, a secret reference
             form_refused(form, error.message)
         else:
-            _audit(
-                request,
-                tenant=task.tenant,
-                action="task-trigger.post",
-                kind="task",
-                object_id=task.id,
-                detail={"execution_id": str(execution.id), "parameters": sorted(parameters)},
-            )
             say_with_links(
                 request,
                 "Triggered {task} with parameters: run {run}",
@@ -114,14 +94,6 @@ def dag_trigger_page(request: HttpRequest, dag_id: str) -> HttpResponse:
         except DomainError as error:
             form_refused(form, error.message)
         else:
-            _audit(
-                request,
-                tenant=dag.tenant,
-                action="dag-trigger.post",
-                kind="dag",
-                object_id=dag.id,
-                detail={"run_id": str(run.id), "parameters": sorted(parameters)},
-            )
             say_with_links(
                 request,
                 "Triggered {dag} with parameters: {run} ({status})",

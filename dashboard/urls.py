@@ -3,6 +3,7 @@ from django.urls import include, path
 
 from dashboard import (
     actions,
+    audit_page,
     backfill_dialog,
     backfill_pages,
     channel_pages,
@@ -82,6 +83,7 @@ urlpatterns = [
         channel_pages.channel_action,
         name="channel-action",
     ),
+    path("audit", audit_page.audit_log, name="audit"),
     path("backfills", backfill_pages.backfill_list, name="backfills"),
     path(
         "backfills/<str:backfill_id>/cancel",

@@ -19,7 +19,6 @@ from scheduler_app import selectors
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import DomainError, ValidationFailed
 from scheduler_app.models import TaskExecution, Tenant
-from scheduler_app.services.audit import audit_record
 from scheduler_app.services.dead_letters import dead_letter_delete, dead_letter_fresh_run
 
 # The queue's actions, in one place for the interfaces (dismissing needs no settling).
@@ -34,8 +33,6 @@ __all__ = [
 
 # How many ids one bulk request may name (the selection of a page; retry-all has no list).
 MAX_BULK_IDS = 500
-# How many items a bulk action's audit entry lists one by one (all are counted).
-AUDITED_ITEMS = 100
 
 RETRIED, GONE, REFUSED, NOT_FOUND, REMOVED = (
     "retried",
@@ -110,28 +107,6 @@ def _named(tenant: Tenant, execution_ids: Iterable[str]) -> list[tuple[str, Task
     return [(raw, found.get(str(valid[raw])) if raw in valid else None) for raw in ids]
 
 
-def _audit(
-    tenant: Tenant, actor: str, action: str, outcomes: list[BulkOutcome], **detail: object
-) -> None:
-    """One entry for a bulk action: who, the counts by outcome, and the items."""
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome.outcome] = counts.get(outcome.outcome, 0) + 1
-    audit_record(
-        tenant=tenant,
-        actor=actor,
-        action=action,
-        object_type="dlq",
-        detail={
-            **detail,
-            "counts": counts,
-            "items": [
-                {"execution_id": o.execution_id, "outcome": o.outcome, "detail": o.detail}
-                for o in outcomes[:AUDITED_ITEMS]
-            ],
-        },
-    )
-
 
 def dead_letters_retry_many(
     *, tenant: Tenant, execution_ids: Iterable[str], triggered_by: str = ""
@@ -146,7 +121,6 @@ def dead_letters_retry_many(
             )
         else:
             outcomes.append(_retry_one(execution, triggered_by))
-    _audit(tenant, triggered_by, "dlq.retry-selected", outcomes)
     return outcomes
 
 
@@ -163,7 +137,6 @@ def dead_letters_delete_many(
             outcomes.append(
                 BulkOutcome(raw, _name(execution), GONE, "no longer in the queue (already handled)")
             )
-    _audit(tenant, actor, "dlq.delete-selected", outcomes)
     return outcomes
 
 
@@ -173,7 +146,6 @@ def dead_letters_retry_matching(
     """Retry every dead letter of the tenant that `filters` match (none: all of them)."""
     pending = selectors.dead_letter_list(tenant=tenant, filters=filters).select_related("tenant")
     outcomes = [_retry_one(e, triggered_by) for e in pending.iterator(chunk_size=500)]
-    _audit(tenant, triggered_by, "dlq.retry-matching", outcomes, filters=dict(filters or {}))
     return outcomes
 
 

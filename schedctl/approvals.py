@@ -61,7 +61,9 @@ def approve(state: State, approval_id: str, comment: str, output: str) -> None:
 
 @main.command()
 @click.argument("approval_id")
-@click.option("--comment", "-m", required=True, help="Why (the node's error, audited).")
+@click.option(
+    "--comment", "--reason", "-m", "comment", required=True, help="Why (the node's error, audited)."
+)
 @output_option
 @pass_state
 def reject(state: State, approval_id: str, comment: str, output: str) -> None:

@@ -27,6 +27,9 @@ from scheduler_sdk.client import Client
 from scheduler_sdk.errors import SchedulerError
 from scheduler_sdk.models import TERMINAL_STATUSES, DagInfo, LogEnd, TaskInfo
 
+reason_option = click.option(
+    "--reason", "--note", "note", default="", help="Why (kept in the audit log)."
+)
 kind_option = click.option(
     "--kind",
     type=click.Choice(["task", "dag"]),
@@ -275,7 +278,9 @@ def _pause_or_resume(
 
 @main.command()
 @click.argument("name")
-@click.option("--note", default="", help="Why (kept with the pause, shown by describe).")
+@click.option(
+    "--note", "--reason", "note", default="", help="Why (kept with the pause and audited)."
+)
 @kind_option
 @pass_state
 def pause(state: State, name: str, note: str, kind: str | None) -> None:
@@ -323,16 +328,17 @@ def logs(state: State, run_id: str, follow: bool) -> None:
 @main.command()
 @click.argument("run_id")
 @click.option("--dag", "dag_name", help="The run is a run of this DAG (else: a task's run).")
+@reason_option
 @pass_state
-def cancel(state: State, run_id: str, dag_name: str | None) -> None:
+def cancel(state: State, run_id: str, dag_name: str | None, note: str) -> None:
     """Cancel a run: a waiting one never starts, a running one is killed."""
     client = state.client
     if dag_name:
         _, dag = resolve(client, dag_name, "dag")
-        run = client.dag_run_cancel(dag.id, run_id)
+        run = client.dag_run_cancel(dag.id, run_id, note)
         click.echo(f"DAG run {run_id}: {run.status}")
         return
-    answer = client.execution_cancel(run_id)
+    answer = client.execution_cancel(run_id, note)
     click.echo(f"run {run_id}: {answer.get('status')}")
 
 
@@ -390,6 +396,35 @@ def dlq_retry(
     else:
         answer = client.dead_letter_retry(execution_id or "")
         click.echo(f"retried {execution_id}: new run {answer.get('execution_id')}")
+
+
+@dlq.command("delete")
+@click.argument("execution_id")
+@reason_option
+@pass_state
+def dlq_delete(state: State, execution_id: str, note: str) -> None:
+    """Dismiss a dead-lettered run from the queue (admins); it stays in the history."""
+    state.client.dead_letter_delete(execution_id, note)
+    click.echo(f"removed {execution_id} from the dead-letter queue")
+
+
+@main.command()
+@click.argument("name")
+@kind_option
+@reason_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask first.")
+@pass_state
+def delete(state: State, name: str, kind: str | None, note: str, yes: bool) -> None:
+    """Delete a task or a DAG (it never fires again; its history stays)."""
+    client = state.client
+    kind, found = resolve(client, name, kind)
+    if not yes:
+        click.confirm(f"Delete {kind} {name}?", abort=True)
+    if kind == "task":
+        client.task_delete(found.id, note)
+    else:
+        client.dag_delete(found.id, note)
+    click.echo(f"{kind} {name} deleted")
 
 
 # ---- backfill ----------------------------------------------------------------------------

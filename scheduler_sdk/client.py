@@ -35,12 +35,17 @@ from scheduler_sdk.models import (
     Triggered,
 )
 from scheduler_sdk.plan import plan_apply, plan_execute
+from scheduler_sdk.sse import server_sent_events
 
 API = "/api/v1/"
 # Refresh an access token this long before its `exp`, so a request never races its expiry.
 REFRESH_AHEAD_SECONDS = 30
 PAGE_SIZE = 500
 USER_AGENT = "schedctl/0.1"
+
+
+def _noted(note: str) -> dict[str, str] | None:  # a cancel's or a delete's reason (audited)
+    return {"note": note} if note else None
 
 
 def _token_expiry(token: str) -> float | None:
@@ -263,8 +268,8 @@ class Client:
         """PATCH: the keys given change, the others keep their values."""
         return TaskInfo.from_api(self.request("PATCH", f"tasks/{task_id}", json_body=body))
 
-    def task_delete(self, task_id: str) -> None:
-        self.request("DELETE", f"tasks/{task_id}")
+    def task_delete(self, task_id: str, note: str = "") -> None:
+        self.request("DELETE", f"tasks/{task_id}", json_body=_noted(note))
 
     def task_trigger(self, task_id: str, parameters: Mapping[str, Any] | None = None) -> Triggered:
         body = {"parameters": dict(parameters)} if parameters else {}
@@ -314,8 +319,8 @@ class Client:
         """PUT: a new version when the definition differs (the server ignores an equal one)."""
         return DagInfo.from_api(self.request("PUT", f"dags/{dag_id}", json_body=body))
 
-    def dag_delete(self, dag_id: str) -> None:
-        self.request("DELETE", f"dags/{dag_id}")
+    def dag_delete(self, dag_id: str, note: str = "") -> None:
+        self.request("DELETE", f"dags/{dag_id}", json_body=_noted(note))
 
     def dag_trigger(self, dag_id: str, parameters: Mapping[str, Any] | None = None) -> DagRun:
         body = {"parameters": dict(parameters)} if parameters else {}
@@ -342,8 +347,9 @@ class Client:
     def dag_run(self, dag_id: str, run_id: str) -> DagRun:
         return DagRun.from_api(self.request("GET", f"dags/{dag_id}/executions/{run_id}"))
 
-    def dag_run_cancel(self, dag_id: str, run_id: str) -> DagRun:
-        return DagRun.from_api(self.request("POST", f"dags/{dag_id}/executions/{run_id}/cancel"))
+    def dag_run_cancel(self, dag_id: str, run_id: str, note: str = "") -> DagRun:
+        path = f"dags/{dag_id}/executions/{run_id}/cancel"
+        return DagRun.from_api(self.request("POST", path, json_body=_noted(note)))
 
     # ---- backfill ----------------------------------------------------------------------
 
@@ -390,8 +396,8 @@ class Client:
         body = {"note": note, **({"parameters": dict(parameters)} if parameters else {})}
         return self.request("POST", f"executions/{execution_id}/rerun", json_body=body)
 
-    def execution_cancel(self, execution_id: str) -> dict[str, Any]:
-        return self.request("POST", f"executions/{execution_id}/cancel")
+    def execution_cancel(self, execution_id: str, note: str = "") -> dict[str, Any]:
+        return self.request("POST", f"executions/{execution_id}/cancel", json_body=_noted(note))
 
     def logs(self, execution_id: str) -> str:
         response = self._send("GET", f"executions/{execution_id}/logs", params={"format": "text"})
@@ -422,7 +428,7 @@ class Client:
                     response.close()
                     raise SchedulerError("the server did not answer with a live log stream")
                 with response:
-                    for kind, data, event_id in _events(response):
+                    for kind, data, event_id in server_sent_events(response):
                         events += 1
                         failures = 0
                         if event_id:
@@ -452,6 +458,9 @@ class Client:
     def dead_letter_retry(self, execution_id: str) -> dict[str, Any]:
         return self.request("POST", f"admin/dlq/{execution_id}/retry")
 
+    def dead_letter_delete(self, execution_id: str, note: str = "") -> None:  # admins
+        self.request("DELETE", f"admin/dlq/{execution_id}", json_body=_noted(note))
+
     def dead_letters_retry_all(self, filters: Mapping[str, str] | None = None) -> dict[str, Any]:
         return self.request("POST", "admin/dlq/retry-all", params=dict(filters or {}))
 
@@ -475,25 +484,3 @@ class Client:
 
 def _stats_params(window: str, bucket: str | None) -> dict[str, str]:
     return {"window": window, **({"bucket": bucket} if bucket else {})}
-
-
-def _events(response: requests.Response) -> Iterator[tuple[str, str, str | None]]:
-    """(event type, data, id) per Server-Sent Event; comments (keepalives) are skipped."""
-    kind, data, event_id = "message", [], None
-    for raw in response.iter_lines(chunk_size=None, decode_unicode=True):
-        line = raw if isinstance(raw, str) else raw.decode("utf-8", "replace")
-        if line == "":
-            if data:
-                yield kind, "\n".join(data), event_id
-            kind, data, event_id = "message", [], None
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            kind = value
-        elif name == "id":
-            event_id = value

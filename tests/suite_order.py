@@ -38,6 +38,7 @@ SHARED_UNITS = {
     "tests/browser/test_runs_list_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_rerun_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_dialogs_browser.py": "tests/browser/ (the make-run stack)",
+    "tests/browser/test_audit_browser.py": "tests/browser/ (the make-run stack)",
 }
 
 

@@ -28,6 +28,7 @@ from handler_contract.ssrf import url_target_refused
 from handler_contract.validation import validate_handler_config
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import Tenant
+from scheduler_app.services.audit import audit_action
 from scheduler_app.services.secrets import cipher
 
 MAX_SIGNING_SECRET_BYTES = 1024
@@ -207,9 +208,11 @@ def channel_create(
     fields = _kind_values(kind, values, creating=True, tenant=tenant)
     try:
         with transaction.atomic():
-            return NotificationChannel.objects.create(
+            channel = NotificationChannel.objects.create(
                 tenant=tenant, name=name, kind=kind, alerts=alerts, **fields
             )
+            _audit(channel, "channel.create", after={"name": name, "kind": kind, "alerts": alerts})
+            return channel
     except IntegrityError as error:
         raise Conflict(f"a channel named {name!r} already exists", field="name") from error
 
@@ -224,13 +227,23 @@ def channel_update(
     if fields:
         NotificationChannel.objects.filter(id=channel.id).update(**fields)
         channel.refresh_from_db()
+        # Names only: the values may be credentials (a webhook's URL with its token).
+        _audit(channel, "channel.update", after={"changed": sorted(fields)})
     return channel
 
 
-def channel_delete(*, channel: NotificationChannel) -> None:
+def _audit(channel: NotificationChannel, verb: str, **change: Any) -> None:
+    audit_action(
+        tenant=channel.tenant, verb=verb, object_type="channel", object_id=channel.id, **change
+    )
+
+
+def channel_delete(*, channel: NotificationChannel, note: str = "") -> None:
     """Tasks that name it are told at their next notification (the target is reported as
     unresolved in the worker's log); saving such a task again asks for a valid target."""
-    NotificationChannel.objects.filter(id=channel.id).delete()
+    if NotificationChannel.objects.filter(id=channel.id).delete()[0]:
+        before = {"name": channel.name, "kind": channel.kind}
+        _audit(channel, "channel.delete", before=before, reason=note)
 
 
 def channel_test(*, channel: NotificationChannel, route: str = "") -> DeliveryResult:
@@ -248,13 +261,15 @@ def channel_test(*, channel: NotificationChannel, route: str = "") -> DeliveryRe
     )
     if channel.kind == ChannelKind.EMAIL:  # counted as notices are; 429 over the rate
         target = replace(target, target=", ".join(mail_test_admit(target=target)))
-    return deliver(
+    result = deliver(
         target,
         message,
         signing_secret=signing_secret,
         credential=credential,
         allowed_hosts=delivery_allowed_hosts(target),
     )
+    _audit(channel, "channel.test", after={"ok": result.ok})
+    return result
 
 
 def notification_channel_create(

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from api.idempotency import idempotent
 from api.pagination import PagePagination
-from api.strict import StrictSerializer, refuse_body
+from api.strict import NoteInput, StrictSerializer, body_note
 from api.tenancy import request_tenant
 from dags import backfill_selectors, selectors
 from dags.models import Backfill
@@ -174,10 +174,10 @@ class BackfillDetailView(APIView):
 class BackfillCancelView(APIView):
     write_role = "operator"
 
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=NoteInput, responses={200: OpenApiTypes.OBJECT})
     def post(self, request: Request, backfill_id: str) -> Response:
-        refuse_body(request)
+        note = body_note(request)
         backfill = backfill_selectors.backfill_get(
             tenant=request_tenant(request), backfill_id=backfill_id
         )
-        return Response(backfill_output(backfills.backfill_cancel(backfill=backfill)))
+        return Response(backfill_output(backfills.backfill_cancel(backfill=backfill, note=note)))

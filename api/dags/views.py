@@ -23,7 +23,7 @@ from api.dags.timer_output import timers_output
 from api.pagination import PagePagination
 from api.schema import page_of
 from api.serializers import PauseInput
-from api.strict import refuse_body
+from api.strict import NoteInput, body_note, refuse_body
 from api.tenancy import request_actor, request_tenant
 from dags import selectors
 from dags.approval_selectors import approval_waits_of_run
@@ -83,11 +83,10 @@ class DagDetailView(APIView):
         dag = definitions.dag_update(dag=dag, raw=request.data)
         return Response(_dag_saved_output(dag))
 
-    @extend_schema(responses={204: None})
+    @extend_schema(request=NoteInput, responses={204: None})
     def delete(self, request: Request, dag_id: str) -> Response:
         dag = selectors.dag_get(tenant=request_tenant(request), dag_id=dag_id)
-        refuse_body(request)
-        definitions.dag_delete(dag=dag)
+        definitions.dag_delete(dag=dag, note=body_note(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -186,13 +185,12 @@ class DagRunDetailView(APIView):
 class DagRunCancelView(APIView):
     write_role = "operator"
 
-    @extend_schema(request=None, responses=DagRunDetailOutput)
+    @extend_schema(request=NoteInput, responses=DagRunDetailOutput)
     def post(self, request: Request, dag_id: str, run_id: str) -> Response:
         tenant = request_tenant(request)
         dag = selectors.dag_get(tenant=tenant, dag_id=dag_id)
         run = selectors.dag_run_get(tenant=tenant, dag=dag, run_id=run_id)
-        refuse_body(request)
-        run = runs.dag_run_cancel(run=run)
+        run = runs.dag_run_cancel(run=run, note=body_note(request))
         return Response(_run_detail(run))
 
 

@@ -50,6 +50,7 @@ from scheduler_app.choices import (
 )
 from scheduler_app.errors import Conflict, LimitReached, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.services.audit import audit_action, audit_cascade
 from scheduler_app.task_schedule import schedule_of, schedule_of_task
 from schedules import Schedule
 
@@ -181,6 +182,11 @@ def backfill_create(
             total=total,
         )
         _advance(Backfill.objects.select_for_update().get(id=backfill.id), now=timezone.now())
+        _audit(
+            backfill,
+            "backfill.create",
+            after={"start": start.isoformat(), "end": end.isoformat(), "runs": total},
+        )
     backfill.refresh_from_db()
     return backfill
 
@@ -337,9 +343,9 @@ def _release_dag_runs(backfill: Backfill, fires: list[datetime]) -> dict[datetim
     return created
 
 
-def backfill_cancel(*, backfill: Backfill) -> Backfill:
+def backfill_cancel(*, backfill: Backfill, note: str = "") -> Backfill:
     """Stop releasing; the runs it released that have not started are cancelled, the ones
-    already running finish."""
+    already running finish. `note`: why (kept in the audit log)."""
     now = timezone.now()
     with transaction.atomic():
         locked = Backfill.objects.select_for_update().get(id=backfill.id)
@@ -359,7 +365,22 @@ def backfill_cancel(*, backfill: Backfill) -> Backfill:
                 updated_at=now,
             )
         else:
-            for run in DagRun.objects.filter(id__in=run_ids, status=RunStatus.QUEUED):
-                dag_run_cancel(run=run)
+            with audit_cascade():
+                for run in DagRun.objects.filter(id__in=run_ids, status=RunStatus.QUEUED):
+                    dag_run_cancel(run=run)
+        change = {"before": {"status": "running"}, "after": {"status": "cancelled"}}
+        _audit(locked, "backfill.cancel", reason=note, **change)
     backfill.refresh_from_db()
     return backfill
+
+
+def _audit(backfill: Backfill, verb: str, **change: Any) -> None:
+    target = {"task": str(backfill.task_id)} if backfill.task_id else {"dag": str(backfill.dag_id)}
+    audit_action(
+        tenant=backfill.tenant,
+        verb=verb,
+        object_type="backfill",
+        object_id=backfill.id,
+        detail=target,
+        **change,
+    )

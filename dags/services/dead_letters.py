@@ -17,6 +17,7 @@ from dags.models import DagNodeAttemptExecution, DagNodeExecution, DagNodeState,
 from dags.services.runs import rerunnable_run_lock, run_nodes_rerun
 from scheduler_app.errors import NotFound
 from scheduler_app.models import TaskExecution
+from scheduler_app.services.audit import audit_action, audit_unchanged
 
 
 def dag_node_dead_letter_retry(
@@ -49,6 +50,7 @@ def dag_node_dead_letter_retry(
             dead_lettered=False, updated_at=timezone.now()
         )
         if taken != 1:
+            audit_unchanged()
             return None
         # The node's other dead letters (other shards, older attempts) are answered too.
         TaskExecution.objects.filter(
@@ -61,6 +63,14 @@ def dag_node_dead_letter_retry(
             {link.node_id},
             trigger=NodeAttemptTrigger.DEAD_LETTER_RETRY,
             triggered_by=triggered_by,
+        )
+        audit_action(
+            tenant=run.tenant,
+            verb="dlq.retry",
+            object_type="execution",
+            object_id=execution.id,
+            before={"dead_lettered": True},
+            after={"dead_lettered": False, "dag_run": str(run.id), "node": link.node_id},
         )
     run.refresh_from_db()
     return run

@@ -25,6 +25,13 @@ from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.audit import (
+    audit_action,
+    audit_cascade,
+    audit_unchanged,
+    changed_fields,
+    definition_fields,
+)
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
@@ -254,12 +261,9 @@ def _next_fire(dag: Dag, *, now) -> Any:
 
 def _save_version(dag: Dag, spec: dict[str, Any], previous: DagVersion | None) -> DagVersion:
     number = previous.number + 1 if previous else 1
-    version = DagVersion.objects.create(
-        dag=dag,
-        number=number,
-        spec=spec,
-        node_tasks=_node_tasks(dag=dag, spec=spec, previous=previous),
-    )
+    with audit_cascade():  # the node tasks come with the version: the DAG's entry says it
+        node_tasks = _node_tasks(dag=dag, spec=spec, previous=previous)
+    version = DagVersion.objects.create(dag=dag, number=number, spec=spec, node_tasks=node_tasks)
     Dag.objects.filter(id=dag.id).update(version=number)
     dag.version = number
     return version
@@ -274,6 +278,7 @@ def dag_create(*, tenant: Tenant, raw: Any, source: str = "api") -> Dag:
             dag.next_fire_at = _next_fire(dag, now=now)
             dag.save(force_insert=True)
             _save_version(dag, spec, None)
+            _audit(dag, "dag.create", after=definition_fields(dag))
     except IntegrityError as error:
         raise Conflict(
             f"a DAG named {fields['name']!r} already exists in this tenant", field="dag"
@@ -288,6 +293,7 @@ def dag_update(*, dag: Dag, raw: Any) -> Dag:
     if previous is not None and previous.spec == spec and fields["name"] == dag.name:
         return dag
     now = timezone.now()
+    before = {**definition_fields(dag), "version": dag.version}
     try:
         with transaction.atomic():
             for name, value in fields.items():
@@ -296,6 +302,10 @@ def dag_update(*, dag: Dag, raw: Any) -> Dag:
             dag.changed_at = now
             dag.save()
             _save_version(dag, spec, previous)
+            changed_before, changed_after = changed_fields(
+                before, {**definition_fields(dag), "version": dag.version}
+            )
+            _audit(dag, "dag.update", before=changed_before, after=changed_after)
     except IntegrityError as error:
         raise Conflict(
             f"a DAG named {fields['name']!r} already exists in this tenant", field="dag"
@@ -307,18 +317,27 @@ def current_version(dag: Dag) -> DagVersion | None:
     return DagVersion.objects.filter(dag=dag, number=dag.version).first()
 
 
-def dag_delete(*, dag: Dag) -> None:
-    """Soft delete: history stays; it never fires again. Running runs finish."""
+def dag_delete(*, dag: Dag, note: str = "") -> None:
+    """Soft delete: history stays; it never fires again. Running runs finish. `note`: why
+    (kept in the audit log)."""
     now = timezone.now()
-    Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
+    deleted = Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
         deleted_at=now, next_fire_at=None, updated_at=now, changed_at=now
     )
+    if not deleted:
+        return audit_unchanged()
+    _audit(dag, "dag.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
+
+
+def _audit(dag: Dag, verb: str, **change: Any) -> None:
+    audit_action(tenant=dag.tenant, verb=verb, object_type="dag", object_id=dag.id, **change)
 
 
 def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "") -> Dag:
     """Resume recomputes the next fire from now: no burst of fires missed while paused.
     A pause records who and why (as `task_pause`); a resume clears that and the runbook's
     failure count. Pausing a paused DAG keeps the first pause's record."""
+    was_paused = dag.paused
     dag.paused = paused
     now = timezone.now()
     dags = Dag.objects.filter(id=dag.id, deleted_at__isnull=True)
@@ -332,7 +351,7 @@ def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "
     if paused:
         dags = dags.filter(paused=False)
         record = {"paused_at": now, "paused_by": paused_by, "pause_note": note}
-    dags.update(
+    changed = dags.update(
         paused=paused,
         next_fire_at=_next_fire(dag, now=now),
         updated_at=now,
@@ -340,4 +359,10 @@ def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "
         **record,
     )
     dag.refresh_from_db()
+    if not changed:
+        audit_unchanged()
+    else:
+        verb = "dag.pause" if paused else "dag.resume"
+        change = {"before": {"paused": was_paused}, "after": {"paused": paused}}
+        _audit(dag, verb, reason=note if paused else "", **change)
     return dag

@@ -34,6 +34,7 @@ from dags.spec import EVENT_NAME
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import TaskDefinition, Tenant
+from scheduler_app.services.audit import audit_action, audit_cascade
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.task_definitions import task_trigger
 
@@ -63,7 +64,9 @@ def event_post(*, tenant: Tenant, name: Any, payload: Any) -> Posted:
     size = payload_cap_check(tenant_id=tenant.id, value=payload, field="payload")
     with transaction.atomic():
         event = Event.objects.create(tenant=tenant, name=name, payload=dict(payload))
-        posted = Posted(event=event, started=_scheduled_runs_start(tenant=tenant, event=event))
+        with audit_cascade():  # the runs it starts are its consequences: its entry lists them
+            started = _scheduled_runs_start(tenant=tenant, event=event)
+        posted = Posted(event=event, started=started)
         released = posted.released
         open_waits = EventWait.objects.filter(
             tenant=tenant, name=name, status=EventWaitStatus.WAITING, since__lte=event.created_at
@@ -77,6 +80,13 @@ def event_post(*, tenant: Tenant, name: Any, payload: Any) -> Posted:
         # the parameters of each run it started (their triggers do not charge it again).
         payload_bytes_charge(
             tenant_id=tenant.id, size=size * (1 + len(posted.started)), field="payload"
+        )
+        audit_action(
+            tenant=tenant,
+            verb="event.create",
+            object_type="event",
+            object_id=event.id,
+            after={"name": name, "started": len(started), "released": len(released)},
         )
     return posted
 

@@ -24,6 +24,7 @@ from dags.services.definitions import current_version
 from dags.services.node_attempts import node_attempts_keep
 from dags.versions import graph_of_version
 from scheduler_app.errors import Conflict, NotFound
+from scheduler_app.services.audit import audit_action
 from scheduler_app.services.fire_traces import trigger_traceparent
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.secrets import secret_references_refuse
@@ -107,6 +108,14 @@ def dag_trigger(
                 run_roots_start(run)
             if trigger != "event":  # an event's runs are charged with the event
                 payload_bytes_charge(tenant_id=dag.tenant_id, size=size, field="parameters")
+            if trigger not in ("schedule", "backfill"):  # the backfill's own entry says it
+                audit_action(
+                    tenant=dag.tenant,
+                    verb="dag.trigger",
+                    object_type="dag",
+                    object_id=dag.id,
+                    after={"run": str(run.id), "status": str(status), "trigger": trigger},
+                )
     except IntegrityError:
         if trigger in ("schedule", "backfill"):  # that fire time was already recorded
             return None
@@ -114,14 +123,31 @@ def dag_trigger(
     return run
 
 
-def dag_run_cancel(*, run: DagRun) -> DagRun:
+def dag_run_cancel(*, run: DagRun, note: str = "") -> DagRun:
+    """`note`: why (kept in the audit log)."""
     with transaction.atomic():
         locked = run_lock(run.id)
         if locked.status not in ACTIVE_RUN_STATUSES:
             raise Conflict(f"the run is already {locked.status}", field="status")
+        before = str(locked.status)
         run_stop(run=locked, status=RunStatus.CANCELLED, reason="cancelled by a user")
+        _audit_run(run, "dag_run.cancel", before, RunStatus.CANCELLED, reason=note)
     run.refresh_from_db()
     return run
+
+
+def _audit_run(run: DagRun, verb: str, before: str, after: str, **more: Any) -> None:
+    """A DAG run's entry names its DAG too (the dashboard's link needs both)."""
+    audit_action(
+        tenant=run.tenant,
+        verb=verb,
+        object_type="dag_run",
+        object_id=run.id,
+        before={"status": before},
+        after={"status": str(after)},
+        detail={"dag": str(run.dag_id)},
+        **more,
+    )
 
 
 def dag_run_rerun(*, run: DagRun, triggered_by: str = "") -> DagRun:
@@ -130,14 +156,13 @@ def dag_run_rerun(*, run: DagRun, triggered_by: str = "") -> DagRun:
     attempt so far is kept in its history. `triggered_by` names who asked ("user:alice")."""
     with transaction.atomic():
         locked = rerunnable_run_lock(run)
+        before = str(locked.status)
         states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
+        failed = {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES}
         run_nodes_rerun(
-            locked,
-            states,
-            {n for n, s in states.items() if s.status in FAILED_NODE_STATUSES},
-            trigger=NodeAttemptTrigger.RERUN,
-            triggered_by=triggered_by,
+            locked, states, failed, trigger=NodeAttemptTrigger.RERUN, triggered_by=triggered_by
         )
+        _audit_run(run, "dag_run.rerun", before, RunStatus.RUNNING)
     run.refresh_from_db()
     return run
 

@@ -16,7 +16,7 @@ from api.dags.serializers import DagTriggerInput
 from api.parsers import JsonRefused, json_loads_bounded
 from dags import selectors as dag_selectors
 from dags.services import definitions, runs
-from dashboard.actions import say_with_links, tenant_object
+from dashboard.actions import posted_note, say_with_links, tenant_object
 from dashboard.roles import ApiRule, follows_api
 from scheduler_app.errors import DomainError
 
@@ -80,7 +80,7 @@ def dag_action(request: HttpRequest, dag_id: str, action: str) -> HttpResponse:
     definitions.dag_set_paused(
         dag=dag,
         paused=action == "pause",
-        note=request.POST.get("note", "")[:2000],
+        note=posted_note(request),
         paused_by=f"user:{request.user.get_username()}",
     )
     messages.success(request, f"{'Paused' if dag.paused else 'Resumed'} {dag.name}")
@@ -98,7 +98,7 @@ def dag_run_action(request: HttpRequest, dag_id: str, run_id: str, action: str) 
     run = tenant_object(request, _dag_run_get, dag_id=dag_id, run_id=run_id)
     try:
         run = (
-            runs.dag_run_cancel(run=run)
+            runs.dag_run_cancel(run=run, note=posted_note(request))
             if action == "cancel"
             else runs.dag_run_rerun(run=run, triggered_by=f"user:{request.user.get_username()}")
         )

@@ -34,7 +34,8 @@ SECRET_KEY = env_secret("SECRET_KEY", "insecure-local-development-key-change-me-
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin, with every change it makes audited (site_admin/audited.py).
+    "site_admin.admin_config.AuditedAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -37,14 +37,17 @@ class ApiKey(models.Model):
 
 
 class AuditEntry(models.Model):
-    """One write through the API (or a system event such as a quota deferral)."""
+    """One change, from any interface (scheduler_app.services.audit), or a system event such as
+    a quota deferral."""
 
     id = models.BigAutoField(primary_key=True)
     tenant = models.ForeignKey(
         Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     actor = models.CharField(max_length=255)  # "user:alice", "apikey:ab12cd34", "system"
-    action = models.CharField(max_length=100)  # "task-trigger.post", "quota.exceeded"
+    action = models.CharField(
+        max_length=100
+    )  # "task.pause", "quota.exceeded" (old: "task-pause.post")
     object_type = models.CharField(max_length=64, blank=True, default="")
     object_id = models.CharField(max_length=64, blank=True, default="")
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -53,7 +56,14 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["tenant", "-id"], name="idx_audit_tenant")]
+        indexes = [
+            models.Index(fields=["tenant", "-id"], name="idx_audit_tenant"),
+            # The audit page's filters: one object's history, and one verb's entries.
+            models.Index(
+                fields=["tenant", "object_type", "object_id", "-id"], name="idx_audit_tenant_object"
+            ),
+            models.Index(fields=["tenant", "action", "-id"], name="idx_audit_tenant_action"),
+        ]
         verbose_name = "audit entry"
         verbose_name_plural = "audit entries"
 

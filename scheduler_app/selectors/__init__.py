@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from scheduler_app.ascii_numbers import ascii_int
+from scheduler_app.audit_verbs import legacy_actions, verb_of
 from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.models import (
@@ -260,6 +261,9 @@ def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = Non
     for field in ("action", "actor", "object_type", "object_id"):
         if filters.get(field):
             entries = entries.filter(**{field: filters[field]})
+    if filters.get("verb"):  # "task.pause": new entries and the old spelling ("task-pause.post")
+        verb = verb_of(str(filters["verb"]).strip())
+        entries = entries.filter(action__in=[verb, *legacy_actions(verb)])
     return entries.order_by("-id")
 
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from scheduler_app.choices import Role
 from scheduler_app.errors import ValidationFailed
 from scheduler_app.models import ApiKey, Tenant
+from scheduler_app.services.audit import audit_action
 
 KEY_PREFIX = "tsk_"
 # last_used_at is written at most this often per key, so a busy key is not a hot row.
@@ -34,11 +35,26 @@ def api_key_create(*, tenant: Tenant, name: str, role: str, created_by=None) -> 
         key_hash=_digest(raw_key),
         created_by=created_by,
     )
+    audit_action(
+        tenant=tenant,
+        verb="apikey.create",
+        object_type="apikey",
+        object_id=key.id,
+        after={"name": name, "role": role, "prefix": prefix},
+    )
     return key, raw_key
 
 
 def api_key_revoke(*, key: ApiKey) -> None:
-    ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now()):
+        audit_action(
+            tenant=key.tenant,
+            verb="apikey.revoke",
+            object_type="apikey",
+            object_id=key.id,
+            before={"revoked": False},
+            after={"revoked": True},
+        )
 
 
 def api_key_authenticate(*, raw_key: str) -> ApiKey | None:

@@ -16,6 +16,7 @@ from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring
+from scheduler_app.services.audit import audit_action
 from scheduler_app.services.executions import FinishReport, execution_next_attempt_or_dead_letter
 from scheduler_app.services.run_signals import cancel_request
 
@@ -140,9 +141,25 @@ def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:
     )
 
 
-def execution_cancel(*, execution: TaskExecution) -> str:
+def execution_cancel(*, execution: TaskExecution, note: str = "") -> str:
     """Cancel one run. Returns "cancelled" (it never starts) or "cancelling" (its worker was
-    told and kills it within a poll interval); Conflict if it had already ended."""
+    told and kills it within a poll interval); Conflict if it had already ended. `note`: why
+    (kept in the audit log)."""
+    before = str(execution.status)
+    outcome = _cancel(execution)
+    audit_action(
+        tenant=execution.tenant,
+        verb="execution.cancel",
+        object_type="execution",
+        object_id=execution.id,
+        before={"status": before},
+        after={"status": outcome},
+        reason=note,
+    )
+    return outcome
+
+
+def _cancel(execution: TaskExecution) -> str:
     if execution_cancel_waiting(execution_id=execution.id):
         return ExecutionStatus.CANCELLED.value
     execution.refresh_from_db(fields=["status"])
@@ -150,5 +167,5 @@ def execution_cancel(*, execution: TaskExecution) -> str:
         cancel_request(execution_id=str(execution.id))
         return "cancelling"
     if execution.status in WAITING_STATUSES:  # raced with a claim: try once more
-        return execution_cancel(execution=execution)
+        return _cancel(execution)
     raise Conflict(f"execution already ended ({execution.status})", field="status")

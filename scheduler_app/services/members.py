@@ -11,6 +11,7 @@ from django.db import transaction
 from scheduler_app.choices import Role
 from scheduler_app.errors import Conflict
 from scheduler_app.models import Tenant, TenantMembership
+from scheduler_app.services.audit import audit_action
 from scheduler_app.services.tenants import membership_set
 
 
@@ -30,11 +31,22 @@ def member_set_role(*, member: TenantMembership, role: str) -> TenantMembership:
         and not _admins_left(member.tenant, without=member)
     ):
         raise Conflict("a tenant keeps at least one admin", field="role")
-    return membership_set(tenant=member.tenant, user=member.user, role=role)
+    before = member.role
+    updated = membership_set(tenant=member.tenant, user=member.user, role=role)
+    if before != role:
+        _audit(member, "member.update", before={"role": before}, after={"role": role})
+    return updated
 
 
 @transaction.atomic
 def member_remove(*, member: TenantMembership) -> None:
     if member.role == Role.ADMIN and not _admins_left(member.tenant, without=member):
         raise Conflict("a tenant keeps at least one admin")
-    TenantMembership.objects.filter(id=member.id).delete()
+    if TenantMembership.objects.filter(id=member.id).delete()[0]:
+        _audit(member, "member.delete", before={"user": member.user.username, "role": member.role})
+
+
+def _audit(member: TenantMembership, verb: str, **change) -> None:
+    audit_action(
+        tenant=member.tenant, verb=verb, object_type="member", object_id=member.id, **change
+    )

@@ -20,6 +20,7 @@ from budgets.limits import BudgetExceeded
 from scheduler_app.choices import Trigger
 from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.models import Secret, TaskExecution, Tenant
+from scheduler_app.services.audit import audit_action
 
 SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 REFERENCE = re.compile(r"\{\{\s*secret:([A-Za-z0-9][A-Za-z0-9_.-]{0,127})\s*\}\}")
@@ -53,12 +54,14 @@ def secret_create(*, tenant: Tenant, name: str, value: str, description: str = "
     _validate(name, value)
     try:
         with transaction.atomic():
-            return Secret.objects.create(
+            secret = Secret.objects.create(
                 tenant=tenant,
                 name=name,
                 description=description,
                 ciphertext=cipher().encrypt(value.encode()).decode(),
             )
+            _audit(secret, "secret.create", after={"name": name})
+            return secret
     except IntegrityError as error:
         raise Conflict(f"a secret named {name!r} already exists", field="name") from error
 
@@ -70,11 +73,25 @@ def secret_update(*, secret: Secret, value: str | None, description: str | None)
     if description is not None:
         secret.description = description
     secret.save(update_fields=["ciphertext", "description", "updated_at"])
+    # Never the value: only that it changed.
+    changed = [
+        name
+        for name, given in (("value", value), ("description", description))
+        if given is not None
+    ]
+    _audit(secret, "secret.update", after={"changed": changed})
     return secret
 
 
 def secret_delete(*, secret: Secret) -> None:
-    Secret.objects.filter(id=secret.id).delete()
+    if Secret.objects.filter(id=secret.id).delete()[0]:
+        _audit(secret, "secret.delete", before={"name": secret.name})
+
+
+def _audit(secret: Secret, verb: str, **change: Any) -> None:
+    audit_action(
+        tenant=secret.tenant, verb=verb, object_type="secret", object_id=secret.id, **change
+    )
 
 
 def secrets_rotate() -> int:

@@ -16,6 +16,12 @@ from scheduler_app.errors import Conflict, NotFound, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring_after_commit
+from scheduler_app.services.audit import (
+    audit_action,
+    audit_unchanged,
+    changed_fields,
+    definition_fields,
+)
 from scheduler_app.services.fire_traces import trigger_traceparent
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.remaining_runs import spent_limit_cleared
@@ -89,7 +95,12 @@ def task_create(*, tenant: Tenant, spec: Mapping[str, Any], created_by=None) -> 
     _check_policies(task)
     _refresh_next_fire(task, now=now)
     _save_checked(task)
+    _audit(task, "task.create", after=definition_fields(task))
     return task
+
+
+def _audit(task: TaskDefinition, verb: str, **change: Any) -> None:
+    audit_action(tenant=task.tenant, verb=verb, object_type="task", object_id=task.id, **change)
 
 
 def task_update(
@@ -112,6 +123,7 @@ def task_update(
     )
     _check_network_allowed(task.tenant, fields)
     _check_notifications(tenant_id=task.tenant_id, fields=fields)
+    before = definition_fields(task)
     if not partial:
         defaults = TaskDefinition()
         for name in (
@@ -136,22 +148,33 @@ def task_update(
     task.changed_at = now
     _refresh_next_fire(task, now=now)
     _save_checked(task)
+    changed_before, changed_after = changed_fields(before, definition_fields(task))
+    if changed_after:
+        _audit(task, "task.update", before=changed_before, after=changed_after)
+    else:  # saved as it was: nothing to audit
+        audit_unchanged()
     return task
 
 
-def task_delete(*, task: TaskDefinition) -> None:
-    """Soft delete: the definition and its history stay; it never fires again."""
+def task_delete(*, task: TaskDefinition, note: str = "") -> None:
+    """Soft delete: the definition and its history stay; it never fires again. `note`: why
+    (kept in the audit log)."""
     now = timezone.now()
-    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+    deleted = TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
         deleted_at=now, changed_at=now, next_fire_at=None, updated_at=now
     )
+    if not deleted:
+        return audit_unchanged()
+    _audit(task, "task.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
 
 
 def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> TaskDefinition:
     """Pause with who did it and why (`paused_by`: "user:<name>", "apikey:<prefix>",
     "runbook", "remaining_runs"). Pausing a paused task keeps the first pause's record."""
     now = timezone.now()
-    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True, paused=False).update(
+    paused = TaskDefinition.objects.filter(
+        id=task.id, deleted_at__isnull=True, paused=False
+    ).update(
         paused=True,
         next_fire_at=None,
         paused_at=now,
@@ -161,6 +184,10 @@ def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> 
         updated_at=now,
     )
     task.refresh_from_db()
+    if not paused:
+        audit_unchanged()
+    else:
+        _audit(task, "task.pause", before={"paused": False}, after={"paused": True}, reason=note)
     return task
 
 
@@ -169,6 +196,7 @@ def task_resume(*, task: TaskDefinition) -> TaskDefinition:
     The pause record and the runbook's failure count start again; a spent
     `policy.remaining_runs` (0) is cleared: the schedule runs on without a limit."""
     now = timezone.now()
+    was_paused = task.paused
     task.paused = False
     next_fire_at = first_fire_after(task, now)
     TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
@@ -183,11 +211,14 @@ def task_resume(*, task: TaskDefinition) -> TaskDefinition:
         updated_at=now,
     )
     task.refresh_from_db()
+    # Recorded even when it was not paused: the next fire was recomputed from now.
+    _audit(task, "task.resume", before={"paused": was_paused}, after={"paused": False})
     return task
 
 
 def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
     now = timezone.now()
+    was_enabled = task.enabled
     task.enabled = enabled
     TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
         enabled=enabled,
@@ -196,6 +227,8 @@ def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
         updated_at=now,
     )
     task.refresh_from_db()
+    verb = "task.enable" if enabled else "task.disable"
+    _audit(task, verb, before={"enabled": was_enabled}, after={"enabled": enabled})
     return task
 
 
@@ -263,4 +296,5 @@ def task_trigger(
         ring_after_commit([bell])
         if trigger != Trigger.EVENT:  # an event's runs are charged with the event
             payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")
+        _audit(task, "task.trigger", after={"run": str(execution.id), "trigger": str(trigger)})
     return execution

@@ -171,7 +171,7 @@ def test_task_edit_form_refuses_bad_input_then_saves(page, live_server, history)
     screenshot(page, "dashboard-task-edit-saved")
     saved = TaskDefinition.objects.get(id=task.id)
     assert (saved.schedule_expression, saved.tags) == ("30 6 * * 1-5", ["sync", "weekday"])
-    assert AuditEntry.objects.filter(action="task-detail.put", object_id=str(task.id)).count() == 1
+    assert AuditEntry.objects.filter(action="task.update", object_id=str(task.id)).count() == 1
 
 
 def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, history):

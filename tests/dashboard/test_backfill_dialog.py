@@ -82,8 +82,9 @@ def test_start_creates_the_backfill_as_the_api_does_and_audits_it(signed_in, ten
     assert (backfill.task_id, backfill.total, backfill.max_parallel) == (task.id, 3, 2)
     assert backfill.start_at == datetime(2026, 11, 10, 5, tzinfo=UTC)  # local midnight, EST
     assert TaskExecution.objects.filter(task=task, trigger="backfill").count() == 2
-    entry = AuditEntry.objects.get(action="task-backfill.post")
-    assert entry.object_id == str(backfill.id) and entry.detail["total"] == 3
+    entry = AuditEntry.objects.get(action="backfill.create")
+    assert entry.object_id == str(backfill.id) and entry.detail["after"]["runs"] == 3
+    assert entry.detail["via"] == "dashboard" and entry.actor == "user:acme-admin"
 
 
 @pytest.mark.parametrize(

@@ -89,9 +89,10 @@ def test_retry_selected_reports_each_item(signed_in, queue, tenant_factory):
     assert "their-task" not in report  # another tenant's run is not named
     assert TaskExecution.objects.get(id=foreign.id).dead_lettered is True
     assert TaskExecution.objects.filter(retry_of_id=queue["report_new"].id).count() == 1
-    entry = AuditEntry.objects.get(action="dlq.retry-selected")
+    # One entry per run it changed (found by that run), none for what it did not change.
+    entry = AuditEntry.objects.get(action="dlq.retry")
     assert entry.actor == "user:acme-admin" and entry.tenant_id == queue["sync"].tenant_id
-    assert entry.detail["counts"] == {"retried": 1, "already_handled": 1, "not_found": 2}
+    assert entry.object_id == str(queue["report_new"].id)
 
 
 def test_retry_all_matching_retries_only_what_the_filter_matches(signed_in, queue):
@@ -101,8 +102,8 @@ def test_retry_all_matching_retries_only_what_the_filter_matches(signed_in, queu
     assert "Retry all matching 1: 1 retried." in _report(response)
     assert response.redirect_chain[-1][0] == "/dashboard/dlq?task=nightly&error=5xx"
     assert _dead_ids() == {str(queue["report_old"].id), str(queue["sync"].id)}
-    entry = AuditEntry.objects.get(action="dlq.retry-matching")
-    assert entry.detail["filters"] == {"task": "nightly", "error": "5xx"}
+    entry = AuditEntry.objects.get(action="dlq.retry")
+    assert entry.object_id == str(queue["report_new"].id)
 
 
 def test_a_dag_nodes_dead_letter_whose_run_is_going_is_refused_and_stays(signed_in, tenant):
@@ -125,7 +126,7 @@ def test_delete_selected_is_for_admins(tenant, signed_in, queue):
     assert str(queue["report_old"].id) in _dead_ids()
     response = signed_in.post("/dashboard/dlq/bulk/delete", {"ids": ids}, follow=True)  # admin
     assert "Delete selected 1: 1 removed." in _report(response)
-    assert AuditEntry.objects.get(action="dlq.delete-selected").detail["counts"] == {"removed": 1}
+    assert AuditEntry.objects.get(action="dlq.delete").object_id == str(queue["report_old"].id)
     assert str(queue["report_old"].id) not in _dead_ids()
 
 

@@ -86,9 +86,14 @@ def test_edit_saves_through_the_service_audits_and_feeds_the_schedulers(signed_i
     assert after.next_fire_at != before.next_fire_at
     assert after.next_fire_at.minute % 10 == 0
     entry = AuditEntry.objects.get()
-    assert entry.action == "task-detail.put" and entry.object_type == "task"
+    assert entry.action == "task.update" and entry.object_type == "task"
     assert entry.object_id == str(task.id) and entry.actor == "user:acme-admin"
-    assert entry.tenant_id == task.tenant_id and entry.status_code == 200
+    assert entry.tenant_id == task.tenant_id and entry.detail["via"] == "dashboard"
+    # What the edit changed, field by field (and nothing it left alone).
+    assert (
+        entry.detail["before"]["max_attempts"] != 5 and entry.detail["after"]["max_attempts"] == 5
+    )
+    assert "name" not in entry.detail["after"]
     # The task page then shows the five next fires of the new schedule.
     page = signed_in.get(response["Location"]).content.decode()
     assert "Saved nightly-report" in page and page.count("UTC ·") == 5
@@ -260,11 +265,12 @@ def test_new_task_is_created_and_audited(signed_in, tenant):
     assert task.handler_config["command"] == ["echo", "hello"]
     assert task.next_fire_at is not None
     entry = AuditEntry.objects.get()
-    assert (entry.action, entry.object_id, entry.status_code) == (
-        "task-list.post",
+    assert (entry.action, entry.object_id, entry.detail["via"]) == (
+        "task.create",
         str(task.id),
-        201,
+        "dashboard",
     )
+    assert entry.detail["after"]["name"] == "hello"
 
 
 def test_new_task_with_a_bad_schedule_creates_nothing(signed_in, tenant):

@@ -85,8 +85,9 @@ def test_a_trigger_with_fields_starts_a_run_with_those_typed_values(signed_in, t
         "tags": ["x", "y"],
         "account": "acct-9",
     }
-    entry = AuditEntry.objects.get(action="task-trigger.post")
+    entry = AuditEntry.objects.get(action="task.trigger")
     assert entry.object_id == str(task.id) and entry.detail["via"] == "dashboard"
+    assert entry.detail["after"]["run"] == str(TaskExecution.objects.get(task=task).id)
 
 
 def test_bad_values_are_shown_next_to_their_inputs_and_nothing_is_created(signed_in, tenant):
@@ -104,7 +105,7 @@ def test_bad_values_are_shown_next_to_their_inputs_and_nothing_is_created(signed
     assert "required: this parameter has no default" in _field_of(page, "param.account")
     assert "has-error" not in _field_of(page, "param.region")
     assert not TaskExecution.objects.filter(task=task).exists()
-    assert not AuditEntry.objects.filter(action="task-trigger.post").exists()
+    assert not AuditEntry.objects.filter(action="task.trigger").exists()
 
 
 def test_the_json_view_is_judged_as_the_apis_trigger_body(signed_in, tenant):

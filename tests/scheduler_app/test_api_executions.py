@@ -139,9 +139,10 @@ def test_metrics_count_by_status_with_success_rate_and_queue_depth(api, runs):
 def test_writes_are_audited_with_actor_action_and_object(api, runs):
     etl, _, _ = runs
     api.post(f"/api/v1/tasks/{etl.id}/pause")
-    entry = AuditEntry.objects.filter(action="task-pause.post").get()
+    entry = AuditEntry.objects.filter(action="task.pause").get()
     assert entry.actor == "user:acme-admin" and entry.object_id == str(etl.id)
-    listed = api.get("/api/v1/audit?action=task-pause.post").json()["results"]
+    assert (entry.detail["before"], entry.detail["after"]) == ({"paused": False}, {"paused": True})
+    listed = api.get("/api/v1/audit?verb=task.pause").json()["results"]
     assert [row["object_id"] for row in listed] == [str(etl.id)]
 
 

@@ -133,9 +133,7 @@ def test_api_key_is_shown_once_stored_hashed_revocable_and_tracks_last_use(tenan
     assert machine.delete(f"/api/v1/tasks/{task.id}").status_code == 403  # operator key
     key.refresh_from_db()
     assert key.last_used_at is not None
-    assert AuditEntry.objects.filter(
-        actor=f"apikey:{key.prefix}", action="task-trigger.post"
-    ).exists()
+    assert AuditEntry.objects.filter(actor=f"apikey:{key.prefix}", action="task.trigger").exists()
 
     assert api.delete(f"/api/v1/api-keys/{key.id}").status_code == 204
     assert machine.get("/api/v1/tasks").status_code == 401
