@@ -40,7 +40,6 @@ def _page(request: HttpRequest, context: dict[str, Any], status: int = 200) -> H
     return render(request, "dashboard/trigger.html", context, status=status)
 
 
-
 @login_required
 @follows_api(GET=TASK_TRIGGER, HEAD=TASK_TRIGGER, POST=TASK_TRIGGER)
 def task_trigger_page(request: HttpRequest, task_id: str) -> HttpResponse:

@@ -107,7 +107,6 @@ def _named(tenant: Tenant, execution_ids: Iterable[str]) -> list[tuple[str, Task
     return [(raw, found.get(str(valid[raw])) if raw in valid else None) for raw in ids]
 
 
-
 def dead_letters_retry_many(
     *, tenant: Tenant, execution_ids: Iterable[str], triggered_by: str = ""
 ) -> list[BulkOutcome]:

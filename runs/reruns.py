@@ -71,7 +71,7 @@ def execution_rerun(
                 "was": execution.status,
                 "parameters_edited": parameters is not None
                 and dict(parameters) != (execution.parameters or {}),
-                "note": note.strip()[:MAX_NOTE],
             },
+            reason=note.strip()[:MAX_NOTE],
         )
     return rerun

@@ -21,6 +21,8 @@ PAST = {
     "retry": "retried",
     "retry-all": "retried every",
     "rerun": "re-ran",
+    "clear": "cleared",
+    "mark": "marked",
     "approve": "approved",
     "reject": "rejected",
     "skip": "skipped",
@@ -60,9 +62,10 @@ NOUNS = {
 # The verbs the services write, for a filter's suggestions.
 KNOWN_VERBS = (
     "task.create", "task.update", "task.delete", "task.pause", "task.resume", "task.trigger",
-    "execution.cancel", "dlq.retry", "dlq.delete",
+    "execution.cancel", "execution.rerun", "dlq.retry", "dlq.delete",
     "dag.create", "dag.update", "dag.delete", "dag.pause", "dag.resume", "dag.trigger",
-    "dag_run.cancel", "dag_run.rerun", "approval.approve", "approval.reject",
+    "dag_run.cancel", "dag_run.rerun", "dag_node.clear", "dag_node.mark",
+    "approval.approve", "approval.reject",
     "backfill.create", "backfill.cancel", "event.create",
     "channel.create", "channel.update", "channel.delete", "channel.test",
     "invitation.create", "invitation.revoke", "invitation.accept",

@@ -99,19 +99,19 @@ def dag_node_clear(
         audit_record(
             tenant=locked.tenant,
             actor=actor,
-            action="dag-run-node.clear",
-            object_type="dag-run-node",
+            action="dag_node.clear",
+            object_type="dag_run",
             object_id=str(locked.id),
             detail={
-                "dag_id": str(locked.dag_id),
+                "dag": str(locked.dag_id),
                 "dag_run_id": str(locked.id),
                 "node_id": node_id,
                 "upstream": upstream,
                 "downstream": downstream,
                 "cleared": cleared,
                 "was": locked.status,
-                "note": note,
             },
+            reason=note,
         )
     return cleared
 
@@ -168,17 +168,17 @@ def dag_node_mark(
         audit_record(
             tenant=locked.tenant,
             actor=actor,
-            action="dag-run-node.mark",
-            object_type="dag-run-node",
+            action="dag_node.mark",
+            object_type="dag_run",
             object_id=str(locked.id),
             detail={
-                "dag_id": str(locked.dag_id),
+                "dag": str(locked.dag_id),
                 "dag_run_id": str(locked.id),
                 "node_id": node_id,
                 "state": state,
                 "reset": sorted(below),
-                "note": note,
             },
+            reason=note,
         )
     return sorted(below)
 
@@ -223,17 +223,17 @@ def _mark_in_flight(locked: DagRun, node: DagNodeState, state: str, note: str, a
     audit_record(
         tenant=locked.tenant,
         actor=actor,
-        action="dag-run-node.mark",
-        object_type="dag-run-node",
+        action="dag_node.mark",
+        object_type="dag_run",
         object_id=str(locked.id),
         detail={
-            "dag_id": str(locked.dag_id),
+            "dag": str(locked.dag_id),
             "dag_run_id": str(locked.id),
             "node_id": node.node_id,
             "state": state,
             "was": node.status,
             "while_running": True,
             "stopped": running,
-            "note": note,
         },
+        reason=note,
     )

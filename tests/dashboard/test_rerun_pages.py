@@ -73,7 +73,7 @@ def test_rerun_makes_a_new_run_and_opens_it(signed_in, failed_run):
         response.content.decode()
     )
     entry = AuditEntry.objects.get(action="execution.rerun")
-    assert entry.detail["note"] == "flaky" and entry.actor.startswith("user:")
+    assert entry.detail["reason"] == "flaky" and entry.actor.startswith("user:")
 
 
 def test_rerun_with_edited_parameters(signed_in, failed_run):
@@ -152,8 +152,8 @@ def test_clear_with_downstream_from_the_page(signed_in, ended_dag_run):
     assert (_node(run, "b").attempt_trigger, _node(run, "c").status) == ("clear", "waiting")
     page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
     assert "cleared · user:" in page  # the attempts table says who cleared it
-    entry = AuditEntry.objects.get(action="dag-run-node.clear")
-    assert entry.detail["note"] == "retry after the fix" and entry.detail["node_id"] == "b"
+    entry = AuditEntry.objects.get(action="dag_node.clear")
+    assert entry.detail["reason"] == "retry after the fix" and entry.detail["node_id"] == "b"
     # Running now: a second clear is refused with the reason, and nothing changes.
     again = signed_in.post(
         f"/dashboard/dags/{dag.id}/runs/{run.id}/operate/a/clear", {}, follow=True

@@ -50,7 +50,7 @@ def test_any_ended_run_reruns_as_a_new_run_with_its_parameters(task, status):
     assert rerun.parameters == {"day": "2026-12-01"}
     assert rerun.max_attempts == task.max_attempts
     entry = AuditEntry.objects.get(action="execution.rerun", object_id=str(original.id))
-    assert entry.detail["rerun_id"] == str(rerun.id) and entry.detail["note"] == "again"
+    assert entry.detail["rerun_id"] == str(rerun.id) and entry.detail["reason"] == "again"
     assert entry.detail["parameters_edited"] is False and entry.actor == "user:alice"
 
 
@@ -93,7 +93,7 @@ def test_the_api_reruns_with_edited_parameters_and_lists_the_link(api, task):
     assert (detail["trigger"], detail["rerun_of"]) == ("rerun", str(original.id))
     assert api.get(f"/api/v1/executions/{original.id}").json()["rerun_of"] is None
     entry = AuditEntry.objects.get(action="execution.rerun")
-    assert entry.detail["note"] == "fixed upstream" and entry.detail["parameters_edited"] is True
+    assert entry.detail["reason"] == "fixed upstream" and entry.detail["parameters_edited"] is True
     # No body: the run's own parameters.
     same = api.post(f"/api/v1/executions/{original.id}/rerun", format="json")
     assert same.status_code == 202 and same.json()["parameters"] == {"day": "2026-12-01"}
