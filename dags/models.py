@@ -77,6 +77,8 @@ class Dag(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG"
+        verbose_name_plural = "DAGs"
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(
@@ -109,6 +111,8 @@ class DagVersion(models.Model):
     created_at = models.DateTimeField(default=utc_now)
 
     class Meta:
+        verbose_name = "DAG version"
+        verbose_name_plural = "DAG versions"
         ordering = ["dag", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["dag", "number"], name="uniq_dag_version_number")
@@ -140,6 +144,8 @@ class DagRun(models.Model):
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
     class Meta:
+        verbose_name = "DAG run"
+        verbose_name_plural = "DAG runs"
         ordering = ["-scheduled_at"]
         constraints = [
             # A scheduled fire of a DAG happens once, whichever scheduler records it.
@@ -200,6 +206,8 @@ class DagNodeState(models.Model):
     attempt_triggered_by = models.CharField(max_length=255, blank=True, default="", db_default="")
 
     class Meta:
+        verbose_name = "DAG node state"
+        verbose_name_plural = "DAG node states"
         ordering = ["run", "id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_node_per_run")
@@ -235,6 +243,8 @@ class DagNodeExecution(models.Model):
     result = models.JSONField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG node execution"
+        verbose_name_plural = "DAG node executions"
         indexes = [models.Index(fields=["run", "node_id"], name="idx_dagnodeexec_node")]
 
     def __str__(self) -> str:
@@ -269,6 +279,8 @@ class DagNodeAttempt(models.Model):
     superseded_at = models.DateTimeField(default=utc_now)
 
     class Meta:
+        verbose_name = "DAG node attempt"
+        verbose_name_plural = "DAG node attempts"
         ordering = ["run", "node_id", "number"]
         constraints = [
             models.UniqueConstraint(
@@ -292,6 +304,8 @@ class DagNodeAttemptExecution(models.Model):
     shard_index = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG node attempt execution"
+        verbose_name_plural = "DAG node attempt executions"
         ordering = ["attempt", "shard_index"]
 
     def __str__(self) -> str:
@@ -464,6 +478,8 @@ class DagTimer(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG timer"
+        verbose_name_plural = "DAG timers"
         ordering = ["run", "node_id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_timer_node"),
