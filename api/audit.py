@@ -17,8 +17,17 @@ from scheduler_app.services.audit import audit_record
 logger = logging.getLogger(__name__)
 
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
-# Sign-ins, and accepting an invitation (its service audits it, in the tenant it joins).
-SKIPPED_ROUTES = {"token-obtain", "token-refresh", "token-logout", "invitation-accept"}
+# Sign-ins, accepting an invitation (its service audits it, in the tenant it joins), and an
+# incident's acknowledgement or resolution (its service audits it in words, for the
+# dashboard's buttons too).
+SKIPPED_ROUTES = {
+    "token-obtain",
+    "token-refresh",
+    "token-logout",
+    "invitation-accept",
+    "incident-acknowledge",
+    "incident-resolve",
+}
 
 
 class AuditMiddleware:
