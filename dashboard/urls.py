@@ -5,6 +5,7 @@ from dashboard import (
     actions,
     backfill_pages,
     channel_pages,
+    incident_pages,
     join,
     logs,
     members,
@@ -65,6 +66,12 @@ urlpatterns = [
         "channels/<str:channel_id>/<str:action>",
         channel_pages.channel_action,
         name="channel-action",
+    ),
+    path("incidents", incident_pages.incident_list, name="incidents"),
+    path(
+        "incidents/<str:incident_id>/<str:action>",
+        incident_pages.incident_action,
+        name="incident-action",
     ),
     path("backfills", backfill_pages.backfill_list, name="backfills"),
     path(

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from dashboard.durations import format_duration
 from dashboard.roles import route_allows
+from scheduler_app.task_names import task_display_name
 
 register = template.Library()
 
@@ -21,6 +22,13 @@ def may(role: str, route_and_key: str) -> bool:
     """`{% if role|may:"dlq-action.delete" %}`: a button shows to who the API's rule for its
     route allows (dashboard.roles), not to a role written in the template."""
     return bool(role) and route_allows(role, route_and_key)
+
+
+@register.filter
+def task_name(name: str) -> str:
+    """A DAG node's hidden task as "dag > node (v1)" (scheduler_app.task_names), as the admin
+    says it."""
+    return task_display_name(str(name or ""))
 
 
 @register.filter
