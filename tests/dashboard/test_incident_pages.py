@@ -119,7 +119,7 @@ def test_a_viewer_sees_incidents_without_buttons_and_cannot_act(tenant_and_user,
 
 
 def test_another_tenant_never_sees_nor_touches_it(tenant, tenant_factory):
-    task, incident = _failing(tenant)
+    _task, incident = _failing(tenant)
     _, intruder_user = tenant_factory("globex")
     intruder = Client()
     assert intruder.login(username=intruder_user.username, password="pw-123456")
@@ -135,7 +135,7 @@ def test_another_tenant_never_sees_nor_touches_it(tenant, tenant_factory):
 
 def test_the_task_page_shows_its_incidents_and_not_others(signed_in, tenant):
     task, incident = _failing(tenant)
-    other, elsewhere = _failing(tenant, "another-task")
+    _other, elsewhere = _failing(tenant, "another-task")
     page = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
     assert 'id="task-incidents"' in page and f'id="incident-{incident.id}"' in page
     assert f'id="incident-{elsewhere.id}"' not in page
@@ -165,8 +165,8 @@ def test_the_dag_page_shows_its_runs_sla_miss_and_its_nodes_failing(signed_in, t
     page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
     assert f'id="incident-{sla.id}"' in page and f'id="incident-{failing.id}"' in page
     assert (
-        f'href="/dashboard/dags/{dag.id}/runs/{run.id}">run {str(run.id)[:8]} of DAG fan-out-example<'
-        in page
+        f'href="/dashboard/dags/{dag.id}/runs/{run.id}">'
+        f"run {str(run.id)[:8]} of DAG fan-out-example<" in page
     )
     # The node's hidden task by the one naming helper, here and on its own page.
     assert "fan-out-example › merge (v1)</a>" in page
