@@ -53,6 +53,7 @@ from celery import current_app as app
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import is_redis_url, redis_from_url
 from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.task_names import task_display_name
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +129,9 @@ def _message(
     return _MESSAGE % {
         "body": base64.b64encode((_BODY % args).encode()).decode(),
         "task": task,
-        # A task name is any text: json.dumps quotes and escapes it (ASCII only).
-        "shadow": json.dumps(shadow[:SHADOW_MAX_CHARS]) if shadow else "null",
+        # A task name is any text: json.dumps quotes and escapes it (ASCII only). A DAG node's
+        # hidden task reads "dag > node (v1)", as in the dashboard and the admin.
+        "shadow": json.dumps(task_display_name(shadow)[:SHADOW_MAX_CHARS]) if shadow else "null",
         "task_id": task_id or delivery_tag,
         "argsrepr": argsrepr,
         "origin": origin,
@@ -353,7 +355,9 @@ def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> 
                 RUN_EXECUTION_TASK if single else RUN_BATCH_TASK,
                 args=[head.execution_id] if single else [[b.execution_id for b in group]],
                 kwargs={},
-                shadow=head.task_name if single else batch_shadow(group),
+                shadow=task_display_name(head.task_name or "") or None
+                if single
+                else batch_shadow(group),
                 # A single run's Celery task id is its execution id (see doorbell_message).
                 task_id=head.execution_id if single else None,
                 queue=head.queue,
