@@ -35,6 +35,7 @@ SHARED_UNITS = {
     "tests/browser/test_operator_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_sso_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_approval_browser.py": "tests/browser/ (the make-run stack)",
+    "tests/browser/test_incidents_browser.py": "tests/browser/ (the make-run stack)",
 }
 
 
