@@ -96,7 +96,7 @@ class AlertIncident(models.Model):
         indexes = [models.Index(fields=["tenant", "-opened_at"], name="idx_incident_tenant")]
 
     def __str__(self) -> str:
-        return f"{self.rule}:{self.key}"
+        return f"{self.rule}: {self.summary[:80]}"
 
     @property
     def state(self) -> str:

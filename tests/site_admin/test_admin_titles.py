@@ -141,3 +141,17 @@ def test_read_only_statistics_offer_no_delete(staff_client, tenant):
     assert "delete_selected" not in page and "Delete selected" not in page
     assert staff_client.get(reverse("admin:data_lifecycle_dagstats_changelist")).status_code == 200
     assert TaskStats._meta.verbose_name_plural == "task stats"
+
+
+def test_incidents_read_in_words_in_the_admin(staff_client, tenant):
+    from alerting.services.incidents import incident_open
+
+    incident = incident_open(
+        rule="error_rate_high", key=str(tenant.id), tenant=tenant, summary="19.0% of 40 runs failed"
+    )
+    page = staff_client.get(reverse("admin:alerting_alertincident_changelist")).content.decode()
+    assert "Error rate high" in page and "19.0% of 40 runs failed" in page
+    change = staff_client.get(
+        reverse("admin:alerting_alertincident_change", args=[incident.id])
+    ).content.decode()
+    assert "error_rate_high: 19.0% of 40 runs failed" in change
