@@ -22,8 +22,6 @@ from dags.choices import (
     NodeStatus,
     Overlap,
     RunStatus,
-    TimerKind,
-    TimerStatus,
 )
 from scheduler_app.models import Tenant
 
@@ -452,50 +450,10 @@ class EventWait(models.Model):
         return f"{self.run_id}/{self.node_id} waits for {self.name}"
 
 
-class DagTimer(models.Model):
-    """A sleep or sensor node of a run: a row, not a timer, so a restart of every process
-    changes nothing. The leader's housekeeping takes the due rows (`due_at`, SKIP LOCKED) and
-    ends the node or pokes again later (`dags.services.timers`)."""
-
-    id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
-    node_id = models.CharField(max_length=255)
-    kind = models.CharField(max_length=8, choices=TimerKind.choices)
-    status = models.CharField(max_length=12, choices=TimerStatus.choices)
-    started_at = models.DateTimeField()
-    # The wake-up of a sleep; the next poke of a sensor.
-    due_at = models.DateTimeField()
-    # A sensor's timeout; a sleep has none.
-    deadline = models.DateTimeField(null=True, blank=True)
-    interval_seconds = models.FloatField(default=0.0)  # a sensor's current (backed-off) wait
-    attempts = models.PositiveIntegerField(default=0)  # pokes made
-    last_poked_at = models.DateTimeField(null=True, blank=True)
-    last_result = models.JSONField(null=True, blank=True)
-    last_error = models.TextField(blank=True, default="")
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    # Taken by a housekeeping round until then (a round that died leaves it to the next).
-    lease_until = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        verbose_name = "DAG timer"
-        verbose_name_plural = "DAG timers"
-        ordering = ["run", "node_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_timer_node"),
-        ]
-        indexes = [
-            models.Index(
-                fields=["due_at"], name="idx_dag_timer_due", condition=Q(status="waiting")
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.run_id}/{self.node_id} {self.kind} until {self.due_at}"
-
-
-# Approval nodes' rows live in a module of their own; imported here so Django finds them.
+# Approval nodes' and timers' rows live in modules of their own; imported here so Django
+# finds them.
 from dags.approval_models import ApprovalDecision, ApprovalWait  # noqa: E402
+from dags.timer_models import DagTimer  # noqa: E402
 
 __all__ = [
     "ApprovalDecision",
