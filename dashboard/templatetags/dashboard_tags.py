@@ -32,6 +32,13 @@ def task_name(name: str) -> str:
 
 
 @register.filter
+def flower_task(flower_url: str, task_id) -> str:
+    """Flower's page of a Celery task: a single run's task id is its execution id
+    (scheduler_app.ringing.publish). FLOWER_URL with or without its trailing slash."""
+    return f"{str(flower_url or '').rstrip('/')}/task/{task_id}"
+
+
+@register.filter
 def get_item(mapping, key):
     return mapping.get(key) if mapping else None
 

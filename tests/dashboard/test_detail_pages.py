@@ -191,7 +191,7 @@ def test_task_page_calendar_plans_no_more_fires_than_the_runs_left(signed_in, te
 def test_execution_page_links_its_flower_row_and_says_when_a_batch_hides_it(
     signed_in, tenant, settings
 ):
-    settings.MONITORING = {**settings.MONITORING, "FLOWER_URL": "http://flower.example:5555/"}
+    settings.MONITORING = {**settings.MONITORING, "FLOWER_URL": "http://flower.example:5555"}
     task = make_task(tenant, name="flowered")
     execution = add_execution(task, minutes_ago=1, status=ExecutionStatus.FAILED)
     page = signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
