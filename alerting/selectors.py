@@ -96,7 +96,7 @@ def incidents_current(*, tenant: Tenant, now: datetime | None = None) -> QuerySe
     )
 
 
-def _sla_keys_of(*, tenant: Tenant, incidents: QuerySet[AlertIncident], prefix: str) -> dict:
+def _sla_keys_of(*, incidents: QuerySet[AlertIncident], prefix: str) -> dict[uuid.UUID, str]:
     keys = incidents.filter(rule="sla_missed", key__startswith=prefix).values_list("key", flat=True)
     ids = {}
     for key in keys:
@@ -108,7 +108,7 @@ def _sla_keys_of(*, tenant: Tenant, incidents: QuerySet[AlertIncident], prefix: 
 def incidents_of_task(*, tenant: Tenant, task: TaskDefinition) -> list[AlertIncident]:
     """The task's current incidents: its own failing or missed fires, its runs' SLA misses."""
     current = incidents_current(tenant=tenant)
-    runs = _sla_keys_of(tenant=tenant, incidents=current, prefix="execution:")
+    runs = _sla_keys_of(incidents=current, prefix="execution:")
     of_task = TaskExecution.objects.filter(tenant=tenant, task=task, id__in=list(runs))
     keys = [runs[execution_id] for execution_id in of_task.values_list("id", flat=True)]
     wanted = Q(rule__in=TASK_KEYED_RULES, key=str(task.id)) | Q(rule="sla_missed", key__in=keys)
@@ -118,7 +118,7 @@ def incidents_of_task(*, tenant: Tenant, task: TaskDefinition) -> list[AlertInci
 def incidents_of_dag(*, tenant: Tenant, dag: Dag) -> list[AlertIncident]:
     """The DAG's current incidents: its runs' SLA misses, and its nodes' tasks failing."""
     current = incidents_current(tenant=tenant)
-    runs = _sla_keys_of(tenant=tenant, incidents=current, prefix="dag_run:")
+    runs = _sla_keys_of(incidents=current, prefix="dag_run:")
     of_dag = DagRun.objects.filter(tenant=tenant, dag=dag, id__in=list(runs))
     keys = [runs[run_id] for run_id in of_dag.values_list("id", flat=True)]
     node_tasks = {
@@ -184,7 +184,13 @@ def incident_subjects(
     return subjects
 
 
-def _subject(incident, tenant, tasks, executions, dag_runs) -> IncidentSubject:
+def _subject(
+    incident: AlertIncident,
+    tenant: Tenant,
+    tasks: dict[str, TaskDefinition],
+    executions: dict[str, TaskExecution],
+    dag_runs: dict[str, DagRun],
+) -> IncidentSubject:
     key = incident.key
     if incident.rule in TASK_KEYED_RULES:
         task = tasks.get(key)
