@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 import uuid
+from datetime import timedelta
 
 import pytest
 import requests
+from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
+from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.ringing.ring import ring
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import FAST_WORKER
@@ -69,8 +73,11 @@ def _ended(url: str, task_id: str) -> dict | None:
     return info if info and info.get("state") in ("SUCCESS", "FAILURE") else None
 
 
-def test_a_failed_run_is_failure_in_flower_under_its_execution_id(tenant, worker_and_flower):
+def test_a_failed_run_is_failure_in_flower_under_its_execution_id(
+    tenant, worker_and_flower, settings
+):
     url = worker_and_flower
+    settings.FAIR_INFLIGHT_PER_TENANT = 0  # the batch below is rung whole
     failing = make_task(
         tenant,
         name="always-fails",
@@ -116,3 +123,40 @@ def test_a_failed_run_is_failure_in_flower_under_its_execution_id(tenant, worker
     assert {str(e.id) for e in failed} <= set(listed)
     # The failed attempts were final: no retry row, nothing left queued by the raise.
     assert not TaskExecution.objects.filter(task=failing, attempt__gt=1).exists()
+
+    # Three runs rung in one batch message: one Flower row for them, FAILURE, its arguments
+    # holding every execution id and its exception the counts.
+    now = timezone.now()
+    batched = [
+        TaskExecution.objects.create(
+            tenant=tenant,
+            task=failing,
+            status="queued",
+            trigger="manual",
+            scheduled_at=now - timedelta(seconds=i),
+            queued_at=now,
+            max_attempts=1,
+        )
+        for i in range(3)
+    ]
+    bells = [Doorbell(str(e.id), str(tenant.id), e.queue, task_name=failing.name) for e in batched]
+    assert ring(bells, sticky=False, batch=3, processes=1) == 3
+
+    def batch_row() -> dict | None:
+        response = _get(f"{url}/api/tasks")
+        rows = response.json().values() if response is not None else []
+        return next(
+            (
+                row
+                for row in rows
+                if str(batched[0].id) in (row.get("args") or "")
+                and row.get("state") in ("SUCCESS", "FAILURE")
+            ),
+            None,
+        )
+
+    row = wait_until(batch_row, timeout=60, message="the batch's row in Flower")
+    assert row["state"] == "FAILURE", row
+    assert all(str(e.id) in row["args"] for e in batched)
+    assert "batch of 3: 3 failed" in row["exception"]
+    assert row["name"] == "always-fails (batch of 3)"
