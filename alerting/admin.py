@@ -8,6 +8,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 
+from alerting.incident_words import rule_title
 from alerting.models import AlertIncident, NotificationChannel
 from alerting.services.channels import signing_secret_encrypt
 
@@ -61,7 +62,21 @@ class NotificationChannelAdmin(admin.ModelAdmin):
 
 @admin.register(AlertIncident)
 class AlertIncidentAdmin(admin.ModelAdmin):
-    list_display = ("rule", "key", "tenant", "severity", "opened_at", "resolved_at")
+    """Read-only: incidents are acknowledged and resolved on the dashboard's Incidents page and
+    through the API (audited there); the admin lists every tenant's, the platform's too."""
+
+    list_display = ("title", "summary", "tenant", "severity", "state", "opened_at", "resolved_at")
     list_filter = ("rule", "severity", "resolved_at")
     search_fields = ("key", "summary")
     readonly_fields = [f.name for f in AlertIncident._meta.fields]
+
+    @admin.display(description="alert", ordering="rule")
+    def title(self, incident: AlertIncident) -> str:
+        return rule_title(incident.rule)
+
+    @admin.display(description="state")
+    def state(self, incident: AlertIncident) -> str:
+        return incident.state
+
+    def has_add_permission(self, request) -> bool:
+        return False

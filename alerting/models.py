@@ -51,9 +51,16 @@ class NotificationChannel(models.Model):
         return f"{self.tenant_id}:{self.name} ({self.kind})"
 
 
+class IncidentState(models.TextChoices):
+    OPEN = "open"  # firing, nobody has said they are on it: re-announced every RENOTIFY_SECONDS
+    ACKNOWLEDGED = "acknowledged"  # someone is on it: no more announcements, still listed
+    RESOLVED = "resolved"  # the rule stopped firing, or someone resolved it by hand
+
+
 class AlertIncident(models.Model):
     """One open incident per (rule, key): the row is the de-duplication. Opening inserts it
-    (a second opener hits the unique index and stays silent); resolving stamps it once."""
+    (a second opener hits the unique index and stays silent); resolving stamps it once.
+    A resolved incident is never reopened: the rule firing again opens a new one."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(
@@ -66,6 +73,14 @@ class AlertIncident(models.Model):
     value = models.FloatField(null=True, blank=True)
     opened_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # Who acknowledged it ("user:alice"); alerting/services/incidents.py writes these.
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.CharField(max_length=255, blank=True, default="")
+    # Who resolved it by hand, and why; blank when the rule stopped firing.
+    resolved_by = models.CharField(max_length=255, blank=True, default="")
+    resolution_note = models.TextField(blank=True, default="")
+    # When it was last announced (opening, or a re-announcement while nobody acknowledged).
+    notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "scheduler_app_alertincident"
@@ -77,9 +92,19 @@ class AlertIncident(models.Model):
                 name="uniq_open_incident",
             )
         ]
+        # A tenant's incidents, newest first (the pages and GET /api/v1/incidents).
+        indexes = [models.Index(fields=["tenant", "-opened_at"], name="idx_incident_tenant")]
 
     def __str__(self) -> str:
-        return f"{self.rule}:{self.key}"
+        return f"{self.rule}: {self.summary[:80]}"
+
+    @property
+    def state(self) -> str:
+        if self.resolved_at is not None:
+            return IncidentState.RESOLVED
+        if self.acknowledged_at is not None:
+            return IncidentState.ACKNOWLEDGED
+        return IncidentState.OPEN
 
 
 class DatabaseWriteProbe(models.Model):

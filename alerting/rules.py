@@ -25,7 +25,12 @@ from alerting.failover import leader_failovers
 from alerting.models import AlertIncident
 from alerting.saturation import RULE as SATURATION_RULE
 from alerting.saturation import pools_saturated
-from alerting.services.incidents import incident_open, incident_resolve, incidents_open_keys
+from alerting.services.incidents import (
+    incident_open,
+    incident_resolve,
+    incidents_open_keys,
+    incidents_renotify_due,
+)
 from alerting.services.quota_alerts import RULE as QUOTA_RULE
 from alerting.services.quota_alerts import quotas_breached
 from alerting.services.sla import RULE as SLA_RULE
@@ -221,7 +226,8 @@ RULES: dict[str, tuple[str, Callable[[datetime], list[Firing]]]] = {
 
 
 def alerts_evaluate(*, now: datetime | None = None) -> list[tuple[AlertIncident, bool]]:
-    """Open what started firing, resolve what stopped. Returns (incident, resolved) changes."""
+    """Open what started firing, resolve what stopped, re-announce what still fires unacknowledged.
+    Returns (incident, resolved) changes."""
     now = now or timezone.now()
     changes: list[tuple[AlertIncident, bool]] = []
     tenants = {str(t.id): t for t in Tenant.objects.all()}
@@ -244,6 +250,11 @@ def alerts_evaluate(*, now: datetime | None = None) -> list[tuple[AlertIncident,
             )
             if opened is not None:
                 changes.append((opened, False))
+        # Still firing and nobody acknowledged it: announced again (an acknowledged one stays
+        # quiet until it resolves).
+        still = open_keys & {item.key for item in firing}
+        for reminded in incidents_renotify_due(rule=rule, keys=still, now=now):
+            changes.append((reminded, False))
         for key in open_keys - {item.key for item in firing}:
             resolved = incident_resolve(rule=rule, key=key)
             if resolved is not None:

@@ -5,6 +5,7 @@ from api import (
     views_access,
     views_auth,
     views_channels,
+    views_incidents,
     views_invitations,
     views_operations,
     views_reruns,
@@ -110,6 +111,22 @@ urlpatterns = [
         "channels/<str:channel_id>/test",
         views_channels.ChannelTestView.as_view(),
         name="channel-test",
+    ),
+    path("incidents", views_incidents.IncidentListView.as_view(), name="incident-list"),
+    path(
+        "incidents/<str:incident_id>",
+        views_incidents.IncidentDetailView.as_view(),
+        name="incident-detail",
+    ),
+    path(
+        "incidents/<str:incident_id>/acknowledge",
+        views_incidents.IncidentAcknowledgeView.as_view(),
+        name="incident-acknowledge",
+    ),
+    path(
+        "incidents/<str:incident_id>/resolve",
+        views_incidents.IncidentResolveView.as_view(),
+        name="incident-resolve",
     ),
     path("members", views_access.MemberListView.as_view(), name="member-list"),
     # Before members/<member_id>, which would take "invitations" for an id.

@@ -22,8 +22,6 @@ from dags.choices import (
     NodeStatus,
     Overlap,
     RunStatus,
-    TimerKind,
-    TimerStatus,
 )
 from scheduler_app.models import Tenant
 
@@ -77,6 +75,8 @@ class Dag(models.Model):
     deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG"
+        verbose_name_plural = "DAGs"
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(
@@ -109,6 +109,8 @@ class DagVersion(models.Model):
     created_at = models.DateTimeField(default=utc_now)
 
     class Meta:
+        verbose_name = "DAG version"
+        verbose_name_plural = "DAG versions"
         ordering = ["dag", "-number"]
         constraints = [
             models.UniqueConstraint(fields=["dag", "number"], name="uniq_dag_version_number")
@@ -140,6 +142,8 @@ class DagRun(models.Model):
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
     class Meta:
+        verbose_name = "DAG run"
+        verbose_name_plural = "DAG runs"
         ordering = ["-scheduled_at"]
         constraints = [
             # A scheduled fire of a DAG happens once, whichever scheduler records it.
@@ -200,6 +204,8 @@ class DagNodeState(models.Model):
     attempt_triggered_by = models.CharField(max_length=255, blank=True, default="", db_default="")
 
     class Meta:
+        verbose_name = "DAG node state"
+        verbose_name_plural = "DAG node states"
         ordering = ["run", "id"]
         constraints = [
             models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_node_per_run")
@@ -235,6 +241,8 @@ class DagNodeExecution(models.Model):
     result = models.JSONField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG node execution"
+        verbose_name_plural = "DAG node executions"
         indexes = [models.Index(fields=["run", "node_id"], name="idx_dagnodeexec_node")]
 
     def __str__(self) -> str:
@@ -269,6 +277,8 @@ class DagNodeAttempt(models.Model):
     superseded_at = models.DateTimeField(default=utc_now)
 
     class Meta:
+        verbose_name = "DAG node attempt"
+        verbose_name_plural = "DAG node attempts"
         ordering = ["run", "node_id", "number"]
         constraints = [
             models.UniqueConstraint(
@@ -292,6 +302,8 @@ class DagNodeAttemptExecution(models.Model):
     shard_index = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "DAG node attempt execution"
+        verbose_name_plural = "DAG node attempt executions"
         ordering = ["attempt", "shard_index"]
 
     def __str__(self) -> str:
@@ -438,48 +450,10 @@ class EventWait(models.Model):
         return f"{self.run_id}/{self.node_id} waits for {self.name}"
 
 
-class DagTimer(models.Model):
-    """A sleep or sensor node of a run: a row, not a timer, so a restart of every process
-    changes nothing. The leader's housekeeping takes the due rows (`due_at`, SKIP LOCKED) and
-    ends the node or pokes again later (`dags.services.timers`)."""
-
-    id = models.BigAutoField(primary_key=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    run = models.ForeignKey(DagRun, on_delete=models.CASCADE, related_name="+")
-    node_id = models.CharField(max_length=255)
-    kind = models.CharField(max_length=8, choices=TimerKind.choices)
-    status = models.CharField(max_length=12, choices=TimerStatus.choices)
-    started_at = models.DateTimeField()
-    # The wake-up of a sleep; the next poke of a sensor.
-    due_at = models.DateTimeField()
-    # A sensor's timeout; a sleep has none.
-    deadline = models.DateTimeField(null=True, blank=True)
-    interval_seconds = models.FloatField(default=0.0)  # a sensor's current (backed-off) wait
-    attempts = models.PositiveIntegerField(default=0)  # pokes made
-    last_poked_at = models.DateTimeField(null=True, blank=True)
-    last_result = models.JSONField(null=True, blank=True)
-    last_error = models.TextField(blank=True, default="")
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    # Taken by a housekeeping round until then (a round that died leaves it to the next).
-    lease_until = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["run", "node_id"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "node_id"], name="uniq_dag_timer_node"),
-        ]
-        indexes = [
-            models.Index(
-                fields=["due_at"], name="idx_dag_timer_due", condition=Q(status="waiting")
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.run_id}/{self.node_id} {self.kind} until {self.due_at}"
-
-
-# Approval nodes' rows live in a module of their own; imported here so Django finds them.
+# Approval nodes' and timers' rows live in modules of their own; imported here so Django
+# finds them.
 from dags.approval_models import ApprovalDecision, ApprovalWait  # noqa: E402
+from dags.timer_models import DagTimer  # noqa: E402
 
 __all__ = [
     "ApprovalDecision",

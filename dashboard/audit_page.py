@@ -34,6 +34,7 @@ OBJECT_TYPES = (
     "channel",
     "invitation",
     "member",
+    "incident",
 )
 SHOWN_VALUE = 120  # characters of one before/after value on the page
 
@@ -58,6 +59,7 @@ def object_link(entry: AuditEntry) -> str | None:
         "channel": "channels",
         "invitation": "members",
         "member": "members",
+        "incident": "incidents",
     }
     return reverse(f"dashboard:{pages[kind]}") if kind in pages else None
 

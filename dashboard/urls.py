@@ -8,6 +8,7 @@ from dashboard import (
     backfill_pages,
     channel_pages,
     dlq,
+    incident_pages,
     join,
     logs,
     members,
@@ -84,6 +85,12 @@ urlpatterns = [
         name="channel-action",
     ),
     path("audit", audit_page.audit_log, name="audit"),
+    path("incidents", incident_pages.incident_list, name="incidents"),
+    path(
+        "incidents/<str:incident_id>/<str:action>",
+        incident_pages.incident_action,
+        name="incident-action",
+    ),
     path("backfills", backfill_pages.backfill_list, name="backfills"),
     path(
         "backfills/<str:backfill_id>/cancel",

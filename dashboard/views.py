@@ -14,9 +14,11 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from alerting import selectors as alerting_selectors
 from alerting.services.sla import sla_misses_list
 from dags import selectors as dag_selectors
 from dashboard.fire_calendar import fire_calendar
+from dashboard.incidents import incident_rows
 from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
 from dashboard.logs import TAIL_LINES, stored_log_tail
 from dashboard.naming import is_dag_node_task, label_dag_nodes
@@ -49,6 +51,7 @@ from tracing.context import trace_id_of
 OVERVIEW_TASKS = 20
 HISTORY_ROWS = 25
 DLQ_ROWS = 200
+OVERVIEW_INCIDENTS = 10
 
 
 def page_context(request: HttpRequest) -> dict[str, Any]:
@@ -56,6 +59,8 @@ def page_context(request: HttpRequest) -> dict[str, Any]:
     membership = dashboard_membership(request)
     return {
         "tenant": membership.tenant,
+        # The nav's badge: open incidents nobody acknowledged yet.
+        "open_incidents": alerting_selectors.incidents_open_count(tenant=membership.tenant),
         "role": membership.role,
         "memberships": dashboard_memberships(request),
         "poll_seconds": settings.MONITORING["DASHBOARD_POLL_SECONDS"],
@@ -121,6 +126,10 @@ def overview(request: HttpRequest) -> HttpResponse:
             ),
             "tasks": tasks[:OVERVIEW_TASKS],
             "task_count": tasks.count(),
+            "incidents": incident_rows(
+                tenant=tenant,
+                incidents=alerting_selectors.incidents_current(tenant=tenant)[:OVERVIEW_INCIDENTS],
+            ),
             "sla_misses": [
                 {
                     "incident": incident,
@@ -248,6 +257,10 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
             "latency": latency,
             "resources": resources_panel(tenant=tenant, task=task),
             "warnings": _task_warnings(task),
+            "incidents": incident_rows(
+                tenant=tenant,
+                incidents=alerting_selectors.incidents_of_task(tenant=tenant, task=task),
+            ),
         },
     )
 

@@ -19,6 +19,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
+    # Read-only means no "Delete selected" either: statistics and restored rows are written
+    # and dropped by the data lifecycle's own jobs (retention), never by hand.
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
 
 @admin.register(RestoredExecution)
 class RestoredExecutionAdmin(ReadOnlyAdmin):

@@ -23,6 +23,8 @@ PAST = {
     "rerun": "re-ran",
     "clear": "cleared",
     "mark": "marked",
+    "acknowledge": "acknowledged",
+    "resolve": "resolved",
     "approve": "approved",
     "reject": "rejected",
     "skip": "skipped",
@@ -57,6 +59,7 @@ NOUNS = {
     "approval": "approval",
     "scheduler": "scheduler",
     "event": "event",
+    "incident": "incident",
 }
 
 # The verbs the services write, for a filter's suggestions.
@@ -71,6 +74,7 @@ KNOWN_VERBS = (
     "invitation.create", "invitation.revoke", "invitation.accept",
     "member.update", "member.delete", "apikey.create", "apikey.revoke",
     "secret.create", "secret.update", "secret.delete",
+    "incident.acknowledge", "incident.resolve",
 )  # fmt: skip
 
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}

@@ -373,7 +373,9 @@ class TaskExecutionAdmin(admin.ModelAdmin):
                     is not None
                 )
             except DomainError as error:  # a DAG node whose run is still going
-                refused.append(f"{str(execution.id)[:8]}: {error.message}")
+                # Named as the run it is about (task or "DAG > node", fire time, short id):
+                # the refusal's own words speak of the DAG run, which is another object.
+                refused.append(f"{execution}: {error.message}")
         self.message_user(request, f"Retried {retried} dead-lettered run(s).", messages.SUCCESS)
         if refused:
             self.message_user(request, "Not retried: " + "; ".join(refused), messages.WARNING)

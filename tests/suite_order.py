@@ -39,6 +39,7 @@ SHARED_UNITS = {
     "tests/browser/test_rerun_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_dialogs_browser.py": "tests/browser/ (the make-run stack)",
     "tests/browser/test_audit_browser.py": "tests/browser/ (the make-run stack)",
+    "tests/browser/test_incidents_browser.py": "tests/browser/ (the make-run stack)",
 }
 
 

@@ -128,8 +128,12 @@ def execution_batch_run(
         queue=queue,
         hand_on=hand_on,
     )
+    return batch_summary(len(execution_ids), counts)
+
+
+def batch_summary(size: int, counts: Counter[str]) -> str:
     summary = ", ".join(f"{n} {what}" for what, n in counts.most_common())
-    return f"batch of {len(execution_ids)}: {summary}"
+    return f"batch of {size}: {summary}"
 
 
 def _start(

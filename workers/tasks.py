@@ -4,16 +4,20 @@ the DAG engine's chord tasks (a fan-out's shards and its join), which run runs t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from celery import shared_task
 
 from dags.engine.dispatch import MAP_JOIN_TASK, MAP_SHARD_TASK, MAP_SHARDS_TASK, HandOn
 from dags.engine.mapping import map_join_by_id
 from scheduler_app.ringing.publish import RUN_BATCH_TASK, RUN_EXECUTION_TASK
-from workers.runner import execution_batch_run, execution_run
+from workers.celery_outcome import RunDidNotSucceed, batch_outcome, single_run_outcome
+from workers.runner import batch_summary, execution_batch_run, execution_run, executions_run
+
+Outcome = TypeVar("Outcome")
 
 
-def _ring(request, run: Callable[..., str]) -> str:
+def _ring(request, run: Callable[..., Outcome]) -> Outcome:
     """Run what a doorbell rang for, then any DAG node a finishing node handed this process
     (no doorbell rung for it)."""
 
@@ -38,16 +42,32 @@ def _run_handed_on(hand_on: HandOn) -> None:
         execution_run(execution_id=follow, worker_id=hand_on.worker_id, hand_on=hand_on)
 
 
-@shared_task(name=RUN_EXECUTION_TASK, bind=True, acks_late=True, ignore_result=True)
+# The doorbells' Celery state tells the runs' outcome (workers.celery_outcome): FAILURE when
+# a run failed, raised after the run was recorded; the message is acknowledged either way.
+@shared_task(
+    name=RUN_EXECUTION_TASK,
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    throws=(RunDidNotSucceed,),
+)
 def run_execution(self, execution_id: str) -> str:
-    return _ring(self.request, lambda **where: execution_run(execution_id=execution_id, **where))
+    outcome = _ring(self.request, lambda **where: execution_run(execution_id=execution_id, **where))
+    return single_run_outcome(execution_id, outcome)
 
 
-@shared_task(name=RUN_BATCH_TASK, bind=True, acks_late=True, ignore_result=True)
+@shared_task(
+    name=RUN_BATCH_TASK,
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    throws=(RunDidNotSucceed,),
+)
 def run_execution_batch(self, execution_ids: list[str]) -> str:
-    return _ring(
-        self.request, lambda **where: execution_batch_run(execution_ids=execution_ids, **where)
+    counts = _ring(
+        self.request, lambda **where: executions_run(execution_ids=execution_ids, **where)
     )
+    return batch_outcome(batch_summary(len(execution_ids), counts), counts)
 
 
 # The chord's tasks keep the names the engine signs them with (dags.engine.dispatch).

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
+from alerting.incident_words import rule_title
 from alerting.models import AlertIncident, NotificationChannel
 from alerting.runbooks import runbook_url
 from alerting.services.delivery import Target
@@ -78,10 +79,28 @@ def recovery_message(execution: TaskExecution, *, failures: int) -> dict[str, An
     return message
 
 
+def _incident_page(incident: AlertIncident) -> str:
+    """A tenant's incident opens on its row of the Incidents page; a platform one (no tenant)
+    on the page its rule is about, else the dashboard's home."""
+    if incident.tenant_id is not None:
+        return f"incidents#incident-{incident.id}"
+    return INCIDENT_PAGES.get(incident.rule, "")
+
+
 def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, Any]:
+    # Announced again (alerts_evaluate, while nobody acknowledged it): says since when.
+    reminder = (
+        not resolved
+        and incident.notified_at is not None
+        and (incident.notified_at - incident.opened_at).total_seconds() > 1
+    )
+    title = "RESOLVED" if resolved else "STILL FIRING" if reminder else "ALERT"
     return {
-        "event": "alert_resolved" if resolved else "alert",
-        "title": f"{'RESOLVED' if resolved else 'ALERT'} {incident.rule}: {incident.key}",
+        "event": "alert_resolved" if resolved else "alert_reminder" if reminder else "alert",
+        # A platform incident's key names what it is about (a worker, a tier); a tenant's is
+        # an id, which the text and the link say in words.
+        "title": f"{title} {rule_title(incident.rule)}"
+        + (f": {incident.key}" if incident.tenant_id is None else ""),
         "text": incident.summary,
         "rule": incident.rule,
         "key": incident.key,
@@ -90,6 +109,6 @@ def incident_message(incident: AlertIncident, *, resolved: bool) -> dict[str, An
         "incident_id": str(incident.id),
         "opened_at": incident.opened_at.isoformat(),
         "resolved_at": incident.resolved_at.isoformat() if incident.resolved_at else None,
-        "url": f"{settings.ALERTS['BASE_URL']}/dashboard/{INCIDENT_PAGES.get(incident.rule, '')}",
+        "url": f"{settings.ALERTS['BASE_URL']}/dashboard/{_incident_page(incident)}",
         "runbook_url": runbook_url(incident.rule),
     }

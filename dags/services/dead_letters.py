@@ -15,7 +15,7 @@ from dags.attempt_selectors import earlier_attempt_links
 from dags.choices import NodeAttemptTrigger
 from dags.models import DagNodeAttemptExecution, DagNodeExecution, DagNodeState, DagRun
 from dags.services.runs import rerunnable_run_lock, run_nodes_rerun
-from scheduler_app.errors import NotFound
+from scheduler_app.errors import Conflict, NotFound
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.audit import audit_action, audit_unchanged
 
@@ -36,7 +36,16 @@ def dag_node_dead_letter_retry(
         run = DagRun.objects.filter(id=link.run_id, tenant_id=execution.tenant_id).first()
         if run is None:
             raise NotFound("DAG run not found")
-        locked = rerunnable_run_lock(run)
+        try:
+            locked = rerunnable_run_lock(run)
+        except Conflict as error:
+            # The run's own refusal says "this one is running" of the run; whoever asked
+            # retried a node's execution, so name the run (a bulk retry lists many).
+            raise Conflict(
+                f"its DAG run {str(run.id)[:8]} is {run.status}: a node is retried inside"
+                " its run, once the run has failed, partially completed or been cancelled",
+                field="status",
+            ) from error
         roots = [
             *DagNodeExecution.objects.filter(run=locked, node_id=link.node_id).values_list(
                 "execution_root_id", flat=True

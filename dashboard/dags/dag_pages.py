@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from alerting import selectors as alerting_selectors
 from dags import selectors as dag_selectors
 from dags.attempt_selectors import dag_run_node_attempts
 from dags.choices import ACTIVE_RUN_STATUSES, RunStatus
@@ -32,6 +33,7 @@ from dashboard.dags.dag_layout import (
     tone_of,
 )
 from dashboard.durations import format_duration
+from dashboard.incidents import incident_rows
 from dashboard.latency import TREND_BUCKET, TREND_WINDOW, latency_panel
 from dashboard.roles import route_allows
 from dashboard.tenancy import dashboard_membership, shows_other_tenant
@@ -163,6 +165,9 @@ def dag_detail(request: HttpRequest, dag_id: str) -> HttpResponse:
             "grid": _grid(tenant=tenant, node_ids=node_ids, runs=runs[:GRID_RUNS]),
             "latency": latency,
             "charts": {"latency": latency["points"]},
+            "incidents": incident_rows(
+                tenant=tenant, incidents=alerting_selectors.incidents_of_dag(tenant=tenant, dag=dag)
+            ),
         },
     )
 

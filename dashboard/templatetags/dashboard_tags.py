@@ -8,6 +8,7 @@ from django.utils import timezone
 from dashboard.durations import format_duration
 from dashboard.roles import route_allows
 from dashboard.run_wording import dag_outcome_text, error_text
+from scheduler_app.task_names import task_display_name
 
 register = template.Library()
 
@@ -22,6 +23,20 @@ def may(role: str, route_and_key: str) -> bool:
     """`{% if role|may:"dlq-action.delete" %}`: a button shows to who the API's rule for its
     route allows (dashboard.roles), not to a role written in the template."""
     return bool(role) and route_allows(role, route_and_key)
+
+
+@register.filter
+def task_name(name: str) -> str:
+    """A DAG node's hidden task as "dag > node (v1)" (scheduler_app.task_names), as the admin
+    says it."""
+    return task_display_name(str(name or ""))
+
+
+@register.filter
+def flower_task(flower_url: str, task_id) -> str:
+    """Flower's page of a Celery task: a single run's task id is its execution id
+    (scheduler_app.ringing.publish). FLOWER_URL with or without its trailing slash."""
+    return f"{str(flower_url or '').rstrip('/')}/task/{task_id}"
 
 
 @register.filter

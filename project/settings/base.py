@@ -377,6 +377,8 @@ ALERTS = {
     "SUCCESS_RATE_THRESHOLD": env_float("ALERTS_SUCCESS_RATE", 0.95),
     "MIN_RUNS_FOR_RATE": env_int("ALERTS_MIN_RUNS", 20),
     "QUEUE_DEPTH_THRESHOLD": env_int("ALERTS_QUEUE_DEPTH", 10000),
+    # An open incident nobody acknowledged is announced again this often (0: only once).
+    "RENOTIFY_SECONDS": env_int("ALERTS_RENOTIFY_SECONDS", 3600),
     # Operators' channels for system-wide alerts (queue depth, dead workers).
     "OPS_WEBHOOK_URL": env_str("ALERTS_OPS_WEBHOOK_URL", ""),
     "OPS_EMAILS": env_list("ALERTS_OPS_EMAILS", []),

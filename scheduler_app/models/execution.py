@@ -10,6 +10,7 @@ from django.db.models import F, Q
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.task_names import task_display_name
 
 
 class TaskExecution(models.Model):
@@ -85,6 +86,8 @@ class TaskExecution(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "execution"
+        verbose_name_plural = "executions"
         ordering = ["-scheduled_at"]
         constraints = [
             models.UniqueConstraint(
@@ -120,7 +123,14 @@ class TaskExecution(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.task_id} @ {self.scheduled_at:%Y-%m-%d %H:%M:%S} #{self.attempt}"
+        """The admin's title of a run: whose, when, how it ended, and a short id to search
+        by ("nightly-report · 2026-12-03 02:00:00 UTC · failed · 1a2b3c4d")."""
+        fired = f"{self.scheduled_at:%Y-%m-%d %H:%M:%S} UTC" if self.scheduled_at else "unscheduled"
+        attempt = f" · attempt {self.attempt}" if self.attempt and self.attempt > 1 else ""
+        return (
+            f"{task_display_name(self.task.name)} · {fired} · {self.status}{attempt}"
+            f" · {str(self.id)[:8]}"
+        )
 
     @property
     def schedule_lag_seconds(self) -> float | None:
@@ -166,6 +176,8 @@ class ExecutionLog(models.Model):
     objects = ExecutionLogManager()
 
     class Meta:
+        verbose_name = "execution log"
+        verbose_name_plural = "execution logs"
         indexes = [
             # Log search (scheduler_app.selectors.log_search) on the stored words.
             GinIndex(fields=["words"], name="idx_log_search_words"),

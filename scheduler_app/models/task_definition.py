@@ -9,6 +9,7 @@ from django.utils.timezone import now as utc_now
 
 from scheduler_app.choices import Backoff, Catchup, HandlerType, Overlap, ScheduleType
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.task_names import task_display_name
 
 
 class TaskDefinition(models.Model):
@@ -120,7 +121,7 @@ class TaskDefinition(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name
+        return task_display_name(self.name)
 
     @property
     def is_schedulable(self) -> bool:

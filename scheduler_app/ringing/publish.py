@@ -53,6 +53,7 @@ from celery import current_app as app
 from scheduler_app.models import TaskDefinition, TaskExecution
 from scheduler_app.redis_client import is_redis_url, redis_from_url
 from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.task_names import task_display_name
 
 logger = logging.getLogger(__name__)
 
@@ -119,20 +120,25 @@ def _message(
     origin: str,
     tier: str | None,
     shadow: str | None,
+    task_id: str | None = None,
 ) -> str:
-    message_id = uuid.uuid4()
+    # The delivery tag is the message's own (kombu's Redis transport keys its unacked
+    # messages by it: a republished doorbell is another message); the task id is what
+    # Celery and Flower call the task.
+    delivery_tag = uuid.uuid4()
     return _MESSAGE % {
         "body": base64.b64encode((_BODY % args).encode()).decode(),
         "task": task,
-        # A task name is any text: json.dumps quotes and escapes it (ASCII only).
-        "shadow": json.dumps(shadow[:SHADOW_MAX_CHARS]) if shadow else "null",
-        "task_id": message_id,
+        # A task name is any text: json.dumps quotes and escapes it (ASCII only). A DAG node's
+        # hidden task reads "dag > node (v1)", as in the dashboard and the admin.
+        "shadow": json.dumps(task_display_name(shadow)[:SHADOW_MAX_CHARS]) if shadow else "null",
+        "task_id": task_id or delivery_tag,
         "argsrepr": argsrepr,
         "origin": origin,
         "tenant_id": bell.tenant_id,
         "tier": tier or bell.queue,
         "queue": bell.queue,
-        "delivery_tag": message_id,
+        "delivery_tag": delivery_tag,
     }
 
 
@@ -140,10 +146,12 @@ def doorbell_message(bell: Doorbell, *, origin: str, tier: str | None = None) ->
     """The JSON kombu's Redis transport stores for `send_task(RUN_EXECUTION_TASK, [id],
     shadow=<task name>)` with the headers `tenant_id` and `tier` (the tier the doorbell was
     admitted under, which differs from the queue when sticky routing sends it to a worker's
-    own queue). The task id doubles as the delivery tag: both only need to be unique per
-    message."""
+    own queue). The Celery task id is the execution id, so Flower's row of the run is found by
+    the id the dashboard shows (a duplicate delivery of the same run shares it; the one that
+    ends the run reports its state: workers.celery_outcome)."""
     return _message(
         task=RUN_EXECUTION_TASK,
+        task_id=bell.execution_id,
         args=f'["{bell.execution_id}"]',
         argsrepr=f"['{bell.execution_id}']",
         bell=bell,
@@ -347,7 +355,11 @@ def _publish_with_kombu(groups: list[list[Doorbell]], tiers: dict[str, str]) -> 
                 RUN_EXECUTION_TASK if single else RUN_BATCH_TASK,
                 args=[head.execution_id] if single else [[b.execution_id for b in group]],
                 kwargs={},
-                shadow=head.task_name if single else batch_shadow(group),
+                shadow=task_display_name(head.task_name or "") or None
+                if single
+                else batch_shadow(group),
+                # A single run's Celery task id is its execution id (see doorbell_message).
+                task_id=head.execution_id if single else None,
                 queue=head.queue,
                 routing_key=head.queue,
                 producer=producer,

@@ -190,11 +190,17 @@ def test_an_alert_carries_its_runbook_to_every_kind_of_channel(
     assert {b["text"]["text"] for b in buttons} == {"Runbook"}
     # PagerDuty: in the event's links.
     events = services.at("/v2/enqueue")
+    incident_of = {incident.rule: incident.id for incident, _ in changes}
     assert len(events) == 2 and all(e["errors"] == [] for e in events)
     for event in events:
         rule = event["body"]["payload"]["custom_details"]["rule"]
         assert event["body"]["links"] == [
-            {"href": f"{settings.ALERTS['BASE_URL']}/dashboard/", "text": "Open in the scheduler"},
+            {
+                # The tenant's incident opens on its own row of the Incidents page.
+                "href": f"{settings.ALERTS['BASE_URL']}/dashboard/incidents#incident-"
+                f"{incident_of[rule]}",
+                "text": "Open in the scheduler",
+            },
             {"href": runbooks[rule], "text": "Runbook"},
         ]
     # The email.

@@ -7,6 +7,7 @@ from django.test import Client
 from django.utils import timezone
 
 from alerting.services.channels import channel_create
+from alerting.services.incidents import incident_open
 from dags.services.backfills import backfill_create
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import TaskExecution
@@ -229,7 +230,11 @@ def world(tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag)
     invitation = invitation_create(tenant=tenant, role="admin", link_for=str).invitation
+    incident = incident_open(
+        rule="task_failing", key=str(task.id), tenant=tenant, summary="hourly-import is failing"
+    )
     return {
+        "incident_id": str(incident.id),
         "invitation_id": str(invitation.id),
         "task_id": str(task.id),
         "execution_id": str(queued.id),

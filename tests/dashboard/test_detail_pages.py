@@ -186,3 +186,15 @@ def test_task_page_calendar_plans_no_more_fires_than_the_runs_left(signed_in, te
     rows = re.findall(r'<tr data-day="[\d-]+"[^>]*>(.*?)</tr>', calendar)
     planned = [re.findall(r"<td>(.*?)</td>", row)[3] for row in rows]
     assert sum(int(cell) for cell in planned if cell.isdigit()) == 3
+
+
+def test_execution_page_links_its_flower_row_and_says_when_a_batch_hides_it(
+    signed_in, tenant, settings
+):
+    settings.MONITORING = {**settings.MONITORING, "FLOWER_URL": "http://flower.example:5555"}
+    task = make_task(tenant, name="flowered")
+    execution = add_execution(task, minutes_ago=1, status=ExecutionStatus.FAILED)
+    page = signed_in.get(f"/dashboard/executions/{execution.id}").content.decode()
+    # A single run's Celery task id is its execution id (scheduler_app/ringing/publish.py).
+    assert f'id="flower-link" href="http://flower.example:5555/task/{execution.id}"' in page
+    assert "workers.run_execution_batch" in page and "search Flower" in page

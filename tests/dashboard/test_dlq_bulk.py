@@ -112,7 +112,7 @@ def test_a_dag_nodes_dead_letter_whose_run_is_going_is_refused_and_stays(signed_
     TaskExecution.objects.filter(id=node_run.id).update(dead_lettered=True)
     response = signed_in.post("/dashboard/dlq/bulk/retry", {"ids": [str(node_run.id)]}, follow=True)
     report = _report(response)
-    assert f"etl-pipeline › b run {str(node_run.id)[:8]}: only a failed" in report
+    assert f"etl-pipeline › b run {str(node_run.id)[:8]}: its DAG run" in report
     assert "1 refused" in report
     assert TaskExecution.objects.get(id=node_run.id).dead_lettered is True
 

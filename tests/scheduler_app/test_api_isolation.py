@@ -12,7 +12,9 @@ import uuid
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from alerting.models import AlertIncident
 from alerting.services.channels import channel_create
+from alerting.services.incidents import incident_open
 from runs.finish import run_finish
 from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
@@ -75,7 +77,11 @@ def tenant_b(tenant_factory):
         url=f"https://{MARKER}.example.com/hook",
         signing_secret="b-signing-secret",
     )
+    incident = incident_open(
+        rule="task_failing", key=str(task.id), tenant=tenant, summary=f"task {MARKER} is failing"
+    )
     ids = {
+        "incident_id": str(incident.id),
         "channel_id": str(channel.id),
         "task_id": str(task.id),
         "execution_id": str(execution.id),
@@ -95,6 +101,7 @@ def _snapshot(tenant):
         "keys": list(ApiKey.objects.filter(tenant=tenant).values("id", "revoked_at")),
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "channels": list(tenant.channels.values().order_by("id")),
+        "incidents": list(AlertIncident.objects.filter(tenant=tenant).values().order_by("id")),
     }
 
 

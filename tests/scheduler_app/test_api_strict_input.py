@@ -12,6 +12,7 @@ import pytest
 
 from alerting.models import NotificationChannel
 from alerting.services.channels import channel_create
+from alerting.services.incidents import incident_open
 from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
@@ -60,7 +61,11 @@ def own_objects(tenant):
     channel = channel_create(
         tenant=tenant, name="strict-hook", kind="webhook", url="https://hooks.example.com/x"
     )
+    incident = incident_open(
+        rule="task_failing", key=str(task.id), tenant=tenant, summary="task strict is failing"
+    )
     return {
+        "incident_id": str(incident.id),
         "channel_id": str(channel.id),
         "task_id": str(task.id),
         "execution_id": str(execution.id),

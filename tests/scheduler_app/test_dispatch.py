@@ -42,6 +42,7 @@ def test_a_doorbell_is_exactly_what_send_task_would_have_written(redis_client):
             RUN_EXECUTION_TASK,
             args=[bell.execution_id],
             kwargs={},
+            task_id=bell.execution_id,
             queue=queue,
             routing_key=queue,
             producer=producer,
@@ -50,6 +51,11 @@ def test_a_doorbell_is_exactly_what_send_task_would_have_written(redis_client):
     theirs = json.loads(redis_client.lpop(prefix + queue))
     ours = json.loads(doorbell_message(bell, origin=theirs["headers"]["origin"]))
     assert _volatile(ours) == _volatile(theirs)
+    # Celery (and Flower) call a single run's task by its execution id; the delivery tag
+    # stays the message's own (a republished doorbell is another message).
+    assert ours["headers"]["id"] == ours["headers"]["root_id"] == bell.execution_id
+    assert ours["properties"]["correlation_id"] == theirs["properties"]["correlation_id"]
+    assert ours["properties"]["delivery_tag"] != bell.execution_id
     assert base64.b64decode(ours["body"]) == base64.b64decode(theirs["body"])
     assert ours["headers"]["argsrepr"] == theirs["headers"]["argsrepr"]
 
