@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from time import time_ns
 
+from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
@@ -68,7 +69,8 @@ def claims_traced(
             },
         )
         span.end(end_time=ended_ns)
-        traces[execution.id] = RunTrace(trace.set_span_in_context(span), traceparent_of(span))
+        # No traceparent string: a traced run's handler passes on its own span's.
+        traces[execution.id] = RunTrace(trace.set_span_in_context(span), "")
     return traces
 
 
@@ -92,6 +94,9 @@ class HandlerSpan:
 
 @contextmanager
 def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[HandlerSpan]:
+    """The handler's span, current while the handler runs (log records carry its ids).
+    Started and made current by hand rather than through `start_as_current_span`: its three
+    nested context managers cost more than the span itself, once per run."""
     active = tracer()
     if active is None or run_trace is None:
         yield HandlerSpan(None, "")
@@ -99,12 +104,21 @@ def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[H
     if run_trace.context is None:
         yield HandlerSpan(None, run_trace.traceparent)
         return
-    with active.start_as_current_span(
+    span = active.start_span(
         HANDLER_SPAN,
         context=run_trace.context,
         attributes={"scheduler.handler.type": handler_type},
-    ) as span:
+    )
+    token = context_api.attach(trace.set_span_in_context(span, run_trace.context))
+    try:
         yield HandlerSpan(span, traceparent_of(span))
+    except BaseException as error:
+        span.record_exception(error)
+        span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200])
+        raise
+    finally:
+        context_api.detach(token)
+        span.end()
 
 
 def trace_ids_log(sink: LogSink, handler: HandlerSpan) -> None:
