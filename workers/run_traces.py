@@ -21,10 +21,11 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
 
-from handler_contract.base import HandlerOutcome, LogSink
+from handler_contract.base import HandlerOutcome
 from scheduler_app.services.claims import Claim
 from tracing.context import parent_context, sampled, traceparent_of
 from tracing.state import tracer
+from workers.live_logs import LiveLogSink
 
 CLAIM_SPAN = "worker.claim"
 HANDLER_SPAN = "worker.handler"
@@ -121,13 +122,18 @@ def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[H
         span.end()
 
 
-def trace_ids_log(sink: LogSink, handler: HandlerSpan) -> None:
-    """The run's captured log names its trace and the handler's span first, to find the
-    trace from the log (and the log from the trace: the execution id is on every span)."""
+def trace_ids_log(sink: LiveLogSink, handler: HandlerSpan) -> None:
+    """The run's captured log names its trace and the handler's span first, and every line
+    the platform writes about the run after it (the handler's start and end, a timeout, a
+    cancel, a hand-back) ends with them: to find the trace from a log line, and the log from
+    the trace (the execution id is on the fire and the claim). The task's own output
+    (stdout, stderr) is left as it printed it."""
     if handler.span is None or not handler.span.is_recording():
         return
     context = handler.span.get_span_context()
-    sink.write("system", f"trace_id={context.trace_id:032x} span_id={context.span_id:016x}")
+    ids = f"trace_id={context.trace_id:032x} span_id={context.span_id:016x}"
+    sink.write("system", ids)
+    sink.system_suffix = f" [{ids}]"
 
 
 @contextmanager
