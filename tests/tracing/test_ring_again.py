@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dags.services.backfills import backfill_create
 from runs.dead_workers import dead_workers_reap
+from runs.lost import expired_leases_reap
 from scheduler_app.fleet.registry import worker_record_save
 from scheduler_app.models import TaskExecution
 from scheduler_app.ringing.ring import ring
@@ -115,6 +116,36 @@ def test_a_run_a_draining_worker_releases_keeps_its_trace_for_the_next_worker(te
     _, again = _rings_of(spans, row)
     assert again.attributes["scheduler.ring.reason"] == "released"
     assert claim.claim_token is not None
+
+
+def test_a_run_the_lease_reaper_fails_is_retried_and_rung_in_the_same_trace(tenant, spans):
+    task = make_task(tenant, name="lost-lease", schedule={"type": "manual"}, max_attempts=2)
+    fire = Fire(
+        task_id=task.id,
+        tenant_id=task.tenant_id,
+        scheduled_at=timezone.now() - timedelta(milliseconds=100),
+        priority=5,
+        queue=f"ring-again-{uuid.uuid4().hex[:8]}",
+        max_attempts=2,
+    )
+    (bell,) = fires_record([fire], now=timezone.now())
+    ring([bell])
+    executions_claim(execution_ids=[bell.execution_id], worker_id=WORKER, lease_seconds=60)
+    # Its worker stopped renewing the lease: the reaper fails the attempt, a retry is due.
+    TaskExecution.objects.filter(id=bell.execution_id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert expired_leases_reap() == 1
+    (retry,) = TaskExecution.objects.filter(task=task, attempt=2)
+    TaskExecution.objects.filter(id=retry.id).update(scheduled_at=timezone.now())
+    bells = due_pending_promote(now=timezone.now() + timedelta(seconds=1), limit=100)
+    assert [b.execution_id for b in bells] == [str(retry.id)]
+    ring(bells)
+
+    first = TaskExecution.objects.get(id=bell.execution_id)
+    assert retry.traceparent == first.traceparent  # one trace shows every attempt
+    rings = _rings_of(spans, first)
+    assert len(rings) == 2  # the fire's ring and the retry's, both under the fire
 
 
 def test_a_backfills_run_is_one_trace_from_its_fire_to_its_finish(tenant, spans):
