@@ -41,6 +41,7 @@ from scheduler_app.choices import TIERS, ScheduleType
 from scheduler_app.housekeeping import chores
 from scheduler_app.ringing.fairness import fair_promote_allowance
 from scheduler_app.ringing.ring import fleet_round, ring
+from scheduler_app.ringing.traces import RingReason
 from scheduler_app.services.firing import (
     due_pending_promote,
     fires_record,
@@ -391,7 +392,7 @@ class SchedulerEngine:
         while self.lock.is_held():
             bells = takeover_queued_republish(since=since, now=until, limit=self.config.batch_size)
             if bells:
-                self.published_total += ring(bells)
+                self.published_total += ring(bells, reason=RingReason.REPUBLISH)
                 logger.info("republished %d queued executions of the previous leader", len(bells))
             if len(bells) < self.config.batch_size:
                 return
@@ -428,7 +429,7 @@ class SchedulerEngine:
             )
             if bells:
                 logger.warning("republishing %d queued executions nobody started", len(bells))
-                ring(bells)
+                ring(bells, reason=RingReason.REQUEUE)
         for chore in chores():
             if chore.leader_only and not leader:
                 continue

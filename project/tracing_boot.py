@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import sys
 
-from celery.signals import worker_process_shutdown
+from celery.signals import after_setup_logger, after_setup_task_logger, worker_process_shutdown
 from django.conf import settings
 
+from tracing.logs import trace_ids_filter_install, trace_ids_on_records
 from tracing.setup import TracingConfig, tracing_flush, tracing_start
 
 _provider = None
@@ -30,6 +31,7 @@ def tracing_boot() -> None:
     if not config["ENDPOINT"] or _provider is not None:
         return
     role = process_role()
+    trace_ids_on_records()  # for the formats that name them (project.settings.base)
     _provider = tracing_start(
         TracingConfig(
             endpoint=config["ENDPOINT"],
@@ -49,3 +51,13 @@ def _flush_before_exit(**kwargs) -> None:
     """A prefork child leaves with os._exit, past the SDK's atexit flush: export its last
     spans first."""
     tracing_flush(_provider)
+
+
+@after_setup_logger.connect
+@after_setup_task_logger.connect
+def _trace_ids_on_celery_handlers(logger=None, **kwargs) -> None:
+    """Celery's worker and beat replace the root logger's handlers with their own (and the
+    task logger has its own): the worker's and the beat's lines name the trace and span
+    they were written in (CELERY_WORKER_LOG_FORMAT, while tracing is on)."""
+    if settings.TRACING["ENDPOINT"] and logger is not None:
+        trace_ids_filter_install(logger)

@@ -96,7 +96,9 @@ def tracing_start(
         processor = SimpleSpanProcessor(exporter)
     provider = TracerProvider(
         sampler=sampler_for(config.sampler, config.sampler_arg),
-        resource=Resource.create({"service.name": config.service_name, **config.resource}),
+        resource=_HashedOnce.of(
+            Resource.create({"service.name": config.service_name, **config.resource})
+        ),
     )
     provider.add_span_processor(processor)
     if install_global:
@@ -104,6 +106,23 @@ def tracing_start(
     _instrument(config.libraries, provider)
     tracer_set(provider.get_tracer(INSTRUMENTATION_NAME))
     return provider
+
+
+class _HashedOnce(Resource):
+    """The process's resource, its hash computed once: the OTLP encoder groups every span by
+    its resource, and the SDK's `Resource.__hash__` serialises all its attributes to JSON
+    each time (3 µs a span, five spans a run). A resource never changes once made."""
+
+    @classmethod
+    def of(cls, resource: Resource) -> _HashedOnce:
+        return cls(resource.attributes, resource.schema_url)
+
+    def __init__(self, attributes, schema_url: str | None = None) -> None:
+        super().__init__(attributes, schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 def tracing_stop(provider: TracerProvider | None) -> None:

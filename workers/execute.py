@@ -19,6 +19,7 @@ from handler_contract.base import PREEMPTED, HandlerContext, HandlerOutcome, mas
 from scheduler_app.limits import expression_budget
 from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.traces import RingReason
 from scheduler_app.services.checkpoints import execution_chain_id
 from scheduler_app.services.claims import Claim
 from scheduler_app.services.fleet import execution_hand_back
@@ -195,13 +196,14 @@ def _hand_back(claim: Claim, sink: LiveLogSink) -> None:
             claim_token=claim.claim_token,
             tenant_id=execution.tenant_id,
             queue=execution.queue,
+            traceparent=execution.traceparent,
         )
     except Exception:  # the drain's deadline (or the reaper) hands it back all the same
         logger.exception("could not hand back preempted run %s", execution.id)
         return
     if bell is not None:
         sink.write("system", "stopped for the worker's preemption: handed back to the queue")
-        ring([bell])
+        ring([bell], reason=RingReason.HANDED_BACK)
 
 
 def _handler_run(

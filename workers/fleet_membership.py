@@ -33,6 +33,7 @@ from runs.lost import worker_runs_fail_lost
 from scheduler_app.fleet import registry
 from scheduler_app.fleet.capabilities import capability_queues_to_consume, worker_capabilities
 from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.traces import RingReason
 from scheduler_app.services.fleet import worker_executions_release
 from scheduler_app.services.run_signals import abandon_request, preempt_clear, preempt_request
 from workers.shell_sandbox import worker_sandbox_status
@@ -170,7 +171,7 @@ class Fleet:
         released = worker_executions_release(worker_id=self.record.hostname)
         if released:
             abandon_request(claim_tokens=[str(token) for _, token in released])
-            ring([bell for bell, _ in released])
+            ring([bell for bell, _ in released], reason=RingReason.RELEASED)
             logger.warning("fleet: released %d unfinished runs to other workers", len(released))
         return len(released)
 

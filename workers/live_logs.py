@@ -49,9 +49,14 @@ class LiveLogSink:
         self._send_lock = threading.Lock()
         self._streamed = False  # an entry went to the stream: it exists and needs its end
         self.cut = False  # the budget is spent: nothing more is streamed
+        # Appended to the platform's own lines (stream "system"): the run's trace and span
+        # ids while its trace is recorded (`workers.run_traces.trace_ids_log`), else "".
+        self.system_suffix = ""
 
     # LogSink protocol ---------------------------------------------------------------
     def write(self, stream: str, line: str) -> None:
+        if self.system_suffix and stream == "system":
+            line += self.system_suffix
         if self.buffer.truncated or self.cut:
             self.buffer.write(stream, line)  # only counted, or only stored
             return

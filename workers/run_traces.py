@@ -16,14 +16,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from time import time_ns
 
+from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, StatusCode
 
-from handler_contract.base import HandlerOutcome, LogSink
+from handler_contract.base import HandlerOutcome
 from scheduler_app.services.claims import Claim
 from tracing.context import parent_context, sampled, traceparent_of
 from tracing.state import tracer
+from workers.live_logs import LiveLogSink
 
 CLAIM_SPAN = "worker.claim"
 HANDLER_SPAN = "worker.handler"
@@ -68,7 +70,8 @@ def claims_traced(
             },
         )
         span.end(end_time=ended_ns)
-        traces[execution.id] = RunTrace(trace.set_span_in_context(span), traceparent_of(span))
+        # No traceparent string: a traced run's handler passes on its own span's.
+        traces[execution.id] = RunTrace(trace.set_span_in_context(span), "")
     return traces
 
 
@@ -92,6 +95,9 @@ class HandlerSpan:
 
 @contextmanager
 def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[HandlerSpan]:
+    """The handler's span, current while the handler runs (log records carry its ids).
+    Started and made current by hand rather than through `start_as_current_span`: its three
+    nested context managers cost more than the span itself, once per run."""
     active = tracer()
     if active is None or run_trace is None:
         yield HandlerSpan(None, "")
@@ -99,21 +105,35 @@ def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[H
     if run_trace.context is None:
         yield HandlerSpan(None, run_trace.traceparent)
         return
-    with active.start_as_current_span(
+    span = active.start_span(
         HANDLER_SPAN,
         context=run_trace.context,
         attributes={"scheduler.handler.type": handler_type},
-    ) as span:
+    )
+    token = context_api.attach(trace.set_span_in_context(span, run_trace.context))
+    try:
         yield HandlerSpan(span, traceparent_of(span))
+    except BaseException as error:
+        span.record_exception(error)
+        span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200])
+        raise
+    finally:
+        context_api.detach(token)
+        span.end()
 
 
-def trace_ids_log(sink: LogSink, handler: HandlerSpan) -> None:
-    """The run's captured log names its trace and the handler's span first, to find the
-    trace from the log (and the log from the trace: the execution id is on every span)."""
+def trace_ids_log(sink: LiveLogSink, handler: HandlerSpan) -> None:
+    """The run's captured log names its trace and the handler's span first, and every line
+    the platform writes about the run after it (the handler's start and end, a timeout, a
+    cancel, a hand-back) ends with them: to find the trace from a log line, and the log from
+    the trace (the execution id is on the fire and the claim). The task's own output
+    (stdout, stderr) is left as it printed it."""
     if handler.span is None or not handler.span.is_recording():
         return
     context = handler.span.get_span_context()
-    sink.write("system", f"trace_id={context.trace_id:032x} span_id={context.span_id:016x}")
+    ids = f"trace_id={context.trace_id:032x} span_id={context.span_id:016x}"
+    sink.write("system", ids)
+    sink.system_suffix = f" [{ids}]"
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -51,6 +51,7 @@ from scheduler_app.choices import (
 from scheduler_app.errors import Conflict, LimitReached, ValidationFailed
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.services.audit import audit_action, audit_cascade
+from scheduler_app.services.fire_traces import fire_spans_start
 from scheduler_app.task_schedule import schedule_of, schedule_of_task
 from schedules import Schedule
 
@@ -300,14 +301,26 @@ def _advance(backfill: Backfill, *, now: datetime) -> int:
 def _release_task_runs(
     backfill: Backfill, fires: list[datetime], *, now: datetime
 ) -> dict[datetime, uuid.UUID]:
-    """Pending first executions at the fire times; a fire already recorded is left alone."""
+    """Pending first executions at the fire times; a fire already recorded is left alone.
+    Tracing on: each run's trace starts here, with a fire span as the schedule's fires have
+    (the due time its fire time), its context in the row, so the promote that rings it and
+    the worker that runs it continue that trace."""
     if not fires:
         return {}
     task = backfill.task
     assert task is not None
+    execution_ids = [uuid.uuid4() for _ in fires]
+    spans = fire_spans_start(
+        [_BackfillFire(task.id, at) for at in fires],
+        execution_ids=execution_ids,
+        attributes={
+            "scheduler.trigger": Trigger.BACKFILL.value,
+            "scheduler.backfill.id": str(backfill.id),
+        },
+    )
+    traceparents = spans.traceparents if spans else [""] * len(fires)
     rows = []
-    for at in fires:
-        execution_id = uuid.uuid4()
+    for at, execution_id, traceparent in zip(fires, execution_ids, traceparents, strict=True):
         rows.append(
             TaskExecution(
                 id=execution_id,
@@ -321,6 +334,7 @@ def _release_task_runs(
                 attempt=1,
                 max_attempts=task.max_attempts,
                 root_execution_id=execution_id,
+                traceparent=traceparent,
             )
         )
     TaskExecution.objects.bulk_create(rows, ignore_conflicts=True)
@@ -329,7 +343,16 @@ def _release_task_runs(
             id__in=[row.id for row in rows], scheduled_at__in=fires
         ).values_list("id", flat=True)
     )
+    if spans:
+        spans.end(recorded=inserted)
     return {row.scheduled_at: row.id for row in rows if row.id in inserted}
+
+
+class _BackfillFire(NamedTuple):
+    """What a fire span names of a backfill's fire (`fire_traces._Fire`)."""
+
+    task_id: uuid.UUID
+    scheduled_at: datetime
 
 
 def _release_dag_runs(backfill: Backfill, fires: list[datetime]) -> dict[datetime, uuid.UUID]:

@@ -478,3 +478,13 @@ if TRACING["ENDPOINT"]:
     LOGGING["formatters"]["plain"]["format"] = (
         "%(asctime)s %(levelname)s %(name)s [trace=%(trace_id)s span=%(span_id)s] %(message)s"
     )
+    # `celery worker` and `celery beat` set their own handlers up (Celery's formats, with the
+    # ids); project.tracing_boot gives each of them the filter.
+    CELERY_WORKER_LOG_FORMAT = (
+        "[%(asctime)s: %(levelname)s/%(processName)s] [trace=%(trace_id)s span=%(span_id)s]"
+        " %(message)s"
+    )
+    CELERY_WORKER_TASK_LOG_FORMAT = (
+        "[%(asctime)s: %(levelname)s/%(processName)s] [trace=%(trace_id)s span=%(span_id)s]"
+        " %(task_name)s[%(task_id)s]: %(message)s"
+    )

@@ -12,8 +12,8 @@ TRACING = {
     "ENDPOINT": _ENDPOINT,
     # The OpenTelemetry names and meanings. The default keeps one fire in fifty (its whole
     # trace: the beat's decision is followed by every process after it): a traced run costs
-    # about half again its CPU (five spans, encoded and sent), so 2% keeps the average within
-    # the 3% budget (bench/results/ceiling-tracing.md); at 833 fires/s, 17 traces a second.
+    # a third to a half again its CPU (five spans, encoded and sent), so 2% keeps the average
+    # within the 3% budget (bench/results/ceiling-tracing.md); at 833 fires/s, 17 traces/s.
     "SAMPLER": env_str("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
     "SAMPLER_ARG": env_float("OTEL_TRACES_SAMPLER_ARG", 0.02),
     # service.name of this process's spans; by default scheduler-<role> (web, beat, worker).

@@ -54,17 +54,21 @@ def ring(
     batch: int = 1,
     processes: int | None = None,
     round_size: int | None = None,
+    reason: str = "",
 ) -> int:
     """Admit, hold back, route and publish doorbells (see the module). Returns how many were
     sent. `batch` > 1 rings up to that many doorbells of one tenant and tier with one
     message (`dispatch.batch_size`, for the burst and the fleet's live `processes`).
     `round_size`: the fair floor of a cold tier (`fairness`), when not the `fleet_round` of
-    `batch` and `processes`."""
+    `batch` and `processes`. `reason`: why runs already rung once are rung again (a
+    `RingReason`: the sweeps, a dead worker's runs), on their ring spans."""
     if round_size is None:
         round_size = fleet_round(batch, processes)
     admission = fair_admit(list(doorbells), fleet_round=round_size)
     doorbells_hold_back(admission.held_back)
-    return _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
+    return _route_and_publish(
+        admission.admitted, sticky=sticky, batch=batch, processes=processes, reason=reason
+    )
 
 
 def ring_deferring_hold_back(
@@ -119,7 +123,7 @@ def ring_after_commit(doorbells: list[Doorbell]) -> None:
 
 
 def _route_and_publish(
-    bells: list[Doorbell], *, sticky: bool, batch: int, processes: int | None
+    bells: list[Doorbell], *, sticky: bool, batch: int, processes: int | None, reason: str = ""
 ) -> int:
     if not bells:
         return 0
@@ -135,5 +139,5 @@ def _route_and_publish(
             logger.exception("sticky routing failed; publishing to the tier queues")
     sent = publish(bells, batch=batch, processes=processes, tiers=tiers)
     if started_ns:
-        ring_spans_record(bells, started_ns=started_ns)
+        ring_spans_record(bells, started_ns=started_ns, reason=reason)
     return sent

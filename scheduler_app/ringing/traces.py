@@ -16,18 +16,35 @@ from tracing.context import parent_context, sampled
 from tracing.state import tracer
 
 RING_SPAN = "scheduler.ring"
+RING_REASON = "scheduler.ring.reason"
 
 
-def ring_spans_record(bells: Sequence[Doorbell], *, started_ns: int) -> None:
+class RingReason:
+    """Why a run is rung again (`scheduler.ring.reason` on its ring span): the first ring of
+    a run has none."""
+
+    REQUEUE = "requeue"  # queued past the grace, its doorbell lost (the leader's sweep)
+    REPUBLISH = "republish"  # recorded by the previous leader in its last seconds
+    DEAD_WORKER = "dead_worker"  # kept for itself by a worker found dead (the reaper)
+    RELEASED = "released"  # given back by a draining worker
+    HANDED_BACK = "handed_back"  # stopped for its worker's preemption, checkpointed
+
+
+def ring_spans_record(bells: Sequence[Doorbell], *, started_ns: int, reason: str = "") -> None:
     active = tracer()
     if active is None:
         return
     ended_ns = time_ns()
+    # No attributes on a first ring: the fire it is a child of names the run (each costs its
+    # encoding); a ring again says why.
+    attributes = {RING_REASON: reason} if reason else None
     for bell in bells:
         if not sampled(bell.traceparent):
             continue
-        # No attributes: the fire it is a child of names the run (each costs its encoding).
         span = active.start_span(
-            RING_SPAN, context=parent_context(bell.traceparent), start_time=started_ns
+            RING_SPAN,
+            context=parent_context(bell.traceparent),
+            start_time=started_ns,
+            attributes=attributes,
         )
         span.end(end_time=ended_ns)

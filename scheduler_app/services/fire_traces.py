@@ -48,9 +48,14 @@ class FireSpans:
 
 
 def fire_spans_start(
-    fires: Sequence[_Fire], *, execution_ids: Sequence[object]
+    fires: Sequence[_Fire],
+    *,
+    execution_ids: Sequence[object],
+    attributes: dict[str, str] | None = None,
 ) -> FireSpans | None:
-    """A span per fire (None while tracing is off: no per-fire work at all)."""
+    """A span per fire (None while tracing is off: no per-fire work at all). `attributes`:
+    more of them on each sampled span, for fires that are not the schedule's own (a
+    backfill's)."""
     active = tracer()
     if active is None:
         return None
@@ -66,6 +71,7 @@ def fire_spans_start(
                     "scheduler.schedule.due_at": fire.scheduled_at.isoformat(),
                     "scheduler.task.id": str(fire.task_id),
                     "scheduler.execution.id": str(execution_id),
+                    **(attributes or {}),
                 }
             )
         spans.append(span)

@@ -16,6 +16,7 @@ from scheduler_app.errors import Conflict
 from scheduler_app.models import TaskExecution
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.traces import RingReason
 from scheduler_app.services.audit import audit_action
 from scheduler_app.services.executions import FinishReport, execution_next_attempt_or_dead_letter
 from scheduler_app.services.run_signals import cancel_request
@@ -73,13 +74,15 @@ def worker_kept_runs_ring(*, worker_id: str) -> int:
     waiting = TaskExecution.objects.filter(status=ExecutionStatus.QUEUED, worker_id=worker_id)
     bells: list[Doorbell] = []
     now = timezone.now()
-    for execution_id, tenant_id, queue in waiting.values_list("id", "tenant_id", "queue")[:5000]:
+    kept = waiting.values_list("id", "tenant_id", "queue", "traceparent")[:5000]
+    for execution_id, tenant_id, queue, traceparent in kept:
         taken = TaskExecution.objects.filter(
             id=execution_id, status=ExecutionStatus.QUEUED, worker_id=worker_id
         ).update(worker_id="", queued_at=now, updated_at=now)
         if taken:
-            bells.append(Doorbell(str(execution_id), str(tenant_id), queue))
-    return ring(bells) if bells else 0
+            bells.append(_bell(execution_id, tenant_id, queue, traceparent))
+    # Each rung again in its run's trace, the ring span saying why.
+    return ring(bells, reason=RingReason.DEAD_WORKER) if bells else 0
 
 
 def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UUID]]:
@@ -90,16 +93,21 @@ def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UU
     with the claim token it released (the old process is told to stop by that token)."""
     released: list[tuple[Doorbell, uuid.UUID]] = []
     running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
-    for execution_id, claim_token, tenant_id, queue in running.values_list(
-        "id", "claim_token", "tenant_id", "queue"
+    for execution_id, claim_token, tenant_id, queue, traceparent in running.values_list(
+        "id", "claim_token", "tenant_id", "queue", "traceparent"
     ):
         if _release(execution_id=execution_id, claim_token=claim_token):
-            released.append((Doorbell(str(execution_id), str(tenant_id), queue), claim_token))
+            released.append((_bell(execution_id, tenant_id, queue, traceparent), claim_token))
     return released
 
 
 def execution_hand_back(
-    *, execution_id: uuid.UUID, claim_token: uuid.UUID, tenant_id: uuid.UUID, queue: str
+    *,
+    execution_id: uuid.UUID,
+    claim_token: uuid.UUID,
+    tenant_id: uuid.UUID,
+    queue: str,
+    traceparent: str = "",
 ) -> Doorbell | None:
     """One run whose handler stopped for its worker's preemption (after checkpointing):
     running -> queued, the same attempt, as `worker_executions_release` does for the runs
@@ -107,7 +115,12 @@ def execution_hand_back(
     claim was no longer this one's (the run was already released or reaped)."""
     if not _release(execution_id=execution_id, claim_token=claim_token):
         return None
-    return Doorbell(str(execution_id), str(tenant_id), queue)
+    return _bell(execution_id, tenant_id, queue, traceparent)
+
+
+def _bell(execution_id: object, tenant_id: object, queue: str, traceparent: str) -> Doorbell:
+    # The row's trace context: the run is rung again in its own trace (the ring's span).
+    return Doorbell(str(execution_id), str(tenant_id), queue, traceparent=traceparent or "")
 
 
 def _release(*, execution_id: uuid.UUID, claim_token: uuid.UUID) -> bool:

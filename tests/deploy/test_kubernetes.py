@@ -12,7 +12,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import jsonschema
 import pytest
@@ -36,6 +36,8 @@ THIRD_PARTY_ENV = {
     "postgres:15": {"POSTGRES_DB", "POSTGRES_USER", "POSTGRES_PASSWORD", "PGDATA"},
     # What deploy/redis/start-redis.sh reads.
     "redis:7": {"REDIS_ACL_RULES", "REDIS_PASSWORDS_DIR", "REDIS_ACL_DIR"},
+    # Jaeger all-in-one's, as docker-compose.yml sets them.
+    "jaegertracing/all-in-one:1.57.0": {"COLLECTOR_OTLP_ENABLED", "MEMORY_MAX_TRACES"},
 }
 REDIS_SECRET = "scheduler-redis"
 REDIS_DIR = ROOT / "deploy" / "redis"
@@ -612,6 +614,7 @@ def test_the_egress_pool_reaches_dns_the_data_services_and_the_internet_only():
         (("app.kubernetes.io/component", "postgres"),),
         (("app.kubernetes.io/component", "redis"),),
         (("app.kubernetes.io/component", "redis-logs"),),
+        (("app.kubernetes.io/component", "jaeger"),),
     }
     (block,) = blocks
     assert block["cidr"] == "0.0.0.0/0"
@@ -722,3 +725,52 @@ def test_the_login_throttle_trusts_the_one_ingress_in_front_of_web():
     assert all(item["name"] != "LOGIN_TRUSTED_PROXIES" for item in container.get("env", []))
     # The web Service is not exposed by itself: only the ingress in front reaches users.
     assert _named("Service", "web")["spec"].get("type", "ClusterIP") == "ClusterIP"
+
+
+def test_every_app_process_exports_traces_to_the_jaeger_service_under_its_own_name():
+    """Wired as compose is (test_compose.py): the endpoint is the Jaeger Service's OTLP/HTTP
+    port, the sampler one the settings accept, and each long-running app container names
+    its service.name, so the trace UI tells the web tier, the beats and each pool apart."""
+    from tracing.setup import sampler_for
+
+    config = _config()
+    endpoint = urlsplit(config["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    service = _named("Service", endpoint.hostname)
+    (otlp,) = [p for p in service["spec"]["ports"] if p["port"] == endpoint.port]
+    (jaeger,) = [
+        w
+        for w in _workloads()
+        if _selects(service["spec"]["selector"], _pod(w)["metadata"]["labels"])
+    ]
+    (container,) = _containers(jaeger)
+    assert otlp["targetPort"] in {p["name"] for p in container["ports"]}
+    sampler_for(config["OTEL_TRACES_SAMPLER"], float(config["OTEL_TRACES_SAMPLER_ARG"]))
+    assert "{trace_id}" in config["OTEL_TRACE_UI_URL"]
+    names = {}
+    for workload in _app_workloads():
+        if workload["kind"] != "Deployment":
+            continue  # the migration job makes no spans
+        (app,) = _containers(workload, init=False)
+        env = {var["name"]: var.get("value") for var in app.get("env", [])}
+        names[workload["metadata"]["name"]] = env["OTEL_SERVICE_NAME"]
+    assert set(names) == {
+        "web",
+        "beat",
+        "worker-critical",
+        "worker-normal",
+        "worker-bulk",
+        "worker-egress",
+    }
+    assert len(set(names.values())) == len(names), names
+    # Only the app pods may send to it (the default denies the rest).
+    (policy,) = [
+        p
+        for p in _of_kind("NetworkPolicy")
+        if p["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/component": "jaeger"}}
+    ]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 4318, "protocol": "TCP"}]
+    assert {tuple(peer["podSelector"]["matchLabels"].items()) for peer in rule["from"]} == {
+        (("scheduler.io/data-client", "true"),),
+        (("scheduler.io/egress-worker", "true"),),
+    }

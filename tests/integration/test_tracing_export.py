@@ -1,7 +1,8 @@
 """Traces exported over OTLP/HTTP by the real beat and worker processes: an OTLP receiver
 started here (an http.server thread decoding ExportTraceServiceRequest) sees one trace per
 task run (the beat's fire and ring, the worker's claim, handler and finish) and one per DAG
-run (the beat's DAG run span, each node's claim, handler and finish under it)."""
+run (the beat's DAG run span, each node's claim, handler and finish under it); and the
+worker's and the beat's log lines, and the run's stored log, name the trace and span ids."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from dags.models import DagRun
 from dags.services.definitions import dag_create
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import ExecutionLog, TaskExecution
 from tests.factories import make_task
 from tests.integration.conftest import FAST_BEAT, FAST_WORKER, dump_logs
 from tests.processes import (
@@ -31,6 +32,7 @@ from tests.processes import (
     stop_all,
     wait_until,
 )
+from tests.tracing import handlers as traced_handlers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -142,9 +144,13 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
         "OTEL_TRACES_SAMPLER": "always_on",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "OTEL_INSTRUMENTATIONS": "none",
+        "PYTHON_HANDLER_MODULES": traced_handlers.MODULES,
     }
     task = make_task(
-        tenant, name="traced-every-second", schedule={"type": "interval", "expression": "1s"}
+        tenant,
+        name="traced-every-second",
+        schedule={"type": "interval", "expression": "1s"},
+        handler={"type": "python", "callable": "test.logs_a_line"},
     )
     dag = dag_create(
         tenant=tenant,
@@ -182,6 +188,10 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
                         del found["dag"]
                     else:
                         break
+            if "task" in found and "row" not in found:
+                found["row"] = TaskExecution.objects.get(
+                    id=found["task"]["fire"]["attributes"]["scheduler.execution.id"]
+                )
             return "task" in found and "dag" in found
 
         try:
@@ -204,6 +214,21 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
     assert claim["service"] == "scheduler-worker" and claim["parent_id"] == fire["span_id"]
     assert run["handler"]["parent_id"] == claim["span_id"]
     assert run["finish"]["parent_id"] == claim["span_id"]
+
+    # Log lines name their trace and span: the worker's, written while the handler's span
+    # was current (Celery's own handlers, given the filter), and the platform's lines of the
+    # run's stored log; the beat's lines have the fields too ("-" outside a span).
+    handler = run["handler"]
+    ids = f"[trace={handler['trace_id']} span={handler['span_id']}]"
+    logged = [line for line in worker.log().splitlines() if traced_handlers.LINE in line]
+    assert [line for line in logged if ids in line], logged[:3]  # one run's line, its ids
+    assert "[trace=- span=-]" in beat.log()
+    assert "Logging error" not in worker.log() + beat.log()
+    stored = ExecutionLog.objects.get(execution_id=found["row"].id).text.splitlines()
+    suffix = f"[trace_id={handler['trace_id']} span_id={handler['span_id']}]"
+    platform = [line for line in stored if "[system]" in line]
+    assert any("calling python handler" in line for line in platform), stored
+    assert all(line.endswith(suffix) for line in platform[1:]), stored
 
     dag_run = found["dag"]
     root = dag_run["root"]

@@ -84,7 +84,11 @@ def test_a_run_is_one_trace_from_the_fire_through_the_ring_claim_handler_and_fin
     # What the API and the dashboard show, and what the run's log names.
     assert ExecutionOutput(row).data["trace_id"] == f"{trace_id:032x}"
     log = ExecutionLog.objects.get(execution_id=row.id).text
-    assert f"trace_id={trace_id:032x} span_id={handled.context.span_id:016x}" in log
+    ids = f"trace_id={trace_id:032x} span_id={handled.context.span_id:016x}"
+    assert ids in log
+    # And every line the platform writes about the run after it, the task's output as printed.
+    (called,) = [line for line in log.splitlines() if "calling python handler" in line]
+    assert called.endswith(f"[{ids}]")
 
 
 def test_a_batch_doorbell_keeps_each_run_in_its_own_trace(tenant, spans):
