@@ -11,57 +11,14 @@ import uuid
 import pytest
 
 from tests.browser.conftest import screenshot, stack_api, stack_token
-from tests.browser.test_operator_browser import AXE, BLOCKING, PHONE
+from tests.browser.signed_in import DESKTOP, PHONE, SignedIn
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
-DESKTOP = {"width": 1280, "height": 800}
 REASON = "warehouse migration tonight"
 
 
-class Admin:
+class Admin(SignedIn):
     """The stack's admin in a browser context of `viewport`, axe in every page, failures kept."""
-
-    def __init__(self, browser, stack, viewport):
-        self.base = stack["url"]
-        self.context = browser.new_context(viewport=viewport)
-        self.context.add_init_script(path=str(AXE))
-        self.page = self.context.new_page()
-        self.failures: list[str] = []
-        self.page.on(
-            "response",
-            lambda r: self.failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-        )
-        self.page.on(
-            "requestfailed",
-            lambda r: (
-                None
-                if "ERR_ABORTED" in (r.failure or "")
-                else self.failures.append(f"failed {r.url}: {r.failure}")
-            ),
-        )
-        self.page.on(
-            "console",
-            lambda m: self.failures.append(f"console: {m.text}") if m.type == "error" else None,
-        )
-        self.page.on("pageerror", lambda e: self.failures.append(f"page error: {e}"))
-        self.page.goto(f"{self.base}/dashboard/")
-        self.page.fill("input[name=username]", stack["username"])
-        self.page.fill("input[name=password]", stack["password"])
-        self.page.click("button[type=submit]")
-        self.page.wait_for_selector("#live")
-
-    def blocking_axe(self) -> list[dict]:
-        found = self.page.evaluate(
-            "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
-            " return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
-            " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})); }"
-        )
-        return [v for v in found if v["impact"] in BLOCKING]
-
-    def fits_the_width(self) -> bool:
-        return self.page.evaluate(
-            "() => document.documentElement.scrollWidth <= window.innerWidth + 1"
-        )
 
 
 @pytest.mark.timeout(600)

@@ -9,64 +9,26 @@ is deleted. Screenshots: tests/artifacts/rerun-*.png."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.browser.conftest import screenshot, stack_api, stack_token, wait_for_js
+from tests.browser.signed_in import DESKTOP, PHONE, SignedIn
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.3.min.js"
-BLOCKING = ("serious", "critical")
-DESKTOP, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
 ECHO = {"type": "python", "callable": "upstream_echo"}
 
 
-class Watched:
-    """A signed-in context whose failed requests and console errors are recorded, and whose
-    pages are checked by axe (put in before the page's scripts: the CSP refuses a tag)."""
-
-    def __init__(self, browser, stack, viewport):
-        self.context = browser.new_context(viewport=viewport)
-        self.context.add_init_script(path=str(AXE))
-        self.page = self.context.new_page()
-        self.width = viewport["width"]
-        self.failures: list[str] = []
-        self.page.on(
-            "response",
-            lambda r: self.failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-        )
-        self.page.on(
-            "requestfailed",
-            lambda r: (
-                None
-                if "ERR_ABORTED" in (r.failure or "") or "log-events" in r.url
-                else self.failures.append(f"failed {r.url}: {r.failure}")
-            ),
-        )
-        self.page.on(
-            "console",
-            lambda m: self.failures.append(f"console: {m.text}") if m.type == "error" else None,
-        )
-        self.page.on("pageerror", lambda e: self.failures.append(f"page error: {e}"))
-        self.page.goto(f"{stack['url']}/dashboard/login/")
-        self.page.fill("input[name=username]", stack["username"])
-        self.page.fill("input[name=password]", stack["password"])
-        self.page.click("button[type=submit]")
-        self.page.wait_for_selector("#live")
+class Watched(SignedIn):
+    """The stack's admin signed in; `check` is what every page of the walk must pass."""
 
     def check(self, name: str, ready: str) -> None:
         self.page.wait_for_selector(ready, timeout=30000)
         self.page.wait_for_load_state("networkidle")
         screenshot(self.page, f"rerun-{name}-{self.width}")
-        violations = self.page.evaluate(
-            "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
-            " return r.violations.map(v => ({id: v.id, impact: v.impact,"
-            " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})); }"
-        )
-        blocking = [v for v in violations if v["impact"] in BLOCKING]
+        blocking = self.blocking_axe()
         assert blocking == [], f"{name} at {self.width}: {blocking}"
         # Nothing wider than the screen makes the page scroll sideways.
         scroll = self.page.evaluate("() => document.documentElement.scrollWidth")

@@ -8,60 +8,26 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from tests.browser.conftest import screenshot, stack_api, stack_token
+from tests.browser.signed_in import SignedIn
 from tests.processes import wait_until
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
-AXE = Path(__file__).resolve().parent / "vendor" / "axe-4.10.3.min.js"
 ZONE = "America/New_York"
-AXE_RUN = (
-    "async () => { const r = await axe.run(document, {resultTypes: ['violations']});"
-    " return r.violations.filter(v => ['serious', 'critical'].includes(v.impact))"
-    ".map(v => ({id: v.id, help: v.help,"
-    " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})); }"
-)
 
 
-class Viewer:
-    """A signed-in context in New York time whose failed requests and console errors are
-    recorded, with axe in every page (the page's CSP refuses an added <script>)."""
+class Viewer(SignedIn):
+    """The stack's admin signed in, in New York time."""
 
     def __init__(self, browser, stack, viewport: dict) -> None:
-        self.context = browser.new_context(viewport=viewport, timezone_id=ZONE)
-        self.context.add_init_script(path=str(AXE))
-        self.page = self.context.new_page()
-        self.failures: list[str] = []
-        self.page.on(
-            "response",
-            lambda r: self.failures.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+        super().__init__(
+            browser, stack, viewport, path="/dashboard/runs", ready="#runs", timezone_id=ZONE
         )
-        self.page.on(
-            "requestfailed",
-            lambda r: (
-                None
-                if "ERR_ABORTED" in (r.failure or "")
-                else self.failures.append(f"failed {r.url}: {r.failure}")
-            ),
-        )
-        self.page.on(
-            "console",
-            lambda m: self.failures.append(f"console: {m.text}") if m.type == "error" else None,
-        )
-        self.page.on("pageerror", lambda e: self.failures.append(f"page error: {e}"))
-        self.page.goto(f"{stack['url']}/dashboard/runs")
-        self.page.fill("input[name=username]", stack["username"])
-        self.page.fill("input[name=password]", stack["password"])
-        self.page.click("button[type=submit]")
-        self.page.wait_for_selector("#runs")
-
-    def axe(self) -> list[dict]:
-        return self.page.evaluate(AXE_RUN)
 
 
 def _finished(stack, token: str, execution_id: str) -> dict:
@@ -126,14 +92,14 @@ def test_times_in_the_viewers_zone_and_a_log_search_from_the_runs_list(stack, st
         # A search's answer is a snapshot: the page stops polling (each poll would search again).
         page.wait_for_selector("#live[data-polling=stopped]")
         screenshot(page, "runs-list-log-search")
-        assert desk.axe() == []
+        assert desk.blocking_axe() == []
         assert desk.failures == [], desk.failures
 
         phone = Viewer(stack_browser, stack, {"width": 390, "height": 844})
         phone.page.goto(page.url)
         phone.page.wait_for_selector(f"{row} td.log-hits mark")
         screenshot(phone.page, "runs-list-log-search-phone")
-        assert phone.axe() == []
+        assert phone.blocking_axe() == []
         assert phone.page.evaluate(
             "document.documentElement.scrollWidth <= document.documentElement.clientWidth"
         )

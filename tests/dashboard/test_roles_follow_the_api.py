@@ -76,9 +76,10 @@ def _snapshot(ours: set[str]) -> dict[str, object]:
 
 # Keys that processes other tests of this xdist process started (and that may still be
 # stopping) keep writing under its prefix: a beat's lock and marks, the retry budget's
-# buckets, fair dispatch's counters and the fleet's heartbeats. A request that rang a run
-# would also write rows, which the database half of the snapshot catches.
-BOOKKEEPING_BY_OTHER_PROCESSES = (":scheduler:", ":budget:", ":fair:", ":fleet:")
+# buckets, fair dispatch's counters, the fleet's heartbeats and the run metrics' hashes. A
+# request that rang a run would also write rows, which the database half of the snapshot
+# catches.
+BOOKKEEPING_BY_OTHER_PROCESSES = (":scheduler:", ":budget:", ":fair:", ":fleet:", ":metrics:")
 
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
