@@ -45,6 +45,16 @@ def _ended(stack, token, path):
 
 
 @pytest.mark.timeout(600)
+def _audited(stack, token: str, verb: str, object_id: str) -> list[str]:
+    """The reasons of the dashboard's entries of `verb` on the object."""
+    path = f"/api/v1/audit?verb={verb}&object_id={object_id}"
+    entries = stack_api(stack, "GET", path, token)["results"]
+    assert all(
+        e["via"] == "dashboard" and e["actor"] == f"user:{stack['username']}" for e in entries
+    )
+    return [e["reason"] for e in entries]
+
+
 def test_an_operator_reruns_a_failed_run_and_clears_a_dag_node(stack, stack_browser):
     token = stack_token(stack)
     task = stack_api(
@@ -138,6 +148,10 @@ def test_an_operator_reruns_a_failed_run_and_clears_a_dag_node(stack, stack_brow
         nodes = {n["node_id"]: n for n in detail["nodes"]}
         assert [nodes[n]["attempt_number"] for n in "abcd"] == [1, 2, 1, 2]
         assert nodes["d"]["attempt_trigger"] == "clear"
+        # Each click is in the audit log, in words, with the reason typed beside it.
+        assert _audited(stack, token, "execution.rerun", failed["id"]) == ["after the fix"]
+        assert _audited(stack, token, "dlq.retry", failed["id"]) == [""]
+        assert _audited(stack, token, "dag_node.clear", run["id"]) == ["b read stale data"]
 
         phone = Watched(stack_browser, stack, PHONE)
         phone.page.goto(f"{stack['url']}/dashboard/executions/{failed['id']}")
