@@ -194,3 +194,5 @@ def test_the_dialog_offers_the_reprocess_policy_and_the_dry_run_says_each_fires_
     assert again.trigger == "backfill"
     entry = AuditEntry.objects.get(action="backfill.create")
     assert entry.detail["after"]["reprocess"] == "failed"
+    listed = signed_in.get("/dashboard/backfills").content.decode()
+    assert "reprocess failed: 1 run again" in listed and "1 skipped: already recorded" in listed
