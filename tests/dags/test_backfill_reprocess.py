@@ -371,3 +371,12 @@ def test_dag_re_runs_count_against_max_parallel(
     assert _outcomes(backfill) == {1: "rerun"}
     assert DagRun.objects.get(id=runs[2].id).status == runs[2].status  # not yet run again
     assert backfills_advance() == 0
+    callbacks = django_capture_on_commit_callbacks
+    for node_id in ("extract", "load"):
+        _finish(runs[1], node_id, "success", callbacks)
+    assert DagRun.objects.get(id=runs[1].id).status == "success"
+    with callbacks(execute=True):
+        assert backfills_advance() == 1
+    assert _outcomes(backfill) == {1: "rerun", 2: "rerun"}
+    assert DagRun.objects.get(id=runs[2].id).status == "running"
+    assert DagRun.objects.filter(dag=dag).count() == 3
