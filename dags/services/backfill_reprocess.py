@@ -13,8 +13,10 @@ Running a recorded fire again never duplicates it:
   chain of its own (its retries count from it) with the task's full retry budget
   (`max_attempts` = its attempt - 1 + the task's max_attempts, as a dead letter's retry gets
   the full budget), trigger `backfill`, `retry_of` the run it repeats; a dead-lettered run
-  it repeats leaves the dead-letter queue. Two backfills racing for the same fire: the
-  unique key lets one insert; the other finds it running.
+  it repeats leaves the dead-letter queue. The run it repeats is locked and checked for a
+  follow-up (a retry, a dead letter's retry, another backfill's re-run) first, and the
+  unique key is the backstop: of two backfills racing for the same fire one runs it again,
+  the other finds it running.
 - a DAG's fire keeps its one run (UNIQUE(dag, scheduled_at)): `failed` re-runs its failed
   nodes inside it (`dag_run_rerun`), `all` clears every node (`dag_run_clear_all`).
 
@@ -103,11 +105,16 @@ def task_fire_plans(
         if at not in starts or attempt > starts[at][0]:
             starts[at] = (attempt, root or execution_id)
     roots = [root for _, root in starts.values()]
+    starts_at = list(starts) or wanted
     # A row written without a root (an older row, a test's) is the root of its own chain.
     last = {
         execution.chain: execution
+        # Every member of a chain is due at or after its start (retries and a dead letter's
+        # retry come later): the bound keeps the scan on the task's rows of the range onward.
         for execution in TaskExecution.objects.filter(
-            Q(root_execution_id__in=roots) | Q(id__in=roots), task=task
+            Q(root_execution_id__in=roots) | Q(id__in=roots),
+            task=task,
+            scheduled_at__gte=min(starts_at),
         )
         .annotate(chain=Coalesce("root_execution_id", "id"))
         .order_by("chain", "-created_at", "-attempt")
@@ -168,6 +175,7 @@ def task_fires_run_again(
     chosen = {at: plan for at, plan in plans.items() if plan.outcome == FireOutcome.RERUN}
     if not chosen:
         return {}
+    chosen = _not_followed_up(task, chosen)
     rows = []
     for at, plan in chosen.items():
         previous = plan.previous
@@ -196,6 +204,30 @@ def task_fires_run_again(
         dead_lettered=False, updated_at=timezone.now()
     )
     return {row.scheduled_at: row.id for row in rows if row.id in inserted}
+
+
+def _not_followed_up(
+    task: TaskDefinition, chosen: dict[datetime, FirePlan]
+) -> dict[datetime, FirePlan]:
+    """The planned re-runs whose run nobody followed up since the plan looked: the runs are
+    locked first, so a dead letter's retry (its conditional UPDATE of the same row) and a
+    re-run from another backfill wait, and then find this one's follow-up."""
+    previous_ids = [plan.previous.id for plan in chosen.values() if plan.previous is not None]
+    list(TaskExecution.objects.select_for_update().filter(id__in=previous_ids).values_list("id"))
+    followed = set(
+        TaskExecution.objects.filter(
+            task=task,
+            # A follow-up is due no earlier than the fire it follows (see task_fire_plans).
+            scheduled_at__gte=min(chosen),
+            retry_of_id__in=previous_ids,
+            trigger__in=(Trigger.RETRY, Trigger.BACKFILL),
+        ).values_list("retry_of_id", flat=True)
+    )
+    return {
+        at: plan
+        for at, plan in chosen.items()
+        if plan.previous is not None and plan.previous.id not in followed
+    }
 
 
 def dag_fires_run_again(

@@ -380,3 +380,20 @@ def test_dag_re_runs_count_against_max_parallel(
     assert _outcomes(backfill) == {1: "rerun", 2: "rerun"}
     assert DagRun.objects.get(id=runs[2].id).status == "running"
     assert DagRun.objects.filter(dag=dag).count() == 3
+
+
+def test_a_dead_letter_retried_after_the_plan_looked_is_not_run_again_too(task_with_history):
+    """The dead-lettered fire is planned to run again; an operator retries it from the DLQ
+    before the release: the release finds the follow-up and leaves the fire to it."""
+    from scheduler_app.services.dead_letters import dead_letter_fresh_run
+
+    task, recorded = task_with_history
+    plans = task_fire_plans(task=task, fires=[_at(2)], policy="failed")
+    assert plans[_at(2)].outcome == "rerun"
+    retried = dead_letter_fresh_run(execution=recorded[2])
+    assert retried is not None
+    assert task_fires_run_again(task=task, plans=plans) == {}
+    assert not TaskExecution.objects.filter(task=task, trigger="backfill").exists()
+    assert task_fire_plans(task=task, fires=[_at(2)], policy="failed")[_at(2)].outcome == (
+        "skipped_running"
+    )
