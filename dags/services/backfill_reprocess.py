@@ -65,13 +65,15 @@ def reprocess_validated(value: object) -> str:
 @dataclass(frozen=True, slots=True)
 class FirePlan:
     """One fire time's outcome; `was`: the status of its recorded run (None: no run);
-    `previous`: that run (a task's last execution of the fire, or the DAG run); `attempt`:
+    `previous`: that run (a DAG run), `previous_id` its id (for a task: the fire's last
+    execution, loaded only when it is run again); `attempt`:
     for a task, the attempt a run again of it takes (one after the highest recorded at the
     fire time when it was planned: a second re-run from the same look conflicts)."""
 
     outcome: str
     was: str | None = None
-    previous: TaskExecution | DagRun | None = None
+    previous: DagRun | None = None
+    previous_id: uuid.UUID | None = None
     attempt: int = 1
 
 
@@ -98,54 +100,70 @@ def task_fire_plans(
     if not wanted:
         return {}
     starts: dict[datetime, tuple[int, uuid.UUID]] = {}
-    rows = TaskExecution.objects.filter(task=task, scheduled_at__in=wanted).values_list(
-        "scheduled_at", "attempt", "root_execution_id", "id"
+    asked = set(wanted)
+    # The range, not a list of up to 10,000 instants: one index range scan.
+    in_range = TaskExecution.objects.filter(
+        task=task, scheduled_at__gte=min(wanted), scheduled_at__lte=max(wanted)
     )
+    rows = in_range.values_list("scheduled_at", "attempt", "root_execution_id", "id")
     for at, attempt, root, execution_id in rows:
+        if at not in asked:
+            continue
         if at not in starts or attempt > starts[at][0]:
             starts[at] = (attempt, root or execution_id)
-    roots = [root for _, root in starts.values()]
-    starts_at = list(starts) or wanted
+    if not starts:
+        return dict.fromkeys(wanted, _NEW)
+    # The chains started in the range, as a subquery (no list of 10,000 ids to send): a few
+    # more than the fires' (runs at other instants of the range) is harmless.
+    roots = in_range.annotate(chain=Coalesce("root_execution_id", "id")).values("chain")
     # A row written without a root (an older row, a test's) is the root of its own chain.
     last = {
-        execution.chain: execution
+        chain: (execution_id, status, dead_lettered)
         # Every member of a chain is due at or after its start (retries and a dead letter's
         # retry come later): the bound keeps the scan on the task's rows of the range onward.
-        for execution in TaskExecution.objects.filter(
+        for chain, execution_id, status, dead_lettered in TaskExecution.objects.filter(
             Q(root_execution_id__in=roots) | Q(id__in=roots),
             task=task,
-            scheduled_at__gte=min(starts_at),
+            scheduled_at__gte=min(starts),
         )
         .annotate(chain=Coalesce("root_execution_id", "id"))
         .order_by("chain", "-created_at", "-attempt")
         .distinct("chain")
+        .values_list("chain", "id", "status", "dead_lettered")
     }
     plans: dict[datetime, FirePlan] = {}
     for at in wanted:
         if at not in starts:
             plans[at] = _NEW
             continue
-        execution = last.get(starts[at][1])
-        if execution is None:  # a chain whose root row is gone (retention): a record all the same
+        found = last.get(starts[at][1])
+        if found is None:  # a chain whose root row is gone (retention): a record all the same
             plans[at] = FirePlan(FireOutcome.SKIPPED_RECORDED)
             continue
-        status = str(execution.status)
+        execution_id, status, dead_lettered = found
         outcome = _decide(
             policy,
             status,
             active=status in ACTIVE_STATUSES,
-            failed=status in FAILED_TASK_STATUSES or execution.dead_lettered,
+            failed=status in FAILED_TASK_STATUSES or dead_lettered,
             succeeded=status == ExecutionStatus.SUCCESS,
         )
-        plans[at] = FirePlan(outcome, was=status, previous=execution, attempt=starts[at][0] + 1)
+        plans[at] = FirePlan(
+            outcome, was=status, previous_id=execution_id, attempt=starts[at][0] + 1
+        )
     return plans
 
 
 def dag_fire_plans(*, dag: Dag, fires: Iterable[datetime], policy: str) -> dict[datetime, FirePlan]:
+    """Each fire's outcome: its DAG run (one per fire time) and the state it is in."""
     wanted = list(fires)
-    runs = {
-        run.scheduled_at: run for run in DagRun.objects.filter(dag=dag, scheduled_at__in=wanted)
-    }
+    if not wanted:
+        return {}
+    # The range, not a list of up to 10,000 instants; runs at other instants are not asked.
+    recorded = DagRun.objects.filter(
+        dag=dag, scheduled_at__gte=min(wanted), scheduled_at__lte=max(wanted)
+    )
+    runs = {run.scheduled_at: run for run in recorded}
     plans: dict[datetime, FirePlan] = {}
     for at in wanted:
         run = runs.get(at)
@@ -160,7 +178,7 @@ def dag_fire_plans(*, dag: Dag, fires: Iterable[datetime], policy: str) -> dict[
             failed=status in RERUNNABLE,
             succeeded=status == RunStatus.SUCCESS,
         )
-        plans[at] = FirePlan(outcome, was=status, previous=run)
+        plans[at] = FirePlan(outcome, was=status, previous=run, previous_id=run.id)
     return plans
 
 
@@ -175,11 +193,10 @@ def task_fires_run_again(
     chosen = {at: plan for at, plan in plans.items() if plan.outcome == FireOutcome.RERUN}
     if not chosen:
         return {}
-    chosen = _not_followed_up(task, chosen)
+    previous_of, chosen = _not_followed_up(task, chosen)
     rows = []
     for at, plan in chosen.items():
-        previous = plan.previous
-        assert isinstance(previous, TaskExecution)
+        previous = previous_of[plan.previous_id]
         attempt = plan.attempt
         rows.append(
             execution_follow_up_build(
@@ -208,12 +225,16 @@ def task_fires_run_again(
 
 def _not_followed_up(
     task: TaskDefinition, chosen: dict[datetime, FirePlan]
-) -> dict[datetime, FirePlan]:
-    """The planned re-runs whose run nobody followed up since the plan looked: the runs are
-    locked first, so a dead letter's retry (its conditional UPDATE of the same row) and a
-    re-run from another backfill wait, and then find this one's follow-up."""
-    previous_ids = [plan.previous.id for plan in chosen.values() if plan.previous is not None]
-    list(TaskExecution.objects.select_for_update().filter(id__in=previous_ids).values_list("id"))
+) -> tuple[dict[uuid.UUID, TaskExecution], dict[datetime, FirePlan]]:
+    """The runs the plans repeat, locked, and the planned re-runs whose run nobody followed
+    up since the plan looked: locked first, so a dead letter's retry (its conditional UPDATE
+    of the same row) and a re-run from another backfill wait, and then find this one's
+    follow-up."""
+    previous_ids = [plan.previous_id for plan in chosen.values() if plan.previous_id]
+    previous_of = {
+        row.id: row
+        for row in TaskExecution.objects.select_for_update().filter(task=task, id__in=previous_ids)
+    }
     followed = set(
         TaskExecution.objects.filter(
             task=task,
@@ -223,10 +244,10 @@ def _not_followed_up(
             trigger__in=(Trigger.RETRY, Trigger.BACKFILL),
         ).values_list("retry_of_id", flat=True)
     )
-    return {
+    return previous_of, {
         at: plan
         for at, plan in chosen.items()
-        if plan.previous is not None and plan.previous.id not in followed
+        if plan.previous_id in previous_of and plan.previous_id not in followed
     }
 
 
