@@ -135,6 +135,26 @@ class BackfillStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+class BackfillReprocess(models.TextChoices):
+    """What a backfill does with a fire that already has a run (Airflow's
+    `--reprocess-behavior`): leave it, run it again when that run did not succeed, or run
+    every one of them again."""
+
+    NONE = "none", "Only fires without a run"
+    FAILED = "failed", "Also run again the fires whose run failed"
+    ALL = "all", "Run every fire again, succeeded ones too"
+
+
+class FireOutcome(models.TextChoices):
+    """What a backfill does (or did) with one fire time."""
+
+    NEW = "new", "new run"
+    RERUN = "rerun", "run again"
+    SKIPPED_SUCCEEDED = "skipped_succeeded", "skipped (already succeeded)"
+    SKIPPED_RUNNING = "skipped_running", "skipped (still running)"
+    SKIPPED_RECORDED = "skipped_recorded", "skipped (already recorded)"
+
+
 class TimerKind(models.TextChoices):
     SLEEP = "sleep"
     SENSOR = "sensor"

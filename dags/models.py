@@ -14,10 +14,12 @@ from django.db.models import Q
 from django.utils.timezone import now as utc_now
 
 from dags.choices import (
+    BackfillReprocess,
     BackfillStatus,
     Catchup,
     EventWaitStatus,
     FailurePolicy,
+    FireOutcome,
     NodeAttemptTrigger,
     NodeStatus,
     Overlap,
@@ -336,6 +338,11 @@ class Backfill(models.Model):
     # Fires handed out so far (created, or found already recorded), in order up to `cursor`.
     released = models.PositiveIntegerField(default=0)
     already_recorded = models.PositiveIntegerField(default=0)
+    # What it does with a fire that already has a run, and how many it ran again so far.
+    reprocess = models.CharField(
+        max_length=8, choices=BackfillReprocess.choices, default=BackfillReprocess.NONE
+    )
+    reprocessed = models.PositiveIntegerField(default=0)
     cursor = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=utc_now)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -378,6 +385,8 @@ class BackfillRun(models.Model):
     backfill = models.ForeignKey(Backfill, on_delete=models.CASCADE, related_name="runs")
     scheduled_at = models.DateTimeField()
     run_id = models.UUIDField(null=True, blank=True)
+    # New run, run again (a recorded fire re-run), or why it was skipped.
+    outcome = models.CharField(max_length=20, choices=FireOutcome.choices, blank=True, default="")
 
     class Meta:
         constraints = [

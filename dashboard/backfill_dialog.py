@@ -1,8 +1,10 @@
 """Start a backfill of a task or a DAG from the dashboard: a range in the target's time zone
-(shown with UTC), the runs at a time, a dry run listing the fire times it would create, then
-"Start backfill". One form, opened as a dialog on the task's or DAG's page and served as a
-page of its own (without JavaScript, or when a submit is refused). The dry run and the
-create are `dags.services.backfills.backfill_plan` / `backfill_create`, which
+(shown with UTC), the runs at a time, what to do with the fires that already have a run (the
+reprocess policy: none / failed / all), a dry run listing each fire time with what it would
+get (new run, run again, or why it is skipped) and the counts, then "Start backfill". One
+form, opened as a dialog on the task's or DAG's page and served as a page of its own (without
+JavaScript, or when a submit is refused). The dry run and the create are
+`dags.services.backfills.backfill_plan` / `backfill_create`, which
 POST /api/v1/{tasks,dags}/<id>/backfill calls, allowed to the same role; a create is audited.
 """
 
@@ -21,7 +23,9 @@ from django.utils import timezone
 
 from api.dags.backfill_views import DagBackfillView, TaskBackfillView
 from dags import selectors as dag_selectors
+from dags.choices import FireOutcome
 from dags.services import backfills
+from dags.services.backfill_reprocess import FirePlan
 from dags.services.backfills import MAX_PARALLEL, BackfillPlan
 from dashboard.actions import say_with_links, tenant_object
 from dashboard.naming import is_dag_node_task
@@ -32,7 +36,13 @@ from scheduler_app.errors import DomainError
 
 TASK_BACKFILL = ApiRule(TaskBackfillView, "POST")
 DAG_BACKFILL = ApiRule(DagBackfillView, "POST")
-FIELDS = ("start", "end", "max_parallel")
+FIELDS = ("start", "end", "max_parallel", "reprocess")
+# The policy's choices as the dialog offers them: the value, its name, what it does.
+REPROCESS_CHOICES = (
+    ("none", "None", "fires that already have a run are left alone"),
+    ("failed", "Failed", "run again the fires whose run failed, timed out or was cancelled"),
+    ("all", "All", "run every fire again, succeeded ones too"),
+)
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"
 
 
@@ -58,9 +68,36 @@ class BackfillForm:
                     "local": at.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z"),
                     "utc": at.astimezone(UTC).strftime("%Y-%m-%d %H:%M"),
                     "recorded": at in self.plan.already_recorded,
+                    **_outcome_words((self.plan.plans or {}).get(at)),
                 }
             )
         return rows
+
+    def plan_counts(self) -> list[dict[str, Any]]:
+        """The outcomes the whole range would have, those with any fire, in words."""
+        counts = (self.plan.counts or {}) if self.plan else {}
+        return [
+            {"outcome": outcome, "count": counts[outcome], "words": label}
+            for outcome, label in FireOutcome.choices
+            if counts.get(outcome)
+        ]
+
+    @property
+    def reprocess_choices(self) -> list[dict[str, Any]]:
+        chosen = self.values.get("reprocess") or "none"
+        return [
+            {"value": value, "name": name, "help": help_text, "checked": value == chosen}
+            for value, name, help_text in REPROCESS_CHOICES
+        ]
+
+
+def _outcome_words(plan: FirePlan | None) -> dict[str, str]:
+    if plan is None:
+        return {"outcome": FireOutcome.NEW, "outcome_words": FireOutcome.NEW.label}
+    words = FireOutcome(plan.outcome).label
+    if plan.outcome == FireOutcome.RERUN and plan.was:
+        words = f"{words} (was {plan.was.replace('_', ' ')})"
+    return {"outcome": plan.outcome, "outcome_words": words}
 
 
 def backfill_form(target, values: dict[str, str] | None = None) -> BackfillForm:
@@ -71,6 +108,7 @@ def backfill_form(target, values: dict[str, str] | None = None) -> BackfillForm:
         "start": (end - timedelta(days=1)).strftime(LOCAL_FORMAT),
         "end": end.strftime(LOCAL_FORMAT),
         "max_parallel": "1",
+        "reprocess": "none",
     }
     return BackfillForm(zone=target.timezone, values={**defaults, **(values or {})})
 
@@ -86,7 +124,7 @@ def _moment(raw: str, *, zone: str, name: str, form: BackfillForm) -> datetime |
 
 
 def _bound(target, data) -> tuple[BackfillForm, dict[str, Any] | None]:
-    form = backfill_form(target, {name: str(data.get(name, "")) for name in FIELDS})
+    form = backfill_form(target, {name: str(data.get(name, "")) for name in FIELDS if name in data})
     start = _moment(form.values["start"], zone=form.zone, name="start", form=form)
     end = _moment(form.values["end"], zone=form.zone, name="end", form=form)
     try:
@@ -95,7 +133,12 @@ def _bound(target, data) -> tuple[BackfillForm, dict[str, Any] | None]:
         form.errors["max_parallel"] = f"a whole number from 1 to {MAX_PARALLEL}"
     if form.errors:
         return form, None
-    return form, {"start": start, "end": end, "max_parallel": max_parallel}
+    return form, {
+        "start": start,
+        "end": end,
+        "max_parallel": max_parallel,
+        "reprocess": form.values["reprocess"],
+    }
 
 
 def _render(request, target, kind: str, form: BackfillForm, status: int) -> HttpResponse:
@@ -133,10 +176,12 @@ def _backfill_page(request: HttpRequest, target, kind: str) -> HttpResponse:
         return _render(request, target, kind, form, 400)
     say_with_links(
         request,
-        "Backfill of {target} started: {fires} fire times, {parallel} at a time",
+        "Backfill of {target} started: {fires} fire times, {parallel} at a time, "
+        "reprocess {reprocess}",
         target=(target.name, reverse(f"dashboard:{kind}", args=[target.id])),
         fires=(str(backfill.total), None),
         parallel=(str(backfill.max_parallel), None),
+        reprocess=(backfill.reprocess, None),
     )
     return redirect("dashboard:backfills")
 

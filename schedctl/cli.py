@@ -176,4 +176,4 @@ def apply(
             click.echo(line)
 
 
-from schedctl import approvals, incidents, ops, stats  # noqa: E402,F401  (registers the other commands on `main`)
+from schedctl import approvals, backfills, incidents, ops, stats  # noqa: E402,F401  (registers the other commands on `main`)

@@ -1,5 +1,5 @@
 """schedctl's commands on what exists: get, describe, trigger, pause/resume, logs, cancel,
-dead letters and backfill."""
+dead letters (backfill: `schedctl.backfills`)."""
 
 from __future__ import annotations
 
@@ -425,50 +425,3 @@ def delete(state: State, name: str, kind: str | None, note: str, yes: bool) -> N
     else:
         client.dag_delete(found.id, note)
     click.echo(f"{kind} {name} deleted")
-
-
-# ---- backfill ----------------------------------------------------------------------------
-
-
-@main.command()
-@click.argument("name")
-@click.option("--from", "start", required=True, help="ISO-8601 start of the window.")
-@click.option("--to", "end", required=True, help="ISO-8601 end of the window.")
-@click.option("--max-parallel", type=click.IntRange(1), help="Runs at a time (server default).")
-@kind_option
-@output_option
-@pass_state
-def backfill(
-    state: State,
-    name: str,
-    start: str,
-    end: str,
-    max_parallel: int | None,
-    kind: str | None,
-    output: str,
-) -> None:
-    """Run a task or DAG for every fire its schedule had between --from and --to."""
-    client = state.client
-    kind, found = resolve(client, name, kind)
-    answer = client.backfill(
-        kind=kind, object_id=found.id, start=start, end=end, max_parallel=max_parallel
-    )
-    if output != "table":
-        emit_data(answer, output)
-        return
-    target = answer.get("target") or {}
-    row = {**answer, "target": f"{target.get('type', kind)} {target.get('name', name)}"}
-    click.echo(table([row], BACKFILL_COLUMNS))
-
-
-BACKFILL_COLUMNS = [
-    ("id", key("id")),
-    ("target", key("target")),
-    ("start", lambda row: short_time(row.get("start"))),
-    ("end", lambda row: short_time(row.get("end"))),
-    ("status", key("status")),
-    ("fires", key("total")),
-    ("released", key("released")),
-    ("already recorded", key("already_recorded")),
-    ("max parallel", key("max_parallel")),
-]

@@ -67,7 +67,7 @@ KNOWN_VERBS = (
     "task.create", "task.update", "task.delete", "task.pause", "task.resume", "task.trigger",
     "execution.cancel", "execution.rerun", "dlq.retry", "dlq.delete",
     "dag.create", "dag.update", "dag.delete", "dag.pause", "dag.resume", "dag.trigger",
-    "dag_run.cancel", "dag_run.rerun", "dag_node.clear", "dag_node.mark",
+    "dag_run.cancel", "dag_run.rerun", "dag_run.clear", "dag_node.clear", "dag_node.mark",
     "approval.approve", "approval.reject",
     "backfill.create", "backfill.cancel", "event.create",
     "channel.create", "channel.update", "channel.delete", "channel.test",

@@ -354,14 +354,27 @@ class Client:
     # ---- backfill ----------------------------------------------------------------------
 
     def backfill(
-        self, *, kind: str, object_id: str, start: str, end: str, max_parallel: int | None = None
+        self,
+        *,
+        kind: str,
+        object_id: str,
+        start: str,
+        end: str,
+        max_parallel: int | None = None,
+        reprocess: str | None = None,
+        dry_run: bool = False,
     ) -> Any:
         """`POST tasks/{id}/backfill` or `dags/{id}/backfill` with `{"start", "end",
-        "max_parallel"}`. An older server without the route raises EndpointMissing."""
+        "max_parallel", "reprocess", "dry_run"}`. An older server without the route raises
+        EndpointMissing."""
         path = f"{'tasks' if kind == 'task' else 'dags'}/{object_id}/backfill"
         body: dict[str, Any] = {"start": start, "end": end}
         if max_parallel is not None:
             body["max_parallel"] = max_parallel
+        if reprocess is not None:
+            body["reprocess"] = reprocess
+        if dry_run:
+            body["dry_run"] = True
         try:
             return self.request("POST", path, json_body=body)
         except ApiError as error:

@@ -2,8 +2,13 @@
 
 Request: `{"start": "2026-11-01T00:00:00Z", "end": "2026-11-08T00:00:00Z", "max_parallel": 4}`
 (start inclusive, end exclusive, offsets required; max_parallel 1..100, default 1).
+`"reprocess"`: what it does with a fire that already has a run: `"none"` (default: leave it),
+`"failed"` (run again the fires whose run failed, timed out or was cancelled), `"all"` (run
+again every ended one); a fire whose run is still going is left to it.
 `"dry_run": true` creates nothing and answers 200 with the fire times it would run (the first
-50, each marked when already recorded, which a backfill does not run again) and their count.
+50, each with its `outcome`: new, rerun, skipped_succeeded, skipped_running or
+skipped_recorded, and the status its recorded run `was`), their count, and how many fires of
+the whole range have each outcome (`counts`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ class BackfillInput(StrictSerializer):
     start = serializers.CharField(help_text="ISO 8601 with offset; the first fire time counted")
     end = serializers.CharField(help_text="ISO 8601 with offset; fire times before it")
     max_parallel = serializers.IntegerField(required=False, default=1)
+    reprocess = serializers.JSONField(
+        required=False,
+        default="none",
+        help_text="none (default) | failed | all: what to do with fires that already have a run",
+    )
     dry_run = serializers.BooleanField(
         required=False,
         default=False,
@@ -66,10 +76,12 @@ def backfill_output(backfill: Backfill) -> dict[str, Any]:
         "start": _iso(backfill.start_at),
         "end": _iso(backfill.end_at),
         "max_parallel": backfill.max_parallel,
+        "reprocess": backfill.reprocess,
         "status": backfill.status,
         "total": backfill.total,
         "released": backfill.released,
         "already_recorded": backfill.already_recorded,
+        "reprocessed": backfill.reprocessed,
         "runs": backfill_selectors.backfill_outcomes(backfill=backfill),
         "created_at": _iso(backfill.created_at),
         "completed_at": _iso(backfill.completed_at),
@@ -82,12 +94,21 @@ def plan_output(plan: backfills.BackfillPlan) -> dict[str, Any]:
         "start": _iso(plan.start),
         "end": _iso(plan.end),
         "max_parallel": plan.max_parallel,
+        "reprocess": plan.reprocess,
         "total": plan.total,
-        "fires": [
-            {"scheduled_at": _iso(at), "already_recorded": at in plan.already_recorded}
-            for at in plan.fires
-        ],
+        "counts": plan.counts,
+        "fires": [_fire_output(plan, at) for at in plan.fires],
         "fires_shown": len(plan.fires),
+    }
+
+
+def _fire_output(plan: backfills.BackfillPlan, at: datetime) -> dict[str, Any]:
+    fire = (plan.plans or {}).get(at)
+    return {
+        "scheduled_at": _iso(at),
+        "already_recorded": at in plan.already_recorded,
+        "outcome": fire.outcome if fire else "new",
+        "was": fire.was if fire else None,
     }
 
 
@@ -100,6 +121,7 @@ def _create(request: Request, **target: Any) -> Response:
             start=_when(data["start"], field="start"),
             end=_when(data["end"], field="end"),
             max_parallel=data["max_parallel"],
+            reprocess=data["reprocess"],
             **target,
         )
         return Response(plan_output(plan))
@@ -110,6 +132,7 @@ def _create(request: Request, **target: Any) -> Response:
             start=_when(data["start"], field="start"),
             end=_when(data["end"], field="end"),
             max_parallel=data["max_parallel"],
+            reprocess=data["reprocess"],
             **target,
         )
         return Response(backfill_output(backfill), status=status.HTTP_201_CREATED)

@@ -6,7 +6,9 @@ fire-time order, never more than `max_parallel` of them unfinished at a time
 its first execution at that `scheduled_at` (UNIQUE(task, scheduled_at, attempt), inserted with
 ON CONFLICT DO NOTHING), a DAG's a run at that `scheduled_at` (the same unique index as the
 schedule's fires), so a fire the scheduler (or another backfill) already recorded is counted
-as `already_recorded` and not run again.
+as `already_recorded` and not run again, unless the backfill's reprocess policy (`failed`,
+`all`) says to run it again (`dags.services.backfill_reprocess`): then it is released in the
+same waves as the new runs, counted against the same `max_parallel`.
 
 Backfills are tenant input like any fan-out: a tenant may have at most
 BACKFILL_MAX_RUNNING_PER_TENANT running at once (one more is a 409, code `limit_reached`:
@@ -38,8 +40,22 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from dags.choices import ACTIVE_RUN_STATUSES, BackfillStatus, RunStatus
+from dags.choices import (
+    ACTIVE_RUN_STATUSES,
+    BackfillReprocess,
+    BackfillStatus,
+    FireOutcome,
+    RunStatus,
+)
 from dags.models import Backfill, BackfillRun, Dag, DagRun
+from dags.services.backfill_reprocess import (
+    FirePlan,
+    dag_fire_plans,
+    dag_fires_run_again,
+    reprocess_validated,
+    task_fire_plans,
+    task_fires_run_again,
+)
 from dags.services.runs import dag_run_cancel, dag_trigger
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import (
@@ -99,8 +115,10 @@ def _validated_range(start: Any, end: Any, max_parallel: Any) -> tuple[datetime,
 @dataclass(frozen=True, slots=True)
 class BackfillPlan:
     """What a backfill of the range would do, without doing it (the dry run): its fire
-    times (the first `shown` of them), how many there are, and which of the shown ones are
-    already recorded (by the scheduler or another backfill), which it would not run again."""
+    times (the first `shown` of them), how many there are, which of the shown ones are
+    already recorded (by the scheduler or another backfill), what it would do with each
+    shown one under the reprocess policy (`plans`), and how many fires of the whole range
+    have each outcome (`counts`)."""
 
     start: datetime
     end: datetime
@@ -108,6 +126,9 @@ class BackfillPlan:
     total: int
     fires: list[datetime]
     already_recorded: frozenset[datetime]
+    reprocess: str = BackfillReprocess.NONE
+    plans: dict[datetime, FirePlan] | None = None
+    counts: dict[str, int] | None = None
 
 
 def _checked_fires(
@@ -138,25 +159,39 @@ def backfill_plan(
     start: datetime,
     end: datetime,
     max_parallel: int = 1,
+    reprocess: str = BackfillReprocess.NONE,
     shown: int = 50,
 ) -> BackfillPlan:
     """The dry run of `backfill_create` with the same arguments: the same checks and the
     same fire times, nothing written."""
     start, end, max_parallel = _validated_range(start, end, max_parallel)
+    reprocess = reprocess_validated(reprocess)
     fires = _checked_fires(task=task, dag=dag, start=start, end=end)
+    plans = _fire_plans(task=task, dag=dag, fires=fires, policy=reprocess)
+    counts = dict.fromkeys(FireOutcome.values, 0)
+    for plan in plans.values():
+        counts[plan.outcome] += 1
     first = fires[:shown]
-    if task is not None:
-        recorded = TaskExecution.objects.filter(task=task, scheduled_at__in=first, attempt=1)
-    else:
-        recorded = DagRun.objects.filter(dag=dag, scheduled_at__in=first)
     return BackfillPlan(
         start=start,
         end=end,
         max_parallel=max_parallel,
         total=len(fires),
         fires=first,
-        already_recorded=frozenset(recorded.values_list("scheduled_at", flat=True)),
+        already_recorded=frozenset(at for at in first if plans[at].outcome != FireOutcome.NEW),
+        reprocess=reprocess,
+        plans={at: plans[at] for at in first},
+        counts=counts,
     )
+
+
+def _fire_plans(
+    *, task: TaskDefinition | None, dag: Dag | None, fires: list[datetime], policy: str
+) -> dict[datetime, FirePlan]:
+    if task is not None:
+        return task_fire_plans(task=task, fires=fires, policy=policy)
+    assert dag is not None
+    return dag_fire_plans(dag=dag, fires=fires, policy=policy)
 
 
 def backfill_create(
@@ -167,9 +202,12 @@ def backfill_create(
     start: datetime,
     end: datetime,
     max_parallel: int = 1,
+    reprocess: str = BackfillReprocess.NONE,
 ) -> Backfill:
-    """A backfill of a task's or a DAG's schedule; its first runs are released at once."""
+    """A backfill of a task's or a DAG's schedule; its first runs are released at once.
+    `reprocess`: what it does with a fire that already has a run (none / failed / all)."""
     start, end, max_parallel = _validated_range(start, end, max_parallel)
+    reprocess = reprocess_validated(reprocess)
     total = len(_checked_fires(task=task, dag=dag, start=start, end=end))
     with transaction.atomic():
         _running_limit_check(tenant)
@@ -180,13 +218,20 @@ def backfill_create(
             start_at=start,
             end_at=end,
             max_parallel=max_parallel,
+            reprocess=reprocess,
             total=total,
         )
         _advance(Backfill.objects.select_for_update().get(id=backfill.id), now=timezone.now())
         _audit(
             backfill,
             "backfill.create",
-            after={"start": start.isoformat(), "end": end.isoformat(), "runs": total},
+            after={
+                "start": start.isoformat(),
+                "end": end.isoformat(),
+                "runs": total,
+                "max_parallel": max_parallel,
+                "reprocess": reprocess,
+            },
         )
     backfill.refresh_from_db()
     return backfill
@@ -273,21 +318,25 @@ def _advance(backfill: Backfill, *, now: datetime) -> int:
             end=backfill.end_at,
             limit=min(room, backfill.total - backfill.released),
         )
-    created = (
-        _release_task_runs(backfill, fires, now=now)
-        if backfill.task_id is not None
-        else _release_dag_runs(backfill, fires)
-    )
+    outcomes, created = _release(backfill, fires, now=now)
     BackfillRun.objects.bulk_create(
-        [BackfillRun(backfill=backfill, scheduled_at=at, run_id=created.get(at)) for at in fires]
+        [
+            BackfillRun(
+                backfill=backfill, scheduled_at=at, run_id=created.get(at), outcome=outcomes[at]
+            )
+            for at in fires
+        ]
     )
     changes: dict[str, Any] = {}
     if fires:
+        again = sum(1 for at in fires if outcomes[at] == FireOutcome.RERUN)
         backfill.cursor = changes["cursor"] = fires[-1]
         backfill.released = changes["released"] = backfill.released + len(fires)
         backfill.already_recorded = changes["already_recorded"] = (
             backfill.already_recorded + len(fires) - len(created)
         )
+        if again:
+            backfill.reprocessed = changes["reprocessed"] = backfill.reprocessed + again
     # Every fire released (or the schedule has no more in the range) and none unfinished.
     out_of_fires = backfill.released >= backfill.total or (room > 0 and len(fires) < room)
     if out_of_fires and active == 0 and len(created) == 0:
@@ -296,6 +345,37 @@ def _advance(backfill: Backfill, *, now: datetime) -> int:
     if changes:
         Backfill.objects.filter(id=backfill.id).update(**changes)
     return len(created)
+
+
+def _release(
+    backfill: Backfill, fires: list[datetime], *, now: datetime
+) -> tuple[dict[datetime, str], dict[datetime, uuid.UUID]]:
+    """Release `fires`: a new run for each one without a run, the recorded ones the policy
+    runs again run again; returns each fire's outcome and the runs started (new or again),
+    which count against max_parallel alike. A fire recorded meanwhile (the unique key held)
+    is skipped as recorded, one taken meanwhile by another re-run as still running."""
+    if not fires:
+        return {}, {}
+    plans = _fire_plans(
+        task=backfill.task, dag=backfill.dag, fires=fires, policy=backfill.reprocess
+    )
+    fresh = [at for at in fires if plans[at].outcome == FireOutcome.NEW]
+    if backfill.task_id is not None:
+        assert backfill.task is not None
+        created = _release_task_runs(backfill, fresh, now=now)
+        again = task_fires_run_again(task=backfill.task, plans=plans)
+    else:
+        created = _release_dag_runs(backfill, fresh)
+        again = dag_fires_run_again(plans=plans, policy=backfill.reprocess, backfill_id=backfill.id)
+    outcomes: dict[datetime, str] = {}
+    for at in fires:
+        outcome = plans[at].outcome
+        if outcome == FireOutcome.NEW and at not in created:
+            outcome = FireOutcome.SKIPPED_RECORDED
+        elif outcome == FireOutcome.RERUN and at not in again:
+            outcome = FireOutcome.SKIPPED_RUNNING
+        outcomes[at] = outcome
+    return outcomes, {**created, **again}
 
 
 def _release_task_runs(

@@ -116,6 +116,34 @@ def dag_node_clear(
     return cleared
 
 
+def dag_run_clear_all(*, run: DagRun, note: str = "", actor: str = "") -> list[str]:
+    """Clear every node of an ended run (its roots with everything downstream) so the whole
+    run runs again in place, succeeded nodes too (a backfill's `all` reprocess); returns the
+    node ids reset."""
+    note = note.strip()[:MAX_NOTE]
+    with transaction.atomic():
+        locked = _ended_run_lock(run)
+        states = {s.node_id: s for s in DagNodeState.objects.filter(run=locked)}
+        every = set(states)
+        run_nodes_reset(locked, states, every, trigger=NodeAttemptTrigger.CLEAR, triggered_by=actor)
+        cleared = sorted(every)
+        audit_record(
+            tenant=locked.tenant,
+            actor=actor,
+            action="dag_run.clear",
+            object_type="dag_run",
+            object_id=str(locked.id),
+            detail={
+                "dag": str(locked.dag_id),
+                "dag_run_id": str(locked.id),
+                "cleared": cleared,
+                "was": locked.status,
+            },
+            reason=note,
+        )
+    return cleared
+
+
 def dag_node_mark(
     *, run: DagRun, node_id: str, state: str, note: str = "", actor: str = ""
 ) -> list[str]:

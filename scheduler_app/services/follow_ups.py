@@ -24,19 +24,49 @@ def execution_follow_up_create(
     priority: int | None = None,
 ) -> TaskExecution:
     """A new attempt that follows `previous` (a retry, or a manual retry of a dead letter)."""
-    return TaskExecution.objects.create(
-        id=uuid.uuid4(),
+    follow_up = execution_follow_up_build(
+        previous=previous,
+        status=status,
+        scheduled_at=scheduled_at,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        priority=priority,
+    )
+    follow_up.save(force_insert=True)
+    return follow_up
+
+
+def execution_follow_up_build(
+    *,
+    previous: TaskExecution,
+    status: str,
+    scheduled_at: datetime,
+    attempt: int,
+    max_attempts: int,
+    priority: int | None = None,
+    trigger: str = Trigger.RETRY,
+    own_chain: bool = False,
+) -> TaskExecution:
+    """The row `execution_follow_up_create` inserts, not saved (a caller that inserts many
+    at once with ON CONFLICT DO NOTHING: a backfill running recorded fires again).
+    `own_chain`: the row starts a chain of its own (its retries count from it) instead of
+    continuing `previous`'s."""
+    follow_up_id = uuid.uuid4()
+    return TaskExecution(
+        id=follow_up_id,
         tenant_id=previous.tenant_id,
         task_id=previous.task_id,
         status=status,
-        trigger=Trigger.RETRY,
+        trigger=trigger,
         priority=previous.priority if priority is None else priority,
         queue=previous.queue,
         scheduled_at=scheduled_at,
         queued_at=scheduled_at if status == ExecutionStatus.QUEUED else None,
         attempt=attempt,
         max_attempts=max_attempts,
-        root_execution_id=previous.root_execution_id or previous.id,
+        root_execution_id=follow_up_id
+        if own_chain
+        else (previous.root_execution_id or previous.id),
         retry_of_id=previous.id,
         parameters=previous.parameters,
         # Retries of a fire share its key: a retry after the fire already succeeded elsewhere

@@ -1,7 +1,9 @@
 """The task page's dialogs and the task form on the stack `make run` starts, in a real
 browser at desktop (1280x800) and phone (390x844) widths: a task is triggered with parameters
 typed in the dialog's generated form (and seen through its JSON view), and the stack's worker
-runs it with them; a backfill's dry run lists the fires it would create and creates nothing;
+runs it with them; a backfill's dry run lists the fires it would create and creates nothing,
+and with the reprocess policy "failed" it says which recorded fire it would run again (a fire
+the stack's worker really failed);
 the task form swaps its handler fields and template with the type, its schedule fields with
 the kind, and previews the next fires as the schedule is typed (a bad cron's message shown).
 axe-core on the task page with each dialog open and on the task form, at both widths; no
@@ -15,6 +17,7 @@ import pytest
 
 from tests.browser.conftest import screenshot, stack_api, stack_token, wait_for_js
 from tests.browser.test_operator_browser import AXE, BLOCKING
+from tests.processes import wait_until
 
 pytestmark = pytest.mark.needs_os_tool("chromium")
 
@@ -137,6 +140,54 @@ def _task_page_dialogs(visitor: Visitor, task: dict, *, run: bool) -> None:
     page.click("#backfill-dialog [data-close-dialog]")
 
 
+def _failed_fire(stack, token: str, name: str) -> dict:
+    """A task whose 01:00 EST fire of 2026-11-10 the stack's worker ran and failed (a
+    one-fire backfill of it, its one attempt)."""
+    task = stack_api(
+        stack,
+        "POST",
+        "/api/v1/tasks",
+        token,
+        {
+            "name": name,
+            "enabled": False,
+            "schedule": {"type": "cron", "expression": "0 * * * *", "timezone": "America/New_York"},
+            "handler": {"type": "python", "callable": "fail"},
+            "retry_policy": {"max_attempts": 1},
+        },
+    )
+    one = {"start": "2026-11-10T06:00:00Z", "end": "2026-11-10T07:00:00Z"}
+    backfill = stack_api(stack, "POST", f"/api/v1/tasks/{task['id']}/backfill", token, one)
+    wait_until(
+        lambda: (
+            stack_api(stack, "GET", f"/api/v1/backfills/{backfill['id']}", token)["runs"]["failed"]
+            == 1
+        ),
+        timeout=60,
+        message="the stack's worker to fail the backfilled fire",
+    )
+    return task
+
+
+def _reprocess_dry_run(visitor: Visitor, failing: dict) -> None:
+    """The dialog's policy "failed": the dry run says the failed fire would run again."""
+    page = visitor.page
+    visitor.go(f"/dashboard/tasks/{failing['id']}", "#btn-backfill")
+    page.click("#btn-backfill")
+    page.wait_for_selector("#backfill-dialog[open]")
+    page.fill("#backfill-start", "2026-11-10T00:00")
+    page.fill("#backfill-end", "2026-11-10T03:00")
+    page.check("#backfill-dialog input[name=reprocess][value=failed]")
+    page.click("#btn-backfill-dry-run")
+    page.wait_for_selector("#backfill-plan-counts")
+    outcomes = page.locator("#backfill-dialog .plan-fires .fire-outcome").all_inner_texts()
+    assert outcomes == ["new run", "run again (was failed)", "new run"], outcomes
+    assert "2 new run, 1 run again" in page.inner_text("#backfill-plan-counts")
+    assert page.locator("#backfill-dialog input[value=failed]").is_checked()  # kept
+    visitor.check("task-backfill-reprocess")
+    page.click("#backfill-dialog [data-close-dialog]")
+
+
 def _navigating_select(visitor: Visitor) -> None:
     """Choosing a window loads nothing (WCAG 3.2.2); Enter or the button does."""
     page = visitor.page
@@ -215,10 +266,13 @@ def test_dialogs_and_the_task_form_in_a_browser(stack, stack_browser):
         },
     )
     visitors: list[Visitor] = []
+    failing = None
     try:
+        failing = _failed_fire(stack, token, f"{name}-fails")
         desk = Visitor(stack_browser, stack, DESKTOP, "desktop")
         visitors.append(desk)
         _task_page_dialogs(desk, task, run=True)
+        _reprocess_dry_run(desk, failing)
         _task_form(desk)
         _navigating_select(desk)
         phone = Visitor(stack_browser, stack, PHONE, "phone")
@@ -228,6 +282,8 @@ def test_dialogs_and_the_task_form_in_a_browser(stack, stack_browser):
         phone.check("task-form")
         backfills = stack_api(stack, "GET", f"/api/v1/backfills?task={task['id']}", token)
         assert backfills["count"] == 0  # the dry runs created nothing
+        theirs = stack_api(stack, "GET", f"/api/v1/backfills?task={failing['id']}", token)
+        assert theirs["count"] == 1  # only the one that made the failed fire
         for visitor in visitors:
             assert visitor.problems == [], visitor.problems
             assert {k: v for k, v in visitor.axe.items() if v} == {}, visitor.axe
@@ -235,3 +291,5 @@ def test_dialogs_and_the_task_form_in_a_browser(stack, stack_browser):
         for visitor in visitors:
             visitor.context.close()
         stack_api(stack, "DELETE", f"/api/v1/tasks/{task['id']}", token)
+        if failing is not None:
+            stack_api(stack, "DELETE", f"/api/v1/tasks/{failing['id']}", token)

@@ -55,3 +55,58 @@ def test_backfill_prints_a_table_by_default_and_json_or_yaml_when_asked(stack, c
     )
     assert as_yaml["total"] == 1 and as_yaml["status"] in ("running", "completed")
     assert Backfill.objects.count() == 3
+
+
+def test_backfill_reprocess_failed_dry_runs_then_runs_the_failed_fire_again(
+    stack, cli_env, tmp_path
+):
+    from datetime import UTC, datetime
+
+    from scheduler_app.models import TaskDefinition, TaskExecution
+
+    _ok(run_schedctl("login", "--url", stack.url, "--username", stack.username, env=cli_env))
+    definition = tmp_path / "hourly.json"
+    definition.write_text(json.dumps(HOURLY))
+    _ok(run_schedctl("apply", "-f", str(definition), env=cli_env))
+    task = TaskDefinition.objects.get(name="hourly-report")
+    for hour, status in ((1, "success"), (2, "failed")):
+        TaskExecution.objects.create(
+            tenant=task.tenant,
+            task=task,
+            status=status,
+            scheduled_at=datetime(2026, 1, 1, hour, tzinfo=UTC),
+            attempt=1,
+            max_attempts=1,
+        )
+    window = ("--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T03:00:00Z")
+
+    printed = _ok(
+        run_schedctl(
+            "backfill", "hourly-report", *window, "--reprocess", "failed", "--dry-run", env=cli_env
+        )
+    )
+    lines = printed.strip().splitlines()
+    assert lines[0].split()[:3] == ["FIRE", "TIME", "OUTCOME"]
+    assert "new run" in lines[1]
+    assert "skipped (already succeeded)" in lines[2]
+    assert "run again (was failed)" in lines[3]
+    assert lines[-1].startswith("3 fire times (reprocess failed)")
+    assert not Backfill.objects.exists()
+
+    answer = json.loads(
+        _ok(
+            run_schedctl(
+                "backfill", "hourly-report", *window, "--reprocess", "failed",
+                "--max-parallel", "3", "-o", "json", env=cli_env,
+            )
+        )
+    )  # fmt: skip
+    assert answer["reprocess"] == "failed" and answer["reprocessed"] == 1
+    again = TaskExecution.objects.get(
+        task=task, scheduled_at=datetime(2026, 1, 1, 2, tzinfo=UTC), attempt=2
+    )
+    assert again.trigger == "backfill"
+
+    refused = run_schedctl("backfill", "hourly-report", *window, "--reprocess", "some", env=cli_env)
+    assert refused.returncode != 0 and "reprocess" in refused.stderr
+    assert Backfill.objects.count() == 1

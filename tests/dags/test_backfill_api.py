@@ -10,6 +10,7 @@ from tests.factories import make_task
 pytestmark = pytest.mark.django_db
 
 HOURLY = {"type": "cron", "expression": "0 * * * *", "timezone": "UTC"}
+NEW = {"outcome": "new", "was": None}
 
 
 @pytest.mark.parametrize(
@@ -120,9 +121,14 @@ def test_a_dry_run_lists_the_fires_marks_the_recorded_ones_and_creates_nothing(a
     plan = response.json()
     assert plan["dry_run"] is True and plan["total"] == 3
     assert plan["fires"] == [
-        {"scheduled_at": "2026-11-01T00:00:00Z", "already_recorded": False},
-        {"scheduled_at": "2026-11-01T01:00:00Z", "already_recorded": True},
-        {"scheduled_at": "2026-11-01T02:00:00Z", "already_recorded": False},
+        {"scheduled_at": "2026-11-01T00:00:00Z", "already_recorded": False, **NEW},
+        {
+            "scheduled_at": "2026-11-01T01:00:00Z",
+            "already_recorded": True,
+            "outcome": "skipped_recorded",
+            "was": "success",
+        },
+        {"scheduled_at": "2026-11-01T02:00:00Z", "already_recorded": False, **NEW},
     ]
     assert not Backfill.objects.exists()
     assert list(TaskExecution.objects.values_list("id", flat=True)) == [recorded.id]
@@ -132,3 +138,53 @@ def test_a_dry_run_lists_the_fires_marks_the_recorded_ones_and_creates_nothing(a
         format="json",
     )
     assert refused.status_code == 400 and refused.json()["field"] == "end"
+
+
+@pytest.mark.parametrize("bad", ["sometimes", "", 1, None, ["failed"]])
+def test_an_unknown_reprocess_policy_is_a_400_naming_reprocess(api, tenant, bad):
+    task = make_task(tenant, schedule=HOURLY)
+    body = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T03:00:00Z", "reprocess": bad}
+    for dry_run in (True, False):
+        response = api.post(
+            f"/api/v1/tasks/{task.id}/backfill", {**body, "dry_run": dry_run}, format="json"
+        )
+        assert response.status_code == 400, response.content
+        assert response.json()["field"] == "reprocess"
+    assert not Backfill.objects.exists()
+
+
+def test_the_api_runs_failed_fires_again_and_its_dry_run_says_so(api, tenant):
+    from datetime import UTC, datetime
+
+    from scheduler_app.models import TaskExecution
+
+    task = make_task(tenant, schedule=HOURLY)
+    for hour, status in ((1, "success"), (2, "failed")):
+        TaskExecution.objects.create(
+            tenant=tenant,
+            task=task,
+            status=status,
+            scheduled_at=datetime(2026, 11, 1, hour, tzinfo=UTC),
+            attempt=1,
+            max_attempts=1,
+        )
+    body = {"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T03:00:00Z", "reprocess": "failed"}
+    url = f"/api/v1/tasks/{task.id}/backfill"
+    plan = api.post(url, {**body, "dry_run": True}, format="json").json()
+    assert plan["reprocess"] == "failed"
+    assert [(f["outcome"], f["was"]) for f in plan["fires"]] == [
+        ("new", None),
+        ("skipped_succeeded", "success"),
+        ("rerun", "failed"),
+    ]
+    assert plan["counts"]["new"] == 1 and plan["counts"]["rerun"] == 1
+    assert TaskExecution.objects.filter(task=task).count() == 2
+    created = api.post(url, {**body, "max_parallel": 3}, format="json")
+    assert created.status_code == 201, created.content
+    answer = created.json()
+    assert answer["reprocess"] == "failed" and answer["reprocessed"] == 1
+    assert answer["already_recorded"] == 1
+    again = TaskExecution.objects.get(
+        task=task, scheduled_at=datetime(2026, 11, 1, 2, tzinfo=UTC), attempt=2
+    )
+    assert again.trigger == "backfill"

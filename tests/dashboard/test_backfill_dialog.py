@@ -5,6 +5,7 @@ field; a viewer and another tenant get nothing."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -63,7 +64,8 @@ def test_a_dry_run_lists_the_fires_in_the_zone_and_utc_and_creates_nothing(signe
     for day in (10, 11, 12):
         assert f'data-fire="2026-11-{day}T07:30:00+00:00"' in page
         assert f"2026-11-{day} 02:30 EST" in page and f"(2026-11-{day} 07:30 UTC)" in page
-    assert page.count("already recorded: not run again") == 1
+    assert page.count('data-outcome="skipped_recorded">skipped (already recorded)<') == 1
+    assert 'name="reprocess" value="none" checked' in page
     assert "The range in UTC: 2026-11-10 05:00 to 2026-11-13 05:00." in page
     assert not Backfill.objects.exists() and TaskExecution.objects.count() == 1
     # Without JavaScript: the same answer as a page.
@@ -95,6 +97,7 @@ def test_start_creates_the_backfill_as_the_api_does_and_audits_it(signed_in, ten
         ({"max_parallel": "0"}, "max_parallel must be between 1 and 100"),
         ({"max_parallel": "many"}, "a whole number from 1 to 100"),
         ({"start": "2026-11-10T03:00", "end": "2026-11-10T04:00"}, "no fire time in this range"),
+        ({"reprocess": "sometimes"}, "reprocess must be one of none, failed, all"),
     ],
 )
 def test_bad_input_is_a_400_next_to_the_field_and_creates_nothing(
@@ -147,3 +150,49 @@ def test_a_viewer_and_another_tenant_cannot_backfill(tenant_and_user, tenant, te
     refused = viewer.post(f"/dashboard/tasks/{mine.id}/backfill", {**_range(), "intent": "start"})
     assert refused.status_code == 403
     assert not Backfill.objects.exists() and not TaskExecution.objects.exists()
+
+
+def _record(task, day: int, status: str) -> TaskExecution:
+    return TaskExecution.objects.create(
+        tenant=task.tenant,
+        task=task,
+        status=status,
+        scheduled_at=datetime(2026, 11, day, 7, 30, tzinfo=UTC),
+        attempt=1,
+        max_attempts=1,
+    )
+
+
+def test_the_dialog_offers_the_reprocess_policy_and_the_dry_run_says_each_fires_outcome(
+    signed_in, tenant
+):
+    task = make_task(tenant, name="nightly", schedule=DAILY_NY)
+    page = signed_in.get(f"/dashboard/tasks/{task.id}/backfill").content.decode()
+    assert "Reprocess: fires that already have a run" in page
+    for value in ("none", "failed", "all"):
+        assert f'name="reprocess" value="{value}"' in page
+    _record(task, 11, "success")
+    _record(task, 12, "failed")
+    url = f"/dashboard/tasks/{task.id}/backfill"
+    body = {**_range(), "reprocess": "failed", "intent": "dry_run"}
+    page = signed_in.post(url, body, HTTP_X_REQUESTED_WITH="fetch").content.decode()
+    assert 'name="reprocess" value="failed" checked' in page
+    assert 'data-outcome="new">new run<' in page
+    assert 'data-outcome="skipped_succeeded">skipped (already succeeded)<' in page
+    assert 'data-outcome="rerun"><strong>run again (was failed)</strong>' in page
+    summary = re.sub(r"<[^>]+>", "", page)
+    assert "It would give: 1 new run, 1 run again, 1 skipped (already succeeded)." in summary
+    assert not Backfill.objects.exists() and TaskExecution.objects.count() == 2
+
+    started = signed_in.post(url, {**body, "max_parallel": "3", "intent": "start"})
+    assert started.status_code == 302
+    backfill = Backfill.objects.get()
+    assert backfill.reprocess == "failed" and backfill.reprocessed == 1
+    again = TaskExecution.objects.get(
+        task=task, scheduled_at=datetime(2026, 11, 12, 7, 30, tzinfo=UTC), attempt=2
+    )
+    assert again.trigger == "backfill"
+    entry = AuditEntry.objects.get(action="backfill.create")
+    assert entry.detail["after"]["reprocess"] == "failed"
+    listed = signed_in.get("/dashboard/backfills").content.decode()
+    assert "reprocess failed: 1 run again" in listed and "1 skipped: already recorded" in listed

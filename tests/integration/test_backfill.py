@@ -198,3 +198,63 @@ def test_a_dag_backfill_creates_one_run_per_fire(tenant, api, live_worker, beats
     assert api.get(f"/api/v1/backfills/{body['id']}").json()["runs"]["succeeded"] == 3
     listed = api.get(f"/api/v1/backfills?dag={dag.id}").json()
     assert [b["id"] for b in listed["results"]] == [body["id"]]
+
+
+def test_reprocess_failed_runs_the_failed_fires_again_once_max_parallel_at_a_time(
+    tenant, api, live_worker, beats
+):
+    """On a real worker and beat: the three failed fires of the hour run again (attempt 2, at
+    their own fire times), one at a time; the succeeded ones and the fire without a run are
+    left as the policy says; the beat ticking on records none of those instants again."""
+    beat = beats("solo")
+    start, end = _hour_ago()
+    task = make_task(
+        tenant,
+        name="hourly-import",
+        schedule=EVERY_10_MINUTES,
+        handler={"type": "python", "callable": "sleep"},
+        parameters={"seconds": 0.3},
+    )
+    fires = [start + timedelta(minutes=10 * i) for i in range(6)]
+    recorded = dict(
+        zip(fires[1:], ["failed", "success", "failed", "success", "timed_out"], strict=True)
+    )
+    for at, status in recorded.items():
+        TaskExecution.objects.create(
+            tenant=tenant, task=task, status=status, trigger="schedule", scheduled_at=at,
+            completed_at=at, dead_lettered=status != "success",
+        )  # fmt: skip
+    response = api.post(
+        f"/api/v1/tasks/{task.id}/backfill",
+        {"start": _iso(start), "end": _iso(end), "max_parallel": 1, "reprocess": "failed"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    backfill_id = response.json()["id"]
+    try:
+        wait_until(
+            lambda: api.get(f"/api/v1/backfills/{backfill_id}").json()["status"] == "completed",
+            timeout=90,
+            interval=0.2,
+            message="the backfill to complete",
+        )
+    except AssertionError:
+        print(dump_logs(live_worker, beat))
+        raise
+    progress = api.get(f"/api/v1/backfills/{backfill_id}").json()
+    assert progress["reprocessed"] == 3 and progress["already_recorded"] == 2
+    assert progress["runs"]["succeeded"] == 4 and progress["runs"]["failed"] == 0
+    ran = list(TaskExecution.objects.filter(task=task, trigger="backfill"))
+    assert _max_overlap(ran) <= 1
+    again = sorted((e.scheduled_at, e.attempt) for e in ran if e.attempt == 2)
+    assert again == [(at, 2) for at, status in sorted(recorded.items()) if status != "success"]
+    assert all(e.status == "success" for e in ran)
+    assert not TaskExecution.objects.filter(task=task, dead_lettered=True).exists()
+    # (The range only: the task's own schedule may fire a new 10-minute fire meanwhile.)
+    in_range = TaskExecution.objects.filter(
+        task=task, scheduled_at__gte=start, scheduled_at__lt=end
+    )
+    assert in_range.count() == 5 + 1 + 3  # recorded, the new fire, the three run again
+    wait_for_beat_tick("solo", after=time.time())
+    wait_for_beat_tick("solo", after=time.time())
+    assert in_range.count() == 5 + 1 + 3
