@@ -18,6 +18,7 @@ from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.traces import ring_held_back_record
 from scheduler_app.services.firing import Fire, fires_record
 from tests.api_clients import jwt_client
 from tests.factories import make_task
@@ -262,3 +263,18 @@ def test_a_fire_never_rung_here_still_reaches_the_exporter_when_tracing_stops(te
     # It ends at its INSERT, the last step it saw.
     assert list(events_of(fired)) == ["scheduler.recorded"]
     assert fired.end_time == events_of(fired)["scheduler.recorded"]
+
+
+def test_a_fire_held_back_ends_saying_so_and_its_later_ring_is_a_span_of_its_own(tenant, spans):
+    task = make_task(tenant, name="held-back", schedule={"type": "manual"})
+    bells = fires_record(_fires(task, 1), now=timezone.now())
+    ring_held_back_record(bells)  # what `ring` does with the doorbells fair dispatch held back
+    (fired,) = by_name(spans)["scheduler.fire"]
+    assert list(events_of(fired)) == ["scheduler.recorded", "scheduler.ring.held_back"]
+    assert fired.end_time == events_of(fired)["scheduler.ring.held_back"]
+    # The leader rings it later (here at once): the fire's span has ended, so a ring span.
+    assert ring(bells) == 1
+    (rung,) = by_name(spans)["scheduler.ring"]
+    assert parent_id(rung) == fired.context.span_id
+    assert rung.start_time >= fired.end_time
+    assert "scheduler.ring.started" not in events_of(fired)
