@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.sampling import (
     TraceIdRatioBased,
 )
 
-from tracing.state import tracer, tracer_set
+from tracing.state import before_stop_run, tracer, tracer_set
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +126,10 @@ class _HashedOnce(Resource):
 
 
 def tracing_stop(provider: TracerProvider | None) -> None:
-    """Tracing off again (tests): the hooks see no tracer, what was buffered is flushed."""
+    """Tracing off again (tests): the hooks see no tracer, the spans held open end, what was
+    buffered is flushed."""
     tracer_set(None)
+    before_stop_run()
     if provider is not None:
         provider.force_flush()
         provider.shutdown()

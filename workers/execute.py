@@ -166,7 +166,12 @@ def execute_claimed(
     try:
         wait_until_due(execution.scheduled_at, cancel_event=cancel_event)
         started_at = timezone.now()
-        with handler_span(run_trace, handler_type=task.handler_type) as span:
+        with handler_span(
+            run_trace,
+            handler_type=task.handler_type,
+            execution_id=execution.id,
+            attempt=execution.attempt,
+        ) as span:
             context.traceparent = span.traceparent
             trace_ids_log(sink, span)
             handler_outcome = _handler_run(claim, context, cancel_event, resolved)

@@ -104,21 +104,28 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
         for done in waiting
     }
     finish_started_ns = time_ns() if tracer() is not None else 0
-    reports = runs_finish(
-        [
-            Ended(
-                claim=done.claim,
-                outcome=done.executed.outcome,
-                started_at=done.started_at,
-                completed_at=done.completed_at,
-                log_text=logs[done.claim.execution.id][0],
-                log_truncated=logs[done.claim.execution.id][1],
-                progress=done.executed.progress,
+    try:
+        reports = runs_finish(
+            [
+                Ended(
+                    claim=done.claim,
+                    outcome=done.executed.outcome,
+                    started_at=done.started_at,
+                    completed_at=done.completed_at,
+                    log_text=logs[done.claim.execution.id][0],
+                    log_truncated=logs[done.claim.execution.id][1],
+                    progress=done.executed.progress,
+                )
+                for done in waiting
+            ],
+            metrics_pipe=writes,
+        )
+    except BaseException:
+        if finish_started_ns:  # each run's span ends, the statement's failure on it
+            finishes_traced(
+                [done.trace for done in waiting], started_ns=finish_started_ns, accepted=None
             )
-            for done in waiting
-        ],
-        metrics_pipe=writes,
-    )
+        raise
     accepted_ids = {
         done.claim.execution.id
         for done, report in zip(waiting, reports, strict=True)

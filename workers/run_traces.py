@@ -1,11 +1,24 @@
-"""A run's spans on the worker: its claim, its handler and its finish, in the run's trace.
+"""A run's one span on the worker (`worker.run`): from its claim to its finish, in the run's
+trace, the steps between as the span's events.
+
+One span per run rather than one per step: each span costs the SDK about 20 µs to make and
+25 µs to encode for export, several times what an event costs, and the steps of a run on a
+worker are sequential, so a span's start, its events and its end show each one's timing:
+
+- the span starts when the claim's statement started (one statement claims a batch);
+- `scheduler.claimed`: the claim's statement ended;
+- `scheduler.handler.started` / `scheduler.handler.ended`: the handler ran between them
+  (the span is the current one meanwhile: log records carry its ids);
+- `scheduler.finish.started`: the finish's statement began (a batch's successes are
+  finished together: the gap after the handler's end is the wait for the batch);
+- the span ends when the finish's statement has committed (`scheduler.finish.accepted`
+  false when the claim had been lost).
 
 The trace context comes from the run's row (`TaskExecution.traceparent`, written by the fire
 or the trigger), never from the broker message: one doorbell may ring many runs, each of its
-own trace. The claim span is a child of that context; the handler and the finish are the
-claim's children. A run whose stored context was not sampled gets no spans, only its context
-passed on to its handler (`TRACEPARENT`, the `traceparent` header), so what it calls keeps
-the same decision. While tracing is off, none of this runs (`claims_traced` returns {}).
+own trace. A run whose stored context was not sampled gets no span, only its context passed
+on to its handler (`TRACEPARENT`, the `traceparent` header), so what it calls keeps the same
+decision. While tracing is off, none of this runs (`claims_traced` returns {}).
 """
 
 from __future__ import annotations
@@ -27,57 +40,51 @@ from tracing.context import parent_context, sampled, traceparent_of
 from tracing.state import tracer
 from workers.live_logs import LiveLogSink
 
-CLAIM_SPAN = "worker.claim"
-HANDLER_SPAN = "worker.handler"
-FINISH_SPAN = "worker.finish"
+RUN_SPAN = "worker.run"
+CLAIMED = "scheduler.claimed"
+HANDLER_STARTED = "scheduler.handler.started"
+HANDLER_ENDED = "scheduler.handler.ended"
+FINISH_STARTED = "scheduler.finish.started"
 
 
-@dataclass(frozen=True)
+@dataclass
 class RunTrace:
-    """Where a claimed run's spans go: under `context` (the claim span's), or nowhere but
-    `traceparent` passed on when its trace was not sampled (`context` None)."""
+    """Where a claimed run's span goes: under `context` (its row's), or nowhere but
+    `traceparent` passed on when its trace was not sampled (`context` None). `span`: the
+    run's span once its handler started, until its finish ends it."""
 
     context: Context | None
     traceparent: str
+    claim_started_ns: int = 0
+    claimed_ns: int = 0
+    worker_id: str = ""
+    span: Span | None = None
 
 
 def claims_traced(
     claims: Sequence[Claim], *, started_ns: int, worker_id: str
 ) -> dict[uuid.UUID, RunTrace]:
-    """A claim span per claimed run, timed over the one statement that claimed them all."""
-    active = tracer()
-    if active is None:
+    """Each claimed run's trace, with the one claim statement's timing (no span yet: the
+    run's span starts at the claim when its handler starts, a deferred run has none)."""
+    if tracer() is None:
         return {}
     ended_ns = time_ns()
     traces: dict[uuid.UUID, RunTrace] = {}
     for claim in claims:
-        execution = claim.execution
-        stored = execution.traceparent
+        stored = claim.execution.traceparent
         if stored and not sampled(stored):
-            traces[execution.id] = RunTrace(None, stored)
+            traces[claim.execution.id] = RunTrace(None, stored)
             continue
         # No stored context (a run recorded while tracing was off): a trace of its own.
-        span = active.start_span(
-            CLAIM_SPAN,
-            context=parent_context(stored) or Context(),
-            start_time=started_ns,
-            # Few: each costs its encoding on every run (the fire's span has the task and
-            # the due time; a run started otherwise, its trigger's or DAG run's span).
-            attributes={
-                "scheduler.execution.id": str(execution.id),
-                "scheduler.attempt": execution.attempt,
-                "scheduler.worker.id": worker_id,
-            },
+        traces[claim.execution.id] = RunTrace(
+            parent_context(stored) or Context(), "", started_ns, ended_ns, worker_id
         )
-        span.end(end_time=ended_ns)
-        # No traceparent string: a traced run's handler passes on its own span's.
-        traces[execution.id] = RunTrace(trace.set_span_in_context(span), "")
     return traces
 
 
 class HandlerSpan:
-    """The handler's span while it runs (the current span: log records carry its ids), and
-    the context its handler passes on."""
+    """The run's span while its handler runs (the current span: log records carry its ids),
+    and the context its handler passes on."""
 
     def __init__(self, span: Span | None, traceparent: str) -> None:
         self.span = span
@@ -94,9 +101,12 @@ class HandlerSpan:
 
 
 @contextmanager
-def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[HandlerSpan]:
-    """The handler's span, current while the handler runs (log records carry its ids).
-    Started and made current by hand rather than through `start_as_current_span`: its three
+def handler_span(
+    run_trace: RunTrace | None, *, handler_type: str, execution_id: object = "", attempt: int = 1
+) -> Iterator[HandlerSpan]:
+    """The run's span, started back at its claim and current while the handler runs. Left
+    open for the finish to end (`finish_span`, `finishes_traced`), unless the handler raised
+    through. Made current by hand rather than through `start_as_current_span`: its three
     nested context managers cost more than the span itself, once per run."""
     active = tracer()
     if active is None or run_trace is None:
@@ -106,27 +116,41 @@ def handler_span(run_trace: RunTrace | None, *, handler_type: str) -> Iterator[H
         yield HandlerSpan(None, run_trace.traceparent)
         return
     span = active.start_span(
-        HANDLER_SPAN,
+        RUN_SPAN,
         context=run_trace.context,
-        attributes={"scheduler.handler.type": handler_type},
+        start_time=run_trace.claim_started_ns or None,
+        # Few: each costs its encoding on every run (the fire's span has the task and the
+        # due time; a run started otherwise, its trigger's or DAG run's span).
+        attributes={
+            "scheduler.execution.id": str(execution_id),
+            "scheduler.attempt": attempt,
+            "scheduler.worker.id": run_trace.worker_id,
+            "scheduler.handler.type": handler_type,
+        },
     )
+    if run_trace.claimed_ns:
+        span.add_event(CLAIMED, timestamp=run_trace.claimed_ns)
+    span.add_event(HANDLER_STARTED)
     token = context_api.attach(trace.set_span_in_context(span, run_trace.context))
     try:
         yield HandlerSpan(span, traceparent_of(span))
     except BaseException as error:
         span.record_exception(error)
         span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200])
+        span.end()  # no finish follows
         raise
+    else:
+        span.add_event(HANDLER_ENDED)
+        run_trace.span = span
     finally:
         context_api.detach(token)
-        span.end()
 
 
 def trace_ids_log(sink: LiveLogSink, handler: HandlerSpan) -> None:
-    """The run's captured log names its trace and the handler's span first, and every line
-    the platform writes about the run after it (the handler's start and end, a timeout, a
+    """The run's captured log names its trace and the run's span first, and every line the
+    platform writes about the run after it (the handler's start and end, a timeout, a
     cancel, a hand-back) ends with them: to find the trace from a log line, and the log from
-    the trace (the execution id is on the fire and the claim). The task's own output
+    the trace (the execution id is on the fire and the run's span). The task's own output
     (stdout, stderr) is left as it printed it."""
     if handler.span is None or not handler.span.is_recording():
         return
@@ -136,29 +160,47 @@ def trace_ids_log(sink: LiveLogSink, handler: HandlerSpan) -> None:
     sink.system_suffix = f" [{ids}]"
 
 
+def _span_taken(run_trace: RunTrace | None) -> Span | None:
+    if run_trace is None or run_trace.span is None:
+        return None
+    span, run_trace.span = run_trace.span, None
+    return span
+
+
 @contextmanager
 def finish_span(run_trace: RunTrace | None) -> Iterator[None]:
-    """One run's finish (its statement and what settles in its transaction)."""
-    active = tracer()
-    if active is None or run_trace is None or run_trace.context is None:
+    """One run's finish (its statement and what settles in its transaction): the run's span
+    ends with it, whatever the finish raises."""
+    span = _span_taken(run_trace)
+    if span is None:
         yield
         return
-    with active.start_as_current_span(FINISH_SPAN, context=run_trace.context):
-        yield  # a rejected finish (a lost claim) is the run's status in the claim's trace
+    span.add_event(FINISH_STARTED)
+    token = context_api.attach(trace.set_span_in_context(span))
+    try:
+        yield  # a rejected finish (a lost claim) is the run's status in its trace
+    except BaseException as error:
+        span.record_exception(error)
+        span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200])
+        raise
+    finally:
+        context_api.detach(token)
+        span.end()
 
 
 def finishes_traced(
-    run_traces: Sequence[RunTrace | None], *, started_ns: int, accepted: Sequence[bool]
+    run_traces: Sequence[RunTrace | None], *, started_ns: int, accepted: Sequence[bool] | None
 ) -> None:
-    """A finish span per run of a batch finished together, timed over its one statement."""
-    active = tracer()
-    if active is None:
-        return
+    """End the spans of a batch's runs finished together, timed over its one statement.
+    `accepted` None: the statement raised (each span ends all the same)."""
     ended_ns = time_ns()
-    for run_trace, ok in zip(run_traces, accepted, strict=True):
-        if run_trace is None or run_trace.context is None:
+    for index, run_trace in enumerate(run_traces):
+        span = _span_taken(run_trace)
+        if span is None:
             continue
-        span = active.start_span(FINISH_SPAN, context=run_trace.context, start_time=started_ns)
-        if not ok:
+        span.add_event(FINISH_STARTED, timestamp=started_ns)
+        if accepted is None:
+            span.set_status(StatusCode.ERROR, "the batch's finish failed")
+        elif not accepted[index]:
             span.set_attribute("scheduler.finish.accepted", False)
         span.end(end_time=ended_ns)

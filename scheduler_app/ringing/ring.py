@@ -35,7 +35,11 @@ from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.fairness import fair_admit
 from scheduler_app.ringing.publish import publish, with_task_names
 from scheduler_app.ringing.sticky import route
-from scheduler_app.ringing.traces import ring_spans_record
+from scheduler_app.ringing.traces import (
+    ring_failed_record,
+    ring_held_back_record,
+    ring_spans_record,
+)
 from scheduler_app.services.firing import queued_hold_back
 from tracing.state import tracer
 
@@ -65,6 +69,7 @@ def ring(
     if round_size is None:
         round_size = fleet_round(batch, processes)
     admission = fair_admit(list(doorbells), fleet_round=round_size)
+    ring_held_back_record(admission.held_back)
     doorbells_hold_back(admission.held_back)
     return _route_and_publish(
         admission.admitted, sticky=sticky, batch=batch, processes=processes, reason=reason
@@ -83,6 +88,7 @@ def ring_deferring_hold_back(
     `queued` without a doorbell, which the requeue grace covers should the caller never get
     there."""
     admission = fair_admit(list(doorbells), fleet_round=fleet_round(batch, processes))
+    ring_held_back_record(admission.held_back)
     sent = _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
     return Rung(sent, admission.held_back)
 
@@ -137,7 +143,11 @@ def _route_and_publish(
             bells = route(bells)
         except Exception:  # stickiness is an optimisation: never let it stop a publish
             logger.exception("sticky routing failed; publishing to the tier queues")
-    sent = publish(bells, batch=batch, processes=processes, tiers=tiers)
+    try:
+        sent = publish(bells, batch=batch, processes=processes, tiers=tiers)
+    except BaseException:
+        ring_failed_record(bells)
+        raise
     if started_ns:
         ring_spans_record(bells, started_ns=started_ns, reason=reason)
     return sent

@@ -188,14 +188,19 @@ def _fires_record(
             sql, [Trigger.SCHEDULE.value, now, now, now, *columns, spans and spans.traceparents]
         )
         inserted = cursor.fetchall()
+    queued = ExecutionStatus.QUEUED.value
+    bells = [_doorbell(*row[:3], row[4], row[6]) for row in inserted if row[3] == queued]
     if spans:
-        spans.end(recorded={row[0] for row in inserted})
+        # The doorbells' fire spans stay open until their ring (`fire_traces`).
+        spans.end(
+            recorded={row[0] for row in inserted},
+            to_ring={bell.execution_id for bell in bells},
+        )
     if limited:
         remaining_runs_spend(
             [(row[4], row[3], row[5]) for row in inserted if row[4] in limited], now=now
         )
-    queued = ExecutionStatus.QUEUED.value
-    return [_doorbell(*row[:3], row[4], row[6]) for row in inserted if row[3] == queued]
+    return bells
 
 
 def _doorbell(

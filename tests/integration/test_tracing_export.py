@@ -1,8 +1,9 @@
 """Traces exported over OTLP/HTTP by the real beat and worker processes: an OTLP receiver
 started here (an http.server thread decoding ExportTraceServiceRequest) sees one trace per
-task run (the beat's fire and ring, the worker's claim, handler and finish) and one per DAG
-run (the beat's DAG run span, each node's claim, handler and finish under it); and the
-worker's and the beat's log lines, and the run's stored log, name the trace and span ids."""
+task run (the beat's fire span, its ring an event of it; the worker's run span, its claim,
+handler and finish events of it, each step with its time) and one per DAG run (the beat's
+DAG run span, each node's run span under it); and the worker's and the beat's log lines, and
+the run's stored log, name the trace and span ids."""
 
 from __future__ import annotations
 
@@ -82,6 +83,9 @@ class OtlpReceiver:
                             "trace_id": span.trace_id.hex(),
                             "span_id": span.span_id.hex(),
                             "parent_id": span.parent_span_id.hex(),
+                            "start": span.start_time_unix_nano,
+                            "end": span.end_time_unix_nano,
+                            "events": {e.name: e.time_unix_nano for e in span.events},
                             "attributes": {
                                 a.key: a.value.string_value or a.value.bool_value
                                 for a in span.attributes
@@ -114,13 +118,10 @@ def _task_trace(traces, execution_id: str) -> dict | None:
         fire = _one(spans, "scheduler.fire", **{"scheduler.execution.id": execution_id})
         if fire is None:
             continue
-        ring = _one(spans, "scheduler.ring")
-        claim = _one(spans, "worker.claim")
-        handler = _one(spans, "worker.handler")
-        finish = _one(spans, "worker.finish")
-        if None in (ring, claim, handler, finish):
+        run = _one(spans, "worker.run")
+        if run is None:
             return None
-        return {"fire": fire, "ring": ring, "claim": claim, "handler": handler, "finish": finish}
+        return {"fire": fire, "run": run}
     return None
 
 
@@ -129,11 +130,10 @@ def _dag_trace(traces, run_id: str) -> dict | None:
         root = _one(spans, "dag.run", **{"scheduler.dag.run.id": run_id})
         if root is None:
             continue
-        claims = [s for s in spans if s["name"] == "worker.claim"]
-        finishes = [s for s in spans if s["name"] == "worker.finish"]
-        if len(claims) < 2 or len(finishes) < 2:
+        runs = [s for s in spans if s["name"] == "worker.run"]
+        if len(runs) < 2:
             return None
-        return {"root": root, "claims": claims, "spans": spans}
+        return {"root": root, "runs": runs, "spans": spans}
     return None
 
 
@@ -206,19 +206,36 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
             quiesce(prefix)
             receiver.server.shutdown()
 
-    run = found["task"]
-    fire, ring, claim = run["fire"], run["ring"], run["claim"]
+    fire, run = found["task"]["fire"], found["task"]["run"]
+    # Two spans, one a process: the beat's fire, the worker's run under it, and no other.
     assert fire["service"] == "scheduler-beat" and fire["parent_id"] == ""
     assert fire["attributes"]["scheduler.schedule.due_at"]
-    assert ring["service"] == "scheduler-beat" and ring["parent_id"] == fire["span_id"]
-    assert claim["service"] == "scheduler-worker" and claim["parent_id"] == fire["span_id"]
-    assert run["handler"]["parent_id"] == claim["span_id"]
-    assert run["finish"]["parent_id"] == claim["span_id"]
+    assert run["service"] == "scheduler-worker" and run["parent_id"] == fire["span_id"]
+    assert sorted(s["name"] for s in receiver.traces()[fire["trace_id"]]) == [
+        "scheduler.fire",
+        "worker.run",
+    ]
+    # Every step, with its time, in the order the run went through them: the beat recorded
+    # the fire and rang it (its span's end), the worker claimed, ran and finished it.
+    # (The worker may take the doorbell before the beat's publish has returned: the fire's
+    # end is not before the claim's start, the publish's start is.)
+    fired, ran = fire["events"], run["events"]
+    assert fire["start"] <= fired["scheduler.recorded"] <= fired["scheduler.ring.started"]
+    assert fired["scheduler.ring.started"] <= fire["end"]
+    assert (
+        fired["scheduler.ring.started"]
+        <= run["start"]
+        <= ran["scheduler.claimed"]
+        <= ran["scheduler.handler.started"]
+        <= ran["scheduler.handler.ended"]
+        <= ran["scheduler.finish.started"]
+        <= run["end"]
+    )
 
     # Log lines name their trace and span: the worker's, written while the handler's span
     # was current (Celery's own handlers, given the filter), and the platform's lines of the
     # run's stored log; the beat's lines have the fields too ("-" outside a span).
-    handler = run["handler"]
+    handler = run
     ids = f"[trace={handler['trace_id']} span={handler['span_id']}]"
     logged = [line for line in worker.log().splitlines() if traced_handlers.LINE in line]
     assert [line for line in logged if ids in line], logged[:3]  # one run's line, its ids
@@ -233,7 +250,8 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
     dag_run = found["dag"]
     root = dag_run["root"]
     assert root["service"] == "scheduler-beat" and root["parent_id"] == ""
-    assert {c["parent_id"] for c in dag_run["claims"]} == {root["span_id"]}
-    claim_ids = {c["span_id"] for c in dag_run["claims"]}
-    for name in ("worker.handler", "worker.finish"):
-        assert {s["parent_id"] for s in dag_run["spans"] if s["name"] == name} <= claim_ids
+    assert {r["parent_id"] for r in dag_run["runs"]} == {root["span_id"]}
+    for node in dag_run["runs"]:
+        assert node["service"] == "scheduler-worker"
+        assert "scheduler.handler.started" in node["events"]
+        assert node["start"] <= node["end"]

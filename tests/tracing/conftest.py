@@ -27,3 +27,8 @@ def by_name(exporter: InMemorySpanExporter) -> dict[str, list]:
 
 def parent_id(span) -> int | None:
     return span.parent.span_id if span.parent is not None else None
+
+
+def events_of(span) -> dict[str, int]:
+    """A span's events by name, each its timestamp (ns): the steps a span covers."""
+    return {event.name: event.timestamp for event in span.events}

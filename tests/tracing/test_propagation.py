@@ -43,7 +43,7 @@ def _run(task) -> TaskExecution:
 
 
 def _handler_traceparent(spans) -> str:
-    (handler,) = by_name(spans)["worker.handler"]
+    (handler,) = by_name(spans)["worker.run"]
     return traceparent_of(handler)
 
 

@@ -1,7 +1,8 @@
 """Runs rung again, and backfills' runs, in their own run's trace (real PostgreSQL and Redis,
 this process playing the beat, the reaper and the worker): every ring again is a
-`scheduler.ring` span under the run's fire, saying why (`scheduler.ring.reason`), and a
-backfill's run is a trace from its fire span to the worker's finish, like a scheduled one."""
+`scheduler.ring` span under the run's fire, saying why (`scheduler.ring.reason`), while the
+first ring is the fire span's own end; and a backfill's run (rung by the leader's promote, a
+ring span of its own) is a trace from its fire span to the worker's finish."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from scheduler_app.services.firing import (
 )
 from scheduler_app.services.fleet import worker_executions_release
 from tests.factories import make_task, make_worker_record
-from tests.tracing.conftest import by_name, parent_id
+from tests.tracing.conftest import by_name, events_of, parent_id
 from workers.runner import execution_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,17 +54,20 @@ def _fired_and_rung(task) -> TaskExecution:
 
 
 def _rings_of(spans, row: TaskExecution) -> list:
-    """The ring spans in the run's trace, under its fire, oldest first."""
+    """The run's rings, oldest first: its first, in its fire span (the publish's start an
+    event, its end the span's), then each ring again, a span of its own under the fire."""
     found = by_name(spans)
     (fire,) = [
         s for s in found["scheduler.fire"] if s.attributes["scheduler.execution.id"] == str(row.id)
     ]
+    assert "scheduler.ring.started" in events_of(fire)
     rings = [
         s for s in found.get("scheduler.ring", []) if s.context.trace_id == fire.context.trace_id
     ]
     for span in rings:
         assert parent_id(span) == fire.context.span_id
-    return sorted(rings, key=lambda span: span.start_time)
+        assert span.start_time >= fire.end_time  # rung again after the first ring
+    return [fire, *sorted(rings, key=lambda span: span.start_time)]
 
 
 def test_a_run_requeued_by_the_leaders_sweep_is_rung_again_in_its_trace(tenant, spans):
@@ -75,6 +79,7 @@ def test_a_run_requeued_by_the_leaders_sweep_is_rung_again_in_its_trace(tenant, 
     ring(bells, reason=RingReason.REQUEUE)  # what the leader's housekeeping does
 
     first, again = _rings_of(spans, row)
+    assert first.name == "scheduler.fire"
     assert "scheduler.ring.reason" not in first.attributes
     assert again.attributes["scheduler.ring.reason"] == "requeue"
 
@@ -145,7 +150,7 @@ def test_a_run_the_lease_reaper_fails_is_retried_and_rung_in_the_same_trace(tena
     first = TaskExecution.objects.get(id=bell.execution_id)
     assert retry.traceparent == first.traceparent  # one trace shows every attempt
     rings = _rings_of(spans, first)
-    assert len(rings) == 2  # the fire's ring and the retry's, both under the fire
+    assert len(rings) == 2  # the fire's ring (its span's end) and the retry's, under the fire
 
 
 def test_a_backfills_run_is_one_trace_from_its_fire_to_its_finish(tenant, spans):
@@ -176,12 +181,20 @@ def test_a_backfills_run_is_one_trace_from_its_fire_to_its_finish(tenant, spans)
     assert fire.attributes["scheduler.backfill.id"] == str(backfill.id)
     assert fire.attributes["scheduler.schedule.due_at"] == row.scheduled_at.isoformat()
     trace_id = fire.context.trace_id
+    # Recorded pending, its fire span ended at the INSERT; the promote's ring, a span of its
+    # own (another process's, in production); then the worker's run span.
+    assert list(events_of(fire)) == []
     (rung,) = [s for s in found["scheduler.ring"] if s.context.trace_id == trace_id]
-    (claimed,) = [s for s in found["worker.claim"] if s.context.trace_id == trace_id]
-    (handled,) = [s for s in found["worker.handler"] if s.context.trace_id == trace_id]
-    (finished,) = [s for s in found["worker.finish"] if s.context.trace_id == trace_id]
-    assert parent_id(rung) == parent_id(claimed) == fire.context.span_id
-    assert parent_id(handled) == parent_id(finished) == claimed.context.span_id
+    (ran,) = [s for s in found["worker.run"] if s.context.trace_id == trace_id]
+    assert "scheduler.ring.reason" not in rung.attributes
+    assert parent_id(rung) == parent_id(ran) == fire.context.span_id
+    assert fire.end_time <= rung.start_time <= rung.end_time <= ran.start_time
+    assert list(events_of(ran)) == [
+        "scheduler.claimed",
+        "scheduler.handler.started",
+        "scheduler.handler.ended",
+        "scheduler.finish.started",
+    ]
 
 
 def test_a_backfill_recorded_while_tracing_is_off_gets_no_context(tenant):

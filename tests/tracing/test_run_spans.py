@@ -18,10 +18,11 @@ from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from scheduler_app.models import ExecutionLog, TaskExecution
 from scheduler_app.ringing.ring import ring
+from scheduler_app.ringing.traces import ring_held_back_record
 from scheduler_app.services.firing import Fire, fires_record
 from tests.api_clients import jwt_client
 from tests.factories import make_task
-from tests.tracing.conftest import by_name, parent_id
+from tests.tracing.conftest import by_name, events_of, parent_id
 from tracing.setup import TracingConfig, tracing_start, tracing_stop
 from tracing.state import tracer
 from workers.runner import execution_batch_run, execution_run
@@ -55,27 +56,47 @@ def test_a_run_is_one_trace_from_the_fire_through_the_ring_claim_handler_and_fin
     assert ring(bells) == 1
     assert execution_run(execution_id=bells[0].execution_id, worker_id=WORKER) == "success"
 
+    # Two spans a run: the beat's fire (its recording and its ring), the worker's run (its
+    # claim, handler and finish); no span of the ring's, the claim's or the finish's own.
     found = by_name(spans)
+    assert sorted(found) == ["scheduler.fire", "worker.run"]
     (fired,) = found["scheduler.fire"]
-    (rung,) = found["scheduler.ring"]
-    (claimed,) = found["worker.claim"]
-    (handled,) = found["worker.handler"]
-    (finished,) = found["worker.finish"]
+    (handled,) = found["worker.run"]
     trace_id = fired.context.trace_id
-    assert {s.context.trace_id for s in (rung, claimed, handled, finished)} == {trace_id}
+    assert handled.context.trace_id == trace_id
     assert fired.parent is None  # the fire starts the trace
-    assert parent_id(rung) == fired.context.span_id
-    assert parent_id(claimed) == fired.context.span_id
-    assert parent_id(handled) == claimed.context.span_id
-    assert parent_id(finished) == claimed.context.span_id
-    # The schedule's due time is on the fire; the run's id on every step.
+    assert parent_id(handled) == fired.context.span_id
+    # The schedule's due time is on the fire; the run's id on both.
     assert fired.attributes["scheduler.schedule.due_at"] == fire.scheduled_at.isoformat()
     assert "scheduler.fire.recorded" not in fired.attributes  # marked only when it was not
-    for span in (fired, claimed):
+    for span in (fired, handled):
         assert span.attributes["scheduler.execution.id"] == bells[0].execution_id
     assert handled.attributes["scheduler.status"] == "success"
-    assert fired.start_time <= rung.start_time <= claimed.start_time <= handled.start_time
-    assert handled.end_time <= finished.end_time
+    assert handled.attributes["scheduler.worker.id"] == WORKER
+    assert handled.attributes["scheduler.handler.type"] == "python"
+    # Every step is there with its time, in the order the run went through them: the fire's
+    # INSERT, the publish (the fire span's end), the claim (the run span's start, the
+    # statement's end), the handler, the finish (the run span's end).
+    fire_steps, run_steps = events_of(fired), events_of(handled)
+    assert list(fire_steps) == ["scheduler.recorded", "scheduler.ring.started"]
+    assert list(run_steps) == [
+        "scheduler.claimed",
+        "scheduler.handler.started",
+        "scheduler.handler.ended",
+        "scheduler.finish.started",
+    ]
+    assert (
+        fired.start_time
+        <= fire_steps["scheduler.recorded"]
+        <= fire_steps["scheduler.ring.started"]
+        <= fired.end_time
+        <= handled.start_time
+        <= run_steps["scheduler.claimed"]
+        <= run_steps["scheduler.handler.started"]
+        <= run_steps["scheduler.handler.ended"]
+        <= run_steps["scheduler.finish.started"]
+        <= handled.end_time
+    )
 
     row = TaskExecution.objects.get(id=bells[0].execution_id)
     flags = int(fired.context.trace_flags)
@@ -100,16 +121,21 @@ def test_a_batch_doorbell_keeps_each_run_in_its_own_trace(tenant, spans):
 
     found = by_name(spans)
     fires = {s.attributes["scheduler.execution.id"]: s for s in found["scheduler.fire"]}
-    claims = {s.attributes["scheduler.execution.id"]: s for s in found["worker.claim"]}
-    assert set(fires) == set(claims) == set(ids)
+    runs = {s.attributes["scheduler.execution.id"]: s for s in found["worker.run"]}
+    assert set(fires) == set(runs) == set(ids)
     assert len({s.context.trace_id for s in fires.values()}) == 3
     for execution_id in ids:
-        assert claims[execution_id].context.trace_id == fires[execution_id].context.trace_id
-        assert parent_id(claims[execution_id]) == fires[execution_id].context.span_id
-    # The batch's successes finish in one statement: one finish span per run, in its trace.
-    by_claim = {parent_id(s): s for s in found["worker.finish"]}
-    for claim in claims.values():
-        assert by_claim[claim.context.span_id].context.trace_id == claim.context.trace_id
+        assert runs[execution_id].context.trace_id == fires[execution_id].context.trace_id
+        assert parent_id(runs[execution_id]) == fires[execution_id].context.span_id
+        # One message rang the three: each fire span ends with that one publish.
+        assert "scheduler.ring.started" in events_of(fires[execution_id])
+    # One claim statement, and the batch's successes finish in one statement: the three run
+    # spans start with the one and end with the other, each its own handler's times between.
+    assert len({s.start_time for s in runs.values()}) == 1
+    assert len({s.end_time for s in runs.values()}) == 1
+    assert len({events_of(s)["scheduler.claimed"] for s in runs.values()}) == 1
+    assert len({events_of(s)["scheduler.finish.started"] for s in runs.values()}) == 1
+    assert len({events_of(s)["scheduler.handler.started"] for s in runs.values()}) == 3
 
 
 def test_a_dag_run_is_one_trace_with_its_nodes_as_children(tenant, spans):
@@ -133,7 +159,7 @@ def test_a_dag_run_is_one_trace_with_its_nodes_as_children(tenant, spans):
     (dag_span,) = found["dag.run"]
     assert dag_span.parent is None
     assert dag_span.attributes["scheduler.dag.run.id"] == str(run.id)
-    claims = found["worker.claim"]
+    claims = found["worker.run"]
     assert {s.attributes["scheduler.execution.id"] for s in claims} == {
         str(execution_id) for _, execution_id in executions
     }
@@ -195,8 +221,9 @@ def test_the_runs_page_and_the_api_show_its_trace_id(tenant_and_user, api, clien
     task = make_task(tenant, name="traced-page", schedule={"type": "manual"})
     bells = fires_record(_fires(task, 1), now=timezone.now())
     execution_run(execution_id=bells[0].execution_id, worker_id=WORKER)
-    (fired,) = by_name(spans)["scheduler.fire"]
-    trace_id = f"{fired.context.trace_id:032x}"
+    # Its fire span is left open (never rung here): the run's span is of the same trace.
+    (ran,) = by_name(spans)["worker.run"]
+    trace_id = f"{ran.context.trace_id:032x}"
 
     answer = api.get(f"/api/v1/executions/{bells[0].execution_id}")
     assert answer.status_code == 200
@@ -213,8 +240,9 @@ def test_another_tenant_gets_a_404_and_never_the_trace_id(tenant_factory, spans)
     task = make_task(victim, name="victim-traced", schedule={"type": "manual"})
     bells = fires_record(_fires(task, 1), now=timezone.now())
     execution_run(execution_id=bells[0].execution_id, worker_id=WORKER)
-    (fired,) = by_name(spans)["scheduler.fire"]
-    trace_id = f"{fired.context.trace_id:032x}"
+    # Its fire span is left open (never rung here): the run's span is of the same trace.
+    (ran,) = by_name(spans)["worker.run"]
+    trace_id = f"{ran.context.trace_id:032x}"
 
     attacker = jwt_client(attacker_admin)
     answer = attacker.get(f"/api/v1/executions/{bells[0].execution_id}")
@@ -222,3 +250,31 @@ def test_another_tenant_gets_a_404_and_never_the_trace_id(tenant_factory, spans)
     assert trace_id not in answer.content.decode()
     listed = attacker.get("/api/v1/executions").content.decode()
     assert trace_id not in listed and bells[0].execution_id not in listed
+
+
+def test_a_fire_never_rung_here_still_reaches_the_exporter_when_tracing_stops(tenant, spans):
+    task = make_task(tenant, name="never-rung", schedule={"type": "manual"})
+    bells = fires_record(_fires(task, 1), now=timezone.now())
+    # Its span waits for the ring, which never comes (the process stops first).
+    assert "scheduler.fire" not in by_name(spans)
+    tracing_stop(provider=None)
+    (fired,) = by_name(spans)["scheduler.fire"]
+    assert fired.attributes["scheduler.execution.id"] == bells[0].execution_id
+    # It ends at its INSERT, the last step it saw.
+    assert list(events_of(fired)) == ["scheduler.recorded"]
+    assert fired.end_time == events_of(fired)["scheduler.recorded"]
+
+
+def test_a_fire_held_back_ends_saying_so_and_its_later_ring_is_a_span_of_its_own(tenant, spans):
+    task = make_task(tenant, name="held-back", schedule={"type": "manual"})
+    bells = fires_record(_fires(task, 1), now=timezone.now())
+    ring_held_back_record(bells)  # what `ring` does with the doorbells fair dispatch held back
+    (fired,) = by_name(spans)["scheduler.fire"]
+    assert list(events_of(fired)) == ["scheduler.recorded", "scheduler.ring.held_back"]
+    assert fired.end_time == events_of(fired)["scheduler.ring.held_back"]
+    # The leader rings it later (here at once): the fire's span has ended, so a ring span.
+    assert ring(bells) == 1
+    (rung,) = by_name(spans)["scheduler.ring"]
+    assert parent_id(rung) == fired.context.span_id
+    assert rung.start_time >= fired.end_time
+    assert "scheduler.ring.started" not in events_of(fired)
