@@ -96,22 +96,16 @@ def dag_node_clear(
         }
         run_nodes_reset(locked, states, again, trigger=NodeAttemptTrigger.CLEAR, triggered_by=actor)
         cleared = sorted(again)
-        audit_record(
-            tenant=locked.tenant,
+        _audit(
+            locked,
+            "dag_node.clear",
             actor=actor,
-            action="dag_node.clear",
-            object_type="dag_run",
-            object_id=str(locked.id),
-            detail={
-                "dag": str(locked.dag_id),
-                "dag_run_id": str(locked.id),
-                "node_id": node_id,
-                "upstream": upstream,
-                "downstream": downstream,
-                "cleared": cleared,
-                "was": locked.status,
-            },
-            reason=note,
+            note=note,
+            node_id=node_id,
+            upstream=upstream,
+            downstream=downstream,
+            cleared=cleared,
+            was=locked.status,
         )
     return cleared
 
@@ -127,19 +121,13 @@ def dag_run_clear_all(*, run: DagRun, note: str = "", actor: str = "") -> list[s
         every = set(states)
         run_nodes_reset(locked, states, every, trigger=NodeAttemptTrigger.CLEAR, triggered_by=actor)
         cleared = sorted(every)
-        audit_record(
-            tenant=locked.tenant,
+        _audit(
+            locked,
+            "dag_run.clear",
             actor=actor,
-            action="dag_run.clear",
-            object_type="dag_run",
-            object_id=str(locked.id),
-            detail={
-                "dag": str(locked.dag_id),
-                "dag_run_id": str(locked.id),
-                "cleared": cleared,
-                "was": locked.status,
-            },
-            reason=note,
+            note=note,
+            cleared=cleared,
+            was=locked.status,
         )
     return cleared
 
@@ -193,20 +181,14 @@ def dag_node_mark(
             DagRun.objects.filter(id=locked.id).update(status=RunStatus.RUNNING, completed_at=None)
             locked.status = RunStatus.RUNNING
             run_finish(run=locked)
-        audit_record(
-            tenant=locked.tenant,
+        _audit(
+            locked,
+            "dag_node.mark",
             actor=actor,
-            action="dag_node.mark",
-            object_type="dag_run",
-            object_id=str(locked.id),
-            detail={
-                "dag": str(locked.dag_id),
-                "dag_run_id": str(locked.id),
-                "node_id": node_id,
-                "state": state,
-                "reset": sorted(below),
-            },
-            reason=note,
+            note=note,
+            node_id=node_id,
+            state=state,
+            reset=sorted(below),
         )
     return sorted(below)
 
@@ -248,20 +230,27 @@ def _mark_in_flight(locked: DagRun, node: DagNodeState, state: str, note: str, a
     ]
     if running:
         transaction.on_commit(lambda: [cancel_request(execution_id=i) for i in running])
-    audit_record(
-        tenant=locked.tenant,
+    _audit(
+        locked,
+        "dag_node.mark",
         actor=actor,
-        action="dag_node.mark",
+        note=note,
+        node_id=node.node_id,
+        state=state,
+        was=node.status,
+        while_running=True,
+        stopped=running,
+    )
+
+
+def _audit(run: DagRun, verb: str, *, actor: str, note: str, **detail: object) -> None:
+    """A node action's entry, on its DAG run (the audit page links it), with the reason."""
+    audit_record(
+        tenant=run.tenant,
+        actor=actor,
+        action=verb,
         object_type="dag_run",
-        object_id=str(locked.id),
-        detail={
-            "dag": str(locked.dag_id),
-            "dag_run_id": str(locked.id),
-            "node_id": node.node_id,
-            "state": state,
-            "was": node.status,
-            "while_running": True,
-            "stopped": running,
-        },
+        object_id=str(run.id),
+        detail={"dag": str(run.dag_id), "dag_run_id": str(run.id), **detail},
         reason=note,
     )
