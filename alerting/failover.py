@@ -30,6 +30,9 @@ class Failover:
     writes_answered: bool
 
 
+CLOCK_SLACK_SECONDS = 5.0
+
+
 def leader_failovers(now: datetime) -> list[Failover]:
     window = settings.ALERTS["LEADER_FAILOVER_WINDOW_SECONDS"]
     recent = []
@@ -38,8 +41,10 @@ def leader_failovers(now: datetime) -> list[Failover]:
         if not leader or leader["epoch"] <= 1:
             continue
         age = now.timestamp() - leader["since"]
-        if 0 <= age <= window:
-            recent.append((shard["shard"], leader, age))
+        # `since` is the new leader's clock, to the millisecond: just ahead of this one's when
+        # it is rounded up, or when the hosts' clocks are a little apart.
+        if -CLOCK_SLACK_SECONDS <= age <= window:
+            recent.append((shard["shard"], leader, max(age, 0.0)))
     if not recent:
         return []
     probe = database_write_probe(now=now)
