@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import timedelta
 from typing import Any
@@ -59,8 +60,11 @@ def page_context(request: HttpRequest) -> dict[str, Any]:
     membership = dashboard_membership(request)
     return {
         "tenant": membership.tenant,
-        # The nav's badge: open incidents nobody acknowledged yet.
-        "open_incidents": alerting_selectors.incidents_open_count(tenant=membership.tenant),
+        # The nav's badge: open incidents nobody acknowledged yet. Counted when the frame is
+        # rendered (the template calls it), never for a live fragment's poll, once a page.
+        "open_incidents": functools.cache(
+            functools.partial(alerting_selectors.incidents_open_count, tenant=membership.tenant)
+        ),
         "role": membership.role,
         "memberships": dashboard_memberships(request),
         "poll_seconds": settings.MONITORING["DASHBOARD_POLL_SECONDS"],
