@@ -80,18 +80,22 @@ def _snapshot(ours: set[str]) -> dict[str, object]:
 # request that rang a run would also write rows, which the database half of the snapshot
 # catches.
 BOOKKEEPING_BY_OTHER_PROCESSES = (":scheduler:", ":budget:", ":fair:", ":fleet:", ":metrics:")
+# Counters of requests, which a refused request is as much as an allowed one: the rate limit's
+# per-minute bucket (a new minute's key appears with whichever request comes first in it).
+REQUEST_COUNTERS = (":ratelimit:",)
 
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _changes_by_itself(client, key: str, ours: set[str]) -> bool:
-    """Keys that change with no request: the bookkeeping above, any key naming another
+    """Keys that change with no request, or with any request: the bookkeeping and the request
+    counters above, any key naming another
     test's tenant or objects (their cancel marks, usage counters and log byte counts, which
     their stopping workers may still write or which expire while the walk runs), and any
     key with a time to live that names no object at all. Any key naming this test's tenant
     or objects counts, with a time to live or without."""
-    if any(part in key for part in BOOKKEEPING_BY_OTHER_PROCESSES):
+    if any(part in key for part in (*BOOKKEEPING_BY_OTHER_PROCESSES, *REQUEST_COUNTERS)):
         return True
     if any(value in key for value in ours):
         return False
