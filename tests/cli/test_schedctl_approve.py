@@ -1,7 +1,8 @@
 """`schedctl approvals`, `approve` and `reject` as real processes against the live API: an
 operator lists what waits and approves it with a comment (the decision says it came from the
-CLI), then rejects another run's with a reason, which the node keeps as its error. Who may not decide is the API's to refuse (tests/dags/test_approvals.py). No worker:
-the node after the approval is only dispatched."""
+CLI), then rejects another run's with a reason, which the node keeps as its error. Who may
+not decide is the API's to refuse (tests/dags/test_approvals.py). No worker: the node after
+the approval is only dispatched."""
 
 from __future__ import annotations
 
