@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from dags.spec_durations import duration_seconds
 from dags.spec_errors import DagSpecError
 from dags.spec_keys import NOT_FOR_TYPED_WAITS
 
@@ -34,21 +35,7 @@ MAX_MESSAGE = 2000
 DEFAULT_TIMEOUT_SECONDS = 86400
 # The spec's own ceiling; the tenant's retention window is usually the tighter one.
 MAX_TIMEOUT_SECONDS = 366 * 86400
-DURATION = re.compile(r"^(?:(\d{1,6})d)?(?:(\d{1,7})h)?(?:(\d{1,8})m)?(?:(\d{1,9})s)?$")
 USERNAME = re.compile(r"^[\w.@+-]{1,150}$")
-
-
-def duration_seconds(value: Any, *, field: str) -> int:
-    """`"24h"`, `"90m"`, `"1d12h"`, `"45s"` or a whole number of seconds."""
-    if isinstance(value, bool):
-        raise DagSpecError(f"{field} must be a duration such as 24h, 90m or 3600", field=field)
-    if isinstance(value, int):
-        return value
-    match = DURATION.match(value.strip()) if isinstance(value, str) else None
-    if match is None or not any(match.groups()):
-        raise DagSpecError(f"{field} must be a duration such as 24h, 90m or 3600", field=field)
-    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def _approvers(raw: Any, *, where: str) -> dict[str, Any]:
@@ -113,8 +100,9 @@ def approval_node_parse(raw: Mapping[str, Any], *, where: str) -> dict[str, Any]
             field=f"{where}.{extra[0]}",
         )
     approvers = _approvers(raw.get("approvers"), where=where)
-    timeout = duration_seconds(
-        raw.get("timeout", DEFAULT_TIMEOUT_SECONDS), field=f"{where}.timeout"
+    # Whole seconds: a wait's deadline is shown and compared to the second.
+    timeout = round(
+        duration_seconds(raw.get("timeout", DEFAULT_TIMEOUT_SECONDS), field=f"{where}.timeout")
     )
     if not 1 <= timeout <= MAX_TIMEOUT_SECONDS:
         raise DagSpecError(

@@ -7,12 +7,13 @@
 
 Neither runs a handler: the engine records a row (`dags.models.DagTimer`) and the beat
 leader's housekeeping ends the node when the row is due (`dags.services.timers`). This module
-only parses: durations ("90", "30s", "10m", "2h", "1d"), the `until` template (placeholders
-`parameters.<name>` only, rendered when the node becomes ready) and each sensor kind's
-fields. The normalized node keeps the keys a definition is written with (durations in
-seconds, defaults filled in), so a stored definition saves again unchanged (the dashboard's
-editor and the API hand it back). What depends on the tenant (its retention window, its
-allow-listed hosts) is checked by the definitions service (`dags.services.timer_checks`).
+only parses: durations (`dags.spec_durations`, read as an approval's timeout is), the
+`until` template (placeholders `parameters.<name>` only, rendered when the node becomes
+ready) and each sensor kind's fields. The normalized node keeps the keys a definition is
+written with (durations in seconds, defaults filled in), so a stored definition saves again
+unchanged (the dashboard's editor and the API hand it back). What depends on the tenant
+(its retention window, its allow-listed hosts) is checked by the definitions service
+(`dags.services.timer_checks`).
 
 Backoff: a sensor pokes every `interval`, and each poke that finds its condition false
 doubles the wait, up to `max_interval` (default 10 minutes, never below `interval`).
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 from budgets.limits import BudgetExceeded, ExpressionBudget
 from budgets.templates import template_placeholders
 from dags.jsonpath_conditions import JSONPathError, path_check
+from dags.spec_durations import duration_seconds
 from dags.spec_errors import DagSpecError
 from dags.spec_keys import NOT_FOR_TYPED_WAITS
 
@@ -59,8 +61,6 @@ MAX_QUERY_CHARS = 10_000
 MAX_STATEMENT_TIMEOUT_SECONDS = 60.0
 DEFAULT_STATEMENT_TIMEOUT_SECONDS = 10.0
 MAX_HEADERS = 32
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 _PARAMETER = re.compile(r"^parameters(\.[A-Za-z0-9_-]+)+$")
 _SECRET_ONLY = re.compile(r"^\{\{\s*secret:[A-Za-z0-9_.-]+\s*\}\}$")
 
@@ -78,18 +78,6 @@ S3_KEYS = {
 }
 SQL_KEYS = {"kind", "dsn", "query", "statement_timeout"}
 JSONPATH_TESTS = ("equals", "not_equals", "in", "exists")
-
-
-def duration_seconds(value: Any, *, field: str) -> float:
-    """Seconds of "90", 90, "30s", "10m", "2h", "1d" (or "500ms"); DagSpecError otherwise."""
-    if isinstance(value, bool):
-        raise DagSpecError(f"{field} must be a duration like 30s, 10m, 2h", field=field)
-    if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match is None:
-        raise DagSpecError(f"{field} must be a duration like 30s, 10m, 2h", field=field)
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
 def _bounded(value: Any, *, field: str, low: float, high: float = MAX_TIMER_SECONDS) -> float:

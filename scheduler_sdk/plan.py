@@ -122,18 +122,30 @@ def task_diff(current: dict[str, Any], desired: dict[str, Any]) -> list[DiffLine
     return _diff(seen, desired)
 
 
-# What dags.spec_approval reads of a duration (`24h`, `1d12h`, `90m`, `45s`, seconds). The
-# client does not import the server's code; tests/cli/test_sdk_approval_plan.py holds the
-# two to the same normalization.
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+# What dags.spec_durations reads of a duration (seconds, or parts from the largest unit:
+# `1d12h`, `1.5h`, `90m`, `500ms`), for an approval's timeout in whole seconds. The client does
+# not import the server's code; tests/cli/test_sdk_approval_plan.py holds the two to the same
+# normalization.
+_DURATION_PART = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)(ms|d|h|m|s)")
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
 def _seconds(value: Any) -> Any:
-    match = _DURATION.match(value.strip()) if isinstance(value, str) else None
-    if match is None or not any(match.groups()):
-        return value  # a number already, or what the server will refuse
-    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return round(value)
+    if not isinstance(value, str):
+        return value  # what the server will refuse
+    text = value.strip()
+    if re.fullmatch(r"\d{1,12}(?:\.\d{1,9})?", text):
+        return round(float(text))
+    position, last_unit, total = 0, -1, 0.0
+    for part in _DURATION_PART.finditer(text):
+        unit = list(_UNIT_SECONDS).index(part.group(2))
+        if part.start() != position or unit <= last_unit:
+            return value
+        position, last_unit = part.end(), unit
+        total += float(part.group(1)) * _UNIT_SECONDS[part.group(2)]
+    return round(total) if position and position == len(text) else value
 
 
 def _approval(raw: dict[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,12 @@ def service_env(**overrides: str) -> dict[str, str]:
         # lock the executions table under other tests); tests/data_lifecycle calls them directly.
         RETENTION_RUN_SECONDS="0",
         STATS_REFRESH_SECONDS="0",
+        # The retry budget's counters are per minute under the session's Redis prefix, which
+        # every test and every process it starts share; the test settings lift its floor
+        # because the tests fail many runs a minute. A started worker judges a retry by the
+        # same floor: with the production one (10 a minute) it deferred a test's retry to the
+        # next minute once earlier tests had spent this one's (a whole-suite flake).
+        RETRY_BUDGET_MIN_PER_MINUTE=str(settings.FLEET["RETRY_BUDGET_MIN_PER_MINUTE"]),
     )
     env.update(overrides)
     return env

@@ -25,6 +25,10 @@ SIGNATURE_HEADER = "X-Scheduler-Signature"
 EVENT_HEADER = "X-Scheduler-Event"
 # The longest URL a Slack button takes (Block Kit's button element).
 SLACK_URL_MAX = 3000
+# A section block's text holds 3000 characters; a message holds 50 blocks (a few are kept for
+# the run's link and the runbook).
+SLACK_SECTION_MAX = 3000
+SLACK_MAX_SECTIONS = 45
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,29 @@ def _operator_hosts() -> list[str]:
     return list(settings.ALERTS["WEBHOOK_ALLOWED_HOSTS"])
 
 
+def slack_sections(text: str) -> list[str]:
+    """`text` cut into Slack sections (3000 characters each at most) between lines, so a
+    line (an approver's signed link) is never cut in two; at most SLACK_MAX_SECTIONS of them,
+    the rest left to the notification's full `text`."""
+    sections: list[str] = []
+    current = ""
+    for line in text.split("\n"):
+        while len(line) > SLACK_SECTION_MAX:  # one line longer than a section: cut it
+            if current:
+                sections.append(current)
+                current = ""
+            sections.append(line[:SLACK_SECTION_MAX])
+            line = line[SLACK_SECTION_MAX:]
+        joined = f"{current}\n{line}" if current else line
+        if len(joined) > SLACK_SECTION_MAX:
+            sections.append(current)
+            joined = line
+        current = joined
+    if current or not sections:
+        sections.append(current)
+    return sections[:SLACK_MAX_SECTIONS]
+
+
 def _slack(
     target: Target, message: dict[str, Any], credential: str, allowed_hosts: Collection[str]
 ) -> DeliveryResult:
@@ -110,7 +137,10 @@ def _slack(
     text = f"*{message['title']}*\n{message.get('text', '')}"
     payload: dict[str, Any] = {
         "text": text,
-        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}],
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": part}}
+            for part in slack_sections(text)
+        ],
     }
     if message.get("url"):
         payload["blocks"].append(

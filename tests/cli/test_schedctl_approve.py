@@ -1,7 +1,8 @@
 """`schedctl approvals`, `approve` and `reject` as real processes against the live API: an
 operator lists what waits and approves it with a comment (the decision says it came from the
-CLI). Who may not decide is the API's to refuse (tests/dags/test_approvals.py). No worker:
-the node after the approval is only dispatched."""
+CLI), then rejects another run's with a reason, which the node keeps as its error. Who may
+not decide is the API's to refuse (tests/dags/test_approvals.py). No worker: the node after
+the approval is only dispatched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dags.approval_models import ApprovalDecision, ApprovalWait
 from dags.models import DagNodeState
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
+from scheduler_app.models import AuditEntry
 from tests.cli.conftest import run_schedctl
 from tests.dags.approval_helpers import member, release_dag
 
@@ -24,7 +26,7 @@ def _ok(result) -> str:
     return result.stdout
 
 
-def test_schedctl_approve_releases_the_node(live_server, cli_env):
+def test_schedctl_approve_releases_the_node_and_reject_fails_it(live_server, cli_env):
     from scheduler_app.services.tenants import tenant_create_with_admin
 
     tenant, _ = tenant_create_with_admin(slug="acme", username="acme-admin", password="pw-123456")
@@ -48,3 +50,19 @@ def test_schedctl_approve_releases_the_node(live_server, cli_env):
         "release notes read",
     )
     assert DagNodeState.objects.get(run=run, node_id="sign-off").status == "success"
+    # A reject needs its reason; with one, the node fails with it as its error, and the
+    # decision is in the audit log as the CLI's.
+    second = dag_trigger(dag=dag, triggered_by="user:acme-admin")
+    second_id = str(ApprovalWait.objects.get(run=second).id)
+    bare = run_schedctl("reject", second_id, env=cli_env)
+    assert bare.returncode != 0 and "--comment" in bare.stderr
+    rejected = _ok(run_schedctl("reject", second_id, "-m", "numbers are off", env=cli_env))
+    assert f"rejected sign-off of release (approval {second_id})" in rejected
+    node = DagNodeState.objects.get(run=second, node_id="sign-off")
+    assert (node.status, node.error_message) == ("failed", "rejected by alice: numbers are off")
+    entry = AuditEntry.objects.get(action="approval.reject")
+    assert (entry.actor, entry.object_id, entry.detail["comment"]) == (
+        "user:alice",
+        second_id,
+        "numbers are off",
+    )

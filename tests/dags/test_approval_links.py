@@ -142,6 +142,36 @@ def test_the_run_page_shows_the_buttons_only_to_who_may_decide(tenant):
     assert ApprovalDecision.objects.get().via == "dashboard"
 
 
+@pytest.mark.django_db
+def test_the_triggerers_forged_post_decides_nothing_and_a_rejection_on_the_run_page_fails_it(
+    tenant,
+):
+    """The attacker: the run's triggerer, shown no buttons, posts the approve form anyway.
+    Nothing is counted. Then an operator rejects on the run page with a reason: the node
+    fails with it, and the decision is audited as the dashboard's."""
+    people = _people(tenant)
+    run, _wait = _waiting(tenant, "user:carol")
+    page = f"/dashboard/dags/{run.dag_id}/runs/{run.id}"
+    carol = _client(people["carol"])
+    forged = carol.post(f"{page}/nodes/sign-off/approve", {"comment": "mine"}, follow=True)
+    assert forged.status_code == 200 and "you triggered this run" in forged.content.decode()
+    assert not ApprovalDecision.objects.exists()
+    assert not AuditEntry.objects.filter(action__startswith="approval.").exists()
+
+    bob = _client(people["bob"])
+    done = bob.post(f"{page}/nodes/sign-off/reject", {"comment": "wrong tag"}, follow=True)
+    assert done.status_code == 200 and "Rejected sign-off" in done.content.decode()
+    node = DagNodeState.objects.get(run=run, node_id="sign-off")
+    assert (node.status, node.error_message) == ("failed", "rejected by bob: wrong tag")
+    assert DagNodeState.objects.get(run=run, node_id="ship").status == "upstream_failed"
+    entry = AuditEntry.objects.get(action="approval.reject")
+    assert (entry.actor, entry.detail["via"], entry.detail["comment"]) == (
+        "user:bob",
+        "dashboard",
+        "wrong tag",
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_approvals_reaching_the_quorum_release_the_node_once(tenant):
     people = _people(tenant)

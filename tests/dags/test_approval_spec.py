@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dags.spec import parse_dag_spec
-from dags.spec_approval import KNOWN_ROLES, duration_seconds
+from dags.spec_approval import KNOWN_ROLES, approval_node_parse
 from dags.spec_errors import DagSpecError
 from scheduler_app.choices import Role
 
@@ -47,16 +47,29 @@ def test_the_normalized_approval_node():
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("24h", 86400), ("90m", 5400), ("45s", 45), ("1d2h3m4s", 93784), (3600, 3600)],
+    [
+        ("24h", 86400),
+        ("90m", 5400),
+        ("45s", 45),
+        ("1d2h3m4s", 93784),
+        (3600, 3600),
+        # The grammar a sleep's or a sensor's durations take (one for every node type).
+        ("1.5h", 5400),
+        ("3600", 3600),
+    ],
 )
-def test_durations(text, seconds):
-    assert duration_seconds(text, field="timeout") == seconds
+def test_approval_timeouts(text, seconds):
+    node = approval_node_parse(
+        {"approvers": {"role": "operator"}, "timeout": text}, where="tasks[0]"
+    )
+    assert node["approval"]["timeout_seconds"] == seconds
+    assert isinstance(node["approval"]["timeout_seconds"], int)
 
 
-@pytest.mark.parametrize("text", ["", "h", "24 hours", "1.5h", True, None, "2h1d"])
-def test_what_is_not_a_duration(text):
+@pytest.mark.parametrize("text", ["", "h", "24 hours", True, None, "2h1d", "500ms", 0.4])
+def test_what_is_not_an_approval_timeout(text):
     with pytest.raises(DagSpecError) as refused:
-        duration_seconds(text, field="tasks[0].timeout")
+        approval_node_parse({"approvers": {"role": "operator"}, "timeout": text}, where="tasks[0]")
     assert refused.value.field == "tasks[0].timeout"
 
 

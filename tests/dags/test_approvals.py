@@ -177,6 +177,33 @@ def test_a_rejection_fails_the_node_and_the_failure_policy_skips_downstream(api,
 
 
 @pytest.mark.parametrize(
+    ("policy", "run_status", "ship_status", "notify_status"),
+    [
+        # fail_all: the rejection ends the run; nothing after it runs.
+        ("fail_all", "failed", "cancelled", "cancelled"),
+        # continue: a failed upstream blocks nobody; both successors are dispatched.
+        ("continue", "running", "dispatched", "dispatched"),
+    ],
+)
+def test_a_rejection_follows_the_dags_other_failure_policies(
+    api, people, policy, run_status, ship_status, notify_status
+):
+    _, run_id, approval_id = _started(api, {**release_dag(), "failure_policy": policy})
+    rejected = client_of(people["bob"]).post(
+        f"/api/v1/approvals/{approval_id}/reject", {"comment": "not today"}, format="json"
+    )
+    assert rejected.status_code == 200, rejected.content
+    assert _state(run_id, "sign-off").status == "failed"
+    assert DagRun.objects.get(id=run_id).status == run_status
+    for node_id, expected in (("ship", ship_status), ("notify", notify_status)):
+        status = _state(run_id, node_id).status
+        if expected == "dispatched":
+            assert status in ("pending", "queued"), (node_id, status)
+        else:
+            assert status == expected, (node_id, status)
+
+
+@pytest.mark.parametrize(
     ("on_timeout", "node_status", "ship_status"),
     [("reject", "failed", "upstream_failed"), ("skip", "skipped", "skipped")],
 )
