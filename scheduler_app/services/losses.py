@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.models import ExecutionLoss, LossOutcome, TaskExecution
+from scheduler_app.monitoring.counters import record_run_lost
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring
 from scheduler_app.ringing.traces import RingReason
@@ -100,15 +101,18 @@ def _lose(still_running: Q, *, reason: str, now: datetime) -> LossReport:
             execution_id=execution.id, attempt=execution.attempt, outcome=LossOutcome.REQUEUED
         ).count()
         requeue = requeues < settings.FLEET["LOST_REQUEUES"]
+        outcome = LossOutcome.REQUEUED if requeue else LossOutcome.FAILED
         ExecutionLoss.objects.create(
             tenant_id=execution.tenant_id,
             execution_id=execution.id,
             attempt=execution.attempt,
             worker_id=execution.worker_id,
             reason=reason[:10000],
-            outcome=LossOutcome.REQUEUED if requeue else LossOutcome.FAILED,
+            outcome=outcome,
             lost_at=now,
         )
+        counted = {"tenant_id": str(execution.tenant_id), "tier": execution.queue}
+        transaction.on_commit(lambda: record_run_lost(**counted, outcome=outcome.value))
         if requeue:
             _requeue(execution, now=now)
             return LossReport(requeued=True)

@@ -9,6 +9,7 @@ from django.utils import timezone
 from runs.finish import run_finish
 from runs.lost import expired_leases_reap
 from scheduler_app.models import ExecutionLoss, TaskExecution
+from scheduler_app.monitoring.counters import read_runs_lost
 from scheduler_app.services.claims import execution_claim, execution_renew_lease
 from scheduler_app.services.executions import Outcome
 from scheduler_app.services.losses import execution_lease_lost, execution_worker_lost
@@ -216,3 +217,20 @@ def test_a_single_attempt_task_whose_host_dies_is_requeued_not_dead_lettered(ten
     assert not execution_worker_lost(
         execution_id=run.id, claim_token=claim.claim_token, worker_id="w-dead", reason="gone"
     ).accepted
+
+
+@pytest.mark.usefixtures("private_broker")
+def test_each_loss_is_counted_once_for_the_metrics(
+    queued, settings, django_capture_on_commit_callbacks
+):
+    settings.FLEET = {**settings.FLEET, "LOST_REQUEUES": 1}
+    before = read_runs_lost()
+    for _ in range(2):
+        _claim_and_expire(queued.id)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert expired_leases_reap() == 1
+            assert expired_leases_reap() == 0
+    after = read_runs_lost()
+    for outcome in ("requeued", "failed"):
+        key = (str(queued.tenant_id), queued.queue, outcome)
+        assert after.get(key, 0) - before.get(key, 0) == 1, outcome
