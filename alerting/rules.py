@@ -36,7 +36,7 @@ from alerting.services.quota_alerts import quotas_breached
 from alerting.services.sla import RULE as SLA_RULE
 from alerting.services.sla import sla_missed
 from scheduler_app.choices import RETRYABLE_STATUSES, TERMINAL_STATUSES, ExecutionStatus
-from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+from scheduler_app.models import ExecutionLoss, TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring.system import queue_states
 from scheduler_app.monitoring.workers import STATE_UNRESPONSIVE, worker_list
 
@@ -150,7 +150,8 @@ def _queue_depth(now: datetime) -> list[Firing]:
 
 def _dead_workers(now: datetime) -> list[Firing]:
     """Twin of SchedulerDeadWorker (the registry says unresponsive or dead), plus workers
-    whose runs the reaper failed as worker_lost in the last 10 minutes."""
+    that lost runs in the last 10 minutes (each loss, re-queued or failed `worker_lost`, is
+    an ExecutionLoss naming the worker: a hung worker's registry entry may look alive)."""
     firing = {
         worker.name: Firing(
             worker.name,
@@ -162,9 +163,7 @@ def _dead_workers(now: datetime) -> list[Firing]:
         if worker.state in (STATE_UNRESPONSIVE, "dead")
     }
     rows = (
-        TaskExecution.objects.filter(
-            error_class="worker_lost", completed_at__gte=now - timedelta(minutes=10)
-        )
+        ExecutionLoss.objects.filter(lost_at__gte=now - timedelta(minutes=10))
         .exclude(worker_id="")
         .values("worker_id")
         .annotate(n=Count("id"))

@@ -14,11 +14,27 @@ class CheckpointSummaryOutput(serializers.Serializer):
     attempt = serializers.IntegerField(help_text="the attempt that saved it last")
 
 
+class ExecutionLossOutput(serializers.Serializer):
+    lost_at = serializers.DateTimeField()
+    attempt = serializers.IntegerField()
+    worker_id = serializers.CharField(help_text="the worker that was running it")
+    reason = serializers.CharField()
+    outcome = serializers.CharField(
+        help_text="requeued (the same attempt back in the queue) or failed (worker_lost)"
+    )
+
+
 class ExecutionDetailOutput(ExecutionOutput):
     checkpoint = serializers.SerializerMethodField()
+    losses = serializers.SerializerMethodField()
 
     class Meta(ExecutionOutput.Meta):
-        fields = [*ExecutionOutput.Meta.fields, "checkpoint"]
+        fields = [*ExecutionOutput.Meta.fields, "checkpoint", "losses"]
+
+    @extend_schema_field(ExecutionLossOutput(many=True))
+    def get_losses(self, execution) -> list[dict]:
+        """Each time the run's worker was lost while it ran (WORKER_LOST_REQUEUES)."""
+        return ExecutionLossOutput(self.context.get("losses", []), many=True).data
 
     @extend_schema_field(CheckpointSummaryOutput(allow_null=True))
     def get_checkpoint(self, execution) -> dict | None:

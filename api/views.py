@@ -44,6 +44,7 @@ from scheduler_app.fleet.capabilities import task_warnings
 from scheduler_app.fleet.records import worker_records
 from scheduler_app.ringing.sticky import sticky_stats
 from scheduler_app.selectors.checkpoints import checkpoint_summaries
+from scheduler_app.selectors.losses import execution_losses
 from scheduler_app.services import task_definitions
 from scheduler_app.services.fleet import execution_cancel
 from scheduler_app.services.retry_budget import retry_budget_usage
@@ -244,7 +245,9 @@ class ExecutionDetailView(APIView):
         execution = selectors.execution_get(tenant=tenant, execution_id=execution_id)
         # Whether its run has a checkpoint and its size; the content is at .../checkpoint.
         summary = checkpoint_summaries(tenant=tenant, executions=[execution]).get(execution.id)
-        return Response(ExecutionDetailOutput(execution, context={"checkpoint": summary}).data)
+        losses = execution_losses(tenant=tenant, execution=execution)
+        context = {"checkpoint": summary, "losses": losses}
+        return Response(ExecutionDetailOutput(execution, context=context).data)
 
 
 class EventStreamRenderer(renderers.BaseRenderer):

@@ -43,6 +43,7 @@ from scheduler_app.monitoring.workers import WorkerInfo, worker_list
 from scheduler_app.selectors.checkpoints import checkpoint_summaries
 from scheduler_app.selectors.log_search_budget import log_search_budget
 from scheduler_app.selectors.log_search_windows import newest_first_windows
+from scheduler_app.selectors.losses import execution_losses
 from scheduler_app.task_schedule import fires_left, schedule_of_task
 from schedules import ScheduleError
 from schedules.preview import timeline
@@ -326,7 +327,9 @@ def execution_detail(request: HttpRequest, execution_id: str) -> HttpResponse:
             # The run's trace (docs/operations/tracing.md), linked where a trace UI is set.
             "trace_id": trace_id,
             "trace_url": trace_ui_url(trace_id),
-            "timeline": stats.execution_timeline(execution),
+            "timeline": stats.execution_timeline(
+                execution, losses=execution_losses(tenant=tenant, execution=execution)
+            ),
             "attempts": stats.execution_attempts(tenant=tenant, execution=execution),
             "result_json": json.dumps(execution.result, indent=2, default=str)
             if execution.result is not None

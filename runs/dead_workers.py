@@ -1,9 +1,11 @@
-"""Declaring silent workers dead and failing the runs they held.
+"""Declaring silent workers dead and re-queueing the runs they held (or failing them as
+`worker_lost` once their requeues are spent: `scheduler_app.services.losses`).
 
 Runs in every worker's heartbeat thread and in the beat leader's housekeeping: any number
 of reapers may see the same dead worker, and the per-execution conditional UPDATE lets one
-of them win, so each lost run gets exactly one next attempt. A hung worker whose registry
-entry still looks alive is covered by the lease reaper (`expired_leases_reap`).
+of them win, so each lost run is re-queued (or gets its next attempt) exactly once. A hung
+worker whose registry entry still looks alive is covered by the lease reaper
+(`expired_leases_reap`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from runs.lost import worker_runs_fail_lost
+from runs.lost import worker_runs_lose
 from scheduler_app.fleet.registry import (
     STATE_ACTIVE,
     STATE_DEAD,
@@ -30,7 +32,7 @@ SWEEP_DEAD_FOR_SECONDS = 120
 
 
 def dead_workers_reap() -> int:
-    """Returns how many running executions this call turned into `worker_lost` failures.
+    """Returns how many running executions this call re-queued or failed (`worker_lost`).
     Never raises: it runs inside the beat's tick and the heartbeat loop."""
     try:
         return _reap()
@@ -41,7 +43,7 @@ def dead_workers_reap() -> int:
 
 def _reap() -> int:
     now = time.time()
-    failed = 0
+    lost = 0
     for record in worker_records():
         overdue = record.state in (STATE_ACTIVE, STATE_DRAINING) and record.is_overdue(now)
         if overdue and worker_mark_dead(record):
@@ -51,7 +53,7 @@ def _reap() -> int:
                 record.silent_for(now),
             )
         if record.state == STATE_DEAD and record.silent_for(now) < SWEEP_DEAD_FOR_SECONDS:
-            failed += worker_runs_fail_lost(
+            lost += worker_runs_lose(
                 worker_id=record.hostname,
                 reason=f"worker {record.hostname} stopped sending heartbeats",
             )
@@ -60,9 +62,9 @@ def _reap() -> int:
                 logger.warning(
                     "rang %d queued runs dead worker %s had kept for itself", rung, record.hostname
                 )
-    if failed:
-        logger.warning("failed %d runs of dead workers (worker_lost); retries scheduled", failed)
-    return failed
+    if lost:
+        logger.warning("re-queued (or failed, requeues spent) %d runs of dead workers", lost)
+    return lost
 
 
 def chores_register() -> None:

@@ -1,6 +1,8 @@
-"""Runs whose worker is gone, and runs no worker can take: ended by the core's compare-and-swap
-(one reaper wins each) and settled like any finish (their DAG node, counters, notices).
-The beat's housekeeping runs these chores (`chores_register`)."""
+"""Runs whose worker is gone, and runs no worker can take. A lost run goes back to the queue
+as the same attempt (`scheduler_app.services.losses`, up to WORKER_LOST_REQUEUES times);
+an ended one (its requeues spent, or unrunnable) is ended by the core's compare-and-swap (one
+reaper wins each) and settled like any finish (its DAG node, counters, notices). The beat's
+housekeeping runs these chores (`chores_register`)."""
 
 from __future__ import annotations
 
@@ -19,12 +21,16 @@ from scheduler_app.fleet.capabilities import live_capabilities
 from scheduler_app.housekeeping import Chore, chore_register
 from scheduler_app.services.executions import (
     FinishReport,
-    execution_fail_lost,
     execution_unrunnable_fail,
     expired_lease_ids,
     unrunnable_waiting_ids,
 )
-from scheduler_app.services.fleet import execution_fail_worker_lost, worker_running_claims
+from scheduler_app.services.fleet import worker_running_claims
+from scheduler_app.services.losses import (
+    LossReport,
+    execution_lease_lost,
+    execution_worker_lost,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -39,28 +45,38 @@ def _ended_and_settled(end: Callable[[], FinishReport]) -> bool:
         return report.accepted
 
 
-def run_lease_expired_fail(*, execution_id: uuid.UUID, now: datetime | None = None) -> bool:
-    """A running run whose lease expired: failed (`worker_lost`) and retried, settled."""
-    return _ended_and_settled(lambda: execution_fail_lost(execution_id=execution_id, now=now))
+def _lost_and_settled(lose: Callable[[], LossReport]) -> bool:
+    """`lose()` (a requeue, or a `worker_lost` failure once the requeues are spent) and, for
+    a failure this caller won, its settling, in one transaction. A requeue settles nothing:
+    the run has not ended. Whether this caller won."""
+    with transaction.atomic():
+        report = lose()
+        if report.finish.accepted:
+            run_settled(report=report.finish)
+        return report.accepted
+
+
+def run_lease_expired_lose(*, execution_id: uuid.UUID, now: datetime | None = None) -> bool:
+    """A running run whose lease expired: re-queued, or failed (`worker_lost`) and retried."""
+    return _lost_and_settled(lambda: execution_lease_lost(execution_id=execution_id, now=now))
 
 
 def expired_leases_reap(*, now: datetime | None = None, limit: int = 500) -> int:
-    """Fail every running run whose lease has expired. Returns how many this call won."""
+    """Re-queue (or fail) every running run whose lease has expired. Returns how many this
+    call won."""
     now = now or timezone.now()
     return sum(
-        run_lease_expired_fail(execution_id=execution_id)
+        run_lease_expired_lose(execution_id=execution_id)
         for execution_id in expired_lease_ids(now=now, limit=limit)
     )
 
 
-def worker_runs_fail_lost(
-    *, worker_id: str, reason: str, claimed_before: datetime | None = None
-) -> int:
-    """Fail every run a dead (or restarted) worker held, each settled. Returns how many this
+def worker_runs_lose(*, worker_id: str, reason: str, claimed_before: datetime | None = None) -> int:
+    """Re-queue (or fail) every run a dead (or restarted) worker held. Returns how many this
     caller won (of several reapers, one wins each run)."""
     return sum(
-        _ended_and_settled(
-            lambda execution_id=execution_id, claim_token=claim_token: execution_fail_worker_lost(
+        _lost_and_settled(
+            lambda execution_id=execution_id, claim_token=claim_token: execution_worker_lost(
                 execution_id=execution_id,
                 claim_token=claim_token,
                 worker_id=worker_id,
@@ -101,7 +117,7 @@ def executions_without_capable_worker_fail(
 def _leases_chore(now: datetime) -> None:
     reaped = expired_leases_reap(now=now)
     if reaped:
-        logger.warning("reaped %d executions whose worker stopped renewing its lease", reaped)
+        logger.warning("reaped %d runs whose worker stopped renewing its lease", reaped)
 
 
 def _unrunnable_chore(now: datetime) -> None:

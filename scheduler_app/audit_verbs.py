@@ -37,6 +37,8 @@ PAST = {
     "checkpoint": "checkpointed",
     "enable": "enabled",
     "disable": "disabled",
+    "backup": "backed up",
+    "restore": "restored",
 }
 
 # What the object types are called in words.
@@ -60,6 +62,7 @@ NOUNS = {
     "scheduler": "scheduler",
     "event": "event",
     "incident": "incident",
+    "database": "database",
 }
 
 # The verbs the services write, for a filter's suggestions.
@@ -75,6 +78,7 @@ KNOWN_VERBS = (
     "member.update", "member.delete", "apikey.create", "apikey.revoke",
     "secret.create", "secret.update", "secret.delete",
     "incident.acknowledge", "incident.resolve",
+    "database.backup", "database.restore",
 )  # fmt: skip
 
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}

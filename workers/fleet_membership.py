@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from runs.dead_workers import dead_workers_reap
-from runs.lost import worker_runs_fail_lost
+from runs.lost import worker_runs_lose
 from scheduler_app.fleet import registry
 from scheduler_app.fleet.capabilities import capability_queues_to_consume, worker_capabilities
 from scheduler_app.ringing.ring import ring
@@ -80,11 +80,11 @@ class Fleet:
         registry.counters_reset(self.record.hostname)
         preempt_clear(worker_id=self.record.hostname)
         # Same hostname as a worker that died: whatever it held is lost, not ours.
-        lost = worker_runs_fail_lost(
+        lost = worker_runs_lose(
             worker_id=self.record.hostname, reason="the worker restarted while running this"
         )
         if lost:
-            logger.warning("failed %d runs left by a previous %s", lost, self.record.hostname)
+            logger.warning("re-queued %d runs left by a previous %s", lost, self.record.hostname)
         self.beat()
         self._thread.start()
         logger.info("fleet: registered %s on %s", self.record.hostname, self.record.queues)

@@ -23,7 +23,7 @@ How it stays safe:
   If the worker dies between the commit and the claim, the dead-worker reaper rings it
   for the fleet (`worker_kept_runs_ring`), or the beat's reconciler republishes it after
   SCHEDULER_REQUEUE_GRACE. A worker killed while running it leaves a running row with a
-  lease: the reaper fails it as `worker_lost` and retries it.
+  lease: the reaper re-queues it as the same attempt (`scheduler_app.services.losses`).
 
 How dispatched DAG nodes reach a worker, inside the transaction that made them ready.
 

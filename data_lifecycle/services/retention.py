@@ -33,7 +33,7 @@ from django.utils import timezone
 from data_lifecycle.services.archive_store import ArchiveFile, ArchiveStore
 from data_lifecycle.services.parquet_archive import schema_for, select_list
 from scheduler_app import partitions
-from scheduler_app.models import ExecutionLog, TaskExecution, Tenant
+from scheduler_app.models import ExecutionLog, ExecutionLoss, TaskExecution, Tenant
 from scheduler_app.services.log_quota import log_bytes_release
 
 logger = logging.getLogger(__name__)
@@ -347,6 +347,9 @@ def retention_apply(
         report.merge(
             rows_archive(spec=LOGS, before=cutoff, tenant_ids=tenant_ids, store=store, now=now)
         )
+        # A run's worker losses go with its history (not archived: the run's row, archived
+        # above, keeps how it ended; the losses are for the live investigation).
+        ExecutionLoss.objects.filter(tenant_id__in=tenant_ids, lost_at__lt=cutoff).delete()
     report.seconds = time.monotonic() - started
     return report
 

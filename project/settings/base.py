@@ -163,6 +163,9 @@ DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 # statements (scheduler_app.db_rows). Nothing here holds session state otherwise: the leader
 # lock lives in Redis, not in an advisory lock, and SET is only ever SET LOCAL.
 DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+# Where `manage.py backup` / `restore` find pg_dump and pg_restore ("": Debian's
+# /usr/lib/postgresql/<server major>/bin, then PATH). docs/operations/backups.md.
+POSTGRES_BIN_DIR = env_str("POSTGRES_BIN_DIR", "")
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

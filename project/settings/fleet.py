@@ -16,6 +16,9 @@ FLEET = {
     # preemption) the running handlers are told (`context.preempted`, a shell task gets
     # SIGTERM) so they can checkpoint and stop; what still runs at the deadline is handed back.
     "PREEMPT_GRACE_SECONDS": env_float("WORKER_PREEMPT_GRACE_SECONDS", 30.0),
+    # A run whose worker died (heartbeats missed, lease expired) goes back to the queue as the
+    # same attempt this many times; the next loss fails it (`worker_lost`) and spends a retry.
+    "LOST_REQUEUES": env_int("WORKER_LOST_REQUEUES", 2),
     # How often a running execution checks for a cancel request (Redis key).
     "CANCEL_POLL_SECONDS": env_float("WORKER_CANCEL_POLL_SECONDS", 0.5),
     # Live log tail: a capped Redis stream per execution (LIVE_LOGS has its byte budgets),

@@ -1,6 +1,7 @@
 from scheduler_app.models.access import ApiKey, AuditEntry, IdempotencyRecord, Secret
 from scheduler_app.models.checkpoint import RunCheckpoint
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
+from scheduler_app.models.loss import ExecutionLoss, LossOutcome
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import MemberInvitation, Tenant, TenantMembership
 from scheduler_app.models.usage import BudgetUsage
@@ -10,7 +11,9 @@ __all__ = [
     "AuditEntry",
     "BudgetUsage",
     "ExecutionLog",
+    "ExecutionLoss",
     "IdempotencyRecord",
+    "LossOutcome",
     "MemberInvitation",
     "RunCheckpoint",
     "Secret",

@@ -117,6 +117,23 @@ REFUSALS_KEY = "metrics:budget-refusals"
 NOTICES_DROPPED_KEY = "metrics:notifications-dropped"
 
 
+# hash "tenant_id|tier|outcome" -> runs whose worker was lost while they ran ("requeued": the
+# same attempt back in the queue; "failed": worker_lost, its requeues spent)
+LOSSES_KEY = "metrics:runs-lost"
+
+
+def record_run_lost(*, tenant_id: str, tier: str, outcome: str) -> None:
+    try:
+        get_redis().hincrby(redis_key(LOSSES_KEY), f"{tenant_id}|{tier}|{outcome}", 1)
+    except redis.RedisError as error:
+        logger.debug("could not count a lost run: %s", error)
+
+
+def read_runs_lost() -> dict[tuple[str, str, str], int]:
+    raw = get_redis().hgetall(redis_key(LOSSES_KEY))
+    return {tuple(field.split("|", 2)): int(value) for field, value in raw.items()}  # type: ignore[misc]
+
+
 def record_budget_refusal(*, tenant_id: str, budget: str) -> None:
     try:
         get_redis().hincrby(redis_key(REFUSALS_KEY), f"{tenant_id}|{budget}", 1)

@@ -50,6 +50,7 @@ METRIC_NAMES = (
     "scheduler_retry_budget",
     "scheduler_budget_refusals_total",
     "scheduler_notifications_dropped_total",
+    "scheduler_runs_lost_total",
     "scheduler_scrape_errors",
 )
 
@@ -125,6 +126,15 @@ class SchedulerCollector:
         ):
             dropped.add_metric([slugs.get(tenant_id, tenant_id), kind, reason], value)
         yield dropped
+        lost = CounterMetricFamily(
+            "scheduler_runs_lost",
+            "Runs whose worker died while they ran: requeued (the same attempt) or failed "
+            "(worker_lost, WORKER_LOST_REQUEUES spent)",
+            labels=["tenant", "tier", "outcome"],
+        )
+        for (tenant_id, tier, outcome), value in sorted(counters.read_runs_lost().items()):
+            lost.add_metric([slugs.get(tenant_id, tenant_id), tier, outcome], value)
+        yield lost
         for kind, name, text in (
             ("lag", "scheduler_schedule_lag_seconds", "Start time minus scheduled time"),
             ("duration", "scheduler_run_duration_seconds", "Run duration, start to finish"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -152,15 +153,25 @@ def execution_attempts(*, tenant: Tenant, execution: TaskExecution) -> list[Task
     )
 
 
-def execution_timeline(execution: TaskExecution) -> list[dict]:
+def execution_timeline(execution: TaskExecution, *, losses: Sequence = ()) -> list[dict]:
     """The state changes this row recorded, in time order (the row keeps one timestamp per
-    state; a fire rung ahead of its time is queued before it is scheduled)."""
+    state; a fire rung ahead of its time is queued before it is scheduled), with the times
+    its worker was lost (`ExecutionLoss` rows: the row's own timestamps keep only the last
+    claim, so a requeue shows only there)."""
     steps = [("scheduled", execution.scheduled_at), ("queued", execution.queued_at)]
     steps += [("running", execution.started_at), (execution.status, execution.completed_at)]
     if execution.dead_lettered_at:
         steps.append(("dead-lettered", execution.dead_lettered_at))
     recorded = [{"state": s, "at": at} for s, at in steps if at is not None]
+    recorded += [
+        {"state": "worker_lost", "at": loss.lost_at, "note": _loss_note(loss)} for loss in losses
+    ]
     return sorted(recorded, key=lambda step: step["at"])
+
+
+def _loss_note(loss) -> str:
+    then = "re-queued, the same attempt" if loss.outcome == "requeued" else "failed: worker_lost"
+    return f"on {loss.worker_id or 'its worker'}: {then}"
 
 
 def recent_executions(*, tenant: Tenant, limit: int = 20) -> list[TaskExecution]:

@@ -4,7 +4,7 @@ CPU, memory, active runs and finished/errored counts. Reading it is one SMEMBERS
 MGET, so pages that poll every few seconds cost Redis almost nothing and wait on no worker.
 
 States: `active`, `draining` (shutting down, finishing what it holds), `unresponsive` (its
-heartbeats stopped; the reaper will declare it dead and fail its runs as `worker_lost`),
+heartbeats stopped; the reaper will declare it dead and re-queue its runs),
 `dead` (declared dead by a peer) and `gone` (a clean shutdown). Dead and gone workers stay
 listed for an hour (fleet_registry.FORGET_AFTER_SECONDS).
 """

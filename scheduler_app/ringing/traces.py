@@ -36,6 +36,7 @@ class RingReason:
     DEAD_WORKER = "dead_worker"  # kept for itself by a worker found dead (the reaper)
     RELEASED = "released"  # given back by a draining worker
     HANDED_BACK = "handed_back"  # stopped for its worker's preemption, checkpointed
+    WORKER_LOST = "worker_lost"  # its worker died while it ran: the same attempt re-queued
 
 
 def ring_spans_record(bells: Sequence[Doorbell], *, started_ns: int, reason: str = "") -> None:

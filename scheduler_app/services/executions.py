@@ -269,33 +269,6 @@ def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now:
     transaction.on_commit(hint)
 
 
-def execution_fail_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> FinishReport:
-    """A running execution whose lease expired: a failed attempt (`worker_lost`), retried.
-
-    Idempotent: the conditional UPDATE lets exactly one reaper win, so the next
-    attempt is scheduled once however many reapers see the same expired lease.
-    """
-    now = now or timezone.now()
-    with transaction.atomic(savepoint=False):
-        updated = TaskExecution.objects.filter(
-            id=execution_id, status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
-        ).update(
-            status=ExecutionStatus.FAILED,
-            completed_at=now,
-            error_class="worker_lost",
-            error_message="the worker running this attempt stopped renewing its lease",
-            claim_token=None,
-            lease_expires_at=None,
-            updated_at=now,
-        )
-        if updated != 1:
-            return FinishReport(accepted=False)
-        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return execution_next_attempt_or_dead_letter(
-            execution=execution, task=execution.task, transient=True, now=now
-        )
-
-
 def expired_lease_ids(*, now: datetime, limit: int = 500) -> list[uuid.UUID]:
     """The running executions whose lease has expired (their worker stopped renewing it)."""
     return list(

@@ -1,6 +1,6 @@
-"""Execution transitions driven by the worker fleet: a worker died, a worker is draining,
-an operator cancels a run. Each is a conditional UPDATE, so any number of reapers or
-repeated requests change a row once."""
+"""Execution transitions driven by the worker fleet: a worker is draining, a dead worker's
+kept runs, an operator cancels a run (a dead worker's running runs: `services.losses`). Each
+is a conditional UPDATE, so any number of reapers or repeated requests change a row once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import logging
 import uuid
 from datetime import datetime
 
-from django.db import transaction
 from django.utils import timezone
 
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus
@@ -18,41 +17,9 @@ from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring
 from scheduler_app.ringing.traces import RingReason
 from scheduler_app.services.audit import audit_action
-from scheduler_app.services.executions import FinishReport, execution_next_attempt_or_dead_letter
 from scheduler_app.services.run_signals import cancel_request
 
 logger = logging.getLogger(__name__)
-
-WORKER_LOST = "worker_lost"
-
-
-def execution_fail_worker_lost(
-    *, execution_id: uuid.UUID, claim_token: uuid.UUID, worker_id: str, reason: str
-) -> FinishReport:
-    """running -> failed (`worker_lost`) for this very claim; schedules the next attempt once.
-    The caller settles it (`runs.lost.worker_runs_fail_lost`)."""
-    now = timezone.now()
-    with transaction.atomic(savepoint=False):
-        updated = TaskExecution.objects.filter(
-            id=execution_id,
-            status=ExecutionStatus.RUNNING,
-            claim_token=claim_token,
-            worker_id=worker_id,
-        ).update(
-            status=ExecutionStatus.FAILED,
-            completed_at=now,
-            error_class=WORKER_LOST,
-            error_message=reason[:10000],
-            claim_token=None,
-            lease_expires_at=None,
-            updated_at=now,
-        )
-        if updated != 1:
-            return FinishReport(accepted=False)
-        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
-        return execution_next_attempt_or_dead_letter(
-            execution=execution, task=execution.task, transient=True, now=now
-        )
 
 
 def worker_running_claims(

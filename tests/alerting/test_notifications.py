@@ -22,7 +22,7 @@ from project.celery import app
 from runs.finish import run_finish
 from scheduler_app.choices import ExecutionStatus
 from scheduler_app.fleet import registry
-from scheduler_app.models import TaskDefinition, TaskExecution
+from scheduler_app.models import ExecutionLoss, TaskDefinition, TaskExecution
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
@@ -213,14 +213,14 @@ def test_missed_schedule_and_dead_worker_rules(tenant):
     task = make_task(tenant, name="stuck", schedule={"type": "cron", "expression": "* * * * *"})
     type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
     now = timezone.now()
-    TaskExecution.objects.create(
+    # A run lost with its worker (re-queued: the worker's loss, not the run's failure).
+    ExecutionLoss.objects.create(
         tenant=tenant,
-        task=task,
-        status=ExecutionStatus.FAILED,
-        scheduled_at=now - timedelta(hours=2),
-        completed_at=now,
+        execution_id=uuid.uuid4(),
+        attempt=1,
         worker_id="celery@gone",
-        error_class="worker_lost",
+        outcome="requeued",
+        lost_at=now,
     )
     silent = registry.WorkerRecord(
         hostname=f"celery@silent-{uuid.uuid4().hex[:6]}",

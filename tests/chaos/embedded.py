@@ -25,7 +25,7 @@ from psycopg.rows import namedtuple_row
 
 from devstack import embedded_postgres
 from scheduler_app.choices import TERMINAL_STATUSES
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import ExecutionLoss, TaskExecution
 from tests.chaos.harness import ChaosStack, stack_env
 from tests.processes import ROOT, service_env, stop_all
 from tests.redis_servers import new_server, queue_server_args
@@ -103,6 +103,15 @@ class EmbeddedChaosStack(ChaosStack):
 
     def execution_rows(self) -> list:
         return self._runs()
+
+    def claims_of(self, executions: list) -> dict[str, int]:
+        table = ExecutionLoss._meta.db_table
+        rows = self.database.query(
+            f"SELECT execution_id, count(*) FROM {table} WHERE outcome = 'requeued' "
+            "AND execution_id = ANY(%s::uuid[]) GROUP BY execution_id",
+            [[str(e.id) for e in executions]],
+        )
+        return {str(row[0]): 1 + int(row[1]) for row in rows}
 
 
 def _manage(env: dict[str, str], *argv: str) -> str:

@@ -4,8 +4,9 @@ A stack is a private redis-server, beats and workers (real processes) against th
 database, and one-second ledger tasks (tests/ledger.py: each attempt writes its execution id
 to a file as it starts). A case injects one fault, heals it, and `settle` scores the run:
 
-- doubled: fires recorded twice (two first attempts of one task at one time) plus attempts
-  whose handler ran twice (the ledger);
+- doubled: fires recorded twice (two first attempts of one task at one time) plus claims
+  whose handler ran twice (the ledger: a run re-queued after a lost worker may start once
+  more per requeue);
 - unended: runs still pending, queued or running a minute after the tasks were paused (or
   after the last of them fell due, for retries the retry budget deferred to a later minute),
   the beats and workers still up (a run recorded and never ended);
@@ -31,7 +32,7 @@ from django.utils import timezone
 
 import tests.ledger  # noqa: F401 (registers the `ledger` handler in this process)
 from scheduler_app.choices import TERMINAL_STATUSES
-from scheduler_app.models import TaskExecution, Tenant
+from scheduler_app.models import ExecutionLoss, TaskExecution, Tenant
 from scheduler_app.services.task_definitions import task_pause
 from tests.factories import make_task
 from tests.ledger import ledger_counts, ledger_env, ledger_starts
@@ -163,6 +164,17 @@ class ChaosStack:
         started_at."""
         return list(self.executions())
 
+    def claims_of(self, executions: list) -> dict[str, int]:
+        """How many claims each run may have had: one, plus one per requeue after a lost
+        worker (`ExecutionLoss`)."""
+        requeued = ExecutionLoss.objects.filter(
+            execution_id__in=[e.id for e in executions], outcome="requeued"
+        ).values_list("execution_id", flat=True)
+        claims: dict[str, int] = {}
+        for execution_id in requeued:
+            claims[str(execution_id)] = claims.get(str(execution_id), 1) + 1
+        return claims
+
     def wait_for_runs(self, count: int, *, timeout: float = 60) -> None:
         self.mark(f"waiting for {count} runs")
         since = timezone.now()
@@ -262,7 +274,10 @@ class ChaosStack:
         )
         ran = ledger_counts(self.ledger)
         doubled = sum(n - 1 for n in first_attempts.values() if n > 1)
-        doubled += sum(n - 1 for n in ran.values() if n > 1)
+        # A run re-queued after its worker was lost starts once more under its new claim: once
+        # per claim is the promise (1 + its requeues), not once per row.
+        claims = self.claims_of(executions)
+        doubled += sum(max(0, n - claims.get(run, 1)) for run, n in ran.items())
         # A run that succeeded without its handler having started would be a lie.
         doubled += len({str(e.id) for e in executions if e.status == "success"} - set(ran))
         open_runs = [e for e in executions if e.status not in TERMINAL_STATUSES]

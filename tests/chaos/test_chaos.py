@@ -18,6 +18,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from beat.lock import LeaderLock
+from scheduler_app.models import ExecutionLoss
 from scheduler_app.redis_client import get_redis, redis_key
 from tests.chaos.harness import chaos_stack, scaled
 from tests.processes import wait_until
@@ -137,9 +138,10 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
         result = record_case(
             stack.settle(case="worker-sigkill-mid-batch", fault="worker SIGKILLed mid-batch")
         )
-        # Counted once every run has ended: the victim's runs are failed `worker_lost` when
-        # the reaper finds it dead, which may come after the survivor's first dozen runs.
-        lost = stack.executions().filter(error_class="worker_lost").count()
+        # Counted once every run has ended: the victim's runs are re-queued when the reaper
+        # finds it dead, which may come after the survivor's first dozen runs.
+        runs = stack.executions().values_list("id", flat=True)
+        lost = ExecutionLoss.objects.filter(execution_id__in=list(runs)).count()
     assert lost >= 1, "the kill should have caught runs in flight"
     result.assert_clean()
 

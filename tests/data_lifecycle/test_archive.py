@@ -12,7 +12,7 @@ from data_lifecycle.services.archive_store import ArchiveStore, read_rows
 from data_lifecycle.services.restore import executions_restore
 from data_lifecycle.services.retention import executions_archive, retention_apply
 from scheduler_app import partitions
-from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.models import ExecutionLog, ExecutionLoss, TaskExecution
 from tests.data_lifecycle.helpers import make_runs
 from tests.factories import make_task
 
@@ -101,8 +101,17 @@ def test_retention_honours_each_tenants_period(tenant_factory, tmp_path):
         created_at=datetime(2029, 4, 10, tzinfo=UTC)
     )
 
+    old_loss, new_loss = (
+        ExecutionLoss.objects.create(
+            tenant=short, execution_id=run.id, attempt=1, outcome="requeued", lost_at=at
+        )
+        for run, at in ((short_old, datetime(2029, 4, 10, tzinfo=UTC)), (short_new, now))
+    )
+
     report = retention_apply(now=now, store=ArchiveStore(str(tmp_path)))
 
+    losses = set(ExecutionLoss.objects.values_list("id", flat=True))
+    assert old_loss.id not in losses and new_loss.id in losses  # a loss goes with its run
     remaining = set(TaskExecution.objects.values_list("id", flat=True))
     assert short_old.id not in remaining  # older than 30 days
     assert short_new.id in remaining

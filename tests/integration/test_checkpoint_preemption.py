@@ -1,7 +1,8 @@
 """Checkpoints carried across a lost worker, on real worker processes: a run checkpoints
-after each step; its worker is SIGKILLed (the next attempt, on another worker, resumes from
-the last step saved) or SIGTERMed with a preempt grace (the handler is told, checkpoints and
-stops; its run is handed back at once, the same attempt, and resumes elsewhere)."""
+after each step; its worker is SIGKILLed (the run is re-queued as the same attempt and
+another worker resumes it from the last step saved) or SIGTERMed with a preempt grace (the
+handler is told, checkpoints and stops; its run is handed back at once, the same attempt,
+and resumes elsewhere)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import uuid
 
 import pytest
 
-from scheduler_app.models import RunCheckpoint, TaskExecution
+from scheduler_app.models import ExecutionLoss, RunCheckpoint, TaskExecution
 from scheduler_app.services.task_definitions import task_trigger
 from tests.checkpoint_handlers import checkpoint_env
 from tests.factories import make_task
@@ -87,15 +88,17 @@ def test_a_checkpoint_survives_a_sigkilled_worker(tenant, fleet):
     except AssertionError:
         print(dump_logs(*fleet[0]))
         raise
-    attempts = list(TaskExecution.objects.filter(task=task).order_by("attempt"))
-    assert [(e.attempt, e.status, e.error_class) for e in attempts] == [
-        (1, "failed", "worker_lost"),
-        (2, "success", ""),
-    ]
-    resumed = attempts[1].result["resumed_from"]
-    # Resumed where the killed attempt was (a step it saved after our look, at most one more).
+    # Re-queued, not retried: the same row and attempt, finished by another worker (the
+    # worker's loss is the platform's, it spends none of the task's attempts).
+    (run,) = TaskExecution.objects.filter(task=task)
+    assert (run.id, run.attempt, run.status) == (first.id, 1, "success")
+    assert run.worker_id not in ("", fleet[1][doomed.name])
+    (loss,) = ExecutionLoss.objects.filter(execution_id=run.id)
+    assert (loss.outcome, loss.attempt, loss.worker_id) == ("requeued", 1, fleet[1][doomed.name])
+    resumed = run.result["resumed_from"]
+    # Resumed where the killed claim was (a step it saved after our look, at most one more).
     assert resumed["attempt"] == 1 and saved <= resumed["next"] <= saved + 1, (saved, resumed)
-    assert attempts[1].result["done"] == STEPS
+    assert run.result["done"] == STEPS
 
 
 def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tenant, fleet):

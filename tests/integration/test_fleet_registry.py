@@ -7,7 +7,7 @@ import time
 import pytest
 
 from scheduler_app.fleet.registry import worker_record_get
-from scheduler_app.models import ExecutionLog, TaskExecution
+from scheduler_app.models import ExecutionLog, ExecutionLoss, TaskExecution
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import staff_client
 from tests.factories import make_task
@@ -180,8 +180,9 @@ def test_a_hung_worker_whose_registry_looks_alive_is_reaped_by_lease_and_its_fin
     tenant, beats
 ):
     """SIGSTOP the pool process running the attempt: the main process keeps heartbeating
-    (registry alive), the lease expires, the lease reaper fails the attempt and schedules
-    the next; on SIGCONT the zombie's finish is rejected and logged."""
+    (registry alive), the lease expires, the lease reaper re-queues the run (the same
+    attempt); on SIGCONT the zombie's finish is rejected and logged, and the re-queued run
+    then runs once, under a new claim, as the same attempt."""
     import os
     import signal
 
@@ -209,18 +210,23 @@ def test_a_hung_worker_whose_registry_looks_alive_is_reaped_by_lease_and_its_fin
         for child in pool:
             os.kill(child.pid, signal.SIGSTOP)
         wait_until(
-            lambda: TaskExecution.objects.filter(
-                id=execution.id, status="failed", error_class="worker_lost"
-            ).exists(),
+            lambda: ExecutionLoss.objects.filter(execution_id=execution.id).exists(),
             timeout=20,
-            message="the lease reaper to fail the hung attempt",
+            message="the lease reaper to re-queue the hung run",
         )
+        (loss,) = ExecutionLoss.objects.filter(execution_id=execution.id)
+        assert (loss.outcome, loss.worker_id) == ("requeued", registered(worker).hostname)
         assert registered(worker) is not None, "the registry still says alive"
         for child in pool:
             os.kill(child.pid, signal.SIGCONT)
         worker.wait_for_log("rejected finish of execution", timeout=30)
-        assert TaskExecution.objects.filter(task=task).count() == 2
-        assert TaskExecution.objects.get(id=execution.id).status == "failed"
+        wait_until(
+            lambda: TaskExecution.objects.filter(id=execution.id, status="success").exists(),
+            timeout=30,
+            message="the re-queued run to run again, once",
+        )
+        (run,) = TaskExecution.objects.filter(task=task)  # no retry was spent
+        assert run.attempt == 1 and ExecutionLoss.objects.filter(execution_id=run.id).count() == 1
     except AssertionError:
         print(dump_logs(worker, beat))
         raise

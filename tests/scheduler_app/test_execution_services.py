@@ -8,9 +8,11 @@ from django.utils import timezone
 
 from runs.finish import run_finish
 from runs.lost import expired_leases_reap
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import ExecutionLoss, TaskExecution
+from scheduler_app.monitoring.counters import read_runs_lost
 from scheduler_app.services.claims import execution_claim, execution_renew_lease
-from scheduler_app.services.executions import Outcome, execution_fail_lost
+from scheduler_app.services.executions import Outcome
+from scheduler_app.services.losses import execution_lease_lost, execution_worker_lost
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 
@@ -146,19 +148,89 @@ def test_lease_renewal_fails_once_the_claim_is_gone(queued):
     )
 
 
-def test_an_expired_lease_becomes_a_worker_lost_attempt_retried_once_by_many_reapers(queued):
-    claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
-    TaskExecution.objects.filter(id=queued.id).update(
+def _claim_and_expire(execution_id, worker_id="w1"):
+    claim = execution_claim(execution_id=execution_id, worker_id=worker_id, lease_seconds=30)
+    TaskExecution.objects.filter(id=execution_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
-    reports = [execution_fail_lost(execution_id=queued.id) for _ in range(5)]
+    return claim
+
+
+def test_an_expired_lease_requeues_the_same_attempt_once_by_many_reapers(queued):
+    claim = _claim_and_expire(queued.id)
+    reports = [execution_lease_lost(execution_id=queued.id) for _ in range(5)]
     assert sum(report.accepted for report in reports) == 1
     assert expired_leases_reap() == 0
     queued.refresh_from_db()
-    assert queued.status == "failed" and queued.error_class == "worker_lost"
-    assert TaskExecution.objects.filter(retry_of_id=queued.id).count() == 1
-    # The worker that lost its lease cannot finish it any more.
+    # The same row, the same attempt, back in the queue; no retry spent.
+    assert (queued.status, queued.attempt, queued.claim_token, queued.worker_id) == (
+        "queued",
+        1,
+        None,
+        "",
+    )
+    assert not TaskExecution.objects.filter(retry_of_id=queued.id).exists()
+    (loss,) = ExecutionLoss.objects.filter(execution_id=queued.id)
+    assert (loss.outcome, loss.attempt, loss.worker_id) == ("requeued", 1, "w1")
+    # The worker that lost its lease (a zombie) cannot finish it any more ...
     late = run_finish(
         execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")
     )
     assert not late.accepted
+    # ... and the next claim is a new one, which finishes the run once.
+    again = execution_claim(execution_id=queued.id, worker_id="w2", lease_seconds=30)
+    assert again is not None and again.claim_token != claim.claim_token
+    assert run_finish(
+        execution_id=queued.id, claim_token=again.claim_token, outcome=Outcome(status="success")
+    ).accepted
+    assert not run_finish(
+        execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")
+    ).accepted
+    attempts = TaskExecution.objects.filter(task=queued.task).values_list("attempt", "status")
+    assert list(attempts) == [(1, "success")]
+
+
+def test_a_loss_past_worker_lost_requeues_fails_the_attempt_and_retries(queued, settings):
+    settings.FLEET = {**settings.FLEET, "LOST_REQUEUES": 2}
+    for _ in range(3):
+        _claim_and_expire(queued.id)
+        assert expired_leases_reap() == 1
+    queued.refresh_from_db()
+    assert queued.status == "failed" and queued.error_class == "worker_lost"
+    (retry,) = TaskExecution.objects.filter(retry_of_id=queued.id)
+    assert (retry.attempt, retry.status) == (2, "pending")
+    outcomes = ExecutionLoss.objects.filter(execution_id=queued.id).order_by("lost_at", "id")
+    assert [loss.outcome for loss in outcomes] == ["requeued", "requeued", "failed"]
+
+
+def test_a_single_attempt_task_whose_host_dies_is_requeued_not_dead_lettered(tenant):
+    task = make_task(tenant, schedule={"type": "manual"}, retry_policy={"max_attempts": 1})
+    run = task_trigger(task=task)
+    claim = execution_claim(execution_id=run.id, worker_id="w-dead", lease_seconds=30)
+    report = execution_worker_lost(
+        execution_id=run.id, claim_token=claim.claim_token, worker_id="w-dead", reason="gone"
+    )
+    assert report.requeued and not report.finish.dead_lettered
+    run.refresh_from_db()
+    assert run.status == "queued" and not run.dead_lettered
+    # A reaper holding the old claim finds nothing to do a second time.
+    assert not execution_worker_lost(
+        execution_id=run.id, claim_token=claim.claim_token, worker_id="w-dead", reason="gone"
+    ).accepted
+
+
+@pytest.mark.usefixtures("private_broker")
+def test_each_loss_is_counted_once_for_the_metrics(
+    queued, settings, django_capture_on_commit_callbacks
+):
+    settings.FLEET = {**settings.FLEET, "LOST_REQUEUES": 1}
+    before = read_runs_lost()
+    for _ in range(2):
+        _claim_and_expire(queued.id)
+        with django_capture_on_commit_callbacks(execute=True):
+            assert expired_leases_reap() == 1
+            assert expired_leases_reap() == 0
+    after = read_runs_lost()
+    for outcome in ("requeued", "failed"):
+        key = (str(queued.tenant_id), queued.queue, outcome)
+        assert after.get(key, 0) - before.get(key, 0) == 1, outcome

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.claims import Claim
-from scheduler_app.services.executions import execution_fail_lost
+from scheduler_app.services.losses import execution_lease_lost
 from scheduler_app.services.run_keys import execution_key_settle
 from tests.factories import make_task
 from workers.execute import _idempotent_outcome
@@ -99,12 +99,13 @@ def test_a_running_run_whose_lease_expired_is_waited_for_until_a_reaper_ends_it(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert _settle(fresh).running_elsewhere == stale.id
-    reaped = execution_fail_lost(execution_id=stale.id)
+    reaped = execution_lease_lost(execution_id=stale.id)
     assert reaped.accepted
     assert _settle(fresh).running_elsewhere is None
-    # The reaped run's finish, had its worker been only stalled, is refused (its claim is gone).
+    # The reaped run's finish, had its worker been only stalled, is refused (its claim is gone):
+    # it is back in the queue, the same attempt, for a new claim.
     stale.refresh_from_db()
-    assert stale.status == "failed" and stale.claim_token is None
+    assert stale.status == "queued" and stale.claim_token is None
 
 
 def test_a_run_of_the_key_that_succeeds_while_the_key_is_read_is_seen(task):

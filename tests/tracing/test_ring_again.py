@@ -123,7 +123,25 @@ def test_a_run_a_draining_worker_releases_keeps_its_trace_for_the_next_worker(te
     assert claim.claim_token is not None
 
 
-def test_a_run_the_lease_reaper_fails_is_retried_and_rung_in_the_same_trace(tenant, spans):
+def test_a_run_the_lease_reaper_requeues_is_rung_again_in_its_trace(tenant, spans):
+    row = _fired_and_rung(make_task(tenant, name="requeued", schedule={"type": "manual"}))
+    executions_claim(execution_ids=[row.id], worker_id=WORKER, lease_seconds=60)
+    TaskExecution.objects.filter(id=row.id).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert expired_leases_reap() == 1  # the same attempt back in the queue, rung on commit
+
+    row.refresh_from_db()
+    assert row.status == "queued" and row.attempt == 1
+    _, again = _rings_of(spans, row)
+    assert again.attributes["scheduler.ring.reason"] == "worker_lost"
+
+
+def test_a_run_the_lease_reaper_fails_is_retried_and_rung_in_the_same_trace(
+    tenant, spans, settings
+):
+    # No requeue left: the loss fails the attempt and its retry is due.
+    settings.FLEET = {**settings.FLEET, "LOST_REQUEUES": 0}
     task = make_task(tenant, name="lost-lease", schedule={"type": "manual"}, max_attempts=2)
     fire = Fire(
         task_id=task.id,

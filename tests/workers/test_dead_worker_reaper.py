@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from runs.dead_workers import dead_workers_reap
 from scheduler_app.fleet.registry import worker_record_get, worker_record_save
-from scheduler_app.models import TaskExecution
+from scheduler_app.models import ExecutionLoss, TaskExecution
 from tests.factories import make_task, make_worker_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,13 @@ def _running(task, worker_id: str) -> TaskExecution:
     )
 
 
-def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant):
+@pytest.mark.usefixtures("private_broker")
+def test_two_missed_heartbeats_mark_a_worker_dead_and_requeue_its_runs_once(tenant):
+    """The runs a dead worker held go back to the queue as the same attempt, each rung once
+    and with one loss in its history however many reapers race (no retry spent)."""
+    from project.celery import app
+    from scheduler_app.ringing.publish import _broker_client
+
     task = make_task(tenant, name="t", schedule={"type": "manual"})
     dead = f"dead-{uuid.uuid4().hex[:6]}"
     alive = f"alive-{uuid.uuid4().hex[:6]}"
@@ -57,11 +63,16 @@ def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant)
 
     assert worker_record_get(dead).state == "dead"
     assert worker_record_get(alive).state == "active"
+    client, prefix = _broker_client()
+    assert prefix == app.conf.broker_transport_options["global_keyprefix"]  # this test's own
+    messages = client.lrange(prefix + "normal", 0, -1)
     for execution in lost:
         execution.refresh_from_db()
-        assert execution.status == "failed" and execution.error_class == "worker_lost"
-        nexts = TaskExecution.objects.filter(retry_of_id=execution.id)
-        assert nexts.count() == 1 and nexts.get().attempt == 2
+        assert (execution.status, execution.attempt, execution.claim_token) == ("queued", 1, None)
+        assert not TaskExecution.objects.filter(retry_of_id=execution.id).exists()
+        losses = ExecutionLoss.objects.filter(execution_id=execution.id)
+        assert [(loss.outcome, loss.worker_id) for loss in losses] == [("requeued", dead)]
+        assert len([m for m in messages if _names(m, execution.id)]) == 1
     kept.refresh_from_db()
     assert kept.status == "running"
 
