@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
+from django.test import Client
 from django.utils import timezone
 
 from scheduler_app.models import TaskDefinition, TaskExecution
@@ -179,3 +180,15 @@ def test_a_key_cannot_read_a_secret_and_another_tenant_cannot_join_the_run(
     intruder = jwt_client(mallory)
     assert intruder.post(trigger, {"parameters": {"a": "x"}}, format="json").status_code == 404
     assert [run.trigger_count for run in runs_of(task)] == [1]
+
+
+def test_the_run_page_says_the_key_and_how_many_triggers_the_run_answered(tenant, tenant_and_user):
+    task = make_task(tenant, name="calm", schedule=MANUAL, debounce={"seconds": 60})
+    for number in (1, 2, 3):
+        run = task_trigger_outcome(task=task, parameters={"n": number}).execution
+    client = Client()
+    assert client.login(username=tenant_and_user[1].username, password="pw-123456")
+    page = client.get(f"/dashboard/executions/{run.id}").content.decode()
+    assert "Debounce key <code>calm</code>" in page
+    assert "carries the last one's parameters; it starts" in page
+    assert '<span id="trigger-count">3 triggers</span>' in page
