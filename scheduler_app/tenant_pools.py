@@ -40,7 +40,7 @@ def tenant_pools_parse(raw: str) -> dict[str, int]:
             raise TenantPoolsError(
                 f"WORKER_TENANT_POOLS: {entry!r} is not <tenant slug>=<slots> (acme=8)"
             )
-        if not slots.isdigit() or not 1 <= int(slots) <= MAX_POOL_SLOTS:
+        if not (slots.isascii() and slots.isdigit()) or not 1 <= int(slots) <= MAX_POOL_SLOTS:
             raise TenantPoolsError(
                 f"WORKER_TENANT_POOLS: {slug}'s slots must be a whole number from 1 to "
                 f"{MAX_POOL_SLOTS}, not {slots!r}"

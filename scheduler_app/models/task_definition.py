@@ -123,6 +123,10 @@ class TaskDefinition(models.Model):
                 name="idx_task_remaining_runs",
                 condition=Q(remaining_runs__isnull=False),
             ),
+            # The beat's per-batch probe for singleton tasks (`services.singleton_fires`).
+            models.Index(
+                fields=["id"], name="idx_task_singleton", condition=Q(singleton__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

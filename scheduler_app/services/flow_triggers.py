@@ -98,7 +98,8 @@ def flow_key_for(
     return FlowKey(kind, key, int(block["seconds"]), int(block["max_wait_seconds"]))
 
 
-def _lock(task_id: uuid.UUID, flow: FlowKey) -> None:
+def flow_key_lock(task_id: uuid.UUID, flow: FlowKey) -> None:
+    """The key's transaction-scoped advisory lock (a trigger's and a singleton fire's)."""
     digest = hashlib.sha256(f"{task_id}:{flow.kind}:{flow.key}".encode()).digest()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -115,7 +116,7 @@ def flow_run_join(
 ) -> TaskExecution | None:
     """Inside the trigger's transaction: lock the key, and return the key's run after this
     trigger joined it, or None when the trigger makes a new run (then `flow_run_prepare`)."""
-    _lock(task.id, flow)
+    flow_key_lock(task.id, flow)
     runs = TaskExecution.objects.filter(task_id=task.id)
     if flow.kind == SINGLETON:
         existing = (

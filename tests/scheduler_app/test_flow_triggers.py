@@ -11,8 +11,9 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
+from dags.services.events import event_post
 from scheduler_app.models import TaskDefinition, TaskExecution
-from scheduler_app.services.firing import due_pending_promote
+from scheduler_app.services.firing import Fire, due_pending_promote, fires_record
 from scheduler_app.services.task_definitions import task_trigger_outcome
 from tests.api_clients import jwt_client
 from tests.factories import make_task, task_spec
@@ -192,3 +193,60 @@ def test_the_run_page_says_the_key_and_how_many_triggers_the_run_answered(tenant
     assert "Debounce key <code>calm</code>" in page
     assert "carries the last one's parameters; it starts" in page
     assert '<span id="trigger-count">3 triggers</span>' in page
+
+
+def _fire(task: TaskDefinition, at):
+    return Fire(
+        task_id=task.id,
+        tenant_id=task.tenant_id,
+        scheduled_at=at,
+        priority=task.priority,
+        queue="normal",
+        max_attempts=1,
+    )
+
+
+def test_a_singletons_schedule_fire_records_the_keys_run_or_is_skipped_naming_it(tenant):
+    task = make_task(
+        tenant,
+        name="minutely",
+        schedule={"type": "cron", "expression": "* * * * *"},
+        parameters={"account": "a-1"},
+        singleton={"key": "{{parameters.account}}"},
+    )
+    other = make_task(tenant, name="plain", schedule={"type": "cron", "expression": "* * * * *"})
+    now = timezone.now()
+    # A catch-up burst of two fires: the first records the key's run, the second is skipped.
+    bells = fires_record(
+        [
+            _fire(task, now - timedelta(minutes=2)),
+            _fire(task, now - timedelta(minutes=1)),
+            _fire(other, now),
+        ],
+        now=now,
+    )
+    assert len(bells) == 2
+    first, skipped = runs_of(task)
+    assert (first.status, first.singleton_key) == ("queued", "a-1")
+    assert skipped.status == "skipped" and "a run recorded with this fire" in skipped.error_message
+    assert runs_of(other)[0].singleton_key == ""
+    # A trigger joins the fire's run; the next fire is skipped naming it.
+    assert task_trigger_outcome(task=task).execution.id == first.id
+    assert fires_record([_fire(task, now)], now=now) == []
+    latest = TaskExecution.objects.get(task=task, scheduled_at=now)
+    assert latest.status == "skipped" and str(first.id) in latest.error_message
+    assert TaskExecution.objects.get(id=first.id).trigger_count == 3
+
+
+def test_a_burst_of_events_starts_one_debounced_run_with_the_last_payload(tenant):
+    task = make_task(
+        tenant,
+        name="on-upload",
+        schedule={"type": "event", "name": "file.uploaded"},
+        debounce={"key": "{{parameters.bucket}}", "seconds": 60},
+    )
+    for number in range(5):
+        event_post(tenant=tenant, name="file.uploaded", payload={"bucket": "b", "n": number})
+    (run,) = runs_of(task)
+    assert (run.status, run.trigger, run.trigger_count) == ("pending", "event", 5)
+    assert run.parameters == {"bucket": "b", "n": 4}

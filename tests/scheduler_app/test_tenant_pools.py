@@ -42,6 +42,7 @@ def test_the_setting_is_slug_equals_slots():
         ("acme=0", "from 1 to"),
         ("acme=-2", "from 1 to"),
         ("acme=eight", "from 1 to"),
+        ("acme=²", "from 1 to"),
         ("acme=1,acme=2", "twice"),
     ],
 )
