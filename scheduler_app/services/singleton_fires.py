@@ -20,6 +20,7 @@ from datetime import datetime
 from django.db.models import F
 
 from scheduler_app.choices import ACTIVE_STATUSES, ExecutionStatus
+from scheduler_app.db_rows import server_bound_cursor
 from scheduler_app.flow_trigger_spec import SINGLETON, KeyContext, flow_key_render
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, TaskExecution
@@ -31,12 +32,21 @@ def singleton_fire_keys(task_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
     """The rendered keys of the singleton tasks among these, their keys locked (in lock order,
     so two leaders recording one batch cannot deadlock). A key a template cannot render
     (over the budget) is the task's name: the fire still has one key."""
-    ids = set(task_ids)
+    ids = list(set(task_ids))
     if not ids:
         return {}
-    tasks = TaskDefinition.objects.filter(id__in=ids, singleton__isnull=False).select_related(
-        "tenant"
-    )
+    # Bound on the server in binary, as the remaining-runs probe: a batch's thousand ids cost
+    # no quoting into the SQL text, and the partial index holds only the singleton tasks.
+    with server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT id FROM {TaskDefinition._meta.db_table} "  # noqa: S608 (the model's table)
+            "WHERE singleton IS NOT NULL AND id = ANY(%b::uuid[])",
+            [ids],
+        )
+        singleton_ids = [row[0] for row in cursor.fetchall()]
+    if not singleton_ids:
+        return {}
+    tasks = TaskDefinition.objects.filter(id__in=singleton_ids).select_related("tenant")
     keys: dict[uuid.UUID, str] = {}
     for task in tasks:
         context = KeyContext(
