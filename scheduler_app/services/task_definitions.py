@@ -62,6 +62,8 @@ def _check_policies(task: TaskDefinition) -> None:
         },
         anchor=task.created_at,
     )
+    if task.singleton and task.debounce:  # a PATCH may add one to a task that has the other
+        raise ValidationFailed("give singleton or debounce, not both", field="debounce")
 
 
 def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
@@ -141,6 +143,8 @@ def task_update(
             "tags",
             "notifications",
             "idempotency_key",
+            "singleton",
+            "debounce",
             "owner",
             *POLICY_KEYS,
         ):

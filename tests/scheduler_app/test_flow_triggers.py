@@ -250,3 +250,17 @@ def test_a_burst_of_events_starts_one_debounced_run_with_the_last_payload(tenant
     (run,) = runs_of(task)
     assert (run.status, run.trigger, run.trigger_count) == ("pending", "event", 5)
     assert run.parameters == {"bucket": "b", "n": 4}
+
+
+def test_a_patch_turns_them_off_or_swaps_one_for_the_other_never_both(api, tenant):
+    task = make_task(tenant, name="swap", schedule=MANUAL, singleton={})
+    url = f"/api/v1/tasks/{task.id}"
+    both = api.patch(url, {"debounce": {"seconds": 5}}, format="json")
+    assert both.status_code == 400 and both.json()["field"] == "debounce"
+    assert TaskDefinition.objects.get(id=task.id).debounce is None
+    swapped = api.patch(url, {"singleton": None, "debounce": {"seconds": 5}}, format="json")
+    assert swapped.status_code == 200, swapped.content
+    assert (swapped.json()["singleton"], swapped.json()["debounce"]["seconds"]) == (None, 5)
+    off = api.patch(url, {"debounce": None}, format="json")
+    assert off.status_code == 200 and off.json()["debounce"] is None
+    assert task_trigger_outcome(task=TaskDefinition.objects.get(id=task.id)).joined == ""
