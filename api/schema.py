@@ -48,6 +48,14 @@ class ErrorOutput(serializers.Serializer):
 class TriggeredOutput(serializers.Serializer):
     execution_id = serializers.UUIDField()
     status = serializers.CharField()
+    joined = serializers.ChoiceField(
+        choices=["", "singleton", "debounce"],
+        help_text="'' for a new run (202); 'singleton': the key's active run answered (200); "
+        "'debounce': the key's pending run took this trigger's parameters (202)",
+    )
+    existing = serializers.BooleanField(help_text="the run existed before this trigger")
+    trigger_count = serializers.IntegerField(help_text="the triggers this run has answered")
+    scheduled_at = serializers.DateTimeField()
 
 
 class DeadLetterOutcomeOutput(serializers.Serializer):

@@ -178,6 +178,16 @@ class TaskInput(StrictSerializer):
         '{{scheduled_date}}" (placeholders: parameters.<name>, scheduled_at, scheduled_date, '
         "scheduled_time)",
     )
+    singleton = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text='At most one queued-or-running run per key: {"key": "{{parameters.account}}"}',
+    )
+    debounce = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text='Collapse a key\'s triggers into one run: {"key", "seconds", "max_wait_seconds"}',
+    )
     enabled = serializers.BooleanField(required=False)
     sla_seconds = serializers.IntegerField(required=False, allow_null=True)
     owner = serializers.CharField(
@@ -214,6 +224,8 @@ class TaskOutput(serializers.ModelSerializer):
             "tags",
             "notifications",
             "idempotency_key",
+            "singleton",
+            "debounce",
             "sla_seconds",
             "owner",
             "enabled",
@@ -325,6 +337,9 @@ class ExecutionOutput(serializers.ModelSerializer):
             "error_class",
             "idempotency_key",
             "skipped_for_execution_id",
+            "singleton_key",
+            "debounce_key",
+            "trigger_count",
             "dead_lettered",
             "dead_lettered_at",
             "duration_seconds",

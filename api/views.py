@@ -147,7 +147,7 @@ class TaskTriggerView(APIView):
 
     @extend_schema(
         request=TriggerInput,
-        responses={202: TriggeredOutput},
+        responses={200: TriggeredOutput, 202: TriggeredOutput},
         parameters=[
             OpenApiParameter(
                 "Idempotency-Key",
@@ -164,12 +164,23 @@ class TaskTriggerView(APIView):
         body.is_valid(raise_exception=True)
 
         def trigger() -> Response:
-            execution = task_definitions.task_trigger(
+            outcome = task_definitions.task_trigger_outcome(
                 task=task, parameters=body.validated_data.get("parameters")
             )
+            execution = outcome.execution
             return Response(
-                {"execution_id": str(execution.id), "status": execution.status},
-                status=status.HTTP_202_ACCEPTED,
+                {
+                    "execution_id": str(execution.id),
+                    "status": execution.status,
+                    "joined": outcome.joined,
+                    "existing": bool(outcome.joined),
+                    "trigger_count": execution.trigger_count,
+                    "scheduled_at": execution.scheduled_at.isoformat().replace("+00:00", "Z"),
+                },
+                # A singleton's existing run is not a new run accepted: 200, not 202.
+                status=status.HTTP_200_OK
+                if outcome.joined == "singleton"
+                else status.HTTP_202_ACCEPTED,
             )
 
         return idempotent(request, tenant=tenant, produce=trigger)

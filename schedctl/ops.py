@@ -25,7 +25,7 @@ from schedctl.output import (
 from schedctl.pause_record import state_line, summary
 from scheduler_sdk.client import Client
 from scheduler_sdk.errors import SchedulerError
-from scheduler_sdk.models import TERMINAL_STATUSES, DagInfo, LogEnd, TaskInfo
+from scheduler_sdk.models import TERMINAL_STATUSES, DagInfo, LogEnd, TaskInfo, Triggered
 
 reason_option = click.option(
     "--reason", "--note", "note", default="", help="Why (kept in the audit log)."
@@ -216,6 +216,21 @@ def describe(state: State, kind: str, name: str, output: str) -> None:
 # ---- trigger, pause, resume --------------------------------------------------------------
 
 
+def _joined_note(triggered: Triggered) -> str:
+    """What a singleton's or a debounce's trigger did, after the run id: the run is not new."""
+    count = triggered.trigger_count or 1
+    if triggered.joined == "singleton":
+        return f" (singleton: already {triggered.status}, not a new run; {count} triggers)"
+    if triggered.joined == "debounce":
+        return (
+            f" (debounced into the pending run: {count} triggers, the last one's parameters; "
+            f"starts {triggered.scheduled_at} unless triggered again)"
+        )
+    if triggered.status == "pending" and triggered.scheduled_at:
+        return f" (debounced: starts {triggered.scheduled_at} unless triggered again)"
+    return ""
+
+
 def _wait_for(client: Client, kind: str, object_id: str, run_id: str) -> str:
     status = "queued"
 
@@ -244,16 +259,18 @@ def trigger(
     client = state.client
     parameters = parse_parameters(params)
     kind, found = resolve(client, name, kind)
+    note = ""
     if kind == "task":
         triggered = client.task_trigger(found.id, parameters)
         run_id, data = triggered.execution_id, triggered.raw
+        note = _joined_note(triggered)
     else:
         run = client.dag_trigger(found.id, parameters)
         run_id, data = run.id, run.raw
     if output != "table":
         emit_data(data, output)
     else:
-        click.echo(f"triggered {kind} {name}: run {run_id}")
+        click.echo(f"triggered {kind} {name}: run {run_id}{note}")
     if wait:
         status = _wait_for(client, kind, found.id, run_id)
         click.echo(f"run {run_id} ended: {status}", err=True)

@@ -124,10 +124,14 @@ class DagRun(ApiModel):
 
 @dataclass(frozen=True)
 class Triggered(ApiModel):
-    """`POST tasks/{id}/trigger`: the new execution."""
+    """`POST tasks/{id}/trigger`: the new execution, or the one a singleton's or a debounce's
+    key already had (`joined`: "singleton" or "debounce"; "" for a new run)."""
 
     execution_id: str
     status: str
+    joined: str | None = None
+    trigger_count: int | None = None
+    scheduled_at: str | None = None
 
 
 @dataclass(frozen=True)

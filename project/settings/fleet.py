@@ -4,6 +4,7 @@ log streams, sticky routing, retry budgets."""
 from __future__ import annotations
 
 from project.settings.env import env_bool, env_float, env_int, env_str
+from scheduler_app.tenant_pools import tenant_pools_parse
 
 # --- Worker fleet: registry, heartbeats, shutdown, live logs, sticky routing, budgets ---
 FLEET = {
@@ -48,3 +49,10 @@ LOG_STREAMS = {
     # process free themselves when their leases end.
     "LEASE_SECONDS": env_float("LOG_STREAMS_LEASE_SECONDS", 60.0),
 }
+
+# --- Tenant worker pools (docs/deployment/tenant-pools.md) ---------------------------------
+# "acme=8,globex=4": these tenants' runs go to queues of their own (tenant.<slug>.<tier>),
+# served only by workers started for them (`manage.py tenant_worker <slug>`), at most that
+# many running at once (checked at the claim). Every process reads it: the rings route by
+# it, the workers' claims cap by it. Empty: every tenant on the shared pools.
+WORKER_TENANT_POOLS = tenant_pools_parse(env_str("WORKER_TENANT_POOLS", ""))

@@ -25,6 +25,7 @@ from scheduler_app.capabilities import (
 )
 from scheduler_app.choices import TIERS
 from scheduler_app.fleet.registry import STATE_ACTIVE, worker_records
+from scheduler_app.tenant_pools import tenant_pool_tier
 
 ALWAYS_OFFERED = ("shell", "http", "python", "celery")
 
@@ -53,9 +54,10 @@ def capability_queues_to_consume(consumed: list[str], offered: list[str]) -> lis
     """For each tier queue this worker consumes, the queues of the partial capabilities it
     offers (`normal` and `container` -> `normal.container`)."""
     return [
-        f"{tier}.{capability}"
-        for tier in consumed
-        if tier in TIERS
+        f"{queue}.{capability}"
+        for queue in consumed
+        # A tenant's own tier (`tenant.acme.normal`) has its capability queues as a tier does.
+        if queue in TIERS or tenant_pool_tier(queue) is not None
         for capability in offered
         if capability in PARTIAL_CAPABILITIES
     ]

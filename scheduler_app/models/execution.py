@@ -72,6 +72,14 @@ class TaskExecution(models.Model):
     # the columns it sets.
     idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")
     skipped_for_execution_id = models.UUIDField(null=True, blank=True)
+    # Flow control on the trigger side (services.flow_triggers): the rendered singleton or
+    # debounce key ("" for none), how many triggers this run answered (a singleton's repeats,
+    # a debounce's collapsed triggers), and a debounced run's latest start (its first trigger
+    # plus max_wait_seconds: later triggers push scheduled_at forward up to there only).
+    singleton_key = models.CharField(max_length=255, blank=True, default="", db_default="")
+    debounce_key = models.CharField(max_length=255, blank=True, default="", db_default="")
+    trigger_count = models.PositiveIntegerField(default=1, db_default=1)
+    debounce_until = models.DateTimeField(null=True, blank=True)
 
     # The W3C trace context this run continues ("00-<trace id>-<span id>-<flags>"): the
     # fire's span, written with the fire's INSERT, so the worker that claims it (from a
@@ -119,6 +127,19 @@ class TaskExecution(models.Model):
                 fields=["task", "idempotency_key"],
                 name="idx_exec_idempotent_success",
                 condition=Q(status="success") & ~Q(idempotency_key=""),
+            ),
+            # A singleton's active run of a key, and a debounce's pending run of a key, looked
+            # up under the key's advisory lock by every trigger of such a task. Not unique: the
+            # table is partitioned by scheduled_at, and a unique index there must hold it.
+            models.Index(
+                fields=["task", "singleton_key"],
+                name="idx_exec_singleton_active",
+                condition=Q(status__in=["pending", "queued", "running"]) & ~Q(singleton_key=""),
+            ),
+            models.Index(
+                fields=["task", "debounce_key"],
+                name="idx_exec_debounce_pending",
+                condition=Q(status="pending") & ~Q(debounce_key=""),
             ),
         ]
 

@@ -52,6 +52,11 @@ class TaskDefinition(models.Model):
     # whose key already succeeded for this task is skipped. "" = no key (also the database's
     # default: bulk loads such as the benchmarks' COPY name only the columns they fill).
     idempotency_key = models.CharField(max_length=255, blank=True, default="", db_default="")
+    # Flow control on the trigger side (scheduler_app.flow_trigger_spec): {"key"} for at most
+    # one active run per key, {"key", "seconds", "max_wait_seconds"} to collapse a key's
+    # triggers into one run. None: off.
+    singleton = models.JSONField(null=True, blank=True)
+    debounce = models.JSONField(null=True, blank=True)
 
     # Scheduling policies (ARCHITECTURE §6).
     catchup = models.CharField(max_length=8, choices=Catchup.choices, default=Catchup.LATEST)
@@ -117,6 +122,10 @@ class TaskDefinition(models.Model):
                 fields=["id"],
                 name="idx_task_remaining_runs",
                 condition=Q(remaining_runs__isnull=False),
+            ),
+            # The beat's per-batch probe for singleton tasks (`services.singleton_fires`).
+            models.Index(
+                fields=["id"], name="idx_task_singleton", condition=Q(singleton__isnull=False)
             ),
         ]
 

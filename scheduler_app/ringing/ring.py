@@ -2,7 +2,8 @@
 
 Every place that sends runs to workers (the beat's fires, promoted and re-rung rows, a
 trigger or retry after its commit, a DAG wave, runs a worker hands back, a dead worker's
-runs) calls `ring`, which takes each batch through the same four steps:
+runs) calls `ring`, which takes each batch through the same four steps (after moving the
+doorbells of tenants with workers of their own to their queues, `ringing.tenant_pools`):
 
 1. admit (`scheduler_app.ringing.fairness.fair_admit`, Redis only): a tenant's doorbells beyond its
    in-flight cap in a tier are held back;
@@ -35,6 +36,7 @@ from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.fairness import fair_admit
 from scheduler_app.ringing.publish import publish, with_task_names
 from scheduler_app.ringing.sticky import route
+from scheduler_app.ringing.tenant_pools import tenant_pools_route
 from scheduler_app.ringing.traces import (
     ring_failed_record,
     ring_held_back_record,
@@ -68,7 +70,7 @@ def ring(
     `RingReason`: the sweeps, a dead worker's runs), on their ring spans."""
     if round_size is None:
         round_size = fleet_round(batch, processes)
-    admission = fair_admit(list(doorbells), fleet_round=round_size)
+    admission = fair_admit(tenant_pools_route(list(doorbells)), fleet_round=round_size)
     ring_held_back_record(admission.held_back)
     doorbells_hold_back(admission.held_back)
     return _route_and_publish(
@@ -87,7 +89,9 @@ def ring_deferring_hold_back(
     them back with `doorbells_hold_back` on its own connection. Until then their rows stay
     `queued` without a doorbell, which the requeue grace covers should the caller never get
     there."""
-    admission = fair_admit(list(doorbells), fleet_round=fleet_round(batch, processes))
+    admission = fair_admit(
+        tenant_pools_route(list(doorbells)), fleet_round=fleet_round(batch, processes)
+    )
     ring_held_back_record(admission.held_back)
     sent = _route_and_publish(admission.admitted, sticky=sticky, batch=batch, processes=processes)
     return Rung(sent, admission.held_back)

@@ -27,6 +27,7 @@ from scheduler_app.fleet.records import (
 )
 from scheduler_app.redis_client import get_redis, redis_key
 from scheduler_app.ringing.doorbell import Doorbell
+from scheduler_app.tenant_pools import is_tenant_pool_queue
 
 HINT_TTL_SECONDS = 6 * 3600
 HITS, MISSES = "hit", "miss"
@@ -93,7 +94,7 @@ def route(bells: Sequence[Doorbell]) -> list[Doorbell]:
     routed: list[Doorbell] = []
     hits = misses = 0
     for bell, hint in zip(bells, hints, strict=True):
-        if not hint:
+        if not hint or is_tenant_pool_queue(bell.queue):  # a hint may name a shared worker
             routed.append(bell)
             continue
         queue = preferred_queue(previous_worker_id=hint, tier=bell.queue, workers=workers)

@@ -24,6 +24,11 @@ from scheduler_app.services.remaining_runs import (
     limited_remaining_lock,
     remaining_runs_spend,
 )
+from scheduler_app.services.singleton_fires import (
+    singleton_fire_keys,
+    singleton_fire_statuses,
+    singleton_keys_record,
+)
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,10 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
     # savepoint=False: the engine records a batch and its next fires in one transaction.
     with transaction.atomic(savepoint=False):
         statuses, cancel_waiting = _overlap_statuses(fires)
+        singletons = singleton_fire_keys(fire.task_id for fire in fires)
+        if singletons:
+            task_ids = [fire.task_id for fire in fires]
+            statuses = singleton_fire_statuses(task_ids, statuses, singletons, now=now)
         remaining = limited_remaining_lock(fire.task_id for fire in fires)
         if remaining:
             kept = fires_within_remaining(fires, statuses, remaining)
@@ -127,7 +136,14 @@ def fires_record(fires: Sequence[Fire], *, now: datetime) -> list[Doorbell]:
             statuses = [statuses[index] for index in kept]
             firing = {fire.task_id for fire in fires}
             cancel_waiting = [task_id for task_id in cancel_waiting if task_id in firing]
-        return _fires_record(fires, statuses, cancel_waiting, now=now, limited=set(remaining))
+        return _fires_record(
+            fires,
+            statuses,
+            cancel_waiting,
+            now=now,
+            limited=set(remaining),
+            singletons=singletons,
+        )
 
 
 # A batch is one INSERT ... SELECT FROM unnest(arrays): one short, constant
@@ -156,6 +172,7 @@ def _fires_record(
     *,
     now: datetime,
     limited: set[uuid.UUID],
+    singletons: dict[uuid.UUID, str],
 ) -> list[Doorbell]:
     if not fires:
         return []
@@ -188,6 +205,8 @@ def _fires_record(
             sql, [Trigger.SCHEDULE.value, now, now, now, *columns, spans and spans.traceparents]
         )
         inserted = cursor.fetchall()
+    if singletons:
+        singleton_keys_record([(row[0], row[4], row[5], row[3]) for row in inserted], singletons)
     queued = ExecutionStatus.QUEUED.value
     bells = [_doorbell(*row[:3], row[4], row[6]) for row in inserted if row[3] == queued]
     if spans:

@@ -72,6 +72,8 @@ def execution_follow_up_build(
         # Retries of a fire share its key: a retry after the fire already succeeded elsewhere
         # (its key in another run) is skipped like any run of that key.
         idempotency_key=previous.idempotency_key,
+        # A singleton's retry still holds its key: a trigger during the backoff joins it.
+        singleton_key=previous.singleton_key,
         # The next attempt continues its fire's trace: one trace shows every attempt.
         traceparent=previous.traceparent,
     )

@@ -108,6 +108,11 @@ def _over_quota(
     now: datetime,
 ) -> Deferral | None:
     """`concurrent_runs` includes the run being checked, `runs_this_hour` does not."""
+    pool_slots = settings.WORKER_TENANT_POOLS.get(tenant.slug)
+    if pool_slots is not None and concurrent_runs > pool_slots:  # its worker pool's cap
+        return Deferral(
+            "worker_pool_slots", now + concurrency_deferral_delay(), concurrent_runs - 1, pool_slots
+        )
     if concurrent_runs > tenant.max_concurrent_runs:
         return Deferral(
             "max_concurrent_runs",

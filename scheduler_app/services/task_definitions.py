@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from django.utils import timezone
 from scheduler_app.capabilities import queue_for
 from scheduler_app.choices import DAG_NODE_TAG, ExecutionStatus, Trigger
 from scheduler_app.errors import Conflict, NotFound, ValidationFailed
+from scheduler_app.flow_trigger_spec import DEBOUNCE
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.ringing.doorbell import Doorbell
 from scheduler_app.ringing.ring import ring_after_commit
@@ -23,6 +25,7 @@ from scheduler_app.services.audit import (
     definition_fields,
 )
 from scheduler_app.services.fire_traces import trigger_traceparent
+from scheduler_app.services.flow_triggers import flow_key_for, flow_run_join, flow_run_prepare
 from scheduler_app.services.payload_quota import payload_bytes_charge, payload_cap_check
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.secrets import secret_references_refuse
@@ -59,6 +62,8 @@ def _check_policies(task: TaskDefinition) -> None:
         },
         anchor=task.created_at,
     )
+    if task.singleton and task.debounce:  # a PATCH may add one to a task that has the other
+        raise ValidationFailed("give singleton or debounce, not both", field="debounce")
 
 
 def _check_network_allowed(tenant: Tenant, fields: Mapping[str, Any]) -> None:
@@ -138,6 +143,8 @@ def task_update(
             "tags",
             "notifications",
             "idempotency_key",
+            "singleton",
+            "debounce",
             "owner",
             *POLICY_KEYS,
         ):
@@ -235,6 +242,14 @@ def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
 TRIGGER_SPAN = "scheduler.trigger"
 
 
+@dataclass(frozen=True)
+class Triggered:
+    execution: TaskExecution
+    # "" for a new run; "singleton" when the key's active run answered the trigger, or
+    # "debounce" when the key's pending run absorbed it (services.flow_triggers).
+    joined: str = ""
+
+
 def task_trigger(
     *,
     task: TaskDefinition,
@@ -243,7 +258,28 @@ def task_trigger(
     max_attempts: int | None = None,
     rerun_of: uuid.UUID | None = None,
 ) -> TaskExecution:
+    """`task_trigger_outcome`'s run, for callers that need not know whether it is new."""
+    return task_trigger_outcome(
+        task=task,
+        parameters=parameters,
+        trigger=trigger,
+        max_attempts=max_attempts,
+        rerun_of=rerun_of,
+    ).execution
+
+
+def task_trigger_outcome(
+    *,
+    task: TaskDefinition,
+    parameters: Mapping[str, Any] | None = None,
+    trigger: str = Trigger.MANUAL,
+    max_attempts: int | None = None,
+    rerun_of: uuid.UUID | None = None,
+    now: datetime | None = None,
+) -> Triggered:
     """Run now, outside the schedule. The row is committed first, then the doorbell rings.
+    A singleton or debounced task's trigger may instead join its key's run (`Triggered.joined`;
+    `services.flow_triggers`).
     `trigger`: `event` for a run an event schedule started, `runbook` for the runbook's one
     retry (`max_attempts` 1: its failure is the final word, not the start of a retry series),
     `rerun` for an operator's re-run of the ended run `rerun_of` (a new chain that points back
@@ -254,7 +290,8 @@ def task_trigger(
         raise NotFound("task not found")
     secret_references_refuse(parameters=parameters)
     size = payload_cap_check(tenant_id=task.tenant_id, value=parameters, field="parameters")
-    now = timezone.now()
+    flow = flow_key_for(task=task, parameters=parameters, trigger=trigger)
+    now = now or timezone.now()  # a test's clock: a debounce window is measured from it
     queue = queue_for(priority=task.priority, capability=task.capability)
     execution_id = uuid.uuid4()
     execution = TaskExecution(
@@ -285,16 +322,28 @@ def task_trigger(
     execution.retry_of_id = rerun_of
     execution.parameters = dict(parameters) if parameters else None
     with transaction.atomic():
+        joined = None
+        if flow is not None:
+            joined = flow_run_join(task=task, flow=flow, parameters=parameters, now=now)
+        if flow is not None and joined is not None:
+            if flow.kind == DEBOUNCE and trigger != Trigger.EVENT:  # it keeps the parameters
+                payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")
+            after = {"run": str(joined.id), "trigger": str(trigger), "joined": flow.kind}
+            _audit(task, "task.trigger", after=after)
+            return Triggered(joined, flow.kind)
+        if flow is not None:
+            flow_run_prepare(execution=execution, flow=flow, now=now)
         execution.save(force_insert=True)
-        bell = Doorbell(
-            str(execution.id),
-            str(task.tenant_id),
-            queue,
-            task_name=task.name,
-            traceparent=execution.traceparent,
-        )
-        ring_after_commit([bell])
+        if execution.status == ExecutionStatus.QUEUED:  # a debounced run waits as pending
+            bell = Doorbell(
+                str(execution.id),
+                str(task.tenant_id),
+                queue,
+                task_name=task.name,
+                traceparent=execution.traceparent,
+            )
+            ring_after_commit([bell])
         if trigger != Trigger.EVENT:  # an event's runs are charged with the event
             payload_bytes_charge(tenant_id=task.tenant_id, size=size, field="parameters")
         _audit(task, "task.trigger", after={"run": str(execution.id), "trigger": str(trigger)})
-    return execution
+    return Triggered(execution)

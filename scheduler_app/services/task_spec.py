@@ -46,6 +46,7 @@ from scheduler_app.limits import (
 )
 from scheduler_app.platform_tasks import platform_task_prefixes
 from scheduler_app.run_key_templates import KeyTemplateError, key_template_check
+from scheduler_app.services.flow_triggers import flow_trigger_task_fields
 from scheduler_app.services.runbook_policy import (
     RUNBOOK_POLICY_KEYS,
     owner_field,
@@ -381,6 +382,7 @@ def task_spec_to_fields(
                     f"idempotency_key {error}", field="idempotency_key"
                 ) from error
         fields["idempotency_key"] = template
+    fields.update(flow_trigger_task_fields(spec))
     if "enabled" in spec:
         fields["enabled"] = bool(spec["enabled"])
     if "policy" in spec:
