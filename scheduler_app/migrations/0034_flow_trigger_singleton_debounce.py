@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0032_titles_in_the_words_people_use'),
+        ('scheduler_app', '0033_execution_losses'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
