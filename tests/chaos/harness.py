@@ -144,7 +144,7 @@ class ChaosStack:
 
     # --- observations ------------------------------------------------------------------
     def executions(self):
-        return TaskExecution.objects.filter(task__in=self.tasks)
+        return TaskExecution.platform.filter(task__in=self.tasks)
 
     def succeeded_after(self, moment: datetime) -> int:
         return self.executions().filter(status="success", scheduled_at__gt=moment).count()

@@ -31,7 +31,7 @@ def test_schedctl_approve_releases_the_node(live_server, cli_env):
     member(tenant, "alice", "operator")
     dag = dag_create(tenant=tenant, raw=release_dag(approvers={"role": "operator", "count": 1}))
     run = dag_trigger(dag=dag, triggered_by="user:acme-admin")
-    approval_id = str(ApprovalWait.objects.get(run=run).id)
+    approval_id = str(ApprovalWait.platform.get(run=run).id)
 
     _ok(run_schedctl("login", "--url", live_server.url, "-u", "alice", env=cli_env))
     listed = json.loads(_ok(run_schedctl("approvals", "-o", "json", env=cli_env)))

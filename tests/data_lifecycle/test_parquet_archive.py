@@ -99,7 +99,7 @@ def test_a_partition_is_archived_as_parquet_and_restored_row_for_row(tenant, tmp
     (archived,) = report.files
     assert archived.location.endswith(".parquet") and archived.rows == 60
     assert archived.manifest["format"] == "parquet"
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     parquet = pq.ParquetFile(archived.location)
     schema = parquet.schema_arrow
     assert parquet.metadata.num_rows == 60

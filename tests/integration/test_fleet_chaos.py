@@ -65,11 +65,11 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
             task_trigger(task=task)
         wait_until(
             lambda: (
-                TaskExecution.objects.filter(
+                TaskExecution.platform.filter(
                     task=task, worker_id=victim_name, status="running"
                 ).count()
                 >= 2
-                and TaskExecution.objects.filter(task=task, status="success").count() >= 20
+                and TaskExecution.platform.filter(task=task, status="success").count() >= 20
             ),
             timeout=60,
             message="the victim to be busy mid-load",
@@ -78,7 +78,7 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
         killed_at = timezone.now()
         wait_until(
             lambda: (
-                all_terminal(TaskExecution.objects.filter(task=task))
+                all_terminal(TaskExecution.platform.filter(task=task))
                 and len(finals(task)) == 200
                 and all(e.status == "success" for e in finals(task).values())
             ),
@@ -92,7 +92,7 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
     finally:
         stop_all([survivor, beat, victim])
 
-    executions = list(TaskExecution.objects.filter(task=task))
+    executions = list(TaskExecution.platform.filter(task=task))
     lost = [e for e in executions if e.error_class == "worker_lost"]
     assert lost, "the kill should have caught runs in flight"
     assert all(e.worker_id == victim_name for e in lost), [
@@ -147,7 +147,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         slow_run = task_trigger(task=slow)
         wait_until(
             lambda: (
-                TaskExecution.objects.filter(
+                TaskExecution.platform.filter(
                     id__in=[quick_run.id, slow_run.id], status="running"
                 ).count()
                 == 2
@@ -159,12 +159,12 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         signalled = time.monotonic()
         other = fleet_worker("other", concurrency=2, **LEDGER_WORKER)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=quick_run.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=quick_run.id, status="success").exists(),
             timeout=20,
             message="the quick run to finish on the draining worker",
         )
         wait_until(
-            lambda: TaskExecution.objects.filter(id=slow_run.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=slow_run.id, status="success").exists(),
             timeout=40,
             message="the released slow run to finish elsewhere",
         )
@@ -181,7 +181,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
     slow_run.refresh_from_db()
     assert quick_run.worker_id == drain_name
     assert slow_run.worker_id == hostname_of_record(other) and slow_run.attempt == 1
-    assert TaskExecution.objects.filter(task__in=[quick, slow]).count() == 2  # no failures
+    assert TaskExecution.platform.filter(task__in=[quick, slow]).count() == 2  # no failures
     assert released_after < 3 + 15, released_after  # deadline + re-run, not a lease expiry
     from scheduler_app.fleet.registry import worker_record_get
 
@@ -217,7 +217,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
                 old.process.wait(timeout=60)
         wait_until(
             lambda: (
-                all_terminal(TaskExecution.objects.filter(task=task)) and len(finals(task)) == 80
+                all_terminal(TaskExecution.platform.filter(task=task)) and len(finals(task)) == 80
             ),
             timeout=180,
             interval=0.5,
@@ -230,7 +230,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
         stop_all([*started, beat])
     runs = finals(task)
     assert all(e.status == "success" for e in runs.values())
-    assert not TaskExecution.objects.filter(task=task).exclude(status="success").exists()
+    assert not TaskExecution.platform.filter(task=task).exclude(status="success").exists()
     counts = _ledger(ledger)
     # A run released at the deadline restarts as the same attempt: it may appear twice in
     # the ledger only if it was released; every other run appears once.

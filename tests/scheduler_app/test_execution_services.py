@@ -48,7 +48,7 @@ def test_a_claim_of_an_unknown_execution_is_refused(db):
 
 
 def test_a_pending_row_in_the_future_cannot_be_claimed_early(queued):
-    TaskExecution.objects.filter(id=queued.id).update(
+    TaskExecution.platform.filter(id=queued.id).update(
         status="pending", scheduled_at=timezone.now() + timedelta(minutes=5)
     )
     assert execution_claim(execution_id=queued.id, worker_id="w", lease_seconds=30) is None
@@ -88,7 +88,7 @@ def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(q
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
     before = timezone.now()
     report = run_finish(execution_id=queued.id, claim_token=claim.claim_token, outcome=FAILED)
-    retry = TaskExecution.objects.get(id=report.next_attempt_id)
+    retry = TaskExecution.platform.get(id=report.next_attempt_id)
     assert retry.status == "pending" and retry.trigger == "retry" and retry.attempt == 2
     assert retry.root_execution_id == queued.id and retry.retry_of_id == queued.id
     # linear backoff, base 5 s, after attempt 1: 5 s
@@ -102,13 +102,13 @@ def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(q
 def test_the_last_failed_attempt_is_dead_lettered(task, queued):
     execution_id = queued.id
     for _ in range(3):
-        TaskExecution.objects.filter(id=execution_id).update(scheduled_at=timezone.now())
+        TaskExecution.platform.filter(id=execution_id).update(scheduled_at=timezone.now())
         claim = execution_claim(execution_id=execution_id, worker_id="w", lease_seconds=30)
         report = run_finish(
             execution_id=execution_id, claim_token=claim.claim_token, outcome=FAILED
         )
         execution_id = report.next_attempt_id or execution_id
-    attempts = TaskExecution.objects.filter(task=task).order_by("attempt")
+    attempts = TaskExecution.platform.filter(task=task).order_by("attempt")
     assert [a.attempt for a in attempts] == [1, 2, 3]
     assert [a.dead_lettered for a in attempts] == [False, False, True]
     assert report.dead_lettered
@@ -122,7 +122,7 @@ def test_permanent_errors_are_not_retried(queued):
         outcome=Outcome(status="failed", error_class="http_4xx", transient=False),
     )
     assert report.dead_lettered and report.next_attempt_id is None
-    assert TaskExecution.objects.count() == 1
+    assert TaskExecution.platform.count() == 1
 
 
 def test_a_zombie_finish_is_rejected_by_the_claim_token(queued):
@@ -148,7 +148,7 @@ def test_lease_renewal_fails_once_the_claim_is_gone(queued):
 
 def test_an_expired_lease_becomes_a_worker_lost_attempt_retried_once_by_many_reapers(queued):
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
-    TaskExecution.objects.filter(id=queued.id).update(
+    TaskExecution.platform.filter(id=queued.id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     reports = [execution_fail_lost(execution_id=queued.id) for _ in range(5)]
@@ -156,7 +156,7 @@ def test_an_expired_lease_becomes_a_worker_lost_attempt_retried_once_by_many_rea
     assert expired_leases_reap() == 0
     queued.refresh_from_db()
     assert queued.status == "failed" and queued.error_class == "worker_lost"
-    assert TaskExecution.objects.filter(retry_of_id=queued.id).count() == 1
+    assert TaskExecution.platform.filter(retry_of_id=queued.id).count() == 1
     # The worker that lost its lease cannot finish it any more.
     late = run_finish(
         execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")

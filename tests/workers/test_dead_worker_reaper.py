@@ -60,7 +60,7 @@ def test_two_missed_heartbeats_mark_a_worker_dead_and_fail_its_runs_once(tenant)
     for execution in lost:
         execution.refresh_from_db()
         assert execution.status == "failed" and execution.error_class == "worker_lost"
-        nexts = TaskExecution.objects.filter(retry_of_id=execution.id)
+        nexts = TaskExecution.platform.filter(retry_of_id=execution.id)
         assert nexts.count() == 1 and nexts.get().attempt == 2
     kept.refresh_from_db()
     assert kept.status == "running"
