@@ -54,14 +54,23 @@ class UnscopedTenantQuery(RuntimeError):
         )
 
 
+# The lookups after `tenant` / `tenant_id` that name one tenant (or a few, or none: a
+# platform-level row with no tenant). `tenant__is_active=True` names no tenant, nor does
+# `tenant__isnull=False`.
+_PINNING_LOOKUPS = frozenset(
+    ("", "exact", "in", "id", "pk", "id__in", "pk__in", "id__exact", "slug", "slug__in")
+)
+
+
 def _names_tenant(key: str, value: object) -> bool:
-    """A filter keyword that pins the tenant: its first part is `tenant` or `tenant_id`
-    (`tenant`, `tenant_id__in`, `tenant__slug`, `tenant=None`), except `tenant__isnull=False`,
-    which asks for every tenant's rows."""
+    """A filter keyword that pins the tenant: `tenant=`, `tenant_id__in=`, `tenant__slug=`,
+    `tenant=None`, `tenant__isnull=True`."""
     head, _, rest = key.partition("__")
     if head not in ("tenant", "tenant_id"):
         return False
-    return not (rest == "isnull" and not value)
+    if rest == "isnull":
+        return bool(value)
+    return rest in _PINNING_LOOKUPS
 
 
 def _q_names_tenant(q: Q) -> bool:

@@ -68,7 +68,9 @@ def node_retry(
     The run row is locked by the caller."""
     if execution_id is None or status not in RETRYABLE_STATUSES or not node_retries(graph, node_id):
         return False
-    last = TaskExecution.platform.filter(root_execution_id=execution_id).order_by("-attempt").first()
+    last = (
+        TaskExecution.platform.filter(root_execution_id=execution_id).order_by("-attempt").first()
+    )
     if last is None or last.status not in RETRYABLE_STATUSES or last.attempt >= last.max_attempts:
         return False
     now = timezone.now()

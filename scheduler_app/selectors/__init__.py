@@ -128,9 +128,15 @@ def dead_letter_list(
     """The tenant's dead letters (tenant None: every tenant's, for platform staff only),
     narrowed by `filters`: `task` (its id, or words of its name), `error` (words of the error
     class or message), `since` (dead-lettered at or after, ISO 8601 with an offset)."""
-    executions = TaskExecution.objects.select_related("task").filter(dead_lettered=True)
-    if tenant is not None:
-        executions = executions.filter(tenant=tenant)
+    executions = (
+        (
+            TaskExecution.platform.all()
+            if tenant is None
+            else TaskExecution.objects.for_tenant(tenant)
+        )
+        .select_related("task")
+        .filter(dead_lettered=True)
+    )
     filters = filters or {}
     for name in DEAD_LETTER_FILTERS:
         if len(filters.get(name) or "") > MAX_FILTER_TEXT:
@@ -256,7 +262,7 @@ def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = Non
 
     filters = filters or {}
     entries = (
-        AuditEntry.objects.all() if tenant is None else AuditEntry.objects.filter(tenant=tenant)
+        AuditEntry.platform.all() if tenant is None else AuditEntry.objects.filter(tenant=tenant)
     )
     for field in ("action", "actor", "object_type", "object_id"):
         if filters.get(field):
@@ -328,7 +334,7 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
     """
 
     executions = (
-        TaskExecution.objects.all()
+        TaskExecution.platform.all()
         if tenant is None
         else TaskExecution.objects.filter(tenant=tenant)
     )

@@ -326,7 +326,9 @@ def execution_unrunnable_fail(
     """waiting -> failed (`no_capable_worker`, naming the capability), dead-lettered: a
     retry from the dead-letter queue once such a worker runs. The caller settles it."""
     with transaction.atomic(savepoint=False):
-        updated = TaskExecution.platform.filter(id=execution_id, status__in=WAITING_STATUSES).update(
+        updated = TaskExecution.platform.filter(
+            id=execution_id, status__in=WAITING_STATUSES
+        ).update(
             status=ExecutionStatus.FAILED,
             completed_at=now,
             error_class="no_capable_worker",

@@ -85,7 +85,9 @@ def test_n_failed_dag_runs_pause_the_dag_and_tell_its_owner(
     assert "no health check is configured" in dag.pause_note
     [notice] = runbook_notices(receiver)
     assert notice["dag_id"] == str(dag.id) and notice["url"].endswith(f"/dashboard/dags/{dag.id}")
-    assert AuditEntry.platform.filter(tenant=tenant, actor="runbook", object_id=str(dag.id)).exists()
+    assert AuditEntry.platform.filter(
+        tenant=tenant, actor="runbook", object_id=str(dag.id)
+    ).exists()
 
 
 def test_a_successful_dag_run_resets_the_count(

@@ -67,9 +67,9 @@ def test_an_ops_user_lands_as_operator_and_a_user_without_a_mapped_group_is_refu
     assert landed.status_code == 302 and landed["Location"] == "/dashboard/tasks"
     user = get_user_model().objects.get(provider_identity__issuer=sso.issuer)
     assert user.username == "olivia" and not user.is_staff
-    assert list(TenantMembership.platform.filter(user=user).values_list("tenant__slug", "role")) == [
-        ("demo", Role.OPERATOR)
-    ]
+    assert list(
+        TenantMembership.platform.filter(user=user).values_list("tenant__slug", "role")
+    ) == [("demo", Role.OPERATOR)]
     assert client.get("/dashboard/tasks").status_code == 200
     # An operator is refused an admin's page.
     assert client.get("/dashboard/members").status_code == 403

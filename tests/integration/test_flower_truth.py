@@ -104,7 +104,9 @@ def test_a_failed_run_is_failure_in_flower_under_its_execution_id(
         message="the four runs to end",
     )
     assert set(
-        TaskExecution.platform.filter(id__in=[e.id for e in failed]).values_list("status", flat=True)
+        TaskExecution.platform.filter(id__in=[e.id for e in failed]).values_list(
+            "status", flat=True
+        )
     ) == {"failed"}
 
     for execution in failed:

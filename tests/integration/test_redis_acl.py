@@ -183,7 +183,9 @@ def _run_the_stack_and_attack(user, queue, live) -> None:
         assert triggered.status_code == 202, triggered.text
         wait_until(
             lambda: (
-                TaskExecution.platform.filter(task_id=ticking.json()["id"], status="success").count()
+                TaskExecution.platform.filter(
+                    task_id=ticking.json()["id"], status="success"
+                ).count()
                 >= 2
             ),
             timeout=60,

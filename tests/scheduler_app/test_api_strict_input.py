@@ -92,7 +92,9 @@ def _snapshot(tenant) -> dict:
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "dags": list(Dag.platform.filter(tenant=tenant).values().order_by("id")),
         "runs": list(DagRun.platform.filter(dag__tenant=tenant).values().order_by("id")),
-        "channels": list(NotificationChannel.platform.filter(tenant=tenant).values().order_by("id")),
+        "channels": list(
+            NotificationChannel.platform.filter(tenant=tenant).values().order_by("id")
+        ),
     }
 
 
