@@ -1,6 +1,6 @@
 """Tenant scoping enforced in the ORM: a query of tenant data states whose data it reads.
 
-Every model with a `tenant` foreign key declares
+Every model with a `tenant` foreign key (or a plain `tenant_id` column) declares
 
     objects = TenantScopedManager()     # the default manager: refuses an unscoped query
     platform = PlatformManager()        # the explicit, greppable escape for platform code
@@ -102,9 +102,7 @@ class TenantScopedQuerySet(models.QuerySet):
 
     def for_tenant(self, tenant: object) -> Self:
         """The rows of one tenant (a Tenant or its id)."""
-        if isinstance(tenant, models.Model):
-            return self.filter(tenant=tenant)
-        return self.filter(tenant_id=tenant)
+        return self.filter(tenant_id=tenant.pk if isinstance(tenant, models.Model) else tenant)
 
     def platform_wide(self) -> Self:
         """Every tenant's rows, on purpose: platform code only (beat, workers, housekeeping,
@@ -206,10 +204,16 @@ class PlatformManager(models.Manager.from_queryset(TenantScopedQuerySet)):  # ty
 
 
 def is_tenant_owned(model: type[models.Model]) -> bool:
-    """A model is tenant-owned when it has a `tenant` foreign key (the walk test and the
-    codemod find them this way, so a new model is covered without a list to keep)."""
+    """A model is tenant-owned when it has a `tenant` foreign key, or a plain `tenant_id`
+    column (the data lifecycle's statistics and restored rows, which keep no foreign key).
+    The walk test and the codemod find them this way, so a new model is covered without a
+    list to keep."""
     try:
         field = model._meta.get_field("tenant")
     except FieldDoesNotExist:
-        return False
+        try:
+            field = model._meta.get_field("tenant_id")
+        except FieldDoesNotExist:
+            return False
+        return field.concrete and not field.is_relation
     return bool(getattr(field, "many_to_one", False))

@@ -211,7 +211,9 @@ def test_success_rate_rule_fires_on_cancelled_runs_without_errors(tenant):
 
 def test_missed_schedule_and_dead_worker_rules(tenant):
     task = make_task(tenant, name="stuck", schedule={"type": "cron", "expression": "* * * * *"})
-    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    type(task).platform.filter(id=task.id).update(
+        next_fire_at=timezone.now() - timedelta(minutes=5)
+    )
     now = timezone.now()
     TaskExecution.objects.create(
         tenant=tenant,
@@ -248,7 +250,9 @@ def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, setting
 
     settings.ALERTS = {**settings.ALERTS, "EVALUATE_SECONDS": 3600}
     task = make_task(tenant, name="late", schedule={"type": "cron", "expression": "* * * * *"})
-    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    type(task).platform.filter(id=task.id).update(
+        next_fire_at=timezone.now() - timedelta(minutes=5)
+    )
     hook._last_start = None
     assert hook.alerts_evaluate_if_due() is None  # the first call only starts the clock
     hook._last_start -= 3601

@@ -43,7 +43,7 @@ def test_the_sdk_applies_a_python_dag_equal_to_its_yaml_twin(stack, tmp_path):
         ("task", "loader", "create"),
         ("dag", "etl", "create"),
     ]
-    dag = DagModel.objects.get(name="etl")
+    dag = DagModel.platform.get(name="etl")
     assert dag_version_get(dag=dag).spec == client.dag(str(dag.id)).definition
     assert dag.timezone == "Europe/Berlin" and dag.failure_policy == "fail_all"
 
@@ -52,7 +52,7 @@ def test_the_sdk_applies_a_python_dag_equal_to_its_yaml_twin(stack, tmp_path):
     etl.nodes["extract"].body["parameters"] = {"day": "yesterday"}
     changed = client.apply([etl, loader])
     assert [c.action for c in changed.changes] == ["unchanged", "update"]
-    assert DagModel.objects.get(id=dag.id).version == dag.version + 1
+    assert DagModel.platform.get(id=dag.id).version == dag.version + 1
 
     run = client.dag_trigger(str(dag.id))
     assert run.dag_id == str(dag.id) and run.status in ("running", "queued", "success")

@@ -120,7 +120,7 @@ def test_a_cancelled_run_says_cancelled_once(signed_in, tenant):
 def test_a_partially_completed_dag_run_names_what_failed_and_what_never_ran(signed_in, tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED_RUN_STATES)
-    type(run).objects.filter(id=run.id).update(status="partially_completed")
+    type(run).platform.filter(id=run.id).update(status="partially_completed")
     said = "b failed, c not run"
     dags_list = signed_in.get("/dashboard/runs", {"kind": "dags"}).content.decode()
     row = re.search(rf'<tr data-run-id="{run.id}">(.*?)</tr>', dags_list, re.S).group(1)

@@ -52,7 +52,7 @@ def test_archive_drops_whole_partitions_and_restore_reads_them_back(tenant, tmp_
 
     assert executions_restore(location=january.location) == 40
     assert executions_restore(location=january.location) == 40  # idempotent per file
-    restored = RestoredExecution.objects.filter(source=january.location)
+    restored = RestoredExecution.platform.filter(source=january.location)
     assert restored.count() == 40
     assert {r.task_id for r in restored} == {task.id}
     assert min(r.scheduled_at for r in restored) == datetime(2021, 1, 1, tzinfo=UTC)
@@ -128,7 +128,7 @@ def test_archive_command_and_restore_list(tenant, tmp_path):
     assert not TaskExecution.platform.filter(task=task).exists()
     (archived,) = ArchiveStore(str(tmp_path)).manifests()
     call_command("restore_executions", archived["location"])
-    assert RestoredExecution.objects.count() == 5
+    assert RestoredExecution.platform.count() == 5
 
 
 def test_a_partition_left_detached_by_an_interrupted_run_is_finished(tenant, tmp_path):

@@ -319,7 +319,7 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
         handler={"type": "shell", "command": ["true"]},
         retry_policy={"max_attempts": 1},
     )
-    type(task).objects.filter(id=task.id).update(
+    type(task).platform.filter(id=task.id).update(
         handler_type="celery",
         handler_config={"type": "celery", "task": internal, "args": []},
     )
