@@ -104,6 +104,11 @@ class TenantScopedQuerySet(models.QuerySet):
         """The rows of one tenant (a Tenant or its id)."""
         return self.filter(tenant_id=tenant.pk if isinstance(tenant, models.Model) else tenant)
 
+    def for_tenant_or_platform(self, tenant: object | None) -> Self:
+        """One tenant's rows, or (None) every tenant's: for the selectors whose platform-staff
+        caller passes no tenant (the view decided who may ask)."""
+        return self.platform_wide() if tenant is None else self.for_tenant(tenant)
+
     def platform_wide(self) -> Self:
         """Every tenant's rows, on purpose: platform code only (beat, workers, housekeeping,
         the superuser's admin). Grep for `platform_wide(` and `.platform.` to audit them."""

@@ -129,11 +129,7 @@ def dead_letter_list(
     narrowed by `filters`: `task` (its id, or words of its name), `error` (words of the error
     class or message), `since` (dead-lettered at or after, ISO 8601 with an offset)."""
     executions = (
-        (
-            TaskExecution.platform.all()
-            if tenant is None
-            else TaskExecution.objects.for_tenant(tenant)
-        )
+        TaskExecution.objects.for_tenant_or_platform(tenant)
         .select_related("task")
         .filter(dead_lettered=True)
     )
@@ -261,9 +257,7 @@ def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = Non
     """The tenant's audit entries (tenant None: every tenant's, for platform staff)."""
 
     filters = filters or {}
-    entries = (
-        AuditEntry.platform.all() if tenant is None else AuditEntry.objects.filter(tenant=tenant)
-    )
+    entries = AuditEntry.objects.for_tenant_or_platform(tenant)
     for field in ("action", "actor", "object_type", "object_id"):
         if filters.get(field):
             entries = entries.filter(**{field: filters[field]})
@@ -333,11 +327,7 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
     tenant None: every tenant (platform staff only; the view decides who may ask).
     """
 
-    executions = (
-        TaskExecution.platform.all()
-        if tenant is None
-        else TaskExecution.objects.filter(tenant=tenant)
-    )
+    executions = TaskExecution.objects.for_tenant_or_platform(tenant)
     counts = dict.fromkeys(ExecutionStatus.values, 0)
     for row in (
         executions.filter(scheduled_at__gte=since).values("status").annotate(total=Count("id"))

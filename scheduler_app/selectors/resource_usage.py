@@ -115,11 +115,7 @@ def overprovisioned_tasks(*, tenant: Tenant | None) -> list[dict[str, Any]]:
     one of them (p95): those of `tenant`, or of every tenant for a platform admin (None).
     Each: {"task", "usage" (as task_resource_usage), "used_share": {resource: p95/ask}}."""
     tasks = (
-        (
-            TaskDefinition.platform.all()
-            if tenant is None
-            else TaskDefinition.objects.for_tenant(tenant)
-        )
+        TaskDefinition.objects.for_tenant_or_platform(tenant)
         .select_related("tenant")
         .filter(priority__gte=BULK_MIN_PRIORITY, handler_config__has_key="resource_requirements")
     )

@@ -160,6 +160,11 @@ def test_unscoped_query_refused_scoped_answers_its_tenant(model, two_tenants):
     everyone = set(model.platform.filter(pk__in=[mine.pk, theirs.pk]).values_list("pk", flat=True))
     assert everyone == {mine.pk, theirs.pk}
     assert model.objects.platform_wide().filter(pk=theirs.pk).count() == 1
+    both = model.objects.for_tenant_or_platform(None).filter(pk__in=[mine.pk, theirs.pk])
+    assert set(both.values_list("pk", flat=True)) == everyone
+    assert (
+        set(model.objects.for_tenant_or_platform(alpha).values_list("pk", flat=True)) == mine_only
+    )
 
     # Django's own machinery is untouched: refresh, save (the base manager).
     theirs.refresh_from_db()
