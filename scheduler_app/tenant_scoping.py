@@ -187,6 +187,13 @@ class TenantScopedQuerySet(models.QuerySet):
         self._require_scope()
         return super().explain(format=format, **options)
 
+    def _combinator_query(self, combinator: str, *other_qs: Any, all: bool = False) -> Self:
+        # union / intersection / difference: the other querysets answer with this one.
+        for other in other_qs:
+            if isinstance(other, TenantScopedQuerySet):
+                other._require_scope()
+        return super()._combinator_query(combinator, *other_qs, all=all)
+
     def resolve_expression(self, *args: Any, **kwargs: Any) -> Any:
         # Used as a subquery (`id__in=Model.objects.filter(...).values("id")`).
         self._require_scope()

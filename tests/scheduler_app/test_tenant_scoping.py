@@ -18,6 +18,7 @@ from django.apps import apps
 from django.db import models
 from django.utils import timezone
 
+from scheduler_app import selectors
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.tenant_scoping import UnscopedTenantQuery, _pins_tenant, is_tenant_owned
 from tests.factories import make_task
@@ -135,6 +136,7 @@ def test_unscoped_query_refused_scoped_answers_its_tenant(model, two_tenants):
         lambda qs: qs.update(),
         lambda qs: qs.delete(),
         lambda qs: model.platform.filter(pk__in=qs.values("pk")).count(),
+        lambda qs: model.platform.filter(pk=mine.pk).union(qs),
     ):
         with pytest.raises(UnscopedTenantQuery, match=model.__name__):
             evaluate(unscoped)
@@ -251,3 +253,30 @@ def test_the_check_costs_microseconds_not_a_query():
     # Well below building the queryset itself, let alone a database round trip (~100 us).
     assert added < 10e-6
     assert added < plain_filter
+
+
+def test_a_selector_that_forgot_its_tenant_filter_fails_instead_of_leaking(
+    monkeypatch, tenant_factory, api
+):
+    """The attacker again, with the bug the scoping is for planted: `execution_get` loses its
+    tenant filter (a refactor gone wrong). Before the ORM scoping, tenant A's request for
+    tenant B's execution answered 200 with B's run; now the query refuses to run."""
+
+    bravo, _ = tenant_factory("walk-bravo-bug")
+    task = make_task(bravo, name="bravo-bug-task", schedule={"type": "manual"})
+    run = TaskExecution.platform.create(
+        tenant=bravo,
+        task=task,
+        status="success",
+        trigger="manual",
+        scheduled_at=timezone.now(),
+        attempt=1,
+        max_attempts=1,
+    )
+
+    def execution_get_without_its_filter(*, tenant, execution_id):
+        return TaskExecution.objects.select_related("task").filter(id=execution_id).first()
+
+    monkeypatch.setattr(selectors, "execution_get", execution_get_without_its_filter)
+    with pytest.raises(UnscopedTenantQuery):
+        api.get(f"/api/v1/executions/{run.id}")
