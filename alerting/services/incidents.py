@@ -91,10 +91,16 @@ def incident_acknowledge(*, incident: AlertIncident, actor: str) -> AlertInciden
     acknowledgement changes nothing (the first one's name stays); a resolved incident is 409."""
     now = timezone.now()
     with transaction.atomic():
-        taken = AlertIncident.platform.filter(
-            id=incident.id, resolved_at__isnull=True, acknowledged_at__isnull=True
+        # The incident's own tenant (None: a platform incident, staff's to acknowledge).
+        taken = AlertIncident.objects.filter(
+            tenant_id=incident.tenant_id,
+            id=incident.id,
+            resolved_at__isnull=True,
+            acknowledged_at__isnull=True,
         ).update(acknowledged_at=now, acknowledged_by=actor[:255])
-        current = AlertIncident.platform.select_related("tenant").get(id=incident.id)
+        current = AlertIncident.objects.select_related("tenant").get(
+            tenant_id=incident.tenant_id, id=incident.id
+        )
         if taken != 1:
             if current.resolved_at is not None:
                 _refuse_resolved(current)
@@ -135,10 +141,12 @@ def incident_resolve_by_hand(
     note = incident_note_clean(note)
     now = timezone.now()
     with transaction.atomic():
-        taken = AlertIncident.platform.filter(id=incident.id, resolved_at__isnull=True).update(
-            resolved_at=now, resolved_by=actor[:255], resolution_note=note
+        taken = AlertIncident.objects.filter(
+            tenant_id=incident.tenant_id, id=incident.id, resolved_at__isnull=True
+        ).update(resolved_at=now, resolved_by=actor[:255], resolution_note=note)
+        current = AlertIncident.objects.select_related("tenant").get(
+            tenant_id=incident.tenant_id, id=incident.id
         )
-        current = AlertIncident.platform.select_related("tenant").get(id=incident.id)
         if taken != 1:
             _refuse_resolved(current)
         audit_record(
