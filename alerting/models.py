@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from scheduler_app.models import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class ChannelKind(models.TextChoices):
@@ -39,6 +40,9 @@ class NotificationChannel(models.Model):
     credential_ciphertext = models.TextField(blank=True, default="")
     alerts = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         db_table = "scheduler_app_notificationchannel"
@@ -81,6 +85,9 @@ class AlertIncident(models.Model):
     resolution_note = models.TextField(blank=True, default="")
     # When it was last announced (opening, or a re-announcement while nobody acknowledged).
     notified_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         db_table = "scheduler_app_alertincident"

@@ -58,7 +58,7 @@ def _hourly_outcomes(now: datetime) -> list[dict]:
     """Per tenant: finished runs of the last hour, failed and successful ones (enough runs
     to judge a rate only)."""
     rows = (
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             scheduled_at__gte=now - timedelta(hours=1), status__in=TERMINAL_STATUSES
         )
         .values("tenant_id")
@@ -106,7 +106,7 @@ def _missed_schedules(now: datetime) -> list[Firing]:
     late = Q(started_at__gt=F("scheduled_at") + grace)
     never = Q(started_at__isnull=True, scheduled_at__lt=now - grace)
     late_rows = (
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             scheduled_at__gte=now - timedelta(minutes=15), trigger="schedule", attempt=1
         )
         .filter(late | never)
@@ -114,7 +114,7 @@ def _missed_schedules(now: datetime) -> list[Firing]:
         .values("task_id", "tenant_id", "task__name")
         .annotate(n=Count("id"))
     )
-    overdue = TaskDefinition.objects.filter(
+    overdue = TaskDefinition.platform.filter(
         enabled=True, paused=False, deleted_at__isnull=True, next_fire_at__lt=now - grace
     ).values("id", "tenant_id", "name")[:1000]
     firing: dict[str, Firing] = {}
@@ -163,7 +163,7 @@ def _dead_workers(now: datetime) -> list[Firing]:
         if worker.state in (STATE_UNRESPONSIVE, "dead")
     }
     rows = (
-        ExecutionLoss.objects.filter(lost_at__gte=now - timedelta(minutes=10))
+        ExecutionLoss.platform.filter(lost_at__gte=now - timedelta(minutes=10))
         .exclude(worker_id="")
         .values("worker_id")
         .annotate(n=Count("id"))

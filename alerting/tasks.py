@@ -111,7 +111,7 @@ def approval_announce(wait_id: int) -> int:
     from alerting.services.approval_notices import approval_announcement  # noqa: PLC0415  (see task_runbook)
     from dags.approval_models import ApprovalWait  # noqa: PLC0415  (loaded when it runs)
 
-    wait = ApprovalWait.objects.select_related("run", "run__dag").filter(id=wait_id).first()
+    wait = ApprovalWait.platform.select_related("run", "run__dag").filter(id=wait_id).first()
     if wait is None or wait.status != "waiting":
         return 0
     sends, problems = approval_announcement(wait)
@@ -150,7 +150,7 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
     failure targets, and to the PagerDuty targets of the dead-letter queue, whose incident
     the dead letter triggered)."""
 
-    execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
+    execution = TaskExecution.platform.select_related("task").filter(id=execution_id).first()
     if execution is None:
         return 0
     task = execution.task
@@ -196,7 +196,7 @@ def run_notifications(execution_id: str, dead_lettered: bool) -> int:
 @shared_task(name=RECOVERY_NOTICE_TASK, ignore_result=True)
 def recovery_notice(execution_id: str, failures: int) -> int:
     """`notifications.on_recovery`: the first success after `failures` failed runs."""
-    execution = TaskExecution.objects.select_related("task").filter(id=execution_id).first()
+    execution = TaskExecution.platform.select_related("task").filter(id=execution_id).first()
     if execution is None:
         return 0
     texts = (execution.task.notifications or {}).get("on_recovery") or []

@@ -87,10 +87,12 @@ def _read_and_close(read: Callable[[], T]) -> T:
         connection.close()
 
 
+# The stream re-reads by id the execution that log_event_stream_response was given by a
+# tenant-scoped selector: the tenant was checked before the stream began.
 async def _status(execution_id) -> str:
     def read() -> str | None:
         return (
-            TaskExecution.objects.filter(id=execution_id).values_list("status", flat=True).first()
+            TaskExecution.platform.filter(id=execution_id).values_list("status", flat=True).first()
         )
 
     return await sync_to_async(_read_and_close, thread_sensitive=False)(read) or "unknown"
@@ -98,7 +100,7 @@ async def _status(execution_id) -> str:
 
 async def _persisted(execution_id) -> AsyncIterator[str]:
     def read() -> ExecutionLog | None:
-        return ExecutionLog.objects.filter(execution_id=execution_id).first()
+        return ExecutionLog.platform.filter(execution_id=execution_id).first()
 
     log = await sync_to_async(_read_and_close, thread_sensitive=False)(read)
     if log is not None:

@@ -54,7 +54,9 @@ def request_access(request: Request) -> Access:
 
 
 def _membership_access(request: Request) -> Access:
-    memberships = TenantMembership.objects.select_related("tenant").filter(
+    # The user's memberships in every tenant (which tenant is asked for is decided below):
+    # the user is the scope.
+    memberships = TenantMembership.platform.select_related("tenant").filter(
         user=request.user, tenant__is_active=True
     )
     wanted = request.META.get(TENANT_HEADER)

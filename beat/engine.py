@@ -174,7 +174,7 @@ class SchedulerEngine:
         for kind, ids in unseen.items():
             source = BY_KIND[kind]
             for start in range(0, len(ids), 2000):
-                chunk = source.model.objects.filter(id__in=ids[start : start + 2000])
+                chunk = source.model.platform.filter(id__in=ids[start : start + 2000])
                 values = chunk.order_by("changed_at").values_list(*source.fields)
                 for row in rows_of(source, values):
                     self._apply_row(row, now=now)

@@ -53,14 +53,14 @@ class Source:
     defaults: tuple[tuple[str, object], ...] = ()
 
     def schedulable(self) -> models.QuerySet:
-        return self.model.objects.filter(
+        return self.model.platform.filter(
             enabled=True, paused=False, deleted_at__isnull=True
         ).exclude(schedule_type=ScheduleType.MANUAL)
 
     def changed_since(self, since) -> models.QuerySet:
         """(id, changed_at, kind) of the rows changed since `since`."""
         return (
-            self.model.objects.filter(changed_at__gte=since)
+            self.model.platform.filter(changed_at__gte=since)
             .annotate(kind=Value(self.kind, output_field=models.CharField()))
             .values_list("id", "changed_at", "kind")
         )

@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from dags.choices import ApprovalInterface, ApprovalVerdict, ApprovalWaitStatus
 from scheduler_app.models import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class ApprovalWait(models.Model):
@@ -39,6 +40,9 @@ class ApprovalWait(models.Model):
         max_length=16, choices=ApprovalWaitStatus.choices, default=ApprovalWaitStatus.WAITING
     )
     resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["run", "node_id", "attempt_number"]

@@ -90,7 +90,7 @@ def approval_of_node(*, tenant: Tenant, run: DagRun, node_id: str) -> ApprovalWa
 def approval_waits_of_run(*, run: DagRun) -> list[ApprovalWait]:
     """The run is already the tenant's (the caller got it from a tenant-scoped selector)."""
     return list(
-        ApprovalWait.objects.filter(run=run)
+        ApprovalWait.objects.filter(tenant_id=run.tenant_id, run=run)
         .select_related("run", "run__dag")
         .prefetch_related(_WITH_DECISIONS)
         .order_by("started_at", "id")

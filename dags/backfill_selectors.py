@@ -59,13 +59,19 @@ def backfill_outcomes(*, backfill: Backfill) -> dict[str, int]:
     if backfill.task_id is not None:
         # DISTINCT ON (root) ... ORDER BY root, attempt DESC: each chain's last attempt.
         statuses = (
-            TaskExecution.objects.filter(task_id=backfill.task_id, root_execution_id__in=run_ids)
+            TaskExecution.objects.filter(
+                tenant_id=backfill.tenant_id,
+                task_id=backfill.task_id,
+                root_execution_id__in=run_ids,
+            )
             .order_by("root_execution_id", "-attempt")
             .distinct("root_execution_id")
             .values_list("status", flat=True)
         )
         counted = Counter(_TASK_OUTCOMES.get(status, "failed") for status in statuses)
     else:
-        statuses = DagRun.objects.filter(id__in=run_ids).values_list("status", flat=True)
+        statuses = DagRun.objects.filter(tenant_id=backfill.tenant_id, id__in=run_ids).values_list(
+            "status", flat=True
+        )
         counted = Counter(_DAG_OUTCOMES.get(status, "failed") for status in statuses)
     return {outcome: counted.get(outcome, 0) for outcome in OUTCOMES}

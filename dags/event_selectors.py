@@ -23,4 +23,4 @@ def events_by_id(*, tenant_id, event_ids) -> dict:
 
 def event_waits_of_run(*, run: DagRun) -> list[EventWait]:
     """The run is already the tenant's (the caller got it from a tenant-scoped selector)."""
-    return list(EventWait.objects.filter(run=run).order_by("started_at"))
+    return list(EventWait.objects.filter(tenant_id=run.tenant_id, run=run).order_by("started_at"))

@@ -26,6 +26,7 @@ from dags.choices import (
     RunStatus,
 )
 from scheduler_app.models import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class Dag(models.Model):
@@ -75,6 +76,9 @@ class Dag(models.Model):
     # TaskDefinition.changed_at. Not bumped when the leader advances next_fire_at.
     changed_at = models.DateTimeField(default=utc_now, db_index=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         verbose_name = "DAG"
@@ -142,6 +146,9 @@ class DagRun(models.Model):
     # The W3C trace context of the run's span ("" while tracing is off): every node's
     # execution continues it, so one DAG run is one trace with its nodes as children.
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         verbose_name = "DAG run"
@@ -350,6 +357,9 @@ class Backfill(models.Model):
     # advanced backfill first (dags.services.backfill_rounds).
     advanced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         ordering = ["-created_at"]
         constraints = [
@@ -407,6 +417,9 @@ class Event(models.Model):
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=utc_now)
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [
@@ -436,6 +449,9 @@ class EventWait(models.Model):
     )
     event_id = models.UUIDField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["run", "node_id"]

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from dags.choices import TimerKind, TimerStatus
 from scheduler_app.models import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class DagTimer(models.Model):
@@ -38,6 +39,9 @@ class DagTimer(models.Model):
     resolved_at = models.DateTimeField(null=True, blank=True)
     # Taken by a housekeeping round until then (a round that died leaves it to the next).
     lease_until = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         verbose_name = "DAG timer"

@@ -20,7 +20,9 @@ class TimeLeft:
 
 def timers_of_run(*, run: DagRun) -> list[DagTimer]:
     """The run is already the tenant's (the caller got it from a tenant-scoped selector)."""
-    return list(DagTimer.objects.filter(run=run).order_by("started_at", "node_id"))
+    return list(
+        DagTimer.objects.filter(tenant_id=run.tenant_id, run=run).order_by("started_at", "node_id")
+    )
 
 
 def timer_time_left(timer: DagTimer, *, now: datetime) -> TimeLeft:

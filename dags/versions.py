@@ -41,7 +41,7 @@ def dispatch_tasks(task_ids: set[str], *, version_id: uuid.UUID) -> dict[str, Ta
     missing = task_ids - found.keys()
     if missing:
         ahead = set(node_tasks_of_version(version_id).values()) - _INLINE_TASKS.keys()
-        for task in TaskDefinition.objects.filter(id__in=missing | ahead).only(*_DISPATCH_FIELDS):
+        for task in TaskDefinition.platform.filter(id__in=missing | ahead).only(*_DISPATCH_FIELDS):
             if str(task.id) in missing:
                 found[str(task.id)] = task
             if DAG_NODE_TAG in (task.tags or []):

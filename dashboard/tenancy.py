@@ -34,7 +34,8 @@ class InAnotherTenant(Exception):
 
 def dashboard_memberships(request: HttpRequest) -> list[TenantMembership]:
     return list(
-        TenantMembership.objects.select_related("tenant")
+        # A user's memberships in every tenant: the user is the scope here.
+        TenantMembership.platform.select_related("tenant")
         .filter(user=request.user, tenant__is_active=True)
         .order_by("tenant__slug")
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
+
 
 class StatsBucket(models.TextChoices):
     HOUR = "hour"
@@ -44,6 +46,9 @@ class TaskStats(models.Model):
     lag_sketch = models.JSONField(default=dict)
     refreshed_at = models.DateTimeField()
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         db_table = "scheduler_app_taskstats"
         verbose_name = "task stats"
@@ -72,6 +77,9 @@ class DagStats(models.Model):
     duration_sketch = models.JSONField(default=dict)
     lag_sketch = models.JSONField(default=dict)
     refreshed_at = models.DateTimeField()
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         verbose_name = "DAG stats"
@@ -104,6 +112,9 @@ class RestoredExecution(models.Model):
     row = models.JSONField()
     source = models.CharField(max_length=512, db_index=True)
     restored_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         db_table = "scheduler_app_restoredexecution"

@@ -251,7 +251,7 @@ class TaskDefinitionAdmin(admin.ModelAdmin):
         scheduler's change feed behave the same whichever door was used."""
         spec = _spec_from_admin(obj)
         if change:
-            current = TaskDefinition.objects.get(pk=obj.pk)
+            current = TaskDefinition.platform.get(pk=obj.pk)
             task_definitions.task_update(task=current, spec=spec)
             if current.paused != obj.paused and obj.paused:
                 task_definitions.task_pause(

@@ -66,7 +66,23 @@ def _audit(obj: Any, operation: str, **change: Any) -> None:
     )
 
 
+def _platform_wide(queryset: Any) -> Any:
+    """A tenant-owned model's queryset, every tenant's rows (scheduler_app/tenant_scoping.py)."""
+    return queryset.platform_wide() if hasattr(queryset, "platform_wide") else queryset
+
+
 class AuditedModelAdmin(admin.ModelAdmin):
+    # The admin is the platform's (staff only, every tenant): its lists, its object lookups
+    # and the choices of its foreign keys read across tenants, and say so.
+    def get_queryset(self, request):
+        return _platform_wide(super().get_queryset(request))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        if field is not None and hasattr(field, "queryset"):
+            field.queryset = _platform_wide(field.queryset)
+        return field
+
     def log_addition(self, request, obj, message):
         _audit(obj, "create", after={"name": str(obj)[:200]})
         return super().log_addition(request, obj, message)

@@ -343,10 +343,10 @@ def quiesce(prefix: str, timeout: float = 30.0) -> None:
     # claim takes only a pending or queued run, so from here on no run starts, and the
     # worker's database writes are over once no run is running (a run's end writes in the
     # transaction that ends it; its Redis books go after). Seen idle three polls in a row.
-    TaskExecution.objects.filter(status__in=["pending", "queued"]).update(status="cancelled")
+    TaskExecution.platform.filter(status__in=["pending", "queued"]).update(status="cancelled")
     deadline = time.monotonic() + timeout
     idle_polls = 0
     while time.monotonic() < deadline and idle_polls < 3:
-        running = TaskExecution.objects.filter(status="running").exists()
+        running = TaskExecution.platform.filter(status="running").exists()
         idle_polls = 0 if running else idle_polls + 1
         time.sleep(0.1)

@@ -64,7 +64,7 @@ def tier_queue_stats() -> list[dict]:
     now = timezone.now()
     waiting = waiting_runs(now=now)
     running = dict(
-        TaskExecution.objects.filter(status=ExecutionStatus.RUNNING)
+        TaskExecution.platform.filter(status=ExecutionStatus.RUNNING)
         .values("queue")
         .annotate(n=Count("id"))
         .values_list("queue", "n")

@@ -74,7 +74,8 @@ def channel_secrets(*, channel_id: Any) -> tuple[str, str]:
     except ValueError:
         return "", ""
     row = (
-        NotificationChannel.objects.filter(id=channel_id)
+        # A delivery names the channel by the id its message carried: platform code.
+        NotificationChannel.platform.filter(id=channel_id)
         .values_list("signing_secret_ciphertext", "credential_ciphertext")
         .first()
     )
@@ -225,7 +226,9 @@ def channel_update(
     if alerts is not None:
         fields["alerts"] = alerts
     if fields:
-        NotificationChannel.objects.filter(id=channel.id).update(**fields)
+        NotificationChannel.objects.filter(tenant_id=channel.tenant_id, id=channel.id).update(
+            **fields
+        )
         channel.refresh_from_db()
         # Names only: the values may be credentials (a webhook's URL with its token).
         _audit(channel, "channel.update", after={"changed": sorted(fields)})
@@ -241,7 +244,7 @@ def _audit(channel: NotificationChannel, verb: str, **change: Any) -> None:
 def channel_delete(*, channel: NotificationChannel, note: str = "") -> None:
     """Tasks that name it are told at their next notification (the target is reported as
     unresolved in the worker's log); saving such a task again asks for a valid target."""
-    if NotificationChannel.objects.filter(id=channel.id).delete()[0]:
+    if NotificationChannel.objects.filter(tenant_id=channel.tenant_id, id=channel.id).delete()[0]:
         before = {"name": channel.name, "kind": channel.kind}
         _audit(channel, "channel.delete", before=before, reason=note)
 
@@ -300,7 +303,7 @@ def notification_channel_create(
 def channel_signing_secret_set(*, channel: NotificationChannel, signing_secret: str) -> None:
     """Replace (or with "" remove) the channel's signing secret."""
     channel.signing_secret_ciphertext = signing_secret_encrypt(signing_secret)
-    NotificationChannel.objects.filter(id=channel.id).update(
+    NotificationChannel.objects.filter(tenant_id=channel.tenant_id, id=channel.id).update(
         signing_secret_ciphertext=channel.signing_secret_ciphertext
     )
 
@@ -316,12 +319,12 @@ def channel_secrets_rotate() -> int:
     rotated = 0
     for column in ("signing_secret_ciphertext", "credential_ciphertext"):
         for channel_id, old in (
-            NotificationChannel.objects.exclude(**{column: ""})
+            NotificationChannel.platform.exclude(**{column: ""})
             .values_list("id", column)
             .iterator(chunk_size=500)
         ):
             new = fernet.rotate(old.encode()).decode()
-            NotificationChannel.objects.filter(id=channel_id, **{column: old}).update(
+            NotificationChannel.platform.filter(id=channel_id, **{column: old}).update(
                 **{column: new}
             )
             rotated += 1

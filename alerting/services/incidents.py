@@ -53,11 +53,11 @@ def incident_open(
 
 def incident_resolve(*, rule: str, key: str) -> AlertIncident | None:
     """Close the open incident; None when there was none (or another caller closed it)."""
-    incident = AlertIncident.objects.filter(rule=rule, key=key, resolved_at__isnull=True).first()
+    incident = AlertIncident.platform.filter(rule=rule, key=key, resolved_at__isnull=True).first()
     if incident is None:
         return None
     now = timezone.now()
-    closed = AlertIncident.objects.filter(id=incident.id, resolved_at__isnull=True).update(
+    closed = AlertIncident.platform.filter(id=incident.id, resolved_at__isnull=True).update(
         resolved_at=now
     )
     if closed != 1:
@@ -68,7 +68,7 @@ def incident_resolve(*, rule: str, key: str) -> AlertIncident | None:
 
 def incidents_open_keys(*, rule: str) -> set[str]:
     return set(
-        AlertIncident.objects.filter(rule=rule, resolved_at__isnull=True).values_list(
+        AlertIncident.platform.filter(rule=rule, resolved_at__isnull=True).values_list(
             "key", flat=True
         )
     )
@@ -91,10 +91,16 @@ def incident_acknowledge(*, incident: AlertIncident, actor: str) -> AlertInciden
     acknowledgement changes nothing (the first one's name stays); a resolved incident is 409."""
     now = timezone.now()
     with transaction.atomic():
+        # The incident's own tenant (None: a platform incident, staff's to acknowledge).
         taken = AlertIncident.objects.filter(
-            id=incident.id, resolved_at__isnull=True, acknowledged_at__isnull=True
+            tenant_id=incident.tenant_id,
+            id=incident.id,
+            resolved_at__isnull=True,
+            acknowledged_at__isnull=True,
         ).update(acknowledged_at=now, acknowledged_by=actor[:255])
-        current = AlertIncident.objects.select_related("tenant").get(id=incident.id)
+        current = AlertIncident.objects.select_related("tenant").get(
+            tenant_id=incident.tenant_id, id=incident.id
+        )
         if taken != 1:
             if current.resolved_at is not None:
                 _refuse_resolved(current)
@@ -135,10 +141,12 @@ def incident_resolve_by_hand(
     note = incident_note_clean(note)
     now = timezone.now()
     with transaction.atomic():
-        taken = AlertIncident.objects.filter(id=incident.id, resolved_at__isnull=True).update(
-            resolved_at=now, resolved_by=actor[:255], resolution_note=note
+        taken = AlertIncident.objects.filter(
+            tenant_id=incident.tenant_id, id=incident.id, resolved_at__isnull=True
+        ).update(resolved_at=now, resolved_by=actor[:255], resolution_note=note)
+        current = AlertIncident.objects.select_related("tenant").get(
+            tenant_id=incident.tenant_id, id=incident.id
         )
-        current = AlertIncident.objects.select_related("tenant").get(id=incident.id)
         if taken != 1:
             _refuse_resolved(current)
         audit_record(
@@ -168,13 +176,13 @@ def incidents_renotify_due(
         return []
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=every)
-    due = AlertIncident.objects.filter(
+    due = AlertIncident.platform.filter(
         rule=rule, key__in=keys, resolved_at__isnull=True, acknowledged_at__isnull=True
     ).filter(Q(notified_at__lt=cutoff) | Q(notified_at__isnull=True, opened_at__lt=cutoff))
     reminded = []
     for incident in due.select_related("tenant"):
         stamped = (
-            AlertIncident.objects.filter(id=incident.id, acknowledged_at__isnull=True)
+            AlertIncident.platform.filter(id=incident.id, acknowledged_at__isnull=True)
             .filter(Q(notified_at__lt=cutoff) | Q(notified_at__isnull=True))
             .update(notified_at=now)
         )

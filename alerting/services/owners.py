@@ -23,7 +23,7 @@ USER_PREFIX = "user:"
 def _member_email(*, tenant_id: Any, username: str) -> str | None:
     """The member's address; None when no member of the tenant has that name."""
     membership = (
-        TenantMembership.objects.select_related("user")
+        TenantMembership.platform.select_related("user")
         .filter(tenant_id=tenant_id, user__username=username)
         .first()
     )

@@ -29,7 +29,7 @@ QUIET = timedelta(hours=1)
 
 def _usage(tenants: list[Tenant], now: datetime) -> dict[Any, dict[str, float]]:
     running = dict(
-        TaskExecution.objects.filter(status=ExecutionStatus.RUNNING)
+        TaskExecution.platform.filter(status=ExecutionStatus.RUNNING)
         .values("tenant_id")
         .annotate(n=Count("id"))
         .values_list("tenant_id", "n")
@@ -58,12 +58,12 @@ def quotas_breached(now: datetime) -> list[dict[str, Any]]:
     tenants = list(Tenant.objects.all())
     usage = _usage(tenants, now)
     recently = set(
-        AlertIncident.objects.filter(rule=RULE, opened_at__gte=now - QUIET).values_list(
+        AlertIncident.platform.filter(rule=RULE, opened_at__gte=now - QUIET).values_list(
             "key", flat=True
         )
     )
     open_keys = set(
-        AlertIncident.objects.filter(rule=RULE, resolved_at__isnull=True).values_list(
+        AlertIncident.platform.filter(rule=RULE, resolved_at__isnull=True).values_list(
             "key", flat=True
         )
     )

@@ -144,7 +144,7 @@ def _audit(subject: _Subject, *, action: str, detail: dict[str, Any]) -> None:
 def _already_retried(*, task: TaskDefinition, since: datetime | None) -> bool:
     """A redelivered runbook message for a crossing already handled (at least once from the
     broker): the runbook's retry of it exists."""
-    runs = TaskExecution.objects.filter(task=task, trigger=Trigger.RUNBOOK)
+    runs = TaskExecution.platform.filter(task=task, trigger=Trigger.RUNBOOK)
     return since is not None and runs.filter(created_at__gte=since).exists()
 
 
@@ -159,8 +159,8 @@ def task_runbook_run(*, task_id: str, execution_id: str, failures: int) -> Runbo
 
 
 def _task_runbook(*, task_id: str, execution_id: str, failures: int) -> RunbookOutcome:
-    task = TaskDefinition.objects.select_related("tenant").filter(id=task_id).first()
-    execution = TaskExecution.objects.filter(id=execution_id, task_id=task_id).first()
+    task = TaskDefinition.platform.select_related("tenant").filter(id=task_id).first()
+    execution = TaskExecution.platform.filter(id=execution_id, task_id=task_id).first()
     if task is None or execution is None or task.deleted_at is not None:
         return RunbookOutcome("skipped", "the task or its run is gone")
     if task.paused or task.pause_after_failures is None:
@@ -201,15 +201,15 @@ def dag_runbook_run(
 
 
 def _dag_runbook(*, dag_id: str, run_id: str, failures: int, retry_failed: bool) -> RunbookOutcome:
-    dag = Dag.objects.select_related("tenant").filter(id=dag_id).first()
-    run = DagRun.objects.filter(id=run_id, dag_id=dag_id).first()
+    dag = Dag.platform.select_related("tenant").filter(id=dag_id).first()
+    run = DagRun.platform.filter(id=run_id, dag_id=dag_id).first()
     if dag is None or run is None or dag.deleted_at is not None:
         return RunbookOutcome("skipped", "the DAG or its run is gone")
     if dag.paused or dag.pause_after_failures is None:
         return RunbookOutcome("skipped", "the DAG is paused, or has no pause_after_failures")
     if (
         not retry_failed
-        and DagRun.objects.filter(
+        and DagRun.platform.filter(
             dag=dag, trigger=Trigger.RUNBOOK, created_at__gte=run.completed_at or run.created_at
         ).exists()
     ):

@@ -29,7 +29,7 @@ RULE = "sla_missed"
 
 def _late_task_runs(now: datetime) -> list[dict[str, Any]]:
     active = list(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             status__in=ACTIVE_STATUSES, task__sla_seconds__isnull=False
         ).values(
             "id",
@@ -45,7 +45,7 @@ def _late_task_runs(now: datetime) -> list[dict[str, Any]]:
     roots = {row["root_execution_id"] for row in active if row["attempt"] > 1}
     firsts = {
         root_id: (scheduled_at, trigger)
-        for root_id, scheduled_at, trigger in TaskExecution.objects.filter(
+        for root_id, scheduled_at, trigger in TaskExecution.platform.filter(
             id__in=roots
         ).values_list("id", "scheduled_at", "trigger")
     }
@@ -76,7 +76,7 @@ def _late_task_runs(now: datetime) -> list[dict[str, Any]]:
 
 def _late_dag_runs(now: datetime) -> list[dict[str, Any]]:
     rows = (
-        DagRun.objects.filter(status__in=ACTIVE_RUN_STATUSES, dag__sla_seconds__isnull=False)
+        DagRun.platform.filter(status__in=ACTIVE_RUN_STATUSES, dag__sla_seconds__isnull=False)
         .exclude(trigger=Trigger.BACKFILL)
         .values("id", "tenant_id", "scheduled_at", "dag__name", "dag__sla_seconds")
     )

@@ -47,7 +47,7 @@ def _one(size: int, *, most: float) -> dict:
         max_runs_per_hour=100 * size, max_concurrent_runs=100_000
     )
     due = datetime.fromtimestamp(time.time() + LEAD_SECONDS, UTC)
-    TaskDefinition.objects.update(next_fire_at=due)
+    TaskDefinition.platform.update(next_fire_at=due)
     pool = _workers(WORKERS, CONCURRENCY, app="project", queues="critical,normal,bulk", tag="b")
     beat = support.spawn(
         ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],

@@ -135,7 +135,7 @@ def _wait_run(run_id, timeout: float = 600):
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = DagRun.objects.get(id=run_id)
+        run = DagRun.platform.get(id=run_id)
         if run.status not in ("running", "queued"):
             return run
         time.sleep(0.05)
@@ -160,7 +160,7 @@ def _dag_chain(tenant) -> list[tuple[float, float, float]]:
     run = _wait_run(dag_trigger(dag=dag).id)
     assert run.status == "success", run.status
     nodes = dict(DagNodeState.objects.filter(run=run).values_list("node_id", "execution_id"))
-    execs = {e.id: e for e in TaskExecution.objects.filter(id__in=nodes.values())}
+    execs = {e.id: e for e in TaskExecution.platform.filter(id__in=nodes.values())}
     ordered = [execs[nodes[f"s{i}"]] for i in range(CHAIN_LENGTH)]
     return [
         (

@@ -194,7 +194,7 @@ def _row_ids(*, until) -> set[str]:
     successor's takeover rings such rows), so rows due after the window are not judged."""
     from scheduler_app.models import TaskExecution
 
-    rows = TaskExecution.objects.filter(scheduled_at__lte=until)
+    rows = TaskExecution.platform.filter(scheduled_at__lte=until)
     return {str(i) for i in rows.values_list("id", flat=True)}
 
 

@@ -72,7 +72,7 @@ def _ours(
     )
     # The lead time starts once the rows are in (inserting must not eat into it).
     due = time.time() + LEAD_SECONDS
-    TaskDefinition.objects.update(next_fire_at=datetime.fromtimestamp(due, UTC))
+    TaskDefinition.platform.update(next_fire_at=datetime.fromtimestamp(due, UTC))
     beat = support.spawn(
         [
             "-m",
@@ -103,7 +103,7 @@ def _ours(
         support.stop(beat)
     from scheduler_app.models import TaskExecution
 
-    recorded = TaskExecution.objects.count()
+    recorded = TaskExecution.platform.count()
     label = f"ours (LeaderScheduler), up to {per_message} per message"
     if ahead:
         label += f", rung {ahead} s ahead"

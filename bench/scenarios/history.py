@@ -253,7 +253,7 @@ def run(args: list[str]) -> Result:
         "/api/v1/auth/token", {"username": "bench", "password": "bench-pass-1"}, format="json"
     ).json()["access"]
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    plain_tasks = TaskDefinition.objects.filter(name__startswith="bench-")
+    plain_tasks = TaskDefinition.platform.filter(name__startswith="bench-")
     task_ids = [str(t) for t in plain_tasks.values_list("id", flat=True)[:200]]
     first_page, deeper_page = [], []
     for task_id in task_ids:

@@ -152,7 +152,7 @@ def questions_measure(*, result: Result, client: Any, tenant: Any, now: datetime
     task_ids = [
         str(t)
         # The plain tasks (a DAG's node tasks are named `dag:<dag>/<node>...`).
-        for t in TaskDefinition.objects.filter(
+        for t in TaskDefinition.platform.filter(
             tenant=tenant, name__startswith="bench-"
         ).values_list("id", flat=True)
     ]
@@ -172,7 +172,7 @@ def questions_measure(*, result: Result, client: Any, tenant: Any, now: datetime
     failing = sorted(
         {
             str(t)
-            for t in TaskExecution.objects.filter(
+            for t in TaskExecution.platform.filter(
                 tenant=tenant,
                 status="failed",
                 scheduled_at__gte=now - timedelta(hours=24),
@@ -182,7 +182,7 @@ def questions_measure(*, result: Result, client: Any, tenant: Any, now: datetime
     )
     failing_turns = [failing[i % len(failing)] for i in range(200)] if failing else []
     runs = list(
-        DagRun.objects.filter(tenant=tenant).order_by("?").values_list("dag_id", "id")[:200]
+        DagRun.platform.filter(tenant=tenant).order_by("?").values_list("dag_id", "id")[:200]
     )
     nodes_seen: list[int] = []
 

@@ -211,8 +211,8 @@ def _reset(tenant) -> None:
     from dags.models import Dag
     from scheduler_app.models import TaskDefinition
 
-    Dag.objects.filter(tenant=tenant).delete()
-    TaskDefinition.objects.filter(tenant=tenant).exclude(name="cost-anchor").delete()
+    Dag.platform.filter(tenant=tenant).delete()
+    TaskDefinition.platform.filter(tenant=tenant).exclude(name="cost-anchor").delete()
 
 
 def run(args: list[str]) -> Result:

@@ -118,7 +118,7 @@ def probe(shards: int = 1) -> None:
         idle.append(time.perf_counter() - started)
     names = [f"s{index}" for index in range(DUE_PER_TICK)]
     due_now = timezone.now()
-    for task_id in TaskDefinition.objects.filter(name__in=names).values_list("id", flat=True):
+    for task_id in TaskDefinition.platform.filter(name__in=names).values_list("id", flat=True):
         for engine in engines:
             entry = engine.heap.get(task_id)
             if entry is not None:

@@ -168,11 +168,11 @@ def _lanes(widths: tuple[int, ...]) -> list[str]:
     support.reset()
     support.tasks_copy(1, row=lambda i: ("manual", "", "UTC", None), created_at=timezone.now())
     tenant = support.bench_tenant()
-    TaskDefinition.objects.filter(tenant=tenant).update(
+    TaskDefinition.platform.filter(tenant=tenant).update(
         handler_type="shell", handler_config=SHELL_TRUE
     )
     Tenant.objects.filter(id=tenant.id).update(max_runs_per_hour=10**9, max_concurrent_runs=10**6)
-    task = TaskDefinition.objects.get(tenant=tenant)
+    task = TaskDefinition.platform.get(tenant=tenant)
     saved = settings.WORKER, settings.FAIR_INFLIGHT_PER_TENANT
     settings.FAIR_INFLIGHT_PER_TENANT = 0
 
@@ -233,7 +233,7 @@ def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) ->
     created = timezone.now().replace(microsecond=0)
     support.tasks_copy(schedules, row=lambda i: ("interval", "1s", "UTC", None), created_at=created)
     tenant = support.bench_tenant()
-    TaskDefinition.objects.filter(tenant=tenant).update(
+    TaskDefinition.platform.filter(tenant=tenant).update(
         handler_type=handler["type"], handler_config=handler
     )
     # Quotas sized to the load: this measures the shell path, not quota enforcement.

@@ -31,7 +31,7 @@ def approval_wait_listener_register(name: str, listener: ApprovalWaitListener) -
 def approval_wait_begin(*, run: DagRun, node_id: str, spec: Mapping[str, Any]) -> ApprovalWait:
     now = timezone.now()
     state = DagNodeState.objects.get(run=run, node_id=node_id)
-    wait, _ = ApprovalWait.objects.update_or_create(
+    wait, _ = ApprovalWait.platform.update_or_create(
         run=run,
         node_id=node_id,
         attempt_number=state.attempt_number,

@@ -68,14 +68,16 @@ def node_retry(
     The run row is locked by the caller."""
     if execution_id is None or status not in RETRYABLE_STATUSES or not node_retries(graph, node_id):
         return False
-    last = TaskExecution.objects.filter(root_execution_id=execution_id).order_by("-attempt").first()
+    last = (
+        TaskExecution.platform.filter(root_execution_id=execution_id).order_by("-attempt").first()
+    )
     if last is None or last.status not in RETRYABLE_STATUSES or last.attempt >= last.max_attempts:
         return False
     now = timezone.now()
-    policy = _retry_policy(graph, node_id, TaskDefinition.objects.get(id=last.task_id))
+    policy = _retry_policy(graph, node_id, TaskDefinition.platform.get(id=last.task_id))
     delay = retry_delay_seconds(policy, failed_attempt=last.attempt)
     # The worker dead-lettered this attempt (it would not retry it); the DAG's policy does.
-    TaskExecution.objects.filter(id=last.id, scheduled_at=last.scheduled_at).update(
+    TaskExecution.platform.filter(id=last.id, scheduled_at=last.scheduled_at).update(
         dead_lettered=False, dead_lettered_at=None
     )
     execution_follow_up_create(

@@ -86,7 +86,7 @@ def run_finalize(*, run: DagRun) -> bool:
 def _run_end(*, run: DagRun, status: str) -> bool:
     now = timezone.now()
     ended = (
-        DagRun.objects.filter(id=run.id, status=RunStatus.RUNNING).update(
+        DagRun.platform.filter(id=run.id, status=RunStatus.RUNNING).update(
             status=status, completed_at=now
         )
         == 1
@@ -105,7 +105,7 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> bool:
     True when it ended here (its DAG's slot is free)."""
     was_queued = run.status == RunStatus.QUEUED
     if was_queued:
-        DagRun.objects.filter(id=run.id, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING)
+        DagRun.platform.filter(id=run.id, status=RunStatus.QUEUED).update(status=RunStatus.RUNNING)
         run.status = RunStatus.RUNNING
     if not _run_end(run=run, status=status):
         return False
@@ -113,10 +113,10 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> bool:
     DagNodeState.objects.filter(run=run, status__in=ACTIVE_NODE_STATUSES).update(
         status=NodeStatus.CANCELLED, error_message=reason, completed_at=now, updated_at=now
     )
-    DagRun.objects.filter(id=run.id).update(remaining_nodes=0)
+    DagRun.platform.filter(id=run.id).update(remaining_nodes=0)
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
     roots = list(roots)
-    TaskExecution.objects.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
+    TaskExecution.platform.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
         status=ExecutionStatus.CANCELLED,
         completed_at=now,
         error_message=f"DAG run ended: {reason}",
@@ -124,7 +124,7 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> bool:
     )
     running = [
         str(execution_id)
-        for execution_id in TaskExecution.objects.filter(
+        for execution_id in TaskExecution.platform.filter(
             root_execution_id__in=roots, status=ExecutionStatus.RUNNING
         ).values_list("id", flat=True)
     ]
@@ -168,7 +168,7 @@ def event_wait_begin(*, run: DagRun, node_id: str, spec: Mapping[str, Any]) -> E
     earlier = _first_match(
         tenant_id=run.tenant_id, name=spec["name"], match=spec["match"], since=since
     )
-    EventWait.objects.update_or_create(
+    EventWait.platform.update_or_create(
         run=run,
         node_id=node_id,
         defaults={
@@ -342,7 +342,7 @@ def conditions_decide(*, run_id: uuid.UUID, node_ids: list[str], prefer_worker: 
     """Decide undecided nodes: evaluate their conditions with no transaction open (and no
     lock held), then apply the verdicts under the run's lock. A node decided meanwhile (by
     the housekeeping) is no longer waiting, and nodes_ready leaves it alone."""
-    run = DagRun.objects.filter(id=run_id, status=RunStatus.RUNNING).first()
+    run = DagRun.platform.filter(id=run_id, status=RunStatus.RUNNING).first()
     if run is None:
         return
     verdicts = condition_verdicts(
@@ -378,7 +378,7 @@ def node_ended(*, run: DagRun, graph: Graph, node_id: str, status: str) -> dict[
         if children
         else {}
     )
-    DagRun.objects.filter(id=run.id).update(remaining_nodes=F("remaining_nodes") - 1)
+    DagRun.platform.filter(id=run.id).update(remaining_nodes=F("remaining_nodes") - 1)
     run.remaining_nodes -= 1
     if run.remaining_nodes == 0:
         run_finish(run=run)
@@ -401,12 +401,12 @@ def run_stop(*, run: DagRun, status: str, reason: str) -> None:
 
 def queued_runs_start(*, dag_id: uuid.UUID) -> None:
     """A slot freed: start the oldest queued runs that now fit under max_active_runs."""
-    dag = Dag.objects.select_for_update().get(id=dag_id)
-    active = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.RUNNING).count()
+    dag = Dag.platform.select_for_update().get(id=dag_id)
+    active = DagRun.platform.filter(dag_id=dag_id, status=RunStatus.RUNNING).count()
     free = dag.max_active_runs - active
     if free <= 0:
         return
-    waiting = DagRun.objects.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by("created_at")[
+    waiting = DagRun.platform.filter(dag_id=dag_id, status=RunStatus.QUEUED).order_by("created_at")[
         :free
     ]
     for queued in waiting:
@@ -414,7 +414,7 @@ def queued_runs_start(*, dag_id: uuid.UUID) -> None:
         if run.status != RunStatus.QUEUED:
             continue
         now = timezone.now()
-        DagRun.objects.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now)
+        DagRun.platform.filter(id=run.id).update(status=RunStatus.RUNNING, started_at=now)
         run.status, run.started_at = RunStatus.RUNNING, now
         run_roots_start(run)
 

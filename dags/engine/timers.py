@@ -93,7 +93,7 @@ def _row_save(
 ) -> None:
     ended = status != TimerStatus.WAITING
     # update_or_create: a re-run of the run's failed nodes begins the node again.
-    DagTimer.objects.update_or_create(
+    DagTimer.platform.update_or_create(
         run=run,
         node_id=node_id,
         defaults={

@@ -48,7 +48,7 @@ def approval_link_open(*, token: str, user: Any) -> OpenedLink:
         wait_id, user_id, nonce = int(payload["w"]), int(payload["u"]), str(payload["n"])
     except (signing.BadSignature, KeyError, TypeError, ValueError) as error:
         raise NotFound("this approval link is not valid") from error
-    wait = ApprovalWait.objects.select_related("run", "run__dag").filter(id=wait_id).first()
+    wait = ApprovalWait.platform.select_related("run", "run__dag").filter(id=wait_id).first()
     if wait is None:
         raise NotFound("this approval link is not valid")
     if user.pk != user_id:

@@ -112,9 +112,9 @@ def approval_decide(
     comment = comment.strip()
     now = now or timezone.now()
     with transaction.atomic():
-        run_id = ApprovalWait.objects.values_list("run_id", flat=True).get(id=wait_id)
+        run_id = ApprovalWait.platform.values_list("run_id", flat=True).get(id=wait_id)
         run = run_lock(run_id)
-        wait = ApprovalWait.objects.select_for_update().get(id=wait_id)
+        wait = ApprovalWait.platform.select_for_update().get(id=wait_id)
         if not _wait_is_open(wait, run):
             raise Conflict(f"this approval is no longer open (it is {wait.status})", field="status")
         eligible = approval_eligible_members(
@@ -177,7 +177,7 @@ def _wait_settle(*, wait: ApprovalWait, run: DagRun, now: datetime, last: Approv
         if approvals < wait.required:
             return False
         status, ended, error = NodeStatus.SUCCESS, ApprovalWaitStatus.APPROVED, ""
-    ApprovalWait.objects.filter(id=wait.id).update(status=ended, resolved_at=now)
+    ApprovalWait.platform.filter(id=wait.id).update(status=ended, resolved_at=now)
     wait.status, wait.resolved_at = ended, now
     node_complete(
         run=run,
@@ -201,22 +201,22 @@ def approval_waits_expire(*, now: datetime | None = None, limit: int = 500) -> i
     wait whose run ended another way is closed `cancelled`. Returns the nodes it ended."""
     now = now or timezone.now()
     ended = 0
-    due = ApprovalWait.objects.filter(
+    due = ApprovalWait.platform.filter(
         status=ApprovalWaitStatus.WAITING, deadline__lte=now
     ).order_by("deadline")[:limit]
     for candidate in due:
         with transaction.atomic():
             run = run_lock(candidate.run_id)
-            wait = ApprovalWait.objects.select_for_update().get(id=candidate.id)
+            wait = ApprovalWait.platform.select_for_update().get(id=candidate.id)
             if wait.status != ApprovalWaitStatus.WAITING:
                 continue  # decided meanwhile
             if not _wait_is_open(wait, run):
-                ApprovalWait.objects.filter(id=wait.id).update(
+                ApprovalWait.platform.filter(id=wait.id).update(
                     status=ApprovalWaitStatus.CANCELLED, resolved_at=now
                 )
                 continue
             status, wait_status = TIMEOUT_OUTCOMES[wait.on_timeout]
-            ApprovalWait.objects.filter(id=wait.id).update(status=wait_status, resolved_at=now)
+            ApprovalWait.platform.filter(id=wait.id).update(status=wait_status, resolved_at=now)
             seconds = int((wait.deadline - wait.started_at).total_seconds())
             error = (
                 f"no decision within {seconds} s (on_timeout: {wait.on_timeout})"

@@ -102,7 +102,7 @@ def task_fire_plans(
     starts: dict[datetime, tuple[int, uuid.UUID]] = {}
     asked = set(wanted)
     # The range, not a list of up to 10,000 instants: one index range scan.
-    in_range = TaskExecution.objects.filter(
+    in_range = TaskExecution.platform.filter(
         task=task, scheduled_at__gte=min(wanted), scheduled_at__lte=max(wanted)
     )
     rows = in_range.values_list("scheduled_at", "attempt", "root_execution_id", "id")
@@ -121,7 +121,7 @@ def task_fire_plans(
         chain: (execution_id, status, dead_lettered)
         # Every member of a chain is due at or after its start (retries and a dead letter's
         # retry come later): the bound keeps the scan on the task's rows of the range onward.
-        for chain, execution_id, status, dead_lettered in TaskExecution.objects.filter(
+        for chain, execution_id, status, dead_lettered in TaskExecution.platform.filter(
             Q(root_execution_id__in=roots) | Q(id__in=roots),
             task=task,
             scheduled_at__gte=min(starts),
@@ -160,7 +160,7 @@ def dag_fire_plans(*, dag: Dag, fires: Iterable[datetime], policy: str) -> dict[
     if not wanted:
         return {}
     # The range, not a list of up to 10,000 instants; runs at other instants are not asked.
-    recorded = DagRun.objects.filter(
+    recorded = DagRun.platform.filter(
         dag=dag, scheduled_at__gte=min(wanted), scheduled_at__lte=max(wanted)
     )
     runs = {run.scheduled_at: run for run in recorded}
@@ -212,12 +212,12 @@ def task_fires_run_again(
         )
     TaskExecution.objects.bulk_create(rows, ignore_conflicts=True)
     inserted = set(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id__in=[row.id for row in rows], scheduled_at__in=list(chosen)
         ).values_list("id", flat=True)
     )
     repeated = [row.retry_of_id for row in rows if row.id in inserted]
-    TaskExecution.objects.filter(id__in=repeated, dead_lettered=True).update(
+    TaskExecution.platform.filter(id__in=repeated, dead_lettered=True).update(
         dead_lettered=False, updated_at=timezone.now()
     )
     return {row.scheduled_at: row.id for row in rows if row.id in inserted}
@@ -233,10 +233,10 @@ def _not_followed_up(
     previous_ids = [plan.previous_id for plan in chosen.values() if plan.previous_id]
     previous_of = {
         row.id: row
-        for row in TaskExecution.objects.select_for_update().filter(task=task, id__in=previous_ids)
+        for row in TaskExecution.platform.select_for_update().filter(task=task, id__in=previous_ids)
     }
     followed = set(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             task=task,
             # A follow-up is due no earlier than the fire it follows (see task_fire_plans).
             scheduled_at__gte=min(chosen),

@@ -221,7 +221,7 @@ def backfill_create(
             reprocess=reprocess,
             total=total,
         )
-        _advance(Backfill.objects.select_for_update().get(id=backfill.id), now=timezone.now())
+        _advance(Backfill.platform.select_for_update().get(id=backfill.id), now=timezone.now())
         _audit(
             backfill,
             "backfill.create",
@@ -255,7 +255,7 @@ def backfills_in_turn(*, limit: int) -> list[uuid.UUID]:
     advanced one first (the tenants among them least recently served first), then every
     tenant's second, and so on. However many one tenant has, another's waits at most one
     round while a round covers the tenants (and a few rounds when tenants outnumber it)."""
-    ranked = Backfill.objects.filter(status=BackfillStatus.RUNNING).annotate(
+    ranked = Backfill.platform.filter(status=BackfillStatus.RUNNING).annotate(
         turn=Window(
             RowNumber(),
             partition_by=[F("tenant_id")],
@@ -279,7 +279,7 @@ def backfills_advance(*, now: datetime | None = None, limit: int | None = None) 
     for backfill_id in backfills_in_turn(limit=limit):
         with transaction.atomic():
             backfill = (
-                Backfill.objects.select_for_update(skip_locked=True, of=("self",))
+                Backfill.platform.select_for_update(skip_locked=True, of=("self",))
                 .filter(id=backfill_id, status=BackfillStatus.RUNNING)
                 .select_related("task", "dag")
                 .first()
@@ -287,7 +287,7 @@ def backfills_advance(*, now: datetime | None = None, limit: int | None = None) 
             if backfill is None:
                 continue
             released += _advance(backfill, now=now)
-            Backfill.objects.filter(id=backfill.id).update(advanced_at=now)
+            Backfill.platform.filter(id=backfill.id).update(advanced_at=now)
     return released
 
 
@@ -296,12 +296,12 @@ def _active_runs(backfill: Backfill) -> int:
     if backfill.task_id is not None:
         # A fire is unfinished while any attempt of its chain is waiting or running.
         return (
-            TaskExecution.objects.filter(root_execution_id__in=run_ids, status__in=ACTIVE_STATUSES)
+            TaskExecution.platform.filter(root_execution_id__in=run_ids, status__in=ACTIVE_STATUSES)
             .values("root_execution_id")
             .distinct()
             .count()
         )
-    return DagRun.objects.filter(id__in=run_ids, status__in=ACTIVE_RUN_STATUSES).count()
+    return DagRun.platform.filter(id__in=run_ids, status__in=ACTIVE_RUN_STATUSES).count()
 
 
 def _advance(backfill: Backfill, *, now: datetime) -> int:
@@ -343,7 +343,7 @@ def _advance(backfill: Backfill, *, now: datetime) -> int:
         backfill.status = changes["status"] = BackfillStatus.COMPLETED
         backfill.completed_at = changes["completed_at"] = now
     if changes:
-        Backfill.objects.filter(id=backfill.id).update(**changes)
+        Backfill.platform.filter(id=backfill.id).update(**changes)
     return len(created)
 
 
@@ -419,7 +419,7 @@ def _release_task_runs(
         )
     TaskExecution.objects.bulk_create(rows, ignore_conflicts=True)
     inserted = set(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id__in=[row.id for row in rows], scheduled_at__in=fires
         ).values_list("id", flat=True)
     )
@@ -451,15 +451,15 @@ def backfill_cancel(*, backfill: Backfill, note: str = "") -> Backfill:
     already running finish. `note`: why (kept in the audit log)."""
     now = timezone.now()
     with transaction.atomic():
-        locked = Backfill.objects.select_for_update().get(id=backfill.id)
+        locked = Backfill.platform.select_for_update().get(id=backfill.id)
         if locked.status != BackfillStatus.RUNNING:
             raise Conflict(f"the backfill is already {locked.status}", field="status")
-        Backfill.objects.filter(id=locked.id).update(
+        Backfill.platform.filter(id=locked.id).update(
             status=BackfillStatus.CANCELLED, completed_at=now
         )
         run_ids = BackfillRun.objects.filter(backfill=locked, run_id__isnull=False).values("run_id")
         if locked.task_id is not None:
-            TaskExecution.objects.filter(
+            TaskExecution.platform.filter(
                 root_execution_id__in=run_ids, status__in=WAITING_STATUSES
             ).update(
                 status=ExecutionStatus.CANCELLED,
@@ -469,7 +469,7 @@ def backfill_cancel(*, backfill: Backfill, note: str = "") -> Backfill:
             )
         else:
             with audit_cascade():
-                for run in DagRun.objects.filter(id__in=run_ids, status=RunStatus.QUEUED):
+                for run in DagRun.platform.filter(id__in=run_ids, status=RunStatus.QUEUED):
                     dag_run_cancel(run=run)
         change = {"before": {"status": "running"}, "after": {"status": "cancelled"}}
         _audit(locked, "backfill.cancel", reason=note, **change)

@@ -55,7 +55,7 @@ def dag_node_dead_letter_retry(
                 "execution_root_id", flat=True
             ),
         ]
-        taken = TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
+        taken = TaskExecution.platform.filter(id=execution.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=timezone.now()
         )
         if taken != 1:
@@ -104,5 +104,5 @@ def dag_node_dead_letter_retry_for(
     again = DagNodeExecution.objects.filter(run=run, node_id=link.node_id).order_by("shard_index")
     first = again.first()
     return True, (
-        TaskExecution.objects.filter(id=first.execution_root_id).first() if first else None
+        TaskExecution.platform.filter(id=first.execution_root_id).first() if first else None
     )

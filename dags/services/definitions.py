@@ -264,7 +264,7 @@ def _save_version(dag: Dag, spec: dict[str, Any], previous: DagVersion | None) -
     with audit_cascade():  # the node tasks come with the version: the DAG's entry says it
         node_tasks = _node_tasks(dag=dag, spec=spec, previous=previous)
     version = DagVersion.objects.create(dag=dag, number=number, spec=spec, node_tasks=node_tasks)
-    Dag.objects.filter(id=dag.id).update(version=number)
+    Dag.objects.filter(tenant_id=dag.tenant_id, id=dag.id).update(version=number)
     dag.version = number
     return version
 
@@ -321,9 +321,9 @@ def dag_delete(*, dag: Dag, note: str = "") -> None:
     """Soft delete: history stays; it never fires again. Running runs finish. `note`: why
     (kept in the audit log)."""
     now = timezone.now()
-    deleted = Dag.objects.filter(id=dag.id, deleted_at__isnull=True).update(
-        deleted_at=now, next_fire_at=None, updated_at=now, changed_at=now
-    )
+    deleted = Dag.objects.filter(
+        tenant_id=dag.tenant_id, id=dag.id, deleted_at__isnull=True
+    ).update(deleted_at=now, next_fire_at=None, updated_at=now, changed_at=now)
     if not deleted:
         return audit_unchanged()
     _audit(dag, "dag.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
@@ -340,7 +340,7 @@ def dag_set_paused(*, dag: Dag, paused: bool, note: str = "", paused_by: str = "
     was_paused = dag.paused
     dag.paused = paused
     now = timezone.now()
-    dags = Dag.objects.filter(id=dag.id, deleted_at__isnull=True)
+    dags = Dag.objects.filter(tenant_id=dag.tenant_id, id=dag.id, deleted_at__isnull=True)
     record: dict = {
         "paused_at": None,
         "paused_by": "",

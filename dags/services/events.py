@@ -130,11 +130,11 @@ def _wait_end(
         run=run, node_id=wait.node_id, status=NodeStatus.WAITING_FOR_EVENT
     ).exists()
     if run.status != RunStatus.RUNNING or not still_waiting:
-        EventWait.objects.filter(id=wait.id, status=EventWaitStatus.WAITING).update(
+        EventWait.platform.filter(id=wait.id, status=EventWaitStatus.WAITING).update(
             status=EventWaitStatus.CANCELLED, resolved_at=now
         )
         return False
-    ended = EventWait.objects.filter(id=wait.id, status=EventWaitStatus.WAITING).update(
+    ended = EventWait.platform.filter(id=wait.id, status=EventWaitStatus.WAITING).update(
         status=EventWaitStatus.RECEIVED if event else EventWaitStatus.TIMED_OUT,
         event_id=event.id if event else None,
         resolved_at=now,
@@ -149,7 +149,7 @@ def event_waits_expire(*, now: datetime | None = None, limit: int = 500) -> int:
     """Waits past their deadline end `timed_out` (the leader's housekeeping)."""
     now = now or timezone.now()
     expired = 0
-    due = EventWait.objects.filter(status=EventWaitStatus.WAITING, deadline__lte=now).order_by(
+    due = EventWait.platform.filter(status=EventWaitStatus.WAITING, deadline__lte=now).order_by(
         "deadline"
     )[:limit]
     for wait in due:
@@ -168,9 +168,9 @@ def events_prune(*, now: datetime | None = None) -> int:
     """Delete events older than EVENTS_RETENTION_DAYS, a batch at a time."""
     cutoff = (now or timezone.now()) - timedelta(days=settings.EVENTS_RETENTION_DAYS)
     old = list(
-        Event.objects.filter(created_at__lt=cutoff).values_list("id", flat=True)[:PRUNE_BATCH]
+        Event.platform.filter(created_at__lt=cutoff).values_list("id", flat=True)[:PRUNE_BATCH]
     )
     if not old:
         return 0
-    deleted, _ = Event.objects.filter(id__in=old).delete()
+    deleted, _ = Event.platform.filter(id__in=old).delete()
     return deleted

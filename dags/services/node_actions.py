@@ -178,7 +178,7 @@ def dag_node_mark(
             )
         else:
             # Nothing follows from it: the run ends again with what its nodes now say.
-            DagRun.objects.filter(id=locked.id).update(status=RunStatus.RUNNING, completed_at=None)
+            DagRun.platform.filter(id=locked.id).update(status=RunStatus.RUNNING, completed_at=None)
             locked.status = RunStatus.RUNNING
             run_finish(run=locked)
         _audit(
@@ -215,7 +215,7 @@ def _mark_in_flight(locked: DagRun, node: DagNodeState, state: str, note: str, a
     error = "" if state == NodeStatus.SUCCESS else f"marked failed: {note}".rstrip(": ")
     node_complete(run=locked, node_id=node.node_id, status=state, result=None, error=error)
     now = timezone.now()
-    TaskExecution.objects.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
+    TaskExecution.platform.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
         status=ExecutionStatus.CANCELLED,
         completed_at=now,
         error_class="cancelled",
@@ -224,7 +224,7 @@ def _mark_in_flight(locked: DagRun, node: DagNodeState, state: str, note: str, a
     )
     running = [
         str(execution_id)
-        for execution_id in TaskExecution.objects.filter(
+        for execution_id in TaskExecution.platform.filter(
             root_execution_id__in=roots, status=ExecutionStatus.RUNNING
         ).values_list("id", flat=True)
     ]

@@ -73,8 +73,8 @@ def dag_trigger(
     try:
         with transaction.atomic():
             # The DAG row lock serializes slot accounting for max_active_runs.
-            locked = Dag.objects.select_for_update().get(id=dag.id)
-            active = DagRun.objects.filter(dag=dag, status=RunStatus.RUNNING).count()
+            locked = Dag.platform.select_for_update().get(id=dag.id)
+            active = DagRun.platform.filter(dag=dag, status=RunStatus.RUNNING).count()
             fits = active < locked.max_active_runs and not queue_only
             status = RunStatus.RUNNING if fits else RunStatus.QUEUED
             run = DagRun.objects.create(
@@ -241,7 +241,7 @@ def run_nodes_reset(
             completed_at=None,
             updated_at=now,
         )
-    DagRun.objects.filter(id=locked.id).update(
+    DagRun.platform.filter(id=locked.id).update(
         status=RunStatus.RUNNING, completed_at=None, remaining_nodes=len(again)
     )
     locked.status, locked.remaining_nodes = RunStatus.RUNNING, len(again)

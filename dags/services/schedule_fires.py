@@ -34,7 +34,7 @@ def _fire(dag: Dag, scheduled_at: datetime) -> bool:
     `skip` records nothing while a run is active; `buffer_one` keeps one run `queued` until
     the active ones end (more fires are skipped); `cancel_other` ends the active runs
     (a DAG run is the scheduler's to cancel: its nodes stop through the run's abort)."""
-    recorded = DagRun.objects.filter(
+    recorded = DagRun.platform.filter(
         dag=dag, scheduled_at=scheduled_at, trigger__in=("schedule", "backfill")
     )
     if recorded.exists():
@@ -42,7 +42,7 @@ def _fire(dag: Dag, scheduled_at: datetime) -> bool:
         # overlap of itself (`cancel_other` would end it); the unique constraint covers a
         # race past this check.
         return False
-    active = DagRun.objects.filter(dag=dag, status__in=ACTIVE_RUN_STATUSES)
+    active = DagRun.platform.filter(dag=dag, status__in=ACTIVE_RUN_STATUSES)
     queue_only = False
     if dag.overlap == Overlap.SKIP and active.exists():
         logger.info("DAG %s: fire at %s skipped, a run is still active", dag.name, scheduled_at)
@@ -64,7 +64,7 @@ def _remaining_spend(dag_id: uuid.UUID, *, left: int, scheduled_at: datetime) ->
     """A run was recorded for a DAG with `policy.remaining_runs` (`left` before it, read
     under the row lock): one off the count, and at 0 the DAG pauses with its record and no
     next fire (in the fire's transaction)."""
-    dag = Dag.objects.filter(id=dag_id)
+    dag = Dag.platform.filter(id=dag_id)
     if left > 1:
         dag.update(remaining_runs=left - 1)
         return
@@ -89,7 +89,7 @@ def _fire_within_remaining(dag: Dag, scheduled_at: datetime) -> bool:
     if dag.remaining_runs is None:
         return _fire(dag, scheduled_at)
     remaining = (
-        Dag.objects.select_for_update()
+        Dag.platform.select_for_update()
         .filter(id=dag.id)
         .values_list("remaining_runs", "paused")
         .first()
@@ -111,7 +111,7 @@ def dag_schedule_fires_record(fires: Sequence[tuple[uuid.UUID, datetime]]) -> in
     nor the tasks' fires."""
     if not fires:
         return 0
-    dags = Dag.objects.in_bulk({dag_id for dag_id, _ in fires})
+    dags = Dag.platform.in_bulk({dag_id for dag_id, _ in fires})
     created = 0
     for dag_id, scheduled_at in fires:
         dag = dags.get(dag_id)
@@ -132,11 +132,11 @@ def dag_next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, date
         return
     # A DAG paused meanwhile (its remaining runs spent) keeps no next fire.
     paused = set(
-        Dag.objects.filter(id__in=[dag_id for dag_id, _, _ in updates], paused=True).values_list(
+        Dag.platform.filter(id__in=[dag_id for dag_id, _, _ in updates], paused=True).values_list(
             "id", flat=True
         )
     )
-    Dag.objects.bulk_update(
+    Dag.platform.bulk_update(
         [
             Dag(id=dag_id, next_fire_at=None if dag_id in paused else nxt, last_fired_at=last)
             for dag_id, nxt, last in updates

@@ -123,7 +123,7 @@ def sensors_poke(*, now: datetime | None = None) -> SensorRound:
 
 def _jobs(timers: list[DagTimer]) -> tuple[list[_Job], set[Any]]:
     """The claimed rows with their node's spec, and which of their runs still run."""
-    runs = DagRun.objects.filter(id__in={t.run_id for t in timers})
+    runs = DagRun.platform.filter(id__in={t.run_id for t in timers})
     versions, running = {}, set()
     for run_id, version_id, status in runs.values_list("id", "version_id", "status"):
         versions[run_id] = version_id
@@ -138,7 +138,7 @@ def _jobs(timers: list[DagTimer]) -> tuple[list[_Job], set[Any]]:
 
 
 def _cancel(job: _Job, *, lease: datetime, now: datetime) -> None:
-    DagTimer.objects.filter(id=job.timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
+    DagTimer.platform.filter(id=job.timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
         status=TimerStatus.CANCELLED, resolved_at=now, lease_until=None
     )
 
@@ -263,7 +263,7 @@ def _record(job: _Job, *, lease: datetime, now: datetime, outcome: SensorRound) 
     due_at = now + timedelta(seconds=wait)
     if timer.deadline is not None:
         due_at = min(due_at, timer.deadline)
-    DagTimer.objects.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
+    DagTimer.platform.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
         due_at=due_at,
         interval_seconds=min(wait * BACKOFF_FACTOR, job.spec["max_interval"]),
         last_error=error[:4000],

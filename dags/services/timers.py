@@ -70,13 +70,13 @@ def timers_claim(*, kind: str, now: datetime, limit: int, per_tenant: int) -> Cl
             {"kind": kind, "now": now, "per_tenant": per_tenant, "limit": limit, "lease": lease},
         )
         ids = [row[0] for row in cursor.fetchall()]
-    timers = list(DagTimer.objects.filter(id__in=ids).order_by("due_at", "id")) if ids else []
+    timers = list(DagTimer.platform.filter(id__in=ids).order_by("due_at", "id")) if ids else []
     return Claimed(timers=timers, lease=lease)
 
 
 def timer_release(*, timer: DagTimer, lease: datetime) -> None:
     """A claimed row this round did not get to: the next round takes it."""
-    DagTimer.objects.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
+    DagTimer.platform.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease).update(
         lease_until=None
     )
 
@@ -103,7 +103,7 @@ def timer_end(
         waiting = DagNodeState.objects.filter(
             run=run, node_id=timer.node_id, status=ACTIVE_NODE_STATUS[timer.kind]
         ).exists()
-        mine = DagTimer.objects.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease)
+        mine = DagTimer.platform.filter(id=timer.id, status=TimerStatus.WAITING, lease_until=lease)
         if run.status != RunStatus.RUNNING or not waiting:
             mine.update(status=TimerStatus.CANCELLED, resolved_at=now, lease_until=None)
             return False

@@ -32,7 +32,7 @@ def executions_restore(*, location: str) -> int:
     """
     restored = 0
     with transaction.atomic():
-        RestoredExecution.objects.filter(source=location).delete()
+        RestoredExecution.platform.filter(source=location).delete()
         batch: list[RestoredExecution] = []
         for row in read_rows(location):
             if "scheduled_at" not in row or "task_id" not in row:

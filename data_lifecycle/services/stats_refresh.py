@@ -77,7 +77,8 @@ def _write(
     model: type[models.Model], bucket: str, start: datetime, end: datetime, objects: list[Any]
 ) -> int:
     with transaction.atomic():
-        model.objects.filter(bucket=bucket, bucket_start__gte=start, bucket_start__lt=end).delete()
+        # Every tenant's buckets of the window, rebuilt by the platform's refresh.
+        model.platform.filter(bucket=bucket, bucket_start__gte=start, bucket_start__lt=end).delete()
         model.objects.bulk_create(objects, batch_size=1000)
     return len(objects)
 

@@ -9,6 +9,7 @@ from django.db import models
 
 from scheduler_app.choices import Role
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class ApiKey(models.Model):
@@ -26,6 +27,9 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -53,6 +57,9 @@ class AuditEntry(models.Model):
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["-id"]
@@ -82,6 +89,9 @@ class Secret(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         ordering = ["name"]
         constraints = [
@@ -102,6 +112,9 @@ class IdempotencyRecord(models.Model):
     status_code = models.PositiveSmallIntegerField()
     body = models.JSONField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         constraints = [

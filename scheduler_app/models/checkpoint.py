@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class RunCheckpoint(models.Model):
@@ -29,6 +30,9 @@ class RunCheckpoint(models.Model):
     size_bytes = models.PositiveIntegerField(default=0)
     saves = models.PositiveIntegerField(default=1)
     updated_at = models.DateTimeField()
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         indexes = [models.Index(fields=["updated_at"], name="idx_checkpoint_updated")]

@@ -11,6 +11,7 @@ from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import Tenant
 from scheduler_app.task_names import task_display_name
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class TaskExecution(models.Model):
@@ -93,6 +94,9 @@ class TaskExecution(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         verbose_name = "execution"
         verbose_name_plural = "executions"
@@ -171,9 +175,17 @@ class LogHour(models.Func):
     output_field = models.DateTimeField()
 
 
-class ExecutionLogManager(models.Manager["ExecutionLog"]):
+class ExecutionLogManager(TenantScopedManager):
     """Logs without their `words`: only the search reads them (in SQL), and a stored log's
-    tsvector can be as large as its text."""
+    tsvector can be as large as its text. Tenant-scoped, as every tenant-owned model."""
+
+    def get_queryset(self) -> models.QuerySet[ExecutionLog]:
+        return super().get_queryset().defer("words")
+
+
+class PlatformExecutionLogManager(PlatformManager):
+    """`ExecutionLog.platform`: every tenant's logs (the worker's finish, retention), without
+    their `words` either."""
 
     def get_queryset(self) -> models.QuerySet[ExecutionLog]:
         return super().get_queryset().defer("words")
@@ -195,6 +207,7 @@ class ExecutionLog(models.Model):
     words = SearchVectorField(null=True, editable=False)
 
     objects = ExecutionLogManager()
+    platform = PlatformExecutionLogManager()
 
     class Meta:
         verbose_name = "execution log"

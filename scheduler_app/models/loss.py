@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class LossOutcome(models.TextChoices):
@@ -30,6 +31,9 @@ class ExecutionLoss(models.Model):
     reason = models.TextField(blank=True, default="")
     outcome = models.CharField(max_length=16, choices=LossOutcome.choices)
     lost_at = models.DateTimeField()
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         verbose_name = "execution loss"

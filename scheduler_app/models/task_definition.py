@@ -10,6 +10,7 @@ from django.utils.timezone import now as utc_now
 from scheduler_app.choices import Backoff, Catchup, HandlerType, Overlap, ScheduleType
 from scheduler_app.models.tenant import Tenant
 from scheduler_app.task_names import task_display_name
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class TaskDefinition(models.Model):
@@ -96,6 +97,9 @@ class TaskDefinition(models.Model):
     # change feed. Not bumped when the leader advances next_fire_at.
     changed_at = models.DateTimeField(db_index=True)
     deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["name"]

@@ -7,6 +7,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 from scheduler_app.choices import Role
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class Tenant(models.Model):
@@ -52,6 +53,9 @@ class TenantMembership(models.Model):
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantScopedManager()
+    platform = PlatformManager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["user", "tenant"], name="uniq_membership_user_tenant")
@@ -92,6 +96,9 @@ class MemberInvitation(models.Model):
         related_name="+",
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         ordering = ["-created_at"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.db import models
 
 from scheduler_app.models.tenant import Tenant
+from scheduler_app.tenant_scoping import PlatformManager, TenantScopedManager
 
 
 class BudgetUsage(models.Model):
@@ -15,6 +16,9 @@ class BudgetUsage(models.Model):
     budget = models.CharField(max_length=32)
     bucket_start = models.DateTimeField()
     amount = models.BigIntegerField(default=0)
+
+    objects = TenantScopedManager()
+    platform = PlatformManager()
 
     class Meta:
         constraints = [

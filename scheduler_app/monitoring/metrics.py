@@ -197,7 +197,7 @@ class SchedulerCollector:
             "scheduler_executions_active", "Executions not finished", labels=["status"]
         )
         counts = dict(
-            TaskExecution.objects.filter(status__in=ACTIVE_STATUSES)
+            TaskExecution.platform.filter(status__in=ACTIVE_STATUSES)
             .values_list("status")
             .annotate(n=Count("id"))
         )
@@ -208,7 +208,7 @@ class SchedulerCollector:
             "scheduler_dead_letters", "Executions in the dead-letter queue", labels=["tenant"]
         )
         for tenant_id, n in (
-            TaskExecution.objects.filter(dead_lettered=True)
+            TaskExecution.platform.filter(dead_lettered=True)
             .values_list("tenant_id")
             .annotate(n=Count("id"))
         ):
@@ -221,7 +221,7 @@ class SchedulerCollector:
             " grace; late_starts_1h: fires of the last hour that started late or not at all",
             labels=["kind"],
         )
-        overdue = TaskDefinition.objects.filter(
+        overdue = TaskDefinition.platform.filter(
             enabled=True,
             paused=False,
             deleted_at__isnull=True,

@@ -176,7 +176,7 @@ def _loss_note(loss) -> str:
 
 def recent_executions(*, tenant: Tenant, limit: int = 20) -> list[TaskExecution]:
     return list(
-        TaskExecution.objects.select_related("task")
+        TaskExecution.platform.select_related("task")
         .filter(tenant=tenant)
         .order_by("-scheduled_at")[:limit]
     )
@@ -188,7 +188,7 @@ def late_start_count(*, since: datetime, grace_seconds: float) -> int:
     late = Q(started_at__gt=F("scheduled_at") + timedelta(seconds=grace_seconds))
     never = Q(started_at__isnull=True, scheduled_at__lt=now - timedelta(seconds=grace_seconds))
     return (
-        TaskExecution.objects.filter(scheduled_at__gte=since, trigger="schedule", attempt=1)
+        TaskExecution.platform.filter(scheduled_at__gte=since, trigger="schedule", attempt=1)
         .filter(late | never)
         .exclude(status__in=[ExecutionStatus.CANCELLED, ExecutionStatus.SKIPPED])
         .count()

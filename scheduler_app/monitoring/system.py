@@ -92,7 +92,7 @@ def queue_states(*, now: datetime | None = None) -> list[QueueState]:
             if execution_id is None:
                 continue
             row = (
-                TaskExecution.objects.filter(id=execution_id)
+                TaskExecution.platform.filter(id=execution_id)
                 .values_list("queued_at", "scheduled_at")
                 .first()
             )
@@ -123,7 +123,7 @@ def waiting_runs(*, now: datetime | None = None) -> dict[str, WaitingRuns]:
     )
     rows = {
         row["queue"]: WaitingRuns(count=row["count"], oldest_scheduled_at=row["oldest"])
-        for row in TaskExecution.objects.filter(waiting)
+        for row in TaskExecution.platform.filter(waiting)
         .values("queue")
         .annotate(count=Count("id"), oldest=Min("scheduled_at"))
     }

@@ -208,7 +208,7 @@ def _names_by_task(task_ids: set[str]) -> dict[str, str]:
     if missing:
         if len(_task_names) > TASK_NAME_CACHE_MAX:
             _task_names.clear()
-        for task_id, name in TaskDefinition.objects.filter(id__in=missing).values_list(
+        for task_id, name in TaskDefinition.platform.filter(id__in=missing).values_list(
             "id", "name"
         ):
             names[str(task_id)] = name
@@ -220,7 +220,7 @@ def _names_by_execution(execution_ids: set[str]) -> dict[str, str]:
     wanted = [parsed for i in execution_ids if (parsed := _uuid_or_none(i)) is not None]
     if not wanted:
         return {}
-    rows = TaskExecution.objects.filter(id__in=wanted).values_list("id", "task__name")
+    rows = TaskExecution.platform.filter(id__in=wanted).values_list("id", "task__name")
     return {str(execution_id): name for execution_id, name in rows}
 
 

@@ -128,9 +128,11 @@ def dead_letter_list(
     """The tenant's dead letters (tenant None: every tenant's, for platform staff only),
     narrowed by `filters`: `task` (its id, or words of its name), `error` (words of the error
     class or message), `since` (dead-lettered at or after, ISO 8601 with an offset)."""
-    executions = TaskExecution.objects.select_related("task").filter(dead_lettered=True)
-    if tenant is not None:
-        executions = executions.filter(tenant=tenant)
+    executions = (
+        TaskExecution.objects.for_tenant_or_platform(tenant)
+        .select_related("task")
+        .filter(dead_lettered=True)
+    )
     filters = filters or {}
     for name in DEAD_LETTER_FILTERS:
         if len(filters.get(name) or "") > MAX_FILTER_TEXT:
@@ -255,9 +257,7 @@ def audit_list(*, tenant: Tenant | None, filters: Mapping[str, str] | None = Non
     """The tenant's audit entries (tenant None: every tenant's, for platform staff)."""
 
     filters = filters or {}
-    entries = (
-        AuditEntry.objects.all() if tenant is None else AuditEntry.objects.filter(tenant=tenant)
-    )
+    entries = AuditEntry.objects.for_tenant_or_platform(tenant)
     for field in ("action", "actor", "object_type", "object_id"):
         if filters.get(field):
             entries = entries.filter(**{field: filters[field]})
@@ -327,11 +327,7 @@ def execution_metrics(*, tenant: Tenant | None, since) -> dict[str, Any]:
     tenant None: every tenant (platform staff only; the view decides who may ask).
     """
 
-    executions = (
-        TaskExecution.objects.all()
-        if tenant is None
-        else TaskExecution.objects.filter(tenant=tenant)
-    )
+    executions = TaskExecution.objects.for_tenant_or_platform(tenant)
     counts = dict.fromkeys(ExecutionStatus.values, 0)
     for row in (
         executions.filter(scheduled_at__gte=since).values("status").annotate(total=Count("id"))

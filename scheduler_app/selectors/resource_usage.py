@@ -114,11 +114,11 @@ def overprovisioned_tasks(*, tenant: Tenant | None) -> list[dict[str, Any]]:
     """Bulk-tier tasks that ask for resources and whose recent runs use a tenth or less of
     one of them (p95): those of `tenant`, or of every tenant for a platform admin (None).
     Each: {"task", "usage" (as task_resource_usage), "used_share": {resource: p95/ask}}."""
-    tasks = TaskDefinition.objects.select_related("tenant").filter(
-        priority__gte=BULK_MIN_PRIORITY, handler_config__has_key="resource_requirements"
+    tasks = (
+        TaskDefinition.objects.for_tenant_or_platform(tenant)
+        .select_related("tenant")
+        .filter(priority__gte=BULK_MIN_PRIORITY, handler_config__has_key="resource_requirements")
     )
-    if tenant is not None:
-        tasks = tasks.filter(tenant=tenant)
     listed = []
     with connection.cursor() as cursor:
         for task in tasks.order_by("tenant_id", "name")[:MAX_LISTED]:

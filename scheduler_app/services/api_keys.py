@@ -46,7 +46,9 @@ def api_key_create(*, tenant: Tenant, name: str, role: str, created_by=None) -> 
 
 
 def api_key_revoke(*, key: ApiKey) -> None:
-    if ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now()):
+    if ApiKey.objects.filter(tenant_id=key.tenant_id, id=key.id, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    ):
         audit_action(
             tenant=key.tenant,
             verb="apikey.revoke",
@@ -63,7 +65,8 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey | None:
         return None
     prefix = raw_key[len(KEY_PREFIX) :].split("_", 1)[0]
     key = (
-        ApiKey.objects.select_related("tenant")
+        # Authentication comes before the tenant is known: a lookup across tenants.
+        ApiKey.platform.select_related("tenant")
         .filter(prefix=prefix, revoked_at__isnull=True, tenant__is_active=True)
         .first()
     )
@@ -71,6 +74,6 @@ def api_key_authenticate(*, raw_key: str) -> ApiKey | None:
         return None
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(id=key.id).update(last_used_at=now)
+        ApiKey.objects.filter(tenant_id=key.tenant_id, id=key.id).update(last_used_at=now)
         key.last_used_at = now
     return key

@@ -147,11 +147,11 @@ def checkpoints_expire(*, now: datetime | None = None, limit: int = 5000) -> int
     """Delete checkpoints not written for CHECKPOINTS["RETENTION_SECONDS"] (housekeeping)."""
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=int(settings.CHECKPOINTS["RETENTION_SECONDS"]))
-    old = RunCheckpoint.objects.filter(updated_at__lt=cutoff).values_list("chain_id", flat=True)
+    old = RunCheckpoint.platform.filter(updated_at__lt=cutoff).values_list("chain_id", flat=True)
     ids = list(old[:limit])
     if not ids:
         return 0
-    deleted, _ = RunCheckpoint.objects.filter(chain_id__in=ids, updated_at__lt=cutoff).delete()
+    deleted, _ = RunCheckpoint.platform.filter(chain_id__in=ids, updated_at__lt=cutoff).delete()
     return deleted
 
 

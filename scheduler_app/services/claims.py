@@ -197,7 +197,7 @@ def execution_renew_lease(
     """Extend the lease; False means the claim is no longer ours (taken over or finished)."""
     now = timezone.now()
     return (
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
         ).update(lease_expires_at=now + timedelta(seconds=lease_seconds))
         == 1

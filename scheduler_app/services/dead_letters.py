@@ -18,7 +18,7 @@ def dead_letter_fresh_run(*, execution: TaskExecution) -> TaskExecution | None:
     Returns None when it was no longer dead-lettered."""
     now = timezone.now()
     with transaction.atomic():
-        taken = TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
+        taken = TaskExecution.platform.filter(id=execution.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=now
         )
         if taken != 1:
@@ -40,7 +40,7 @@ def dead_letter_delete(*, execution: TaskExecution, note: str = "") -> bool:
     """Dismiss from the queue; the execution stays in the history (dead_lettered_at kept).
     `note`: why (kept in the audit log)."""
     dismissed = (
-        TaskExecution.objects.filter(id=execution.id, dead_lettered=True).update(
+        TaskExecution.platform.filter(id=execution.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=timezone.now()
         )
         == 1

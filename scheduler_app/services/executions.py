@@ -129,7 +129,7 @@ def execution_finish(
     """One run's finish (a batch of one). A worker passes the `claim` it holds; another
     caller may name the run and its claim token instead (the run is loaded first)."""
     if claim is None:
-        execution = TaskExecution.objects.select_related("task", "tenant").get(id=execution_id)
+        execution = TaskExecution.platform.select_related("task", "tenant").get(id=execution_id)
         claim = Claim(
             execution=execution,
             task=execution.task,
@@ -244,7 +244,7 @@ def execution_next_attempt_or_dead_letter(
         )
         _prefer_previous_worker(next_attempt, worker_id=execution.worker_id, now=now)
         return FinishReport(accepted=True, next_attempt_id=next_attempt.id, execution=execution)
-    TaskExecution.objects.filter(id=execution.id).update(dead_lettered=True, dead_lettered_at=now)
+    TaskExecution.platform.filter(id=execution.id).update(dead_lettered=True, dead_lettered_at=now)
     return FinishReport(accepted=True, dead_lettered=True, execution=execution)
 
 
@@ -272,7 +272,7 @@ def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now:
 def expired_lease_ids(*, now: datetime, limit: int = 500) -> list[uuid.UUID]:
     """The running executions whose lease has expired (their worker stopped renewing it)."""
     return list(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
         ).values_list("id", flat=True)[:limit]
     )
@@ -285,7 +285,7 @@ def unrunnable_waiting_ids(
     time (the caller knows no live worker offers it)."""
     cutoff = now - timedelta(seconds=wait_seconds)
     return list(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             status__in=WAITING_STATUSES,
             queue__in=capability_queues(capability),
             scheduled_at__lt=cutoff,
@@ -299,7 +299,9 @@ def execution_unrunnable_fail(
     """waiting -> failed (`no_capable_worker`, naming the capability), dead-lettered: a
     retry from the dead-letter queue once such a worker runs. The caller settles it."""
     with transaction.atomic(savepoint=False):
-        updated = TaskExecution.objects.filter(id=execution_id, status__in=WAITING_STATUSES).update(
+        updated = TaskExecution.platform.filter(
+            id=execution_id, status__in=WAITING_STATUSES
+        ).update(
             status=ExecutionStatus.FAILED,
             completed_at=now,
             error_class="no_capable_worker",
@@ -313,5 +315,5 @@ def execution_unrunnable_fail(
         )
         if updated != 1:
             return FinishReport(accepted=False)
-        execution = TaskExecution.objects.select_related("task").get(id=execution_id)
+        execution = TaskExecution.platform.select_related("task").get(id=execution_id)
         return FinishReport(accepted=True, dead_lettered=True, execution=execution)

@@ -53,7 +53,7 @@ _WAITING = (ExecutionStatus.PENDING.value, ExecutionStatus.QUEUED.value)
 def _active_runs(task_ids: set[uuid.UUID]) -> dict[uuid.UUID, set[str]]:
     """Statuses of the active executions of these tasks (served by the active-state index)."""
     active: dict[uuid.UUID, set[str]] = {task_id: set() for task_id in task_ids}
-    rows = TaskExecution.objects.filter(task_id__in=task_ids, status__in=_ACTIVE).values_list(
+    rows = TaskExecution.platform.filter(task_id__in=task_ids, status__in=_ACTIVE).values_list(
         "task_id", "status"
     )
     for task_id, status in rows:
@@ -95,7 +95,7 @@ def _cancel_waiting(task_ids: list[uuid.UUID], *, now: datetime) -> None:
     """`cancel_other`: waiting runs of these tasks are cancelled (a conditional UPDATE, so a
     run a worker claims meanwhile is left alone). Stopping a *running* one is the worker's
     cancellation path, not the scheduler's."""
-    TaskExecution.objects.filter(task_id__in=task_ids, status__in=_WAITING).update(
+    TaskExecution.platform.filter(task_id__in=task_ids, status__in=_WAITING).update(
         status=ExecutionStatus.CANCELLED,
         error_message="overlap: superseded by a newer fire",
         completed_at=now,
@@ -343,6 +343,6 @@ def next_fires_save(updates: Sequence[tuple[uuid.UUID, datetime | None, datetime
 
 def queued_hold_back(*, execution_ids: Sequence[str]) -> int:
     """queued -> pending (same scheduled_at) for doorbells fair dispatch did not send yet."""
-    return TaskExecution.objects.filter(
+    return TaskExecution.platform.filter(
         id__in=list(execution_ids), status=ExecutionStatus.QUEUED
     ).update(status=ExecutionStatus.PENDING, queued_at=None)

@@ -26,7 +26,7 @@ def worker_running_claims(
     *, worker_id: str, claimed_before: datetime | None = None, limit: int = 5000
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """(execution id, claim token) of the runs `worker_id` holds as running."""
-    running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
+    running = TaskExecution.platform.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
     if claimed_before is not None:
         running = running.filter(started_at__lt=claimed_before)
     return list(running.values_list("id", "claim_token")[:limit])
@@ -38,12 +38,12 @@ def worker_kept_runs_ring(*, worker_id: str) -> int:
     carry its worker id and no doorbell was rung. When that worker is dead they are handed
     to the fleet (worker id cleared, doorbell rung) instead of waiting for the requeue
     grace. A conditional UPDATE per row: of several reapers, one rings each."""
-    waiting = TaskExecution.objects.filter(status=ExecutionStatus.QUEUED, worker_id=worker_id)
+    waiting = TaskExecution.platform.filter(status=ExecutionStatus.QUEUED, worker_id=worker_id)
     bells: list[Doorbell] = []
     now = timezone.now()
     kept = waiting.values_list("id", "tenant_id", "queue", "traceparent")[:5000]
     for execution_id, tenant_id, queue, traceparent in kept:
-        taken = TaskExecution.objects.filter(
+        taken = TaskExecution.platform.filter(
             id=execution_id, status=ExecutionStatus.QUEUED, worker_id=worker_id
         ).update(worker_id="", queued_at=now, updated_at=now)
         if taken:
@@ -59,7 +59,7 @@ def worker_executions_release(*, worker_id: str) -> list[tuple[Doorbell, uuid.UU
     late finish from the old process is rejected. Returns the doorbells to ring again, each
     with the claim token it released (the old process is told to stop by that token)."""
     released: list[tuple[Doorbell, uuid.UUID]] = []
-    running = TaskExecution.objects.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
+    running = TaskExecution.platform.filter(status=ExecutionStatus.RUNNING, worker_id=worker_id)
     for execution_id, claim_token, tenant_id, queue, traceparent in running.values_list(
         "id", "claim_token", "tenant_id", "queue", "traceparent"
     ):
@@ -92,7 +92,7 @@ def _bell(execution_id: object, tenant_id: object, queue: str, traceparent: str)
 
 def _release(*, execution_id: uuid.UUID, claim_token: uuid.UUID) -> bool:
     now = timezone.now()
-    updated = TaskExecution.objects.filter(
+    updated = TaskExecution.platform.filter(
         id=execution_id, status=ExecutionStatus.RUNNING, claim_token=claim_token
     ).update(
         status=ExecutionStatus.QUEUED,
@@ -110,7 +110,7 @@ def execution_cancel_waiting(*, execution_id: uuid.UUID) -> bool:
     """pending|queued -> cancelled: the claim then finds nothing, so it never starts."""
     now = timezone.now()
     return (
-        TaskExecution.objects.filter(id=execution_id, status__in=WAITING_STATUSES).update(
+        TaskExecution.platform.filter(id=execution_id, status__in=WAITING_STATUSES).update(
             status=ExecutionStatus.CANCELLED,
             completed_at=now,
             error_class="cancelled",

@@ -117,7 +117,7 @@ def flow_run_join(
     """Inside the trigger's transaction: lock the key, and return the key's run after this
     trigger joined it, or None when the trigger makes a new run (then `flow_run_prepare`)."""
     flow_key_lock(task.id, flow)
-    runs = TaskExecution.objects.filter(task_id=task.id)
+    runs = TaskExecution.objects.filter(tenant_id=task.tenant_id, task_id=task.id)
     if flow.kind == SINGLETON:
         existing = (
             runs.filter(singleton_key=flow.key, status__in=ACTIVE_STATUSES)
@@ -126,7 +126,7 @@ def flow_run_join(
         )
         if existing is None:
             return None
-        TaskExecution.objects.filter(id=existing.id, scheduled_at=existing.scheduled_at).update(
+        runs.filter(id=existing.id, scheduled_at=existing.scheduled_at).update(
             trigger_count=F("trigger_count") + 1
         )
         existing.trigger_count += 1
@@ -142,7 +142,7 @@ def flow_run_join(
     )
     if not moved:  # the promote loop took it between the two statements: a new window
         return None
-    return TaskExecution.objects.select_related("task").get(id=pending.id)
+    return runs.select_related("task").get(id=pending.id)
 
 
 def flow_run_prepare(*, execution: TaskExecution, flow: FlowKey, now: datetime) -> None:

@@ -158,7 +158,8 @@ def invitation_for_token(
     (a token of ours with its secret changed included: the answer does not say that its
     prefix exists), 410 when it was used, revoked or has expired."""
     prefix = _parse(token)
-    rows = MemberInvitation.objects.select_related("tenant")
+    # The token is the authority, before any tenant is known: a lookup across tenants.
+    rows = MemberInvitation.platform.select_related("tenant")
     if for_update:
         rows = rows.select_for_update(of=("self",))
     invitation = rows.filter(token_prefix=prefix).first() if prefix else None
@@ -185,7 +186,11 @@ def invitation_for_token(
 def _used(invitation: MemberInvitation, *, user: Any, now: datetime) -> None:
     """Mark it used, once: the row is locked, and the UPDATE asks again that it is pending."""
     updated = MemberInvitation.objects.filter(
-        id=invitation.id, accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now
+        tenant_id=invitation.tenant_id,
+        id=invitation.id,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=now,
     ).update(accepted_at=now, accepted_by=user)
     if updated != 1:
         raise Gone("this invitation can no longer be used", field="token")
@@ -274,7 +279,10 @@ def invitation_revoke(
     invitation = selectors.invitation_get(tenant=tenant, invitation_id=invitation_id)
     at = _now(now)
     revoked = MemberInvitation.objects.filter(
-        id=invitation.id, accepted_at__isnull=True, revoked_at__isnull=True
+        tenant_id=invitation.tenant_id,
+        id=invitation.id,
+        accepted_at__isnull=True,
+        revoked_at__isnull=True,
     ).update(revoked_at=at)
     if not revoked:
         raise Conflict(f"this invitation is {invitation.status_at(at)}: nothing to revoke")

@@ -90,7 +90,7 @@ def _lose(still_running: Q, *, reason: str, now: datetime) -> LossReport:
         # The row lock orders the reapers of one loss: the second one re-reads the row after
         # the first commits and finds it no longer running (or no longer this claim's).
         execution = (
-            TaskExecution.objects.select_for_update(of=("self",))
+            TaskExecution.platform.select_for_update(of=("self",))
             .select_related("task")
             .filter(still_running)
             .first()
@@ -98,7 +98,10 @@ def _lose(still_running: Q, *, reason: str, now: datetime) -> LossReport:
         if execution is None:
             return LossReport()
         requeues = ExecutionLoss.objects.filter(
-            execution_id=execution.id, attempt=execution.attempt, outcome=LossOutcome.REQUEUED
+            tenant_id=execution.tenant_id,
+            execution_id=execution.id,
+            attempt=execution.attempt,
+            outcome=LossOutcome.REQUEUED,
         ).count()
         requeue = requeues < settings.FLEET["LOST_REQUEUES"]
         outcome = LossOutcome.REQUEUED if requeue else LossOutcome.FAILED
@@ -124,7 +127,7 @@ def _requeue(execution: TaskExecution, *, now: datetime) -> None:
     commit. The handler's checkpoint stays with the run's chain, so the next claim
     resumes it (`workers.checkpoints`)."""
     claim_token = execution.claim_token
-    TaskExecution.objects.filter(id=execution.id).update(
+    TaskExecution.platform.filter(id=execution.id).update(
         status=ExecutionStatus.QUEUED,
         queued_at=now,
         started_at=None,
@@ -162,7 +165,7 @@ def _fail(execution: TaskExecution, *, reason: str, now: datetime) -> FinishRepo
         "lease_expires_at": None,
         "updated_at": now,
     }
-    TaskExecution.objects.filter(id=execution.id).update(**ended)
+    TaskExecution.platform.filter(id=execution.id).update(**ended)
     for name, value in ended.items():  # the row as it ended, for the settling
         setattr(execution, name, value)
     return execution_next_attempt_or_dead_letter(

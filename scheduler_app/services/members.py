@@ -42,7 +42,7 @@ def member_set_role(*, member: TenantMembership, role: str) -> TenantMembership:
 def member_remove(*, member: TenantMembership) -> None:
     if member.role == Role.ADMIN and not _admins_left(member.tenant, without=member):
         raise Conflict("a tenant keeps at least one admin")
-    if TenantMembership.objects.filter(id=member.id).delete()[0]:
+    if TenantMembership.objects.filter(tenant_id=member.tenant_id, id=member.id).delete()[0]:
         _audit(member, "member.delete", before={"user": member.user.username, "role": member.role})
 
 

@@ -225,7 +225,7 @@ def quota_defer(
 def execution_defer(*, execution_id: uuid.UUID, claim_token: uuid.UUID, until: datetime) -> bool:
     """running (just claimed, handler not started) -> pending at `until`."""
     return (
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
         ).update(
             status=ExecutionStatus.PENDING,

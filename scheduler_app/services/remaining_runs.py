@@ -76,7 +76,7 @@ def limited_remaining_lock(task_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, int
 def _already_recorded(fires: Sequence[_Fire]) -> set[tuple[uuid.UUID, datetime]]:
     if not fires:
         return set()
-    recorded = TaskExecution.objects.filter(
+    recorded = TaskExecution.platform.filter(
         task_id__in={fire.task_id for fire in fires},
         scheduled_at__in={fire.scheduled_at for fire in fires},
         attempt=1,

@@ -31,10 +31,10 @@ def execution_retry(*, execution: TaskExecution) -> TaskExecution:
         )
     now = timezone.now()
     with transaction.atomic():
-        locked = TaskExecution.objects.select_for_update().get(id=execution.id)
-        if TaskExecution.objects.filter(retry_of_id=locked.id, trigger="retry").exists():
+        locked = TaskExecution.platform.select_for_update().get(id=execution.id)
+        if TaskExecution.platform.filter(retry_of_id=locked.id, trigger="retry").exists():
             raise Conflict("this execution was already retried")
-        TaskExecution.objects.filter(id=locked.id, dead_lettered=True).update(
+        TaskExecution.platform.filter(id=locked.id, dead_lettered=True).update(
             dead_lettered=False, updated_at=now
         )
         return fresh_run_create(previous=locked, now=now)

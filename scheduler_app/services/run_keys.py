@@ -87,7 +87,7 @@ def execution_key_settle(
         # worker, a batch's success not yet recorded), and two successes of one key would
         # break the key's promise. The reapers end it if its worker is gone.
         others = (
-            TaskExecution.objects.filter(
+            TaskExecution.platform.filter(
                 task_id=task.id,
                 idempotency_key=key,
                 status__in=(ExecutionStatus.SUCCESS, ExecutionStatus.RUNNING),
@@ -96,7 +96,7 @@ def execution_key_settle(
             .values_list("id", "status", "completed_at")
         )
         earlier, running = _earliest_success_and_a_running_run(list(others))
-        mine = TaskExecution.objects.filter(
+        mine = TaskExecution.platform.filter(
             id=execution.id,
             scheduled_at=execution.scheduled_at,
             claim_token=claim_token,

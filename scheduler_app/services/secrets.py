@@ -84,7 +84,7 @@ def secret_update(*, secret: Secret, value: str | None, description: str | None)
 
 
 def secret_delete(*, secret: Secret) -> None:
-    if Secret.objects.filter(id=secret.id).delete()[0]:
+    if Secret.objects.filter(tenant_id=secret.tenant_id, id=secret.id).delete()[0]:
         _audit(secret, "secret.delete", before={"name": secret.name})
 
 
@@ -98,9 +98,11 @@ def secrets_rotate() -> int:
     """Re-encrypt every secret with the first key. Returns how many were rewritten."""
     rotated = 0
     fernet = cipher()
-    for secret in Secret.objects.all().iterator(chunk_size=500):
+    for secret in Secret.platform.all().iterator(chunk_size=500):
         new = fernet.rotate(secret.ciphertext.encode()).decode()
-        Secret.objects.filter(id=secret.id, ciphertext=secret.ciphertext).update(ciphertext=new)
+        Secret.objects.filter(
+            tenant_id=secret.tenant_id, id=secret.id, ciphertext=secret.ciphertext
+        ).update(ciphertext=new)
         rotated += 1
     return rotated
 
@@ -204,7 +206,9 @@ def run_parameters_split(
     if trigger == Trigger.RETRY and execution.root_execution_id:
         # A retry carries its first attempt's parameters: their origin is that attempt's.
         trigger = (
-            TaskExecution.objects.filter(id=execution.root_execution_id)
+            TaskExecution.objects.filter(
+                tenant_id=execution.tenant_id, id=execution.root_execution_id
+            )
             .values_list("trigger", flat=True)
             .first()
         )

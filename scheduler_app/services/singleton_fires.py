@@ -46,7 +46,7 @@ def singleton_fire_keys(task_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
         singleton_ids = [row[0] for row in cursor.fetchall()]
     if not singleton_ids:
         return {}
-    tasks = TaskDefinition.objects.filter(id__in=singleton_ids).select_related("tenant")
+    tasks = TaskDefinition.platform.filter(id__in=singleton_ids).select_related("tenant")
     keys: dict[uuid.UUID, str] = {}
     for task in tasks:
         context = KeyContext(
@@ -78,7 +78,7 @@ def singleton_fire_statuses(
     an earlier fire of the batch that records one) turned `skipped` naming the run."""
     # The key's active run, or None once an earlier fire of this batch records one.
     active: dict[tuple[uuid.UUID, str], uuid.UUID | None] = {}
-    rows = TaskExecution.objects.filter(
+    rows = TaskExecution.platform.filter(
         task_id__in=list(keys),
         singleton_key__in=set(keys.values()),
         status__in=ACTIVE_STATUSES,
@@ -105,7 +105,7 @@ def singleton_fire_statuses(
             f"singleton: {named} of key {key!r} is still active",
         )
     if joined:
-        TaskExecution.objects.filter(id__in=joined).update(
+        TaskExecution.platform.filter(id__in=joined).update(
             trigger_count=F("trigger_count") + 1, updated_at=now
         )
     return out
@@ -122,7 +122,7 @@ def singleton_keys_record(
         if key is not None and status in recorded:
             by_key.setdefault(key, []).append((run_id, scheduled_at))
     for key, runs in by_key.items():
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id__in=[run_id for run_id, _ in runs],
             scheduled_at__in=[scheduled_at for _, scheduled_at in runs],
         ).update(singleton_key=key)

@@ -167,9 +167,9 @@ def task_delete(*, task: TaskDefinition, note: str = "") -> None:
     """Soft delete: the definition and its history stay; it never fires again. `note`: why
     (kept in the audit log)."""
     now = timezone.now()
-    deleted = TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
-        deleted_at=now, changed_at=now, next_fire_at=None, updated_at=now
-    )
+    deleted = TaskDefinition.objects.filter(
+        tenant_id=task.tenant_id, id=task.id, deleted_at__isnull=True
+    ).update(deleted_at=now, changed_at=now, next_fire_at=None, updated_at=now)
     if not deleted:
         return audit_unchanged()
     _audit(task, "task.delete", before={"deleted": False}, after={"deleted": True}, reason=note)
@@ -180,7 +180,7 @@ def task_pause(*, task: TaskDefinition, note: str = "", paused_by: str = "") -> 
     "runbook", "remaining_runs"). Pausing a paused task keeps the first pause's record."""
     now = timezone.now()
     paused = TaskDefinition.objects.filter(
-        id=task.id, deleted_at__isnull=True, paused=False
+        tenant_id=task.tenant_id, id=task.id, deleted_at__isnull=True, paused=False
     ).update(
         paused=True,
         next_fire_at=None,
@@ -206,7 +206,9 @@ def task_resume(*, task: TaskDefinition) -> TaskDefinition:
     was_paused = task.paused
     task.paused = False
     next_fire_at = first_fire_after(task, now)
-    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+    TaskDefinition.objects.filter(
+        tenant_id=task.tenant_id, id=task.id, deleted_at__isnull=True
+    ).update(
         paused=False,
         next_fire_at=next_fire_at,
         paused_at=None,
@@ -227,7 +229,9 @@ def task_set_enabled(*, task: TaskDefinition, enabled: bool) -> TaskDefinition:
     now = timezone.now()
     was_enabled = task.enabled
     task.enabled = enabled
-    TaskDefinition.objects.filter(id=task.id, deleted_at__isnull=True).update(
+    TaskDefinition.objects.filter(
+        tenant_id=task.tenant_id, id=task.id, deleted_at__isnull=True
+    ).update(
         enabled=enabled,
         next_fire_at=first_fire_after(task, now),
         changed_at=now,

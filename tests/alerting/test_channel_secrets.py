@@ -150,4 +150,4 @@ def test_migration_encrypts_existing_plaintext_secrets(tenant):
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert PLAINTEXT not in stored_row(old.id)
     assert channel_signing_secret(channel_id=old.id) == PLAINTEXT
-    assert NotificationChannel.objects.get(id=unsigned.id).signing_secret_ciphertext == ""
+    assert NotificationChannel.platform.get(id=unsigned.id).signing_secret_ciphertext == ""

@@ -98,7 +98,7 @@ def test_acknowledge_then_resolve_with_a_note_moves_it_between_the_state_lists(a
     )
     assert api.post(f"/api/v1/incidents/{incident.id}/acknowledge").status_code == 409
 
-    entries = AuditEntry.objects.filter(tenant=tenant, object_id=str(incident.id)).order_by("id")
+    entries = AuditEntry.platform.filter(tenant=tenant, object_id=str(incident.id)).order_by("id")
     assert [e.action for e in entries] == ["incident.acknowledge", "incident.resolve"]
     assert entries[1].detail["summary"] == (
         "user:acme-admin resolved Task failing (task nightly-report is failing (exit_code)):"
@@ -124,12 +124,12 @@ def test_bad_input_is_a_400_and_changes_nothing(api, tenant):
     assert api.get("/api/v1/incidents/not-a-uuid").status_code == 404
     incident.refresh_from_db()
     assert incident.state == "open" and incident.resolved_at is None
-    assert not AuditEntry.objects.filter(object_id=str(incident.id)).exists()
+    assert not AuditEntry.platform.filter(object_id=str(incident.id)).exists()
 
 
 def test_a_viewer_reads_but_cannot_acknowledge_or_resolve(tenant_and_user):
     tenant, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     viewer = _client_of(user)
     _, incident = _failing(tenant)
     assert viewer.get(f"/api/v1/incidents/{incident.id}").status_code == 200
@@ -139,12 +139,12 @@ def test_a_viewer_reads_but_cannot_acknowledge_or_resolve(tenant_and_user):
         assert "nightly-report" not in response.content.decode()
     incident.refresh_from_db()
     assert incident.acknowledged_at is None and incident.resolved_at is None
-    assert not AuditEntry.objects.filter(object_id=str(incident.id)).exists()
+    assert not AuditEntry.platform.filter(object_id=str(incident.id)).exists()
 
 
 def test_an_operator_may_acknowledge(tenant_and_user):
     tenant, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.OPERATOR)
+    TenantMembership.platform.filter(user=user).update(role=Role.OPERATOR)
     _, incident = _failing(tenant)
     assert _client_of(user).post(f"/api/v1/incidents/{incident.id}/acknowledge").status_code == 200
 
@@ -174,10 +174,10 @@ def test_an_acknowledged_incident_is_not_announced_again(tenant, settings):
     _, quiet = _failing(tenant, "quiet")
     _, loud = _failing(tenant, "loud")
     long_ago = timezone.now() - timedelta(seconds=601)
-    AlertIncident.objects.filter(id__in=[quiet.id, loud.id]).update(
+    AlertIncident.platform.filter(id__in=[quiet.id, loud.id]).update(
         opened_at=long_ago, notified_at=long_ago
     )
-    AlertIncident.objects.filter(id=quiet.id).update(acknowledged_at=timezone.now())
+    AlertIncident.platform.filter(id=quiet.id).update(acknowledged_at=timezone.now())
     reminded = incidents_renotify_due(rule="task_failing", keys={quiet.key, loud.key})
     assert [i.id for i in reminded] == [loud.id]
     assert incident_message(reminded[0], resolved=False)["event"] == "alert_reminder"
@@ -204,10 +204,10 @@ def test_a_resolved_incident_that_fires_again_opens_a_new_one(api, tenant, setti
     settings.ALERTS = {**settings.ALERTS, "MIN_RUNS_FOR_RATE": 5}
     _failed_runs(tenant, 8)
     alerts_evaluate()
-    first = AlertIncident.objects.get(tenant=tenant, rule="error_rate_high")
+    first = AlertIncident.platform.get(tenant=tenant, rule="error_rate_high")
     assert api.post(f"/api/v1/incidents/{first.id}/resolve").status_code == 200
     changes = alerts_evaluate()
-    second = AlertIncident.objects.get(
+    second = AlertIncident.platform.get(
         tenant=tenant, rule="error_rate_high", resolved_at__isnull=True
     )
     assert second.id != first.id and (second, False) in changes

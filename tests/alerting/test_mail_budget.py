@@ -53,7 +53,7 @@ def _task(api, notifications: dict):
 
 
 def _dropped(tenant) -> list[dict]:
-    entries = AuditEntry.objects.filter(tenant=tenant, action="notification.dropped")
+    entries = AuditEntry.platform.filter(tenant=tenant, action="notification.dropped")
     return [entry.detail for entry in entries.order_by("id")]
 
 
@@ -70,7 +70,7 @@ def test_recipients_past_the_cap_are_a_400_naming_the_field(api, tenant, mail_li
     answer = _task(api, {"on_failure": targets[:6], "on_dlq": targets[6:]})
     assert answer.status_code == 400
     assert answer.json()["field"] == "notifications.on_dlq[4]"
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
     # The same address twice is one recipient.
     assert _task(api, {"on_failure": targets[:10], "on_dlq": targets[:10]}).status_code == 201
 
@@ -88,7 +88,7 @@ def test_the_operators_domains_bound_what_is_saved_and_what_is_sent(
     assert answer.status_code == 400 and answer.json()["field"] == "notifications.on_failure[0]"
     answer = _task(api, {"on_success": ["ops", "email://c@eu.company.com"]})
     assert answer.status_code == 201, answer.content
-    task = TaskDefinition.objects.get(id=answer.json()["id"])
+    task = TaskDefinition.platform.get(id=answer.json()["id"])
     run_once(task, "success", django_capture_on_commit_callbacks)
     drain(notify_settings)
     assert sorted(address for message in mail.outbox for address in message.to) == [
@@ -105,7 +105,7 @@ def test_a_flood_of_notices_stops_at_the_hourly_rate_and_says_so(
     mail_limits(per_hour=5)
     channel = {"name": "pair", "kind": "email", "addresses": _addresses(2)}
     assert api.post("/api/v1/channels", channel, format="json").status_code == 201
-    task = TaskDefinition.objects.get(id=_task(api, {"on_success": ["pair"]}).json()["id"])
+    task = TaskDefinition.platform.get(id=_task(api, {"on_success": ["pair"]}).json()["id"])
     for _ in range(4):  # 4 notices of 2 messages each: 8 against a rate of 5
         run_once(task, "success", django_capture_on_commit_callbacks)
     drain(notify_settings)

@@ -49,7 +49,7 @@ def test_the_documents_targets_are_told_of_failure_dead_letter_and_recovery(
     _channel(api, name="critical", kind="pagerduty", routing_key=ROUTING_KEY)
     created = api.post("/api/v1/tasks", task_request(), format="json")
     assert created.status_code == 201, created.content
-    task = TaskDefinition.objects.get(id=created.json()["id"])
+    task = TaskDefinition.platform.get(id=created.json()["id"])
     capture = django_capture_on_commit_callbacks
 
     # A permanent failure: announced on on_failure, and dead-lettered: paged on on_dlq.
@@ -118,7 +118,7 @@ def _task(api, notifications: dict) -> TaskDefinition:
     }
     response = api.post("/api/v1/tasks", body, format="json")
     assert response.status_code == 201, response.content
-    return TaskDefinition.objects.get(id=response.json()["id"])
+    return TaskDefinition.platform.get(id=response.json()["id"])
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_an_unknown_or_unconfigured_target_is_a_400_naming_it(api, target, says)
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "notifications.on_failure[1]"
     assert target in response.json()["message"] and says in response.json()["message"]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 def test_the_test_endpoint_reports_what_the_receiver_answered(api, tenant, services):
@@ -167,7 +167,7 @@ def test_channel_secrets_are_write_only(api, tenant, services):
     shown = api.get(f"/api/v1/channels/{created['id']}").content.decode()
     listed = api.get("/api/v1/channels").content.decode()
     assert BOT_TOKEN not in shown and BOT_TOKEN not in listed
-    stored = NotificationChannel.objects.get(id=created["id"])
+    stored = NotificationChannel.platform.get(id=created["id"])
     assert BOT_TOKEN not in stored.credential_ciphertext and stored.target == ""
     assert created["has_credential"] is True and created["uri"] == "slack://<slack-channel>"
 
@@ -179,7 +179,7 @@ def test_a_kind_refuses_another_kinds_fields(api):
         format="json",
     )
     assert response.status_code == 400 and response.json()["field"] == "url"
-    assert not NotificationChannel.objects.exists()
+    assert not NotificationChannel.platform.exists()
 
 
 def test_deliveries_go_through_the_ssrf_guard(

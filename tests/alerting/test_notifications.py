@@ -124,7 +124,7 @@ def test_failure_is_announced_once_and_its_recovery_once(
     ]
     assert [b["text"] for b in receiver.bodies("/slack")][1].startswith("*Task flaky recovered*")
     assert len(mail.outbox) == 2 and "recovered" in mail.outbox[1].subject
-    assert AlertIncident.objects.get(rule="task_failing").resolved_at is not None
+    assert AlertIncident.platform.get(rule="task_failing").resolved_at is not None
 
 
 def test_dead_letter_notice(
@@ -184,7 +184,7 @@ def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
     ]
     assert len(receiver.bodies("/slack")) == 2 and mail.outbox == []
 
-    TaskExecution.objects.filter(task=task, status=ExecutionStatus.FAILED).update(
+    TaskExecution.platform.filter(task=task, status=ExecutionStatus.FAILED).update(
         status=ExecutionStatus.SUCCESS
     )
     changes = _tenants_own(alerts_evaluate(), tenant)
@@ -201,8 +201,8 @@ def test_error_rate_rule_opens_once_notifies_the_tenant_and_resolves(
 def test_success_rate_rule_fires_on_cancelled_runs_without_errors(tenant):
     task = make_task(tenant, name="often-cancelled")
     _terminal_runs(task, failed=0, succeeded=20)
-    TaskExecution.objects.filter(
-        id__in=TaskExecution.objects.filter(task=task).values("id")[:2]
+    TaskExecution.platform.filter(
+        id__in=TaskExecution.platform.filter(task=task).values("id")[:2]
     ).update(status=ExecutionStatus.CANCELLED)  # 90 % success, 0 % errors
     rules = {(i.rule, i.key) for i, _ in alerts_evaluate()}
     assert rules >= {("success_rate_low", str(tenant.id))}
@@ -211,7 +211,9 @@ def test_success_rate_rule_fires_on_cancelled_runs_without_errors(tenant):
 
 def test_missed_schedule_and_dead_worker_rules(tenant):
     task = make_task(tenant, name="stuck", schedule={"type": "cron", "expression": "* * * * *"})
-    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    type(task).platform.filter(id=task.id).update(
+        next_fire_at=timezone.now() - timedelta(minutes=5)
+    )
     now = timezone.now()
     # A run lost with its worker (re-queued: the worker's loss, not the run's failure).
     ExecutionLoss.objects.create(
@@ -248,14 +250,16 @@ def test_the_scheduler_hook_evaluates_off_the_tick_and_throttles(tenant, setting
 
     settings.ALERTS = {**settings.ALERTS, "EVALUATE_SECONDS": 3600}
     task = make_task(tenant, name="late", schedule={"type": "cron", "expression": "* * * * *"})
-    type(task).objects.filter(id=task.id).update(next_fire_at=timezone.now() - timedelta(minutes=5))
+    type(task).platform.filter(id=task.id).update(
+        next_fire_at=timezone.now() - timedelta(minutes=5)
+    )
     hook._last_start = None
     assert hook.alerts_evaluate_if_due() is None  # the first call only starts the clock
     hook._last_start -= 3601
     thread = hook.alerts_evaluate_if_due()
     assert thread is not None
     thread.join(timeout=30)
-    assert AlertIncident.objects.filter(rule="missed_schedule", key=str(task.id)).exists()
+    assert AlertIncident.platform.filter(rule="missed_schedule", key=str(task.id)).exists()
     assert hook.alerts_evaluate_if_due() is None  # not due again for an hour
 
 
@@ -275,4 +279,4 @@ def test_bad_notifications_are_refused_naming_the_field(api, notifications, fiel
     )
     assert response.status_code == 400
     assert response.json()["field"] == field
-    assert not TaskDefinition.objects.filter(name="n").exists()
+    assert not TaskDefinition.platform.filter(name="n").exists()

@@ -51,9 +51,9 @@ def test_a_member_or_a_target_of_the_tenant_is_accepted(api, tenant_and_user, re
 @pytest.mark.parametrize("owner", ["user:nobody", "user:", "no-such-channel", "webhook://gone"])
 def test_an_owner_naming_no_one_is_a_400_naming_owner(api, owner):
     _refused(api.post("/api/v1/tasks", {**TASK, "owner": owner}, format="json"), owner)
-    assert not TaskDefinition.objects.filter(name="owned").exists()
+    assert not TaskDefinition.platform.filter(name="owned").exists()
     _refused(api.post("/api/v1/dags", {**DAG, "owner": owner}, format="json"), owner)
-    assert not Dag.objects.filter(name="owned-dag").exists()
+    assert not Dag.platform.filter(name="owned-dag").exists()
 
 
 def test_a_changed_owner_is_checked_too_and_a_refusal_changes_nothing(api):
@@ -64,7 +64,7 @@ def test_a_changed_owner_is_checked_too_and_a_refusal_changes_nothing(api):
         api.patch(f"/api/v1/tasks/{task_id}", {"owner": "user:nobody"}, format="json"),
         "user:nobody",
     )
-    assert TaskDefinition.objects.get(id=task_id).owner == ""
+    assert TaskDefinition.platform.get(id=task_id).owner == ""
 
 
 def test_another_tenants_user_and_channel_read_as_no_one(tenant_factory, receiver):
@@ -95,5 +95,5 @@ def test_another_tenants_user_and_channel_read_as_no_one(tenant_factory, receive
         attacker.post("/api/v1/dags", {**DAG, "owner": "victim-hook"}, format="json"), "victim-hook"
     )
     assert "no channel of that name" in stolen_channel
-    assert not TaskDefinition.objects.filter(name="owned").exists()
+    assert not TaskDefinition.platform.filter(name="owned").exists()
     assert mail.outbox == [] and receiver.requests == []

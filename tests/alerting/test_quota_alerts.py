@@ -56,10 +56,10 @@ def test_concurrency_at_its_limit_is_told_once_and_resolves(
     drain(notify_settings)
     (told,) = [b for b in receiver.bodies("/admins") if b["rule"] == "quota_breached"]
     assert "max_concurrent_runs" in told["text"] and "2 of 2" in told["text"]
-    incident = AlertIncident.objects.get(rule="quota_breached")
+    incident = AlertIncident.platform.get(rule="quota_breached")
     assert incident.tenant_id == tenant.id
 
-    TaskExecution.objects.filter(id=runs[0].id).update(status="success")
+    TaskExecution.platform.filter(id=runs[0].id).update(status="success")
     changes = alerts_evaluate()
     assert _quota(changes) == [("max_concurrent_runs", True)]
     enqueue_incident_changes(changes)
@@ -70,9 +70,9 @@ def test_concurrency_at_its_limit_is_told_once_and_resolves(
     ]
 
     # Breached again within the hour: quiet. An hour after the last one: told again.
-    TaskExecution.objects.filter(id=runs[0].id).update(status="running")
+    TaskExecution.platform.filter(id=runs[0].id).update(status="running")
     assert _quota(alerts_evaluate()) == []
-    AlertIncident.objects.filter(rule="quota_breached").update(
+    AlertIncident.platform.filter(rule="quota_breached").update(
         opened_at=timezone.now() - timedelta(hours=1, minutes=1)
     )
     assert _quota(alerts_evaluate()) == [("max_concurrent_runs", False)]

@@ -115,7 +115,7 @@ def runbook_notices(receiver, path: str) -> list[dict]:
 
 
 def runbook_retries(task: TaskDefinition) -> list[TaskExecution]:
-    return list(TaskExecution.objects.filter(task=task, trigger=Trigger.RUNBOOK))
+    return list(TaskExecution.platform.filter(task=task, trigger=Trigger.RUNBOOK))
 
 
 def test_healthy_service_gets_exactly_one_retry_with_the_runbook_trigger(
@@ -130,7 +130,7 @@ def test_healthy_service_gets_exactly_one_retry_with_the_runbook_trigger(
     task.refresh_from_db()
     assert (task.paused, task.paused_by) == (False, "")
     assert runbook_notices(receiver, "/team") == []  # nobody is told of a retry
-    entry = AuditEntry.objects.get(tenant=tenant, action="runbook.retry")
+    entry = AuditEntry.platform.get(tenant=tenant, action="runbook.retry")
     assert entry.actor == "runbook" and entry.detail["retry_id"] == str(retry.id)
     assert entry.detail["health"] == "healthy"
 
@@ -191,7 +191,7 @@ def test_unhealthy_service_pauses_with_the_status_and_tells_owner_and_on_failure
     assert owner["url"].endswith(f"/dashboard/tasks/{task.id}")
     assert owner["runbook_url"].endswith("operations/runbooks.html#task-failing-repeatedly")
     assert "answered 503 (expected 200)" in owner["text"]
-    entry = AuditEntry.objects.get(tenant=tenant, action="runbook.pause")
+    entry = AuditEntry.platform.get(tenant=tenant, action="runbook.pause")
     assert entry.actor == "runbook" and entry.detail["note"] == task.pause_note
 
 
@@ -240,7 +240,7 @@ def test_the_recovery_notice_is_sent_once_with_the_failures_it_ended(
     [notice] = receiver.bodies("/team")
     assert notice["event"] == "recovery" and notice["failures"] == 3
     assert notice["text"] == "succeeded after 3 consecutive failed runs"
-    assert TaskDefinition.objects.get(id=task.id).consecutive_failures == 0
+    assert TaskDefinition.platform.get(id=task.id).consecutive_failures == 0
 
 
 def test_the_runbook_of_a_task_paused_meanwhile_does_nothing(
@@ -297,7 +297,7 @@ def test_another_tenant_cannot_health_check_a_host_only_the_victim_may_reach(
         format="json",
     )
     assert saved.status_code == 201, saved.content
-    task = TaskDefinition.objects.get(id=saved.json()["id"])
+    task = TaskDefinition.platform.get(id=saved.json()["id"])
     fail_times(task, 1, django_capture_on_commit_callbacks)
     drain(notify_settings)
     task.refresh_from_db()

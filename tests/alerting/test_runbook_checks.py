@@ -150,7 +150,7 @@ def test_platform_alerts_never_reach_a_tenants_channels(
     enqueue_incident_changes(changes)
     drain(notify_settings)
     assert receiver.bodies("/mallory") == []
-    AlertIncident.objects.filter(rule="worker_pool_saturated").delete()
+    AlertIncident.platform.filter(rule="worker_pool_saturated").delete()
 
 
 # -- KEDA, through a local server playing the Kubernetes API ----------------------------------

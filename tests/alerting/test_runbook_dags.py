@@ -73,9 +73,9 @@ def test_n_failed_dag_runs_pause_the_dag_and_tell_its_owner(
 ):
     dag = failing_dag(tenant)
     fail_runs(dag, 1, django_capture_on_commit_callbacks)
-    assert Dag.objects.get(id=dag.id).consecutive_failures == 1
+    assert Dag.platform.get(id=dag.id).consecutive_failures == 1
     drain(notify_settings)
-    assert not Dag.objects.get(id=dag.id).paused  # one failure: below the threshold
+    assert not Dag.platform.get(id=dag.id).paused  # one failure: below the threshold
 
     fail_runs(dag, 1, django_capture_on_commit_callbacks)
     drain(notify_settings)
@@ -85,7 +85,9 @@ def test_n_failed_dag_runs_pause_the_dag_and_tell_its_owner(
     assert "no health check is configured" in dag.pause_note
     [notice] = runbook_notices(receiver)
     assert notice["dag_id"] == str(dag.id) and notice["url"].endswith(f"/dashboard/dags/{dag.id}")
-    assert AuditEntry.objects.filter(tenant=tenant, actor="runbook", object_id=str(dag.id)).exists()
+    assert AuditEntry.platform.filter(
+        tenant=tenant, actor="runbook", object_id=str(dag.id)
+    ).exists()
 
 
 def test_a_successful_dag_run_resets_the_count(
@@ -95,10 +97,10 @@ def test_a_successful_dag_run_resets_the_count(
     fail_runs(dag, 1, django_capture_on_commit_callbacks)
     run = end_dag_run(dag_trigger(dag=dag), "success", django_capture_on_commit_callbacks)
     assert run.status == "success"
-    assert Dag.objects.get(id=dag.id).consecutive_failures == 0
+    assert Dag.platform.get(id=dag.id).consecutive_failures == 0
     fail_runs(dag, 1, django_capture_on_commit_callbacks)
     drain(notify_settings)
-    assert not Dag.objects.get(id=dag.id).paused
+    assert not Dag.platform.get(id=dag.id).paused
 
 
 def test_a_healthy_dag_is_rerun_once_then_paused_when_that_run_fails(
@@ -109,8 +111,8 @@ def test_a_healthy_dag_is_rerun_once_then_paused_when_that_run_fails(
         dag = failing_dag(tenant, health_check={"url": health.url})
         fail_runs(dag, 2, django_capture_on_commit_callbacks)
         drain(notify_settings)
-        [retry] = DagRun.objects.filter(dag=dag, trigger="runbook")
-        assert not Dag.objects.get(id=dag.id).paused and runbook_notices(receiver) == []
+        [retry] = DagRun.platform.filter(dag=dag, trigger="runbook")
+        assert not Dag.platform.get(id=dag.id).paused and runbook_notices(receiver) == []
 
         assert end_dag_run(retry, "failed", django_capture_on_commit_callbacks).status == "failed"
         drain(notify_settings)
@@ -119,7 +121,7 @@ def test_a_healthy_dag_is_rerun_once_then_paused_when_that_run_fails(
         assert dag.pause_note == (
             "paused by the runbook after 3 consecutive failures; the runbook's retry failed"
         )
-        assert DagRun.objects.filter(dag=dag, trigger="runbook").count() == 1
+        assert DagRun.platform.filter(dag=dag, trigger="runbook").count() == 1
         assert health.paths == ["/health"]
         assert len(runbook_notices(receiver)) == 1
     finally:

@@ -32,7 +32,7 @@ def _running(task, *, scheduled_seconds_ago: float, **extra) -> TaskExecution:
         **extra,
     )
     if execution.root_execution_id is None:
-        TaskExecution.objects.filter(id=execution.id).update(root_execution_id=execution.id)
+        TaskExecution.platform.filter(id=execution.id).update(root_execution_id=execution.id)
         execution.root_execution_id = execution.id
     return execution
 
@@ -69,7 +69,7 @@ def test_a_late_run_is_announced_once_and_resolved_when_it_ends(
     assert 'id="sla-misses"' in page and "still running" in page
 
     # A retry of the same run stays the same run: still one incident.
-    TaskExecution.objects.filter(id=late.id).update(status="failed")
+    TaskExecution.platform.filter(id=late.id).update(status="failed")
     _running(
         task,
         scheduled_seconds_ago=1,
@@ -78,7 +78,7 @@ def test_a_late_run_is_announced_once_and_resolved_when_it_ends(
         root_execution_id=late.id,
     )
     assert _sla(alerts_evaluate()) == []
-    TaskExecution.objects.filter(root_execution_id=late.id).update(status="success")
+    TaskExecution.platform.filter(root_execution_id=late.id).update(status="success")
     assert _sla(alerts_evaluate()) == [(f"execution:{late.id}", True)]
     assert _sla(alerts_evaluate()) == []  # ended: never again
 
@@ -94,7 +94,7 @@ def test_a_late_dag_run_is_an_sla_miss(tenant):
     )
     run = dag_trigger(dag=dag)
     assert _sla(alerts_evaluate()) == []
-    DagRun.objects.filter(id=run.id).update(scheduled_at=timezone.now() - timedelta(minutes=1))
+    DagRun.platform.filter(id=run.id).update(scheduled_at=timezone.now() - timedelta(minutes=1))
     assert _sla(alerts_evaluate()) == [(f"dag_run:{run.id}", False)]
 
 

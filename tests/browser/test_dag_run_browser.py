@@ -87,7 +87,7 @@ def test_dag_run_graph_colours_gantt_and_live_updates(
     DagNodeState.objects.filter(run=run, node_id="f").update(
         status="success", completed_at=timezone.now()
     )
-    DagRun.objects.filter(id=run.id).update(
+    DagRun.platform.filter(id=run.id).update(
         status="failed", completed_at=timezone.now(), remaining_nodes=0
     )
     page.wait_for_selector('#live[data-polling="stopped"]', timeout=15000)
@@ -113,15 +113,15 @@ def test_dag_pause_resume_and_trigger_buttons(page, live_server, failed_run):
     page.click("#btn-dag-pause")
     page.wait_for_selector("#btn-dag-resume")
     assert "paused" in page.inner_text("#dag-state")
-    assert Dag.objects.get(id=dag.id).paused is True
+    assert Dag.platform.get(id=dag.id).paused is True
     page.click("#btn-dag-resume")
     page.wait_for_selector("#btn-dag-pause")
-    assert Dag.objects.get(id=dag.id).paused is False
+    assert Dag.platform.get(id=dag.id).paused is False
 
     page.click("#btn-dag-trigger")
     page.wait_for_selector("#dag-graph")
     assert "Triggered etl-pipeline" in page.inner_text(".messages")
-    triggered = DagRun.objects.filter(dag=dag).exclude(id=existing.id).get()
+    triggered = DagRun.platform.filter(dag=dag).exclude(id=existing.id).get()
     assert str(triggered.id) in page.url
     # The roots were dispatched (queued: white with a dashed outline), the rest wait.
     states = page.evaluate(

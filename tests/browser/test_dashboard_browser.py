@@ -38,7 +38,7 @@ def history(transactional_db):
         name="minutely-sync",
         schedule={"type": "cron", "expression": "* * * * *", "timezone": "Europe/Paris"},
     )
-    TaskDefinition.objects.filter(id=task.id).update(
+    TaskDefinition.platform.filter(id=task.id).update(
         created_at=task.created_at.replace(hour=max(0, task.created_at.hour - 1))
     )
     for i in range(8):
@@ -86,17 +86,17 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     page.click("#btn-pause")
     page.wait_for_selector("#btn-resume")
     assert "paused" in page.inner_text("#task-state")
-    assert TaskDefinition.objects.get(id=task.id).paused is True
+    assert TaskDefinition.platform.get(id=task.id).paused is True
     page.click("#btn-resume")
     page.wait_for_selector("#btn-pause")
-    assert TaskDefinition.objects.get(id=task.id).paused is False
+    assert TaskDefinition.platform.get(id=task.id).paused is False
     page.click("#btn-trigger")
     page.wait_for_selector(".messages")
     assert "Triggered minutely-sync" in page.inner_text(".messages")
-    assert TaskExecution.objects.filter(task=task, trigger="manual").count() == 1
+    assert TaskExecution.platform.filter(task=task, trigger="manual").count() == 1
 
     # Execution detail: timeline, both attempts of the fire, error, log.
-    dead = TaskExecution.objects.get(task=task, dead_lettered=True)
+    dead = TaskExecution.platform.get(task=task, dead_lettered=True)
     page.goto(f"{live_server.url}/dashboard/executions/{dead.id}")
     assert page.locator("#attempts tr").count() == 3  # header + two attempts
     assert "Dead-lettered" in page.inner_text("#timeline")
@@ -136,7 +136,7 @@ def test_dashboard_views_buttons_and_live_updates(page, live_server, history, fa
     page.click("#dead-letters button.dlq-retry")
     page.wait_for_selector(".messages")
     assert "empty" in page.inner_text("#dead-letters")
-    assert TaskExecution.objects.filter(retry_of_id=dead.id, attempt=1).count() == 1
+    assert TaskExecution.platform.filter(retry_of_id=dead.id, attempt=1).count() == 1
 
 
 def test_task_edit_form_refuses_bad_input_then_saves(page, live_server, history):
@@ -157,7 +157,7 @@ def test_task_edit_form_refuses_bad_input_then_saves(page, live_server, history)
     assert "schedule" not in page.url.split("/")[-1]  # still on the form
     assert page.locator("#field-schedule_expression .field-error").count() == 1
     screenshot(page, "dashboard-task-edit-error")
-    assert TaskDefinition.objects.get(id=task.id).schedule_expression == "* * * * *"
+    assert TaskDefinition.platform.get(id=task.id).schedule_expression == "* * * * *"
 
     page.fill("#id_schedule_expression", "30 6 * * 1-5")
     page.fill("#id_description", "weekday mornings")
@@ -169,9 +169,9 @@ def test_task_edit_form_refuses_bad_input_then_saves(page, live_server, history)
     fires = page.inner_text("#next-fires")
     assert page.locator("#next-fires li").count() == 5 and fires.count("06:30:00 CE") == 5
     screenshot(page, "dashboard-task-edit-saved")
-    saved = TaskDefinition.objects.get(id=task.id)
+    saved = TaskDefinition.platform.get(id=task.id)
     assert (saved.schedule_expression, saved.tags) == ("30 6 * * 1-5", ["sync", "weekday"])
-    assert AuditEntry.objects.filter(action="task.update", object_id=str(task.id)).count() == 1
+    assert AuditEntry.platform.filter(action="task.update", object_id=str(task.id)).count() == 1
 
 
 def test_other_tenants_pages_are_not_found_in_the_browser(page, live_server, history):

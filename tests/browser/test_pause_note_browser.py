@@ -54,7 +54,7 @@ def test_a_note_typed_into_the_pause_form_is_what_the_page_shows(page, live_serv
     page.click("#btn-resume")
     page.wait_for_selector("#btn-pause")
     assert page.locator("#pause-record").count() == 0
-    assert TaskDefinition.objects.get(id=task.id).pause_note == ""
+    assert TaskDefinition.platform.get(id=task.id).pause_note == ""
 
     dag = make_dag(tenant)
     page.goto(f"{live_server.url}/dashboard/dags/{dag.id}")
@@ -62,4 +62,4 @@ def test_a_note_typed_into_the_pause_form_is_what_the_page_shows(page, live_serv
     page.click("#btn-dag-pause")
     page.wait_for_selector("#pause-record")
     assert page.locator("#pause-record").inner_text().endswith("UTC: upstream is down")
-    assert Dag.objects.get(id=dag.id).paused_by == "user:acme-admin"
+    assert Dag.platform.get(id=dag.id).paused_by == "user:acme-admin"

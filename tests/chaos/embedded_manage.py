@@ -36,7 +36,7 @@ def main(argv: list[str]) -> None:
         ]
         print(json.dumps([str(task.id) for task in created]))
     elif command == "pause":
-        for task in TaskDefinition.objects.filter(id__in=args):
+        for task in TaskDefinition.platform.filter(id__in=args):
             task_pause(task=task)
     else:
         raise SystemExit(f"unknown command {command!r}")

@@ -145,7 +145,7 @@ class ChaosStack:
 
     # --- observations ------------------------------------------------------------------
     def executions(self):
-        return TaskExecution.objects.filter(task__in=self.tasks)
+        return TaskExecution.platform.filter(task__in=self.tasks)
 
     def succeeded_after(self, moment: datetime) -> int:
         return self.executions().filter(status="success", scheduled_at__gt=moment).count()
@@ -167,7 +167,7 @@ class ChaosStack:
     def claims_of(self, executions: list) -> dict[str, int]:
         """How many claims each run may have had: one, plus one per requeue after a lost
         worker (`ExecutionLoss`)."""
-        requeued = ExecutionLoss.objects.filter(
+        requeued = ExecutionLoss.platform.filter(
             execution_id__in=[e.id for e in executions], outcome="requeued"
         ).values_list("execution_id", flat=True)
         claims: dict[str, int] = {}

@@ -141,7 +141,7 @@ def test_a_worker_sigkilled_in_the_middle_of_a_batch(tenant, tmp_path, settings,
         # Counted once every run has ended: the victim's runs are re-queued when the reaper
         # finds it dead, which may come after the survivor's first dozen runs.
         runs = stack.executions().values_list("id", flat=True)
-        lost = ExecutionLoss.objects.filter(execution_id__in=list(runs)).count()
+        lost = ExecutionLoss.platform.filter(execution_id__in=list(runs)).count()
     assert lost >= 1, "the kill should have caught runs in flight"
     result.assert_clean()
 

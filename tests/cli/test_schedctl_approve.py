@@ -33,7 +33,7 @@ def test_schedctl_approve_releases_the_node_and_reject_fails_it(live_server, cli
     member(tenant, "alice", "operator")
     dag = dag_create(tenant=tenant, raw=release_dag(approvers={"role": "operator", "count": 1}))
     run = dag_trigger(dag=dag, triggered_by="user:acme-admin")
-    approval_id = str(ApprovalWait.objects.get(run=run).id)
+    approval_id = str(ApprovalWait.platform.get(run=run).id)
 
     _ok(run_schedctl("login", "--url", live_server.url, "-u", "alice", env=cli_env))
     listed = json.loads(_ok(run_schedctl("approvals", "-o", "json", env=cli_env)))
@@ -53,14 +53,14 @@ def test_schedctl_approve_releases_the_node_and_reject_fails_it(live_server, cli
     # A reject needs its reason; with one, the node fails with it as its error, and the
     # decision is in the audit log as the CLI's.
     second = dag_trigger(dag=dag, triggered_by="user:acme-admin")
-    second_id = str(ApprovalWait.objects.get(run=second).id)
+    second_id = str(ApprovalWait.platform.get(run=second).id)
     bare = run_schedctl("reject", second_id, env=cli_env)
     assert bare.returncode != 0 and "--comment" in bare.stderr
     rejected = _ok(run_schedctl("reject", second_id, "-m", "numbers are off", env=cli_env))
     assert f"rejected sign-off of release (approval {second_id})" in rejected
     node = DagNodeState.objects.get(run=second, node_id="sign-off")
     assert (node.status, node.error_message) == ("failed", "rejected by alice: numbers are off")
-    entry = AuditEntry.objects.get(action="approval.reject")
+    entry = AuditEntry.platform.get(action="approval.reject")
     assert (entry.actor, entry.object_id, entry.detail["comment"]) == (
         "user:alice",
         second_id,

@@ -36,7 +36,7 @@ def test_backfill_prints_a_table_by_default_and_json_or_yaml_when_asked(stack, c
     printed = _ok(run_schedctl("backfill", "hourly-report", *window, env=cli_env))
     header, row = printed.strip().splitlines()
     assert header.split()[:5] == ["ID", "TARGET", "START", "END", "STATUS"]
-    first = Backfill.objects.get()
+    first = Backfill.platform.get()
     assert row.split()[:2] == [str(first.id), "task"]
     assert "hourly-report" in row and "2026-01-01 00:00:00" in row and "2026-01-01 03:00:00" in row
     assert "{" not in printed  # not the JSON it used to print
@@ -54,7 +54,7 @@ def test_backfill_prints_a_table_by_default_and_json_or_yaml_when_asked(stack, c
         _ok(run_schedctl("backfill", "hourly-report", *third, "-o", "yaml", env=cli_env))
     )
     assert as_yaml["total"] == 1 and as_yaml["status"] in ("running", "completed")
-    assert Backfill.objects.count() == 3
+    assert Backfill.platform.count() == 3
 
 
 def test_backfill_reprocess_failed_dry_runs_then_runs_the_failed_fire_again(
@@ -68,7 +68,7 @@ def test_backfill_reprocess_failed_dry_runs_then_runs_the_failed_fire_again(
     definition = tmp_path / "hourly.json"
     definition.write_text(json.dumps(HOURLY))
     _ok(run_schedctl("apply", "-f", str(definition), env=cli_env))
-    task = TaskDefinition.objects.get(name="hourly-report")
+    task = TaskDefinition.platform.get(name="hourly-report")
     for hour, status in ((1, "success"), (2, "failed")):
         TaskExecution.objects.create(
             tenant=task.tenant,
@@ -91,7 +91,7 @@ def test_backfill_reprocess_failed_dry_runs_then_runs_the_failed_fire_again(
     assert "skipped (already succeeded)" in lines[2]
     assert "run again (was failed)" in lines[3]
     assert lines[-1].startswith("3 fire times (reprocess failed)")
-    assert not Backfill.objects.exists()
+    assert not Backfill.platform.exists()
 
     answer = json.loads(
         _ok(
@@ -102,11 +102,11 @@ def test_backfill_reprocess_failed_dry_runs_then_runs_the_failed_fire_again(
         )
     )  # fmt: skip
     assert answer["reprocess"] == "failed" and answer["reprocessed"] == 1
-    again = TaskExecution.objects.get(
+    again = TaskExecution.platform.get(
         task=task, scheduled_at=datetime(2026, 1, 1, 2, tzinfo=UTC), attempt=2
     )
     assert again.trigger == "backfill"
 
     refused = run_schedctl("backfill", "hourly-report", *window, "--reprocess", "some", env=cli_env)
     assert refused.returncode != 0 and "reprocess" in refused.stderr
-    assert Backfill.objects.count() == 1
+    assert Backfill.platform.count() == 1

@@ -63,15 +63,15 @@ def test_trigger_wait_runs_describe_pause_resume_cancel_and_dlq(stack, cli_env, 
     assert len(task["upcoming"]) == 5 and task["recent_runs"] == []
 
     assert "task slow paused" in _ok(run_schedctl("pause", "slow", env=cli_env))
-    assert TaskDefinition.objects.get(name="slow").paused is True
+    assert TaskDefinition.platform.get(name="slow").paused is True
     assert "task slow resumed, next fire" in _ok(run_schedctl("resume", "slow", env=cli_env))
-    assert TaskDefinition.objects.get(name="slow").paused is False
+    assert TaskDefinition.platform.get(name="slow").paused is False
 
     run_id = json.loads(_ok(run_schedctl("trigger", "slow", "-o", "json", env=cli_env)))[
         "execution_id"
     ]
     wait_until(
-        lambda: TaskExecution.objects.filter(id=run_id, status="running").exists(),
+        lambda: TaskExecution.platform.filter(id=run_id, status="running").exists(),
         timeout=60,
         message="the slow run to start",
     )
@@ -97,12 +97,12 @@ def test_a_failed_run_waited_for_then_retried_from_the_dead_letter_queue(stack, 
     assert dead["id"] in table and "failing on purpose" in table
     retried = _ok(run_schedctl("dlq", "retry", dead["id"], env=cli_env))
     assert retried.startswith(f"retried {dead['id']}: new run ")
-    assert TaskExecution.objects.filter(retry_of_id=dead["id"]).count() == 1
+    assert TaskExecution.platform.filter(retry_of_id=dead["id"]).count() == 1
     none = _ok(run_schedctl("dlq", "retry", "--all", "--task", "no-such", env=cli_env))
     assert none.startswith("retried 0 dead letters")
     rerun = _ok(run_schedctl("rerun", dead["id"], "-p", "day=2026-12-01", env=cli_env))
     assert rerun.startswith(f"re-running {dead['id']}: new run ")
-    again = TaskExecution.objects.get(retry_of_id=dead["id"], trigger="rerun")
+    again = TaskExecution.platform.get(retry_of_id=dead["id"], trigger="rerun")
     assert again.parameters == {"day": "2026-12-01"} and str(again.id) in rerun
 
 

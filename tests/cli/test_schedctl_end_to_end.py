@@ -72,9 +72,9 @@ def test_login_apply_get_trigger_follow_and_reapply(stack, cli_env, tmp_path):
     out = _ok(run_schedctl("apply", "-f", str(definitions), env=cli_env))
     assert "task cli-hello: created" in out
     assert "dag cli-etl: created" in out
-    task = TaskDefinition.objects.get(name="cli-hello", deleted_at__isnull=True)
+    task = TaskDefinition.platform.get(name="cli-hello", deleted_at__isnull=True)
     assert task.handler_config["command"] == TASK["handler"]["command"]
-    assert Dag.objects.get(name="cli-etl").timezone == "Europe/Berlin"
+    assert Dag.platform.get(name="cli-etl").timezone == "Europe/Berlin"
 
     tasks_table = _ok(run_schedctl("get", "tasks", env=cli_env))
     assert tasks_table.splitlines()[0].split()[:2] == ["NAME", "SCHEDULE"]
@@ -103,12 +103,12 @@ def test_login_apply_get_trigger_follow_and_reapply(stack, cli_env, tmp_path):
     assert [(run["id"], run["status"]) for run in runs] == [(run_id, "success")]
 
     # Applying the same files again changes nothing, on the server as in the output.
-    version, changed_at = Dag.objects.get(name="cli-etl").version, task.changed_at
+    version, changed_at = Dag.platform.get(name="cli-etl").version, task.changed_at
     out = _ok(run_schedctl("apply", "-f", str(definitions), env=cli_env))
     assert "task cli-hello: unchanged" in out and "dag cli-etl: unchanged" in out
     assert "Plan: 2 unchanged" in out
-    assert Dag.objects.get(name="cli-etl").version == version
-    assert TaskDefinition.objects.get(id=task.id).changed_at == changed_at
+    assert Dag.platform.get(name="cli-etl").version == version
+    assert TaskDefinition.platform.get(id=task.id).changed_at == changed_at
 
     # An edit: --dry-run shows it and changes nothing; apply changes it.
     task_file.write_text(task_file.read_text().replace("expression: 1h", "expression: 2h"))
@@ -118,8 +118,8 @@ def test_login_apply_get_trigger_follow_and_reapply(stack, cli_env, tmp_path):
     assert '~ schedule.expression: "1h" -> "2h"' in out
     assert "dag cli-etl: will be updated" in out
     assert "~ tasks.extract.parameters.rows: 3 -> 4" in out
-    assert TaskDefinition.objects.get(id=task.id).schedule_expression == "1h"
-    assert Dag.objects.get(name="cli-etl").version == version
+    assert TaskDefinition.platform.get(id=task.id).schedule_expression == "1h"
+    assert Dag.platform.get(name="cli-etl").version == version
 
     applied = json.loads(
         _ok(run_schedctl("apply", "-f", str(definitions), "-o", "json", env=cli_env))
@@ -129,7 +129,7 @@ def test_login_apply_get_trigger_follow_and_reapply(stack, cli_env, tmp_path):
         ("task", "update"),
         ("dag", "update"),
     }
-    assert TaskDefinition.objects.get(id=task.id).schedule_expression == "2h"
-    assert Dag.objects.get(name="cli-etl").version == version + 1
+    assert TaskDefinition.platform.get(id=task.id).schedule_expression == "2h"
+    assert Dag.platform.get(name="cli-etl").version == version + 1
     out = _ok(run_schedctl("apply", "-f", str(definitions), env=cli_env))
     assert "Plan: 2 unchanged" in out

@@ -43,7 +43,7 @@ def test_trigger_prints_that_a_singleton_or_a_debounce_joined_the_keys_run(
 
     first = _ok(run_schedctl("trigger", "once", "-p", "account=a1", env=cli_env))
     again = _ok(run_schedctl("trigger", "once", "-p", "account=a1", env=cli_env))
-    (run,) = TaskExecution.objects.filter(task__name="once")
+    (run,) = TaskExecution.platform.filter(task__name="once")
     assert first.strip() == f"triggered task once: run {run.id}"
     assert again.strip() == (
         f"triggered task once: run {run.id} (singleton: already queued, not a new run; 2 triggers)"
@@ -51,7 +51,7 @@ def test_trigger_prints_that_a_singleton_or_a_debounce_joined_the_keys_run(
 
     opened = _ok(run_schedctl("trigger", "calm", "-p", "n=1", env=cli_env))
     joined = _ok(run_schedctl("trigger", "calm", "-p", "n=2", env=cli_env))
-    (pending,) = TaskExecution.objects.filter(task__name="calm")
+    (pending,) = TaskExecution.platform.filter(task__name="calm")
     assert "(debounced: starts " in opened and str(pending.id) in opened
     assert "(debounced into the pending run: 2 triggers, the last one's parameters" in joined
     assert pending.parameters == {"n": 2} or pending.parameters == {"n": "2"}

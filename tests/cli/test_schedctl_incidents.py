@@ -39,7 +39,7 @@ def test_schedctl_lists_acknowledges_and_resolves_an_incident(live_server, cli_e
     _ok(run_schedctl("login", "--url", live_server.url, "-u", "victor", env=cli_env))
     refused = run_schedctl("ack", str(incident.id), env=cli_env)
     assert refused.returncode == 1 and "error:" in refused.stderr + refused.stdout
-    assert AlertIncident.objects.get(id=incident.id).acknowledged_at is None
+    assert AlertIncident.platform.get(id=incident.id).acknowledged_at is None
 
     _ok(run_schedctl("login", "--url", live_server.url, "-u", "alice", env=cli_env))
     table = _ok(run_schedctl("incidents", "--state", "open", env=cli_env))
@@ -54,5 +54,5 @@ def test_schedctl_lists_acknowledges_and_resolves_an_incident(live_server, cli_e
         == []
     )
     _ok(run_schedctl("resolve", str(incident.id), "-m", "rolled back", env=cli_env))
-    resolved = AlertIncident.objects.get(id=incident.id)
+    resolved = AlertIncident.platform.get(id=incident.id)
     assert (resolved.resolved_by, resolved.resolution_note) == ("user:alice", "rolled back")

@@ -50,7 +50,7 @@ def signed_in(live_server, transactional_db, cli_env, tmp_path):
 
 def test_pause_with_a_note_and_describe_shows_the_record_and_the_runbook(signed_in, cli_env):
     paused = _ok(run_schedctl("pause", "nightly", "--note", "warehouse migration", env=cli_env))
-    task = TaskDefinition.objects.get(name="nightly")
+    task = TaskDefinition.platform.get(name="nightly")
     assert (task.paused, task.paused_by, task.pause_note) == (
         True,
         "user:acme-admin",
@@ -60,7 +60,7 @@ def test_pause_with_a_note_and_describe_shows_the_record_and_the_runbook(signed_
     assert (
         paused.strip() == f"task nightly paused by acme-admin at {stamp} UTC: warehouse migration"
     )
-    TaskDefinition.objects.filter(id=task.id).update(consecutive_failures=2)
+    TaskDefinition.platform.filter(id=task.id).update(consecutive_failures=2)
 
     text = _ok(run_schedctl("describe", "task", "nightly", env=cli_env)).splitlines()
     assert text[:4] == [
@@ -83,7 +83,7 @@ def test_pause_with_a_note_and_describe_shows_the_record_and_the_runbook(signed_
 
 def test_a_dag_pauses_with_a_note_too(signed_in, cli_env):
     _ok(run_schedctl("pause", "pair", "--note", "upstream is down", env=cli_env))
-    dag = Dag.objects.get(name="pair")
+    dag = Dag.platform.get(name="pair")
     assert dag.paused and dag.pause_note == "upstream is down"
     text = _ok(run_schedctl("describe", "dag", "pair", env=cli_env))
     assert text.splitlines()[0].endswith("UTC: upstream is down")
@@ -99,5 +99,5 @@ def test_another_tenants_user_cannot_pause_it(signed_in, cli_env):
     assert refused.returncode == 1 and "no task or DAG named 'nightly'" in refused.stderr
     refused = run_schedctl("describe", "task", "nightly", env=cli_env)
     assert refused.returncode == 1 and "warehouse" not in refused.stdout
-    task = TaskDefinition.objects.get(name="nightly")
+    task = TaskDefinition.platform.get(name="nightly")
     assert not task.paused and task.pause_note == ""

@@ -21,7 +21,7 @@ def _ok(result) -> str:
 
 
 def _entry(verb: str, object_id) -> AuditEntry:
-    [entry] = AuditEntry.objects.filter(action=verb, object_id=str(object_id))
+    [entry] = AuditEntry.platform.filter(action=verb, object_id=str(object_id))
     assert entry.actor == "user:acme-admin" and entry.detail["via"] == "cli"
     return entry
 
@@ -54,7 +54,7 @@ def test_pause_cancel_delete_and_dismiss_carry_their_reason_to_the_audit_log(liv
     assert _entry("dlq.delete", dead.id).detail["reason"] == "known bad row"
 
     _ok(run_schedctl("delete", "nightly", "--yes", "--reason", "replaced by v2", env=cli_env))
-    assert TaskDefinition.objects.get(id=task.id).deleted_at is not None
+    assert TaskDefinition.platform.get(id=task.id).deleted_at is not None
     assert _entry("task.delete", task.id).detail["reason"] == "replaced by v2"
     # One entry per action, nothing else (the login is no write of the tenant's).
-    assert AuditEntry.objects.filter(tenant=tenant).count() == 4
+    assert AuditEntry.platform.filter(tenant=tenant).count() == 4

@@ -32,7 +32,7 @@ def test_apply_refuses_the_alias_bomb_and_sends_nothing(stack, cli_env, tmp_path
     assert "YAML anchors are not allowed (&a)" in result.stderr + result.stdout
     assert "Traceback" not in result.stderr  # a clear CLI error
     assert seconds < 15  # a process start and an import; the bomb's expansion took 16 s
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_apply_refuses_a_file_past_the_size_cap(stack, cli_env, tmp_path):
@@ -42,4 +42,4 @@ def test_apply_refuses_a_file_past_the_size_cap(stack, cli_env, tmp_path):
     result = run_schedctl("apply", "-f", str(big), env=cli_env)
     assert result.returncode != 0
     assert f"at most {MAX_FILE_BYTES} are allowed" in result.stderr + result.stdout
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()

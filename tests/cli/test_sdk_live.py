@@ -43,7 +43,7 @@ def test_the_sdk_applies_a_python_dag_equal_to_its_yaml_twin(stack, tmp_path):
         ("task", "loader", "create"),
         ("dag", "etl", "create"),
     ]
-    dag = DagModel.objects.get(name="etl")
+    dag = DagModel.platform.get(name="etl")
     assert dag_version_get(dag=dag).spec == client.dag(str(dag.id)).definition
     assert dag.timezone == "Europe/Berlin" and dag.failure_policy == "fail_all"
 
@@ -52,7 +52,7 @@ def test_the_sdk_applies_a_python_dag_equal_to_its_yaml_twin(stack, tmp_path):
     etl.nodes["extract"].body["parameters"] = {"day": "yesterday"}
     changed = client.apply([etl, loader])
     assert [c.action for c in changed.changes] == ["unchanged", "update"]
-    assert DagModel.objects.get(id=dag.id).version == dag.version + 1
+    assert DagModel.platform.get(id=dag.id).version == dag.version + 1
 
     run = client.dag_trigger(str(dag.id))
     assert run.dag_id == str(dag.id) and run.status in ("running", "queued", "success")
@@ -67,7 +67,7 @@ def test_api_errors_carry_code_field_and_message(stack, tmp_path, cli_env):
     assert caught.value.code == "invalid"
     assert caught.value.field == "schedule.expression"
     assert "61" in caught.value.message or "minute" in caught.value.message
-    assert not TaskDefinition.objects.filter(name="bad").exists()
+    assert not TaskDefinition.platform.filter(name="bad").exists()
     with pytest.raises(NotFound):
         client.task("00000000-0000-0000-0000-000000000000")
 
@@ -77,7 +77,7 @@ def test_api_errors_carry_code_field_and_message(stack, tmp_path, cli_env):
     result = run_schedctl("apply", "-f", str(tmp_path / "bad.yaml"), env=cli_env)
     assert result.returncode == 1
     assert "schedule.expression" in result.stderr and "[invalid]" in result.stderr
-    assert not TaskDefinition.objects.filter(name="bad").exists()
+    assert not TaskDefinition.platform.filter(name="bad").exists()
     missing = run_schedctl("trigger", "no-such-task", env=cli_env)
     assert missing.returncode == 1
     assert "no task or DAG named 'no-such-task'" in missing.stderr
@@ -127,7 +127,7 @@ def test_api_keys_and_tenants(stack, tmp_path, cli_env):
     from scheduler_app.models import Tenant
 
     acme = Tenant.objects.get(slug="acme")
-    TaskDefinition.objects.all().delete()
+    TaskDefinition.platform.all().delete()
     _client(stack, tmp_path).task_create(Task("acme-only", handler=shell("true")).render())
     _, raw_key = api_key_create(tenant=acme, name="ci", role="viewer")
     env = {**cli_env, "SCHEDCTL_API_KEY": raw_key, "SCHEDCTL_URL": stack.url}
@@ -156,7 +156,7 @@ def test_api_keys_and_tenants(stack, tmp_path, cli_env):
         ).returncode
         == 0
     )
-    assert TaskDefinition.objects.get(name="globex-task").tenant_id == other.id
+    assert TaskDefinition.platform.get(name="globex-task").tenant_id == other.id
     listed = run_schedctl("--tenant", "acme", "get", "tasks", "-o", "json", env=cli_env)
     assert [t["name"] for t in json.loads(listed.stdout)] == ["acme-only"]
 
@@ -182,13 +182,13 @@ def test_prune_deletes_what_the_files_no_longer_name_after_confirmation(stack, t
     assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
     dry = run_schedctl("apply", "-f", str(directory), "--prune", "--dry-run", env=cli_env)
     assert "- task drop: will be deleted" in dry.stdout
-    assert TaskDefinition.objects.get(name="drop").deleted_at is None
+    assert TaskDefinition.platform.get(name="drop").deleted_at is None
 
     pruned = run_schedctl("apply", "-f", str(directory), "--prune", "--yes", env=cli_env)
     assert pruned.returncode == 0, pruned.stderr
     assert "- task drop: deleted" in pruned.stdout
-    assert TaskDefinition.objects.get(name="drop").deleted_at is not None  # soft-deleted
-    assert TaskDefinition.objects.get(name="keep").deleted_at is None
+    assert TaskDefinition.platform.get(name="drop").deleted_at is not None  # soft-deleted
+    assert TaskDefinition.platform.get(name="keep").deleted_at is None
 
 
 def test_backfill_speaks_the_contract_or_says_the_server_lacks_it(stack, tmp_path, cli_env):
@@ -198,7 +198,7 @@ def test_backfill_speaks_the_contract_or_says_the_server_lacks_it(stack, tmp_pat
             "nightly", schedule={"type": "cron", "expression": "0 2 * * *"}, handler=shell("true")
         ).render()
     )
-    task = TaskDefinition.objects.get(name="nightly")
+    task = TaskDefinition.platform.get(name="nightly")
     result = run_schedctl(
         "backfill",
         "nightly",

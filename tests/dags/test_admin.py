@@ -37,7 +37,7 @@ def test_admin_creates_a_dag_and_rejects_a_cycle(admin_client, tenant):
         "/admin/dags/dag/add/", {"tenant": str(tenant.id), "definition": json.dumps(good), **INLINE}
     )
     assert response.status_code == 302, response.content[:2000]
-    dag = Dag.objects.get(name="from-admin")
+    dag = Dag.platform.get(name="from-admin")
     assert admin_client.get(f"/admin/dags/dag/{dag.id}/change/").status_code == 200
     cyclic = {
         "dag": "from-admin",
@@ -65,7 +65,7 @@ def test_the_admins_run_page_lists_a_rerun_nodes_earlier_attempt(admin_client, t
     from tests.dashboard.conftest import ENDED_RUN_STATES, make_dag, make_dag_run
 
     run = make_dag_run(make_dag(tenant), ENDED_RUN_STATES)
-    DagRun.objects.filter(id=run.id).update(status="failed", completed_at=timezone.now())
+    DagRun.platform.filter(id=run.id).update(status="failed", completed_at=timezone.now())
     dag_run_rerun(run=run, triggered_by="user:root")
     page = admin_client.get(f"/admin/dags/dagrun/{run.id}/change/")
     assert page.status_code == 200

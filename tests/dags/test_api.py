@@ -56,7 +56,7 @@ def test_a_cycle_is_a_400_that_names_it_and_saves_nothing(api):
     response = api.post("/api/v1/dags", raw, format="json")
     assert response.status_code == 400
     assert "a -> b -> c -> a" in response.json()["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_bad_node_handler_is_a_400_naming_the_node(api):
@@ -64,7 +64,7 @@ def test_a_bad_node_handler_is_a_400_naming_the_node(api):
     response = api.post("/api/v1/dags", raw, format="json")
     assert response.status_code == 400
     assert response.json()["field"].startswith("tasks[0].handler")
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_another_tenants_dag_is_not_found(api, tenant_factory):
@@ -97,14 +97,14 @@ def test_trigger_creates_a_run_with_every_node(api, django_capture_on_commit_cal
     assert cancelled.json()["status"] == "cancelled"
     assert {n["status"] for n in cancelled.json()["nodes"]} == {"cancelled"}
     # The slot freed: the queued run started.
-    assert DagRun.objects.get(id=second.json()["id"]).status == "running"
+    assert DagRun.platform.get(id=second.json()["id"]).status == "running"
 
 
 def test_sync_dags_creates_versions_and_keeps_the_old_one_on_error(tenant, tmp_path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps({**definition(), "tenant": tenant.slug}))
     call_command("sync_dags", dir=str(tmp_path), stdout=io.StringIO())
-    dag = Dag.objects.get(name="pipeline")
+    dag = Dag.platform.get(name="pipeline")
     assert dag.version == 1
     broken = definition()
     broken["tasks"][0]["depends_on"] = ["merge"]
@@ -129,7 +129,7 @@ def test_shipped_definitions_are_valid(tenant, settings):
     out = io.StringIO()
     call_command("sync_dags", stdout=out, stderr=out)
     assert "invalid" not in out.getvalue(), out.getvalue()
-    assert Dag.objects.filter(tenant=tenant).count() >= 2
+    assert Dag.platform.filter(tenant=tenant).count() >= 2
 
 
 def test_a_dag_bomb_at_the_body_limit_is_a_400_and_nothing_is_stored(api):
@@ -144,7 +144,7 @@ def test_a_dag_bomb_at_the_body_limit_is_a_400_and_nothing_is_stored(api):
     assert response.status_code == 400
     assert "dependencies" in response.json()["message"]
     assert response.json()["field"].endswith("].depends_on")
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_dag_takes_a_tasks_scheduling_policy_object(api):

@@ -42,7 +42,7 @@ def _waiting(tenant, triggered_by: str, **dag):
     run = dag_trigger(
         dag=dag_create(tenant=tenant, raw={**release_dag(), **dag}), triggered_by=triggered_by
     )
-    return run, ApprovalWait.objects.select_related("run", "run__dag").get(run=run)
+    return run, ApprovalWait.platform.select_related("run", "run__dag").get(run=run)
 
 
 def _link_path(url: str) -> str:
@@ -77,7 +77,7 @@ def test_the_announcement_links_work_once_for_the_approver_they_name(tenant):
     assert used.status_code == 200 and b"approval-decided" in used.content
     decision = ApprovalDecision.objects.get()
     assert (decision.username, decision.via, decision.comment) == ("alice", "link", "from my phone")
-    entry = AuditEntry.objects.get(action="approval.approve")
+    entry = AuditEntry.platform.get(action="approval.approve")
     assert entry.actor == "user:alice" and entry.detail["via"] == "link"
 
     # Reused: refused, by its own approver too, and nothing more is counted.
@@ -156,7 +156,7 @@ def test_the_triggerers_forged_post_decides_nothing_and_a_rejection_on_the_run_p
     forged = carol.post(f"{page}/nodes/sign-off/approve", {"comment": "mine"}, follow=True)
     assert forged.status_code == 200 and "you triggered this run" in forged.content.decode()
     assert not ApprovalDecision.objects.exists()
-    assert not AuditEntry.objects.filter(action__startswith="approval.").exists()
+    assert not AuditEntry.platform.filter(action__startswith="approval.").exists()
 
     bob = _client(people["bob"])
     done = bob.post(f"{page}/nodes/sign-off/reject", {"comment": "wrong tag"}, follow=True)
@@ -164,7 +164,7 @@ def test_the_triggerers_forged_post_decides_nothing_and_a_rejection_on_the_run_p
     node = DagNodeState.objects.get(run=run, node_id="sign-off")
     assert (node.status, node.error_message) == ("failed", "rejected by bob: wrong tag")
     assert DagNodeState.objects.get(run=run, node_id="ship").status == "upstream_failed"
-    entry = AuditEntry.objects.get(action="approval.reject")
+    entry = AuditEntry.platform.get(action="approval.reject")
     assert (entry.actor, entry.detail["via"], entry.detail["comment"]) == (
         "user:bob",
         "dashboard",
@@ -202,5 +202,5 @@ def test_concurrent_approvals_reaching_the_quorum_release_the_node_once(tenant):
     assert [type(o) for o in outcomes].count(Conflict) == 1
     assert DagNodeState.objects.get(run=run, node_id="sign-off").status == "success"
     assert DagNodeExecution.objects.filter(run=run, node_id="ship").count() == 1
-    assert ApprovalWait.objects.get(id=wait.id).status == "approved"
+    assert ApprovalWait.platform.get(id=wait.id).status == "approved"
     assert len(DagNodeState.objects.get(run=run, node_id="sign-off").result["decisions"]) == 2

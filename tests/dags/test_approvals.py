@@ -42,7 +42,7 @@ def _started(api, raw=None) -> tuple[str, str, str]:
     assert run.json()["triggered_by"] == "user:acme-admin"
     assert _state(run_id, "sign-off").status == "waiting_for_approval"
     assert _state(run_id, "sign-off").execution_id is None  # nothing runs, no worker slot
-    approval_id = str(ApprovalWait.objects.get(run_id=run_id).id)
+    approval_id = str(ApprovalWait.platform.get(run_id=run_id).id)
     return dag_id, run_id, approval_id
 
 
@@ -90,7 +90,7 @@ def test_two_operators_release_the_node_and_the_decisions_are_its_result(api, pe
     assert late.status_code == 409
     assert _state(run_id, "sign-off").status == "success"
     # Each decision is in the audit log, in words, with its comment.
-    entries = AuditEntry.objects.filter(action__startswith="approval.").order_by("id")
+    entries = AuditEntry.platform.filter(action__startswith="approval.").order_by("id")
     assert [(e.actor, e.action, e.object_id, e.detail["comment"]) for e in entries] == [
         ("user:alice", "approval.approve", approval_id, "tests green"),
         ("user:carol", "approval.approve", approval_id, "go"),
@@ -120,7 +120,7 @@ def test_the_triggerer_a_viewer_and_an_api_key_cannot_approve(api, tenant, peopl
     # Nothing of theirs counted.
     assert not ApprovalDecision.objects.exists()
     assert _state(run_id, "sign-off").status == "waiting_for_approval"
-    assert not AuditEntry.objects.filter(action__startswith="approval.").exists()
+    assert not AuditEntry.platform.filter(action__startswith="approval.").exists()
 
 
 def test_named_approvers_only(api, tenant, people):
@@ -171,7 +171,7 @@ def test_a_rejection_fails_the_node_and_the_failure_policy_skips_downstream(api,
     assert node.error_message == "rejected by bob: the changelog is missing"
     assert _state(run_id, "ship").status == "upstream_failed"
     assert _state(run_id, "notify").status in ("pending", "queued")  # all_done: it runs
-    entry = AuditEntry.objects.get(action="approval.reject")
+    entry = AuditEntry.platform.get(action="approval.reject")
     assert entry.actor == "user:bob" and entry.detail["verb"] == "rejected"
     assert entry.detail["comment"] == "the changelog is missing"
 
@@ -194,7 +194,7 @@ def test_a_rejection_follows_the_dags_other_failure_policies(
     )
     assert rejected.status_code == 200, rejected.content
     assert _state(run_id, "sign-off").status == "failed"
-    assert DagRun.objects.get(id=run_id).status == run_status
+    assert DagRun.platform.get(id=run_id).status == run_status
     for node_id, expected in (("ship", ship_status), ("notify", notify_status)):
         status = _state(run_id, node_id).status
         if expected == "dispatched":
@@ -209,7 +209,7 @@ def test_a_rejection_follows_the_dags_other_failure_policies(
 )
 def test_the_timeout_ends_the_wait_by_on_timeout(api, people, on_timeout, node_status, ship_status):
     _, run_id, approval_id = _started(api, release_dag(timeout="2h", on_timeout=on_timeout))
-    wait = ApprovalWait.objects.get(id=approval_id)
+    wait = ApprovalWait.platform.get(id=approval_id)
     assert wait.deadline - wait.started_at == timedelta(hours=2)
     # The clock is the chore's argument: just before the deadline nothing ends.
     assert approval_waits_expire(now=wait.deadline - timedelta(seconds=1)) == 0
@@ -217,7 +217,7 @@ def test_the_timeout_ends_the_wait_by_on_timeout(api, people, on_timeout, node_s
     assert approval_waits_expire(now=wait.deadline + timedelta(seconds=1)) == 1
     assert _state(run_id, "sign-off").status == node_status
     assert _state(run_id, "ship").status == ship_status
-    assert ApprovalWait.objects.get(id=approval_id).status == (
+    assert ApprovalWait.platform.get(id=approval_id).status == (
         "rejected" if on_timeout == "reject" else "skipped"
     )
     if on_timeout == "reject":
@@ -237,7 +237,7 @@ def test_a_cancelled_run_closes_its_approval(api, people):
         f"/api/v1/approvals/{approval_id}/approve", {}, format="json"
     )
     assert late.status_code == 409
-    assert DagRun.objects.get(id=run_id).status == "cancelled"
+    assert DagRun.platform.get(id=run_id).status == "cancelled"
 
 
 @pytest.mark.parametrize(
@@ -264,4 +264,4 @@ def test_a_bad_approval_node_is_a_400_naming_the_field(api, people, change, fiel
     answer = api.post("/api/v1/dags", raw, format="json")
     assert answer.status_code == 400, answer.content
     assert answer.json()["field"] == field, answer.json()
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()

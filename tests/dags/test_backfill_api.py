@@ -32,7 +32,7 @@ def test_bad_backfill_requests_are_400_naming_the_field(api, tenant, body, field
     response = api.post(f"/api/v1/tasks/{task.id}/backfill", body, format="json")
     assert response.status_code == 400, response.content
     assert response.json()["field"] == field
-    assert not Backfill.objects.exists()
+    assert not Backfill.platform.exists()
 
 
 def test_a_manual_task_has_nothing_to_backfill(api, tenant):
@@ -83,16 +83,16 @@ def test_the_leaders_round_releases_the_next_runs_as_room_frees(tenant):
         max_parallel=2,
     )
     assert backfills_advance() == 0  # no room: two are waiting
-    first = TaskExecution.objects.filter(task=task).order_by("scheduled_at").first()
-    TaskExecution.objects.filter(id=first.id).update(status="success")
+    first = TaskExecution.platform.filter(task=task).order_by("scheduled_at").first()
+    TaskExecution.platform.filter(id=first.id).update(status="success")
     assert backfills_advance() == 1
-    TaskExecution.objects.filter(task=task).update(status="success")
+    TaskExecution.platform.filter(task=task).update(status="success")
     assert backfills_advance() == 2
-    TaskExecution.objects.filter(task=task).update(status="success")
+    TaskExecution.platform.filter(task=task).update(status="success")
     assert backfills_advance() == 0
     backfill.refresh_from_db()
     assert backfill.status == "completed" and backfill.released == 5
-    assert sorted(e.scheduled_at.hour for e in TaskExecution.objects.filter(task=task)) == [
+    assert sorted(e.scheduled_at.hour for e in TaskExecution.platform.filter(task=task)) == [
         0,
         1,
         2,
@@ -130,8 +130,8 @@ def test_a_dry_run_lists_the_fires_marks_the_recorded_ones_and_creates_nothing(a
         },
         {"scheduled_at": "2026-11-01T02:00:00Z", "already_recorded": False, **NEW},
     ]
-    assert not Backfill.objects.exists()
-    assert list(TaskExecution.objects.values_list("id", flat=True)) == [recorded.id]
+    assert not Backfill.platform.exists()
+    assert list(TaskExecution.platform.values_list("id", flat=True)) == [recorded.id]
     refused = api.post(
         f"/api/v1/tasks/{task.id}/backfill",
         {**body, "end": "2026-10-01T00:00:00Z"},
@@ -150,7 +150,7 @@ def test_an_unknown_reprocess_policy_is_a_400_naming_reprocess(api, tenant, bad)
         )
         assert response.status_code == 400, response.content
         assert response.json()["field"] == "reprocess"
-    assert not Backfill.objects.exists()
+    assert not Backfill.platform.exists()
 
 
 def test_the_api_runs_failed_fires_again_and_its_dry_run_says_so(api, tenant):
@@ -178,13 +178,13 @@ def test_the_api_runs_failed_fires_again_and_its_dry_run_says_so(api, tenant):
         ("rerun", "failed"),
     ]
     assert plan["counts"]["new"] == 1 and plan["counts"]["rerun"] == 1
-    assert TaskExecution.objects.filter(task=task).count() == 2
+    assert TaskExecution.platform.filter(task=task).count() == 2
     created = api.post(url, {**body, "max_parallel": 3}, format="json")
     assert created.status_code == 201, created.content
     answer = created.json()
     assert answer["reprocess"] == "failed" and answer["reprocessed"] == 1
     assert answer["already_recorded"] == 1
-    again = TaskExecution.objects.get(
+    again = TaskExecution.platform.get(
         task=task, scheduled_at=datetime(2026, 11, 1, 2, tzinfo=UTC), attempt=2
     )
     assert again.trigger == "backfill"

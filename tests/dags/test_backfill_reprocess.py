@@ -91,7 +91,7 @@ def test_none_runs_only_the_fires_without_a_run(task_with_history):
         3: "skipped_recorded",
         4: "skipped_recorded",
     }
-    assert TaskExecution.objects.filter(task=task).count() == 5
+    assert TaskExecution.platform.filter(task=task).count() == 5
     assert backfill.already_recorded == 4 and backfill.reprocessed == 0
 
 
@@ -109,7 +109,7 @@ def test_failed_runs_again_the_failed_fires_at_their_own_time_with_a_full_budget
     }
     assert backfill.reprocessed == 2 and backfill.already_recorded == 2
     for hour in (2, 4):
-        again = TaskExecution.objects.get(task=task, scheduled_at=_at(hour), attempt=2)
+        again = TaskExecution.platform.get(task=task, scheduled_at=_at(hour), attempt=2)
         assert again.trigger == "backfill" and again.status == "pending"
         assert again.retry_of_id == recorded[hour].id
         assert again.root_execution_id == again.id  # a chain of its own
@@ -119,14 +119,14 @@ def test_failed_runs_again_the_failed_fires_at_their_own_time_with_a_full_budget
     recorded[2].refresh_from_db()
     assert recorded[2].dead_lettered is False  # run again: out of the dead-letter queue
     # One execution per (time, attempt): 5 recorded or new + 2 re-runs.
-    assert TaskExecution.objects.filter(task=task).count() == 7
+    assert TaskExecution.platform.filter(task=task).count() == 7
 
 
 def test_a_fire_run_again_retries_with_the_tasks_whole_budget(task_with_history):
     task, _ = task_with_history
     _backfill(task, "failed")
-    again = TaskExecution.objects.get(task=task, scheduled_at=_at(2), attempt=2)
-    TaskExecution.objects.filter(id=again.id).update(status="failed")
+    again = TaskExecution.platform.get(task=task, scheduled_at=_at(2), attempt=2)
+    TaskExecution.platform.filter(id=again.id).update(status="failed")
     again.refresh_from_db()
     now = datetime.now(tz=UTC)
     with transaction.atomic():
@@ -134,9 +134,9 @@ def test_a_fire_run_again_retries_with_the_tasks_whole_budget(task_with_history)
             execution=again, task=task, transient=True, now=now
         )
     assert first.next_attempt_id is not None and not first.dead_lettered
-    retry = TaskExecution.objects.get(id=first.next_attempt_id)
+    retry = TaskExecution.platform.get(id=first.next_attempt_id)
     assert retry.attempt == 3 and retry.root_execution_id == again.id
-    TaskExecution.objects.filter(id=retry.id).update(status="failed")
+    TaskExecution.platform.filter(id=retry.id).update(status="failed")
     retry.refresh_from_db()
     with transaction.atomic():
         last = execution_next_attempt_or_dead_letter(
@@ -155,13 +155,13 @@ def test_all_runs_every_ended_fire_again_and_never_a_running_one(task_with_histo
         3: "skipped_running",
         4: "rerun",
     }
-    assert TaskExecution.objects.filter(task=task, scheduled_at=_at(3)).count() == 1
+    assert TaskExecution.platform.filter(task=task, scheduled_at=_at(3)).count() == 1
     # Once more, with every fire ended: each gets the next attempt number at its time.
-    TaskExecution.objects.filter(task=task).update(status="success")
-    Backfill.objects.filter(id=backfill.id).update(status="completed")
+    TaskExecution.platform.filter(task=task).update(status="success")
+    Backfill.platform.filter(id=backfill.id).update(status="completed")
     second = _backfill(task, "all")
     assert set(_outcomes(second).values()) == {"rerun"}
-    attempts = TaskExecution.objects.filter(task=task, scheduled_at=_at(1)).values_list(
+    attempts = TaskExecution.platform.filter(task=task, scheduled_at=_at(1)).values_list(
         "attempt", flat=True
     )
     assert sorted(attempts) == [1, 2, 3]
@@ -170,7 +170,7 @@ def test_all_runs_every_ended_fire_again_and_never_a_running_one(task_with_histo
 def test_the_beat_firing_a_run_again_instant_records_nothing_new(task_with_history):
     task, _ = task_with_history
     _backfill(task, "failed")
-    before = TaskExecution.objects.filter(task=task).count()
+    before = TaskExecution.platform.filter(task=task).count()
     fires = [
         Fire(
             task_id=task.id,
@@ -183,7 +183,7 @@ def test_the_beat_firing_a_run_again_instant_records_nothing_new(task_with_histo
         for hour in range(5)
     ]
     assert fires_record(fires, now=datetime.now(tz=UTC)) == []
-    assert TaskExecution.objects.filter(task=task).count() == before
+    assert TaskExecution.platform.filter(task=task).count() == before
 
 
 def test_two_re_runs_of_one_fire_at_once_insert_one(task_with_history):
@@ -193,7 +193,7 @@ def test_two_re_runs_of_one_fire_at_once_insert_one(task_with_history):
     plans = task_fire_plans(task=task, fires=[_at(2)], policy="failed")
     assert task_fires_run_again(task=task, plans=plans).keys() == {_at(2)}
     assert task_fires_run_again(task=task, plans=plans) == {}
-    assert TaskExecution.objects.filter(task=task, scheduled_at=_at(2)).count() == 2
+    assert TaskExecution.platform.filter(task=task, scheduled_at=_at(2)).count() == 2
     again = task_fire_plans(task=task, fires=[_at(2)], policy="failed")
     assert again[_at(2)].outcome == "skipped_running"
 
@@ -205,7 +205,7 @@ def test_re_runs_are_released_under_max_parallel_like_new_runs(tenant):
     backfill = backfill_create(
         tenant=tenant, task=task, start=DAY, end=_at(4), max_parallel=1, reprocess="all"
     )
-    waiting = TaskExecution.objects.filter(task=task, trigger="backfill")
+    waiting = TaskExecution.platform.filter(task=task, trigger="backfill")
     assert waiting.count() == 1
     assert backfills_advance() == 0  # its one slot is taken by the fire run again
     waiting.update(status="success")
@@ -238,8 +238,8 @@ def test_the_dry_run_says_what_each_fire_would_get_and_counts_them(task_with_his
         "skipped_running": 1,
         "skipped_recorded": 0,
     }
-    assert TaskExecution.objects.filter(task=task).count() == 4
-    assert not Backfill.objects.exists()
+    assert TaskExecution.platform.filter(task=task).count() == 4
+    assert not Backfill.platform.exists()
 
 
 def test_an_unknown_policy_is_refused_naming_reprocess_and_creates_nothing(task_with_history):
@@ -248,15 +248,15 @@ def test_an_unknown_policy_is_refused_naming_reprocess_and_creates_nothing(task_
         with pytest.raises(ValidationFailed) as refused:
             backfill_create(tenant=task.tenant, task=task, start=DAY, end=_at(5), reprocess=bad)
         assert refused.value.field == "reprocess"
-    assert not Backfill.objects.exists()
-    assert TaskExecution.objects.filter(task=task).count() == 4
+    assert not Backfill.platform.exists()
+    assert TaskExecution.platform.filter(task=task).count() == 4
 
 
 def test_the_backfills_audit_entry_records_its_policy(task_with_history):
     task, _ = task_with_history
     with audit_scope(actor="user:alice", via="api"):
         backfill = _backfill(task, "failed", max_parallel=3)
-    entry = AuditEntry.objects.get(action="backfill.create", object_id=str(backfill.id))
+    entry = AuditEntry.platform.get(action="backfill.create", object_id=str(backfill.id))
     assert entry.detail["after"]["reprocess"] == "failed"
     assert entry.detail["after"]["max_parallel"] == 3
 
@@ -332,8 +332,8 @@ def test_a_dag_backfill_failed_re_runs_the_failed_nodes_inside_the_fires_run(
         4: "new",
     }
     # One run per fire time: the failed one runs again in place, load only.
-    assert DagRun.objects.filter(dag=dag).count() == 5
-    again = DagRun.objects.get(id=runs[2].id)
+    assert DagRun.platform.filter(dag=dag).count() == 5
+    again = DagRun.platform.get(id=runs[2].id)
     assert again.status == "running"
     nodes = _nodes(again)
     assert nodes["extract"] == "success" and nodes["load"] in ("pending", "queued")
@@ -348,13 +348,13 @@ def test_a_dag_backfill_all_clears_every_node_of_ended_runs_and_skips_running_on
     with django_capture_on_commit_callbacks(execute=True):
         backfill = _backfill(None, "all", dag=dag)
     assert _outcomes(backfill) == {0: "new", 1: "rerun", 2: "rerun", 3: "skipped_running", 4: "new"}
-    assert DagRun.objects.filter(dag=dag).count() == 5
+    assert DagRun.platform.filter(dag=dag).count() == 5
     for hour in (1, 2):
-        run = DagRun.objects.get(id=runs[hour].id)
+        run = DagRun.platform.get(id=runs[hour].id)
         assert run.status == "running"
         nodes = _nodes(run)
         assert nodes["load"] == "waiting" and nodes["extract"] in ("pending", "queued")
-    assert AuditEntry.objects.filter(action="dag_run.clear", object_id=str(runs[1].id)).exists()
+    assert AuditEntry.platform.filter(action="dag_run.clear", object_id=str(runs[1].id)).exists()
     plan = backfill_plan(dag=dag, start=DAY, end=_at(5), reprocess="all")
     assert plan.counts["skipped_running"] == 5  # every fire's run is going now
 
@@ -369,17 +369,17 @@ def test_dag_re_runs_count_against_max_parallel(
         )
     # 01 run again takes the one slot; 02 waits for it.
     assert _outcomes(backfill) == {1: "rerun"}
-    assert DagRun.objects.get(id=runs[2].id).status == runs[2].status  # not yet run again
+    assert DagRun.platform.get(id=runs[2].id).status == runs[2].status  # not yet run again
     assert backfills_advance() == 0
     callbacks = django_capture_on_commit_callbacks
     for node_id in ("extract", "load"):
         _finish(runs[1], node_id, "success", callbacks)
-    assert DagRun.objects.get(id=runs[1].id).status == "success"
+    assert DagRun.platform.get(id=runs[1].id).status == "success"
     with callbacks(execute=True):
         assert backfills_advance() == 1
     assert _outcomes(backfill) == {1: "rerun", 2: "rerun"}
-    assert DagRun.objects.get(id=runs[2].id).status == "running"
-    assert DagRun.objects.filter(dag=dag).count() == 3
+    assert DagRun.platform.get(id=runs[2].id).status == "running"
+    assert DagRun.platform.filter(dag=dag).count() == 3
 
 
 def test_a_dead_letter_retried_after_the_plan_looked_is_not_run_again_too(task_with_history):
@@ -393,7 +393,7 @@ def test_a_dead_letter_retried_after_the_plan_looked_is_not_run_again_too(task_w
     retried = dead_letter_fresh_run(execution=recorded[2])
     assert retried is not None
     assert task_fires_run_again(task=task, plans=plans) == {}
-    assert not TaskExecution.objects.filter(task=task, trigger="backfill").exists()
+    assert not TaskExecution.platform.filter(task=task, trigger="backfill").exists()
     assert task_fire_plans(task=task, fires=[_at(2)], policy="failed")[_at(2)].outcome == (
         "skipped_running"
     )

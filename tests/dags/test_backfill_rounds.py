@@ -42,12 +42,12 @@ def test_a_backfill_past_the_tenants_limit_is_a_409_and_creates_nothing(
     assert refused.status_code == 409
     assert refused.json()["code"] == "limit_reached"
     assert "at most 2 may run at once" in refused.json()["message"]
-    assert Backfill.objects.filter(tenant=tenant).count() == 2
+    assert Backfill.platform.filter(tenant=tenant).count() == 2
     # Another tenant's limit is its own.
     other, _ = tenant_factory("demo")
     _backfill(_task(other))
     # A finished one frees its slot.
-    Backfill.objects.filter(tenant=tenant).update(status="completed")
+    Backfill.platform.filter(tenant=tenant).update(status="completed")
     assert api.post(f"/api/v1/tasks/{task.id}/backfill", body, format="json").status_code == 201
 
 
@@ -75,7 +75,7 @@ def test_a_round_takes_every_tenant_in_turn_not_the_oldest_first(tenant_factory,
         ids = backfills_in_turn(limit=5)
         assert theirs.id in ids
         backfills_advance(limit=5)
-    advanced = Backfill.objects.filter(id__in=[b.id for b in crowd], advanced_at__isnull=False)
+    advanced = Backfill.platform.filter(id__in=[b.id for b in crowd], advanced_at__isnull=False)
     assert advanced.count() == 28  # 7 rounds x 4 of demo's: each of its own in turn
 
 

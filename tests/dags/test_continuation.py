@@ -53,7 +53,7 @@ def finish_root(run, django_capture_on_commit_callbacks, hand_on=None) -> dict[s
         )
     assert report.accepted
     states = DagNodeState.objects.filter(run=run, node_id__startswith="b")
-    return {s.node_id: TaskExecution.objects.get(id=s.execution_id) for s in states}
+    return {s.node_id: TaskExecution.platform.get(id=s.execution_id) for s in states}
 
 
 def sticky_hint(execution: TaskExecution) -> str | None:

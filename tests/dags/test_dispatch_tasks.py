@@ -34,19 +34,19 @@ def test_an_inline_nodes_task_is_read_once_per_process(tenant):
     assert _task_reads(first.captured_queries) == 1
     assert _task_reads(second.captured_queries) == 0
     state = DagNodeState.objects.get(run=run, node_id="a")
-    assert TaskExecution.objects.get(id=state.execution_id).status == "queued"
+    assert TaskExecution.platform.get(id=state.execution_id).status == "queued"
 
 
 def test_a_task_the_tenant_owns_is_read_at_every_dispatch_and_its_change_seen(tenant):
     shared = make_task(tenant, name="shared", schedule={"type": "manual"}, priority=5)
     dag = dag_create(tenant=tenant, raw={"dag": "names", "tasks": [{"id": "a", "task": "shared"}]})
     first = dag_trigger(dag=dag)
-    TaskDefinition.objects.filter(id=shared.id).update(priority=9)  # a bulk tier's priority
+    TaskDefinition.platform.filter(id=shared.id).update(priority=9)  # a bulk tier's priority
     second = dag_trigger(dag=dag)
 
     def queue(run) -> str:
         state = DagNodeState.objects.get(run=run, node_id="a")
-        return TaskExecution.objects.get(id=state.execution_id).queue
+        return TaskExecution.platform.get(id=state.execution_id).queue
 
     assert (queue(first), queue(second)) == ("normal", "bulk")
 
@@ -54,9 +54,9 @@ def test_a_task_the_tenant_owns_is_read_at_every_dispatch_and_its_change_seen(te
 def test_editing_an_inline_nodes_task_on_its_own_is_refused_and_changes_nothing(api, tenant):
     dag = dag_create(tenant=tenant, raw={"dag": "hidden", "tasks": [{"id": "a", "handler": NOOP}]})
     task_id = node_tasks_of_version(dag.versions.get().id)["a"]
-    before = TaskDefinition.objects.get(id=task_id)
+    before = TaskDefinition.platform.get(id=task_id)
     response = api.patch(f"/api/v1/tasks/{task_id}", {"priority": 9}, format="json")
     assert response.status_code == 409, response.content
     assert response.json()["field"] == "task"
-    after = TaskDefinition.objects.get(id=task_id)
+    after = TaskDefinition.platform.get(id=task_id)
     assert (after.priority, after.changed_at) == (before.priority, before.changed_at)

@@ -35,7 +35,7 @@ def test_a_wave_writes_each_nodes_execution_link_and_state(tenant):
     assert len(dispatched) == 42
     executions = {
         e.id: e
-        for e in TaskExecution.objects.filter(id__in=[s.execution_id for s in dispatched.values()])
+        for e in TaskExecution.platform.filter(id__in=[s.execution_id for s in dispatched.values()])
     }
     links = {link.execution_root_id: link for link in DagNodeExecution.objects.filter(run=run)}
     assert len(executions) == len(links) == 42
@@ -82,7 +82,7 @@ def test_a_wave_reads_its_tasks_with_one_query_whatever_their_number(tenant):
     task_reads = [q["sql"] for q in queries if 'FROM "scheduler_app_taskdefinition"' in q["sql"]]
     assert len(task_reads) == 1, task_reads
     queues = set(
-        TaskExecution.objects.filter(
+        TaskExecution.platform.filter(
             id__in=DagNodeState.objects.filter(run=run).values("execution_id")
         ).values_list("queue", flat=True)
     )

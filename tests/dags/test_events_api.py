@@ -30,7 +30,7 @@ def test_idempotency_key_posts_once(api):
     again = api.post("/api/v1/events", {"name": "x", "payload": {"a": 1}}, format="json", **headers)
     assert first.status_code == again.status_code == 201
     assert first.json()["id"] == again.json()["id"]
-    assert Event.objects.count() == 1
+    assert Event.platform.count() == 1
     assert api.get("/api/v1/events?name=x").json()["count"] == 1
 
 
@@ -41,7 +41,7 @@ def test_idempotency_key_posts_once(api):
 def test_bad_events_are_400(api, body, field):
     response = api.post("/api/v1/events", body, format="json")
     assert response.status_code == 400 and response.json()["field"] == field
-    assert not Event.objects.exists()
+    assert not Event.platform.exists()
 
 
 def test_a_viewer_may_not_post_events_and_tenants_do_not_see_each_others(
@@ -51,7 +51,7 @@ def test_a_viewer_may_not_post_events_and_tenants_do_not_see_each_others(
     Event.objects.create(tenant=other, name="secret-event", payload={"token": "t0p"})
     assert api.get("/api/v1/events").json()["count"] == 0
     _tenant, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     assert api.post("/api/v1/events", {"name": "x"}, format="json").status_code == 403
 
 
@@ -80,7 +80,7 @@ def test_a_viewer_may_not_post_events_and_tenants_do_not_see_each_others(
 def test_bad_wait_nodes_are_400_naming_the_field(api, node, field):
     response = api.post("/api/v1/dags", {"dag": "d", "tasks": [node]}, format="json")
     assert response.status_code == 400 and response.json()["field"] == field
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ def dag_with_inline_nodes(tenant):
         },
     )
     node_tasks = DagVersion.objects.get(dag=dag, number=1).node_tasks
-    assert TaskDefinition.objects.filter(id__in=node_tasks.values()).count() == 2
+    assert TaskDefinition.platform.filter(id__in=node_tasks.values()).count() == 2
     return dag, node_tasks
 
 

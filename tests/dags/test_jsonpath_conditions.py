@@ -99,7 +99,7 @@ def test_the_api_answers_400_naming_the_node_and_saves_nothing(api):
     assert response.status_code == 400
     body = response.json()
     assert body["field"] == "tasks[1].condition.path" and "'route'" in body["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 @pytest.mark.django_db
@@ -123,7 +123,7 @@ def test_a_path_over_its_budget_is_a_400_naming_the_node_and_the_field(api, path
     assert body["code"] == "invalid"
     assert body["field"] == "tasks[1].condition.path"
     assert "'route'" in body["message"] and said in body["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_field_path_over_its_budget_is_refused_naming_the_node():

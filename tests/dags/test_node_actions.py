@@ -56,13 +56,13 @@ def _states(run) -> dict[str, str]:
 
 
 def _run_status(run) -> str:
-    return DagRun.objects.get(id=run.id).status
+    return DagRun.platform.get(id=run.id).status
 
 
 def _executions_of(run, node_id) -> int:
     """How many executions the node had in its run, over every attempt."""
     node_task = run.version.node_tasks[node_id]
-    return TaskExecution.objects.filter(task_id=node_task, attempt=1).count()
+    return TaskExecution.platform.filter(task_id=node_task, attempt=1).count()
 
 
 def _run_to_end(run, statuses, callbacks):
@@ -103,7 +103,7 @@ def test_clearing_a_middle_node_with_downstream_runs_the_join_once_after_it(
         "clear",
         "user:alice",
     )
-    entry = AuditEntry.objects.get(action="dag_node.clear")
+    entry = AuditEntry.platform.get(action="dag_node.clear")
     assert entry.detail["reason"] == "bad input" and entry.detail["cleared"] == ["b", "d"]
     assert entry.actor == "user:alice" and entry.tenant_id == run.tenant_id
 
@@ -155,7 +155,7 @@ def test_marking_a_failed_node_succeeded_lets_its_downstream_run_once(
     assert _run_status(run) == "success"
     assert _executions_of(run, "d") == 1  # never ran before (upstream_failed), once now
     assert _executions_of(run, "b") == 1  # marked, not run
-    entry = AuditEntry.objects.get(action="dag_node.mark")
+    entry = AuditEntry.platform.get(action="dag_node.mark")
     assert entry.detail["reason"] == "fixed by hand" and entry.detail["state"] == "success"
 
 
@@ -192,7 +192,7 @@ def test_a_running_run_refuses_a_clear_and_a_mark_of_a_node_not_in_flight(diamon
     with pytest.raises(Conflict, match="still running and node 'd' is waiting"):
         dag_node_mark(run=run, node_id="d", state="succeeded")  # not reached yet
     assert (_states(run), _run_status(run), DagNodeAttempt.objects.count()) == before
-    assert not AuditEntry.objects.filter(action__startswith="dag_node.").exists()
+    assert not AuditEntry.platform.filter(action__startswith="dag_node.").exists()
 
 
 def test_a_running_runs_in_flight_node_marked_succeeded_ends_so_and_its_run_goes_on(
@@ -205,7 +205,7 @@ def test_a_running_runs_in_flight_node_marked_succeeded_ends_so_and_its_run_goes
         assert dag_node_mark(run=run, node_id="b", state="succeeded", note="stuck, done") == []
     assert _states(run) == {"a": "success", "b": "success", "c": "queued", "d": "waiting"}
     # b's queued execution never starts; a late finish of it would find b ended.
-    assert TaskExecution.objects.get(id=b_run).status == "cancelled"
+    assert TaskExecution.platform.get(id=b_run).status == "cancelled"
     _finish(run, "b", callbacks=django_capture_on_commit_callbacks)  # the late finish
     d = DagNodeState.objects.get(run=run, node_id="d")
     assert (d.status, d.remaining_upstream) == ("waiting", 1)  # counted once, not twice
@@ -213,7 +213,7 @@ def test_a_running_runs_in_flight_node_marked_succeeded_ends_so_and_its_run_goes
     _finish(run, "d", callbacks=django_capture_on_commit_callbacks)
     assert _run_status(run) == "success"
     assert _executions_of(run, "d") == 1
-    entry = AuditEntry.objects.get(action="dag_node.mark")
+    entry = AuditEntry.platform.get(action="dag_node.mark")
     assert entry.detail["while_running"] is True and entry.detail["was"] == "queued"
 
 
@@ -272,7 +272,7 @@ def test_the_api_clears_and_marks_under_the_dag_and_by_the_run_id(
         )
     assert marked.status_code == 202, marked.content
     assert marked.json()["status"] == "partially_completed"
-    entry = AuditEntry.objects.get(action="dag_node.mark")
+    entry = AuditEntry.platform.get(action="dag_node.mark")
     assert entry.actor.startswith("user:") and entry.detail["reason"] == "bad report"
 
 
@@ -315,7 +315,7 @@ def test_a_viewer_cannot_clear_or_mark_and_nothing_changes(
     assert _states(run) == dict.fromkeys("abcd", "success")
     assert _run_status(run) == "success"
     assert not DagNodeAttempt.objects.filter(run=run).exists()
-    assert not AuditEntry.objects.filter(action__startswith="dag_node.").exists()
+    assert not AuditEntry.platform.filter(action__startswith="dag_node.").exists()
 
 
 def test_another_tenant_cannot_find_the_run_or_its_nodes(

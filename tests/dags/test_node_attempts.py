@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 def ended_run(tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED)
-    DagRun.objects.filter(id=run.id).update(
+    DagRun.platform.filter(id=run.id).update(
         status="failed", completed_at=timezone.now(), remaining_nodes=0
     )
     run.refresh_from_db()
@@ -44,7 +44,7 @@ def _fail_again(run, node_id: str) -> None:
     DagNodeState.objects.filter(run=run, node_id=node_id).update(
         status="failed", started_at=now, completed_at=now, error_message="again"
     )
-    DagRun.objects.filter(id=run.id).update(status="failed", completed_at=now)
+    DagRun.platform.filter(id=run.id).update(status="failed", completed_at=now)
 
 
 def test_a_rerun_keeps_each_reset_nodes_attempt_and_numbers_the_next(ended_run):
@@ -68,7 +68,7 @@ def test_a_rerun_keeps_each_reset_nodes_attempt_and_numbers_the_next(ended_run):
     )
     assert now_b.execution_id != before_b.execution_id  # the new attempt's own execution
     # The earlier attempt's execution is still there, linked from its attempt row.
-    assert TaskExecution.objects.filter(id=before_b.execution_id, status="failed").exists()
+    assert TaskExecution.platform.filter(id=before_b.execution_id, status="failed").exists()
     assert _state(run, "a").attempt_number == 1
 
 
@@ -91,8 +91,8 @@ def test_a_second_rerun_keeps_both_earlier_attempts(ended_run):
 
 def test_a_dead_letter_retried_inside_its_run_keeps_the_attempt_it_replaces(ended_run):
     _, run = ended_run
-    failed = TaskExecution.objects.get(id=_state(run, "b").execution_id)
-    TaskExecution.objects.filter(id=failed.id).update(dead_lettered=True)
+    failed = TaskExecution.platform.get(id=_state(run, "b").execution_id)
+    TaskExecution.platform.filter(id=failed.id).update(dead_lettered=True)
     link = DagNodeExecution.objects.get(execution_root_id=failed.id)
     assert dag_node_dead_letter_retry(execution=failed, link=link, triggered_by="user:bob")
     [kept] = DagNodeAttempt.objects.filter(run=run, node_id="b")
@@ -156,7 +156,7 @@ def test_an_earlier_attempts_executions_keep_their_node_shards_included(ended_ru
     shard_roots = [
         TaskExecution.objects.create(
             tenant_id=run.tenant_id,
-            task_id=TaskExecution.objects.get(id=b.execution_id).task_id,
+            task_id=TaskExecution.platform.get(id=b.execution_id).task_id,
             trigger="dag",
             status="failed",
             scheduled_at=timezone.now(),
@@ -193,8 +193,8 @@ def test_the_dead_letter_of_an_earlier_attempt_is_retried_inside_its_run(ended_r
     from runs.dead_letters import dead_letter_retry
 
     _, run = ended_run
-    first = TaskExecution.objects.get(id=_state(run, "b").execution_id)
-    TaskExecution.objects.filter(id=first.id).update(dead_lettered=True)
+    first = TaskExecution.platform.get(id=_state(run, "b").execution_id)
+    TaskExecution.platform.filter(id=first.id).update(dead_lettered=True)
     dag_run_rerun(run=run, triggered_by="user:alice")
     _fail_again(run, "b")
     first.refresh_from_db()
@@ -207,4 +207,4 @@ def test_the_dead_letter_of_an_earlier_attempt_is_retried_inside_its_run(ended_r
         "dead_letter_retry",
         "apikey:ops",
     )
-    assert not TaskExecution.objects.filter(id=first.id, dead_lettered=True).exists()
+    assert not TaskExecution.platform.filter(id=first.id, dead_lettered=True).exists()

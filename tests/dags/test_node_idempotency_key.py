@@ -19,7 +19,7 @@ def test_a_node_key_reaches_its_task(api):
     response = api.post("/api/v1/dags", definition, format="json")
     assert response.status_code == 201, response.content
     version = DagVersion.objects.get(dag_id=response.json()["id"])
-    task = TaskDefinition.objects.get(id=version.node_tasks["load"])
+    task = TaskDefinition.platform.get(id=version.node_tasks["load"])
     assert task.idempotency_key == "{{scheduled_date}}"
 
 
@@ -31,7 +31,7 @@ def test_a_bad_node_key_is_refused_naming_the_node(api):
     response = api.post("/api/v1/dags", definition, format="json")
     assert response.status_code == 400
     assert response.json()["field"] == "tasks[0].idempotency_key"
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_task_refuses_a_bad_key_and_clears_one_with_an_empty_string(api):

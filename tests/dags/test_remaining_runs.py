@@ -48,12 +48,12 @@ def _dag(tenant, remaining: int, name: str = "limited") -> Dag:
 
 def _overdue(dag, minutes: int):
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    Dag.objects.filter(id=dag.id).update(next_fire_at=start)
+    Dag.platform.filter(id=dag.id).update(next_fire_at=start)
     return start
 
 
 def _scheduled(dag) -> list:
-    runs = DagRun.objects.filter(dag=dag, trigger="schedule")
+    runs = DagRun.platform.filter(dag=dag, trigger="schedule")
     return sorted(runs.values_list("scheduled_at", flat=True))
 
 

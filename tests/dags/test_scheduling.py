@@ -49,18 +49,18 @@ def make_dag(tenant, name: str = "minutely", schedule=None, **extra) -> Dag:
 def overdue(model, row_id, minutes: int):
     """Pretend the scheduler was down: the next fire is `minutes` whole minutes ago."""
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    model.objects.filter(id=row_id).update(next_fire_at=start)
+    model.platform.filter(id=row_id).update(next_fire_at=start)
     return start
 
 
 def run_times(dag) -> list:
     return sorted(
-        DagRun.objects.filter(dag=dag, trigger="schedule").values_list("scheduled_at", flat=True)
+        DagRun.platform.filter(dag=dag, trigger="schedule").values_list("scheduled_at", flat=True)
     )
 
 
 def execution_times(task) -> list:
-    return sorted(TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True))
+    return sorted(TaskExecution.platform.filter(task=task).values_list("scheduled_at", flat=True))
 
 
 # -- catch-up ------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_a_fire_is_recorded_once_even_if_two_schedulers_both_lead(tenant, make_e
     first.tick()
     second.tick()
     assert first.leading and second.leading
-    runs = DagRun.objects.filter(dag=dag)
+    runs = DagRun.platform.filter(dag=dag)
     times = list(runs.values_list("scheduled_at", flat=True))
     assert len(times) >= 3 and len(set(times)) == len(times)
     if overlap == "cancel_other":
@@ -122,10 +122,10 @@ def test_overlap_skip_buffer_one_and_cancel_other(tenant, make_engine):
     # No worker: the first run never finishes. skip: the later fires of the burst add nothing;
     # buffer_one: one more waits queued, the rest add nothing; cancel_other: each fire ends
     # the run before it.
-    assert list(DagRun.objects.filter(dag=skip).values_list("status", flat=True)) == ["running"]
-    statuses = sorted(DagRun.objects.filter(dag=buffered).values_list("status", flat=True))
+    assert list(DagRun.platform.filter(dag=skip).values_list("status", flat=True)) == ["running"]
+    statuses = sorted(DagRun.platform.filter(dag=buffered).values_list("status", flat=True))
     assert statuses == ["queued", "running"]
-    runs = list(DagRun.objects.filter(dag=cancel).order_by("scheduled_at"))
+    runs = list(DagRun.platform.filter(dag=cancel).order_by("scheduled_at"))
     assert len(runs) >= 4
     assert [r.status for r in runs] == ["cancelled"] * (len(runs) - 1) + ["running"]
 
@@ -140,7 +140,7 @@ def test_jitter_moves_each_dag_fire_within_its_bound_as_for_a_task(tenant, make_
         # The stored next fire is where a scheduler that went down left it: jittered too.
         start = overdue(type(definition), definition.id, 6)
         first = schedule_of(definition).next_after(start - timedelta(microseconds=1))
-        type(definition).objects.filter(id=definition.id).update(next_fire_at=first)
+        type(definition).platform.filter(id=definition.id).update(next_fire_at=first)
     make_engine().tick()
     for definition, times in ((dag, run_times(dag)), (task, execution_times(task))):
         assert len(times) >= 5
@@ -171,7 +171,7 @@ def test_start_at_and_end_at_bound_a_dag_as_a_task(tenant, make_engine):
     engine.tick()
     expected = [minute - timedelta(minutes=m) for m in (4, 3, 2)]
     assert run_times(dag) == execution_times(task) == expected
-    assert not DagRun.objects.filter(dag=future).exists()
+    assert not DagRun.platform.filter(dag=future).exists()
     assert dag.id not in engine.heap  # the schedule is over
     dag.refresh_from_db()
     assert dag.next_fire_at is None
@@ -193,7 +193,7 @@ def test_a_dag_policy_is_validated_as_a_tasks(tenant):
         with pytest.raises(ValidationFailed) as caught:
             make_dag(tenant, **extra)
         assert caught.value.field == field, extra
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 # -- following changes, shards -------------------------------------------------------------
@@ -249,8 +249,8 @@ def test_paused_dags_do_not_fire_and_resume_does_not_burst(tenant, make_engine):
     assert dag.next_fire_at is None
     engine = make_engine()
     engine.tick()
-    assert not DagRun.objects.filter(dag=dag).exists()
+    assert not DagRun.platform.filter(dag=dag).exists()
     dag = dag_set_paused(dag=dag, paused=False)
     assert dag.next_fire_at > timezone.now()
     engine.tick()
-    assert DagRun.objects.filter(dag=dag).count() <= 1
+    assert DagRun.platform.filter(dag=dag).count() <= 1

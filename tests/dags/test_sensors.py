@@ -78,7 +78,7 @@ def _node(run, node_id="wait"):
 
 
 def _timer(run):
-    return DagTimer.objects.get(run=run, node_id="wait")
+    return DagTimer.platform.get(run=run, node_id="wait")
 
 
 # -- http -----------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def test_http_sensor_backs_off_until_status_and_jsonpath_hold(tenant, http_targe
     assert _node(run, "after").status in ("pending", "queued")
     assert http_target.requests == 3
     # While it sensed, no execution existed: the sensor never held a worker slot.
-    assert TaskExecution.objects.count() == 1
+    assert TaskExecution.platform.count() == 1
 
 
 def test_http_sensor_until_timeout_follows_on_timeout(tenant, http_target):
@@ -130,7 +130,7 @@ def test_http_sensor_until_timeout_follows_on_timeout(tenant, http_target):
     assert "condition not met within 10 s (1 pokes)" in node.error_message
     assert "HTTP 503" in node.error_message  # the last answer, for the person reading it
     assert _node(failing, "after").status == "upstream_failed"
-    assert DagRun.objects.get(id=failing.id).status == "failed"
+    assert DagRun.platform.get(id=failing.id).status == "failed"
 
     dag = dag_create(
         tenant=tenant,
@@ -436,8 +436,8 @@ def test_a_rerun_of_a_timed_out_sensor_senses_again_from_a_fresh_row(tenant, htt
     _dag, run = _sensor_run(tenant, {"kind": "http", "url": http_target.url}, interval="1s")
     sensors_poke(now=timezone.now())
     assert sensors_poke(now=_timer(run).deadline).timed_out == 1
-    assert DagRun.objects.get(id=run.id).status == "failed"
-    dag_run_rerun(run=DagRun.objects.get(id=run.id), triggered_by="user:ops")
+    assert DagRun.platform.get(id=run.id).status == "failed"
+    dag_run_rerun(run=DagRun.platform.get(id=run.id), triggered_by="user:ops")
     timer = _timer(run)
     assert _node(run).status == "sensing"
     assert timer.status == "waiting" and timer.attempts == 0 and timer.last_error == ""

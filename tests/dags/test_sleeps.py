@@ -44,8 +44,8 @@ def test_a_sleep_wakes_once_when_the_chore_passes_its_time_and_the_run_goes_on(t
     started = timezone.now()
     nap = _state(run, "nap")
     assert nap.status == "sleeping" and nap.execution_id is None
-    assert not TaskExecution.objects.exists()  # nothing runs: no worker slot is held
-    timer = DagTimer.objects.get(run=run, node_id="nap")
+    assert not TaskExecution.platform.exists()  # nothing runs: no worker slot is held
+    timer = DagTimer.platform.get(run=run, node_id="nap")
     assert timer.kind == "sleep" and timer.status == "waiting"
     assert abs((timer.due_at - started).total_seconds() - 7200) < 5
 
@@ -56,16 +56,16 @@ def test_a_sleep_wakes_once_when_the_chore_passes_its_time_and_the_run_goes_on(t
     assert _state(run, "nap").result["due_at"] == timer.due_at.isoformat()
     after = _state(run, "after")
     assert after.status in ("pending", "queued") and after.execution_id is not None
-    assert TaskExecution.objects.count() == 1
+    assert TaskExecution.platform.count() == 1
     # Once: later rounds find nothing due.
     assert sleeps_wake(now=timer.due_at + timedelta(hours=1)) == 0
-    assert DagTimer.objects.get(id=timer.id).status == "fired"
-    assert TaskExecution.objects.count() == 1
+    assert DagTimer.platform.get(id=timer.id).status == "fired"
+    assert TaskExecution.platform.count() == 1
 
 
 def test_a_round_that_took_a_sleep_holds_it_until_its_lease_ends(tenant):
     run = dag_trigger(dag=_nap_dag(tenant, duration="10s"))
-    timer = DagTimer.objects.get(run=run)
+    timer = DagTimer.platform.get(run=run)
     due = timer.due_at + timedelta(seconds=1)
     claimed = timers_claim(kind="sleep", now=due, limit=10, per_tenant=10)
     assert [t.id for t in claimed.timers] == [timer.id]
@@ -81,7 +81,7 @@ def test_until_comes_from_the_run_parameters(tenant):
     dag = _nap_dag(tenant, until="{{ parameters.release_at }}")
     release = (timezone.now() + timedelta(hours=3)).replace(microsecond=0)
     run = dag_trigger(dag=dag, parameters={"release_at": release.isoformat()})
-    timer = DagTimer.objects.get(run=run)
+    timer = DagTimer.platform.get(run=run)
     assert timer.due_at == release and _state(run, "nap").status == "sleeping"
     assert sleeps_wake(now=release) == 1
     assert _state(run, "nap").status == "success"
@@ -102,17 +102,17 @@ def test_an_until_already_past_wakes_at_once_and_a_bad_one_fails_the_node(tenant
     assert "retention window" in _state(far, "nap").error_message
     for run in (missing, naive, far):
         assert _state(run, "after").status == "upstream_failed"
-        assert DagRun.objects.get(id=run.id).status == "failed"
+        assert DagRun.platform.get(id=run.id).status == "failed"
 
 
 def test_a_cancelled_run_leaves_its_sleep_cancelled_not_woken(tenant):
     run = dag_trigger(dag=_nap_dag(tenant))
     dag_run_cancel(run=run)
-    timer = DagTimer.objects.get(run=run)
+    timer = DagTimer.platform.get(run=run)
     assert sleeps_wake(now=timer.due_at) == 0
-    assert DagTimer.objects.get(id=timer.id).status == "cancelled"
+    assert DagTimer.platform.get(id=timer.id).status == "cancelled"
     assert _state(run, "nap").status == "cancelled"
-    assert not TaskExecution.objects.exclude(status="cancelled").exists()
+    assert not TaskExecution.platform.exclude(status="cancelled").exists()
 
 
 def test_the_run_detail_and_the_graph_show_the_sleep_and_its_time_left(

@@ -91,7 +91,7 @@ def test_bad_sleep_and_sensor_nodes_are_400_naming_the_field(api, node, field):
     response = api.post("/api/v1/dags", {"dag": "d", "tasks": [node]}, format="json")
     assert response.status_code == 400, response.content
     assert response.json()["field"] == field
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_sleep_longer_than_the_retention_window_is_400(api, tenant):
@@ -103,7 +103,7 @@ def test_a_sleep_longer_than_the_retention_window_is_400(api, tenant):
     sensor = {"id": "s", "type": "sensor", "sensor": HTTP, "timeout": "30d"}
     response = api.post("/api/v1/dags", {"dag": "d", "tasks": [sensor]}, format="json")
     assert response.status_code == 400 and response.json()["field"] == "tasks[0].timeout"
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
     body["tasks"][0]["duration"] = "7d"
     assert api.post("/api/v1/dags", body, format="json").status_code == 201
 
@@ -128,14 +128,14 @@ def test_good_sleep_and_sensor_nodes_are_saved_normalized(api):
     }
     response = api.post("/api/v1/dags", body, format="json")
     assert response.status_code == 201, response.content
-    nodes = {node["id"]: node for node in Dag.objects.get().versions.get().spec["tasks"]}
+    nodes = {node["id"]: node for node in Dag.platform.get().versions.get().spec["tasks"]}
     assert nodes["nap"]["duration"] == 7200.0
     assert nodes["gate"]["until"] == "{{ parameters.release_at }}"
     ready = nodes["ready"]
     assert (ready["interval"], ready["max_interval"], ready["timeout"]) == (30.0, 600.0, 21600.0)
     assert ready["on_timeout"] == "skip" and ready["sensor"]["expected_status"] == [200]
     # What is stored saves again as it is (the dashboard's editor and the API hand it back).
-    stored = Dag.objects.get().versions.get().spec
-    again = api.put(f"/api/v1/dags/{Dag.objects.get().id}", stored, format="json")
+    stored = Dag.platform.get().versions.get().spec
+    again = api.put(f"/api/v1/dags/{Dag.platform.get().id}", stored, format="json")
     assert again.status_code == 200, again.content
-    assert Dag.objects.get().versions.order_by("-number").first().spec["tasks"] == stored["tasks"]
+    assert Dag.platform.get().versions.order_by("-number").first().spec["tasks"] == stored["tasks"]

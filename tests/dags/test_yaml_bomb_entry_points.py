@@ -46,7 +46,7 @@ def test_the_dashboards_dag_editor_refuses_the_bomb_at_its_line(signed_in, tenan
     assert "YAML anchors are not allowed (&amp;a)" in page
     assert 'data-line="4"' in page and "Line 4" in page
     assert seconds < QUICK_SECONDS
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_the_dashboards_dag_editor_refuses_a_document_past_the_size_cap(
@@ -57,7 +57,7 @@ def test_the_dashboards_dag_editor_refuses_a_document_past_the_size_cap(
     response = signed_in.post("/dashboard/dags/new", {"definition": text})
     assert response.status_code == 400
     assert "at most 1000 are allowed" in response.content.decode()
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_the_dashboards_task_editor_takes_json_only_and_refuses_the_bomb(signed_in, tenant):
@@ -66,7 +66,7 @@ def test_the_dashboards_task_editor_takes_json_only_and_refuses_the_bomb(signed_
     )
     assert response.status_code in (200, 400)
     assert "not valid JSON" in response.content.decode()
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
 
 
 def test_the_api_takes_json_only_and_refuses_the_bomb(api):
@@ -77,7 +77,7 @@ def test_the_api_takes_json_only_and_refuses_the_bomb(api):
     assert seconds < QUICK_SECONDS
     as_text = api.post("/api/v1/dags", json.dumps(YAML_BOMB), content_type="application/json")
     assert as_text.status_code == 400
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_the_api_refuses_a_definition_past_the_stored_size_cap(api, settings):
@@ -91,7 +91,7 @@ def test_the_api_refuses_a_definition_past_the_stored_size_cap(api, settings):
     assert response.status_code == 413
     body = response.json()
     assert body["code"] == "too_large" and "as stored JSON; at most 2000" in body["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_sync_dags_reports_the_bomb_and_stores_nothing(tenant, tmp_path):
@@ -102,7 +102,7 @@ def test_sync_dags_reports_the_bomb_and_stores_nothing(tenant, tmp_path):
     )
     assert "bomb.yaml: cannot parse: YAML anchors are not allowed (&a)" in err.getvalue()
     assert seconds < QUICK_SECONDS
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_sync_dags_refuses_a_file_past_the_size_cap(tenant, tmp_path, settings):
@@ -111,4 +111,4 @@ def test_sync_dags_refuses_a_file_past_the_size_cap(tenant, tmp_path, settings):
     err = io.StringIO()
     call_command("sync_dags", dir=str(tmp_path), stdout=io.StringIO(), stderr=err)
     assert "big.json: cannot parse: the file is" in err.getvalue()
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()

@@ -57,7 +57,7 @@ def add_execution(
         dead_lettered_at=timezone.now() if dead_lettered else None,
     )
     if root is None:
-        TaskExecution.objects.filter(id=execution.id).update(root_execution_id=execution.id)
+        TaskExecution.platform.filter(id=execution.id).update(root_execution_id=execution.id)
         execution.root_execution_id = execution.id
     return execution
 
@@ -193,7 +193,7 @@ def _node_execution(run, task_id, node_id, status, dispatched, ended):
         worker_id="celery@w1",
         error_message="ValueError: boom" if status == "failed" else "",
     )
-    TaskExecution.objects.filter(id=execution.id).update(root_execution_id=execution.id)
+    TaskExecution.platform.filter(id=execution.id).update(root_execution_id=execution.id)
     return execution.id
 
 

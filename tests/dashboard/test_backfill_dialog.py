@@ -67,7 +67,7 @@ def test_a_dry_run_lists_the_fires_in_the_zone_and_utc_and_creates_nothing(signe
     assert page.count('data-outcome="skipped_recorded">skipped (already recorded)<') == 1
     assert 'name="reprocess" value="none" checked' in page
     assert "The range in UTC: 2026-11-10 05:00 to 2026-11-13 05:00." in page
-    assert not Backfill.objects.exists() and TaskExecution.objects.count() == 1
+    assert not Backfill.platform.exists() and TaskExecution.platform.count() == 1
     # Without JavaScript: the same answer as a page.
     full = signed_in.post(url, {**_range(), "intent": "dry_run"})
     assert full.status_code == 200 and "<html" in full.content.decode()
@@ -80,11 +80,11 @@ def test_start_creates_the_backfill_as_the_api_does_and_audits_it(signed_in, ten
         f"/dashboard/tasks/{task.id}/backfill", {**_range(), "intent": "start"}
     )
     assert response.status_code == 302 and response["Location"] == "/dashboard/backfills"
-    backfill = Backfill.objects.get()
+    backfill = Backfill.platform.get()
     assert (backfill.task_id, backfill.total, backfill.max_parallel) == (task.id, 3, 2)
     assert backfill.start_at == datetime(2026, 11, 10, 5, tzinfo=UTC)  # local midnight, EST
-    assert TaskExecution.objects.filter(task=task, trigger="backfill").count() == 2
-    entry = AuditEntry.objects.get(action="backfill.create")
+    assert TaskExecution.platform.filter(task=task, trigger="backfill").count() == 2
+    entry = AuditEntry.platform.get(action="backfill.create")
     assert entry.object_id == str(backfill.id) and entry.detail["after"]["runs"] == 3
     assert entry.detail["via"] == "dashboard" and entry.actor == "user:acme-admin"
 
@@ -110,7 +110,7 @@ def test_bad_input_is_a_400_next_to_the_field_and_creates_nothing(
         )
         assert response.status_code == 400
         assert shown in response.content.decode()
-    assert not Backfill.objects.exists() and not TaskExecution.objects.exists()
+    assert not Backfill.platform.exists() and not TaskExecution.platform.exists()
 
 
 def test_a_dags_backfill_dialog_dry_runs_and_starts(signed_in, tenant):
@@ -125,9 +125,9 @@ def test_a_dags_backfill_dialog_dry_runs_and_starts(signed_in, tenant):
     assert 'id="backfill-dialog"' in signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
     body = {"start": "2026-11-01T00:00", "end": "2026-11-01T03:00", "max_parallel": "1"}
     plan = signed_in.post(f"/dashboard/dags/{dag.id}/backfill", {**body, "intent": "dry_run"})
-    assert "Dry run: 3 fire times" in plan.content.decode() and not Backfill.objects.exists()
+    assert "Dry run: 3 fire times" in plan.content.decode() and not Backfill.platform.exists()
     started = signed_in.post(f"/dashboard/dags/{dag.id}/backfill", {**body, "intent": "start"})
-    assert started.status_code == 302 and Backfill.objects.get().dag_id == dag.id
+    assert started.status_code == 302 and Backfill.platform.get().dag_id == dag.id
 
 
 def test_a_viewer_and_another_tenant_cannot_backfill(tenant_and_user, tenant, tenant_factory):
@@ -143,13 +143,13 @@ def test_a_viewer_and_another_tenant_cannot_backfill(tenant_and_user, tenant, te
         )
         assert answer.status_code == 404
         assert "02:30" not in answer.content.decode()  # not even their fire times
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     viewer = Client()
     viewer.login(username=user.username, password="pw-123456")
     assert "backfill-dialog" not in viewer.get(f"/dashboard/tasks/{mine.id}").content.decode()
     refused = viewer.post(f"/dashboard/tasks/{mine.id}/backfill", {**_range(), "intent": "start"})
     assert refused.status_code == 403
-    assert not Backfill.objects.exists() and not TaskExecution.objects.exists()
+    assert not Backfill.platform.exists() and not TaskExecution.platform.exists()
 
 
 def _record(task, day: int, status: str) -> TaskExecution:
@@ -182,17 +182,17 @@ def test_the_dialog_offers_the_reprocess_policy_and_the_dry_run_says_each_fires_
     assert 'data-outcome="rerun"><strong>run again (was failed)</strong>' in page
     summary = re.sub(r"<[^>]+>", "", page)
     assert "It would give: 1 new run, 1 run again, 1 skipped (already succeeded)." in summary
-    assert not Backfill.objects.exists() and TaskExecution.objects.count() == 2
+    assert not Backfill.platform.exists() and TaskExecution.platform.count() == 2
 
     started = signed_in.post(url, {**body, "max_parallel": "3", "intent": "start"})
     assert started.status_code == 302
-    backfill = Backfill.objects.get()
+    backfill = Backfill.platform.get()
     assert backfill.reprocess == "failed" and backfill.reprocessed == 1
-    again = TaskExecution.objects.get(
+    again = TaskExecution.platform.get(
         task=task, scheduled_at=datetime(2026, 11, 12, 7, 30, tzinfo=UTC), attempt=2
     )
     assert again.trigger == "backfill"
-    entry = AuditEntry.objects.get(action="backfill.create")
+    entry = AuditEntry.platform.get(action="backfill.create")
     assert entry.detail["after"]["reprocess"] == "failed"
     listed = signed_in.get("/dashboard/backfills").content.decode()
     assert "reprocess failed: 1 run again" in listed and "1 skipped: already recorded" in listed

@@ -32,7 +32,7 @@ def _backfill(tenant, name="imports"):
 
 def test_the_page_shows_progress_and_cancel_works(signed_in, tenant):
     backfill = _backfill(tenant)
-    assert TaskExecution.objects.filter(trigger="backfill").count() == 2  # max_parallel
+    assert TaskExecution.platform.filter(trigger="backfill").count() == 2  # max_parallel
     page = signed_in.get("/dashboard/backfills").content.decode()
     assert "imports" in page and "2 of 4 released" in page and "2 waiting" in page
     assert "backfill-cancel" in page
@@ -41,7 +41,7 @@ def test_the_page_shows_progress_and_cancel_works(signed_in, tenant):
     backfill.refresh_from_db()
     assert backfill.status == "cancelled"
     assert set(
-        TaskExecution.objects.filter(trigger="backfill").values_list("status", flat=True)
+        TaskExecution.platform.filter(trigger="backfill").values_list("status", flat=True)
     ) == {"cancelled"}
     assert "backfill-cancel" not in signed_in.get("/dashboard/backfills").content.decode()
 
@@ -50,7 +50,7 @@ def test_a_viewer_cannot_cancel_and_another_tenants_backfill_is_not_found(
     tenant_and_user, tenant, tenant_factory
 ):
     _tenant, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     client = Client()
     client.login(username=user.username, password="pw-123456")
     mine = _backfill(tenant)
@@ -58,7 +58,7 @@ def test_a_viewer_cannot_cancel_and_another_tenants_backfill_is_not_found(
     assert client.post(f"/dashboard/backfills/{mine.id}/cancel").status_code == 403
     other, _ = tenant_factory("globex")
     theirs = _backfill(other, name="their-imports")
-    TenantMembership.objects.filter(user=user).update(role=Role.OPERATOR)
+    TenantMembership.platform.filter(user=user).update(role=Role.OPERATOR)
     assert "their-imports" not in client.get("/dashboard/backfills").content.decode()
     assert client.post(f"/dashboard/backfills/{theirs.id}/cancel").status_code == 404
-    assert Backfill.objects.get(id=theirs.id).status == "running"
+    assert Backfill.platform.get(id=theirs.id).status == "running"

@@ -36,7 +36,7 @@ def test_an_admin_adds_tests_and_deletes_a_channel(signed_in, tenant, pagerduty)
     assert response.status_code == 200
     html = response.content.decode()
     assert "pagerduty://critical" in html and ROUTING_KEY not in html
-    channel = NotificationChannel.objects.get(tenant=tenant, name="critical")
+    channel = NotificationChannel.platform.get(tenant=tenant, name="critical")
 
     tested = signed_in.post(f"/dashboard/channels/{channel.id}/test", follow=True)
     assert "Event processed" in tested.content.decode()
@@ -44,14 +44,14 @@ def test_an_admin_adds_tests_and_deletes_a_channel(signed_in, tenant, pagerduty)
     assert event["errors"] == [] and event["body"]["routing_key"] == ROUTING_KEY
 
     signed_in.post(f"/dashboard/channels/{channel.id}/delete")
-    assert not NotificationChannel.objects.filter(id=channel.id).exists()
+    assert not NotificationChannel.platform.filter(id=channel.id).exists()
 
 
 def test_bad_input_is_shown_and_saves_nothing(signed_in, tenant):
     response = signed_in.post("/dashboard/channels", {"name": "p", "kind": "pagerduty"})
     assert response.status_code == 200
     assert "routing_key is required" in response.content.decode()
-    assert not NotificationChannel.objects.exists()
+    assert not NotificationChannel.platform.exists()
 
 
 def test_a_viewer_cannot_open_or_use_the_page(tenant):
@@ -63,7 +63,7 @@ def test_a_viewer_cannot_open_or_use_the_page(tenant):
         "/dashboard/channels", {"name": "x", "kind": "email", "addresses": "a@example.com"}
     )
     assert response.status_code == 403
-    assert not NotificationChannel.objects.exists()
+    assert not NotificationChannel.platform.exists()
 
 
 def test_the_add_form_ties_each_input_to_its_kinds_and_keeps_only_the_chosen_kinds(
@@ -84,5 +84,5 @@ def test_the_add_form_ties_each_input_to_its_kinds_and_keeps_only_the_chosen_kin
         "/dashboard/channels",
         {"name": "ops-mail", "kind": "email", "addresses": "ops@example.com", "routing_key": "x"},
     )
-    channel = NotificationChannel.objects.get(tenant=tenant, name="ops-mail")
+    channel = NotificationChannel.platform.get(tenant=tenant, name="ops-mail")
     assert channel.kind == "email" and channel.credential_ciphertext == ""

@@ -26,7 +26,7 @@ tasks:
 
 def test_a_dag_is_created_from_yaml_and_drawn(signed_in, tenant):
     response = signed_in.post("/dashboard/dags/new", {"definition": GOOD})
-    dag = Dag.objects.get(tenant=tenant, name="nightly-etl")
+    dag = Dag.platform.get(tenant=tenant, name="nightly-etl")
     assert response.status_code == 302 and response["Location"] == f"/dashboard/dags/{dag.id}"
     page = signed_in.get(response["Location"]).content.decode()
     assert 'data-node-id="extract"' in page and 'data-node-id="load"' in page
@@ -39,7 +39,7 @@ def test_a_refusal_names_its_line_and_saves_nothing(signed_in, tenant):
     page = response.content.decode()
     assert 'data-line="6"' in page and "Line 6" in page  # the depends_on line
     assert "nowhere" in page  # the text is kept for correcting
-    assert not Dag.objects.filter(tenant=tenant).exists()
+    assert not Dag.platform.filter(tenant=tenant).exists()
     broken = signed_in.post("/dashboard/dags/new", {"definition": "dag: x\ntasks: [\n"})
     assert broken.status_code == 400 and "not valid YAML or JSON" in broken.content.decode()
 
@@ -67,7 +67,7 @@ def test_only_admins_of_the_tenant_may(signed_in, tenant, tenant_and_user, tenan
     membership_set(tenant=tenant, user=user, role=Role.OPERATOR)
     assert signed_in.get("/dashboard/dags/new").status_code == 403
     assert signed_in.post("/dashboard/dags/new", {"definition": GOOD}).status_code == 403
-    assert not Dag.objects.filter(tenant=tenant).exists()
+    assert not Dag.platform.filter(tenant=tenant).exists()
 
 
 def test_the_edit_form_text_is_accepted_back_as_it_is_shown(signed_in, tenant):

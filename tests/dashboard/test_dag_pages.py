@@ -87,7 +87,7 @@ def test_run_page_draws_every_node_with_its_state_colour(signed_in, dag_run):
 
 def test_a_finished_run_tells_the_page_to_stop_polling(signed_in, dag_run):
     dag, run = dag_run
-    DagRun.objects.filter(id=run.id).update(status="failed")
+    DagRun.platform.filter(id=run.id).update(status="failed")
     page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}?fragment=1").content.decode()
     assert 'data-live-final="run failed"' in page
     assert "btn-run-rerun" in page and "btn-run-cancel" not in page
@@ -120,7 +120,7 @@ def test_another_tenants_dag_and_run_are_not_found(signed_in, tenant_factory):
     assert signed_in.get(f"/dashboard/executions/{b.execution_id}").status_code == 404
     dag.refresh_from_db()
     assert dag.paused is False
-    assert DagRun.objects.filter(dag=dag).count() == 1
+    assert DagRun.platform.filter(dag=dag).count() == 1
 
 
 def test_own_dag_under_another_dags_url_is_not_found(signed_in, dag_run, tenant):
@@ -145,12 +145,12 @@ def test_pause_resume_and_trigger_buttons_call_the_services(signed_in, tenant):
     dag.refresh_from_db()
     assert not dag.paused and dag.next_fire_at is not None
     response = signed_in.post(f"/dashboard/dags/{dag.id}/trigger")
-    run = DagRun.objects.get(dag=dag)
+    run = DagRun.platform.get(dag=dag)
     assert response.status_code == 302
     assert response["Location"] == f"/dashboard/dags/{dag.id}/runs/{run.id}"
     assert run.trigger == "manual" and run.status == "running"
     # The roots were dispatched by the engine, as for an API trigger.
-    assert TaskExecution.objects.filter(tenant=tenant, trigger="dag").count() == 3
+    assert TaskExecution.platform.filter(tenant=tenant, trigger="dag").count() == 3
     assert signed_in.post(f"/dashboard/dags/{dag.id}/explode").status_code == 404
 
 
@@ -164,7 +164,7 @@ def test_cancel_button_cancels_the_run(signed_in, dag_run):
 def test_viewer_sees_pages_but_cannot_press_buttons(tenant_and_user, dag_run):
     dag, run = dag_run
     _, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     client = Client()
     client.login(username=user.username, password="pw-123456")
     page = client.get(f"/dashboard/dags/{dag.id}").content.decode()
@@ -176,8 +176,8 @@ def test_viewer_sees_pages_but_cannot_press_buttons(tenant_and_user, dag_run):
     assert client.post(f"/dashboard/dags/{dag.id}/trigger").status_code == 403
     assert client.post(f"/dashboard/dags/{dag.id}/pause").status_code == 403
     assert client.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/cancel").status_code == 403
-    assert DagRun.objects.filter(dag=dag).count() == 1
-    assert Dag.objects.get(id=dag.id).paused is False
+    assert DagRun.platform.filter(dag=dag).count() == 1
+    assert Dag.platform.get(id=dag.id).paused is False
 
 
 def test_the_list_shows_the_last_eight_runs_of_each_dag(signed_in, tenant):
@@ -200,7 +200,7 @@ def test_a_rerun_nodes_every_attempt_is_in_its_history_and_the_gantt(signed_in, 
     of attempts, a bar of its own), beside the new one, with who started it."""
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED_RUN_STATES)
-    DagRun.objects.filter(id=run.id).update(status="failed", remaining_nodes=0)
+    DagRun.platform.filter(id=run.id).update(status="failed", remaining_nodes=0)
     first = DagNodeState.objects.get(run=run, node_id="b").execution_id
     url = f"/dashboard/dags/{dag.id}/runs/{run.id}"
     response = signed_in.post(f"{url}/rerun")
@@ -241,7 +241,7 @@ def test_a_run_nobody_re_ran_has_no_attempts_table(signed_in, dag_run):
 def test_an_earlier_attempts_execution_is_still_named_by_its_run_and_node(signed_in, tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED_RUN_STATES)
-    DagRun.objects.filter(id=run.id).update(status="failed", remaining_nodes=0)
+    DagRun.platform.filter(id=run.id).update(status="failed", remaining_nodes=0)
     first = DagNodeState.objects.get(run=run, node_id="b").execution_id
     assert signed_in.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/rerun").status_code == 302
     page = signed_in.get(f"/dashboard/executions/{first}").content.decode()

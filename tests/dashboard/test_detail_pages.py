@@ -54,7 +54,7 @@ def test_execution_page_links_the_full_log_and_a_download(signed_in, tenant):
 
 def test_a_dag_nodes_hidden_task_has_no_buttons_and_refuses_them(signed_in, tenant):
     dag = make_dag(tenant)
-    hidden = TaskDefinition.objects.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
+    hidden = TaskDefinition.platform.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
     page = signed_in.get(f"/dashboard/tasks/{hidden.id}").content.decode()
     assert 'id="dag-node-task"' in page and f'href="/dashboard/dags/{dag.id}"' in page
     for button in ("btn-trigger", "btn-pause", "btn-resume", "btn-edit"):
@@ -99,14 +99,14 @@ def test_a_dag_is_triggered_with_parameters_or_refused_at_the_line(signed_in, te
     assert response.status_code == 302
     page = signed_in.get(f"/dashboard/dags/{dag.id}").content.decode()
     assert "Nothing was triggered. Parameters: not valid JSON" in page and "(line 3," in page
-    assert not DagRun.objects.filter(dag=dag).exists()
+    assert not DagRun.platform.filter(dag=dag).exists()
     assert signed_in.post(f"/dashboard/dags/{dag.id}/trigger", {"parameters": "[1, 2]"})
-    assert not DagRun.objects.filter(dag=dag).exists()
+    assert not DagRun.platform.filter(dag=dag).exists()
 
     response = signed_in.post(
         f"/dashboard/dags/{dag.id}/trigger", {"parameters": '{"date": "2030-01-01"}'}, follow=True
     )
-    run = DagRun.objects.get(dag=dag)
+    run = DagRun.platform.get(dag=dag)
     assert run.parameters == {"date": "2030-01-01"}
     assert f'href="/dashboard/dags/{dag.id}/runs/{run.id}"' in response.content.decode()
 
@@ -129,7 +129,7 @@ def test_dag_run_page_lists_each_shard_with_its_latest_attempt_and_log(signed_in
 
     dag = make_dag(tenant)
     run = make_dag_run(dag)
-    task = TaskDefinition.objects.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
+    task = TaskDefinition.platform.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
     first = add_execution(task, minutes_ago=1, status=ExecutionStatus.FAILED)
     retry = add_execution(task, minutes_ago=0.5, status=ExecutionStatus.SUCCESS, root=first.id)
     retry.attempt = 2

@@ -36,7 +36,7 @@ def _dead(task, error_class: str, *, hours_ago: float = 0) -> TaskExecution:
     execution = add_execution(
         task, minutes_ago=5, status=ExecutionStatus.FAILED, error_class=error_class
     )
-    TaskExecution.objects.filter(id=execution.id).update(
+    TaskExecution.platform.filter(id=execution.id).update(
         dead_lettered=True, dead_lettered_at=timezone.now() - timedelta(hours=hours_ago)
     )
     return execution
@@ -53,7 +53,7 @@ def queue(tenant):
 
 
 def _dead_ids() -> set[str]:
-    dead = TaskExecution.objects.filter(dead_lettered=True)
+    dead = TaskExecution.platform.filter(dead_lettered=True)
     return {str(i) for i in dead.values_list("id", flat=True)}
 
 
@@ -78,7 +78,7 @@ def test_the_filter_narrows_the_page_by_task_error_and_since(signed_in, queue):
 def test_retry_selected_reports_each_item(signed_in, queue, tenant_factory):
     other, _ = tenant_factory("globex")
     foreign = _dead(make_task(other, name="their-task"), "boom")
-    TaskExecution.objects.filter(id=queue["sync"].id).update(dead_lettered=False)  # handled
+    TaskExecution.platform.filter(id=queue["sync"].id).update(dead_lettered=False)  # handled
     ids = [str(queue["report_new"].id), str(queue["sync"].id), str(foreign.id), "not-an-id"]
     response = signed_in.post("/dashboard/dlq/bulk/retry", {"ids": ids}, follow=True)
     report = _report(response)
@@ -87,10 +87,10 @@ def test_retry_selected_reports_each_item(signed_in, queue, tenant_factory):
     assert f"crm-sync run {str(queue['sync'].id)[:8]}: no longer in the queue" in report
     assert f"run {foreign.id}: not found in this tenant" in report
     assert "their-task" not in report  # another tenant's run is not named
-    assert TaskExecution.objects.get(id=foreign.id).dead_lettered is True
-    assert TaskExecution.objects.filter(retry_of_id=queue["report_new"].id).count() == 1
+    assert TaskExecution.platform.get(id=foreign.id).dead_lettered is True
+    assert TaskExecution.platform.filter(retry_of_id=queue["report_new"].id).count() == 1
     # One entry per run it changed (found by that run), none for what it did not change.
-    entry = AuditEntry.objects.get(action="dlq.retry")
+    entry = AuditEntry.platform.get(action="dlq.retry")
     assert entry.actor == "user:acme-admin" and entry.tenant_id == queue["sync"].tenant_id
     assert entry.object_id == str(queue["report_new"].id)
 
@@ -102,19 +102,19 @@ def test_retry_all_matching_retries_only_what_the_filter_matches(signed_in, queu
     assert "Retry all matching 1: 1 retried." in _report(response)
     assert response.redirect_chain[-1][0] == "/dashboard/dlq?task=nightly&error=5xx"
     assert _dead_ids() == {str(queue["report_old"].id), str(queue["sync"].id)}
-    entry = AuditEntry.objects.get(action="dlq.retry")
+    entry = AuditEntry.platform.get(action="dlq.retry")
     assert entry.object_id == str(queue["report_new"].id)
 
 
 def test_a_dag_nodes_dead_letter_whose_run_is_going_is_refused_and_stays(signed_in, tenant):
     run = make_dag_run(make_dag(tenant))  # b failed, e still running: the run is going
-    node_run = TaskExecution.objects.get(id=run.nodes.get(node_id="b").execution_id)
-    TaskExecution.objects.filter(id=node_run.id).update(dead_lettered=True)
+    node_run = TaskExecution.platform.get(id=run.nodes.get(node_id="b").execution_id)
+    TaskExecution.platform.filter(id=node_run.id).update(dead_lettered=True)
     response = signed_in.post("/dashboard/dlq/bulk/retry", {"ids": [str(node_run.id)]}, follow=True)
     report = _report(response)
     assert f"etl-pipeline › b run {str(node_run.id)[:8]}: its DAG run" in report
     assert "1 refused" in report
-    assert TaskExecution.objects.get(id=node_run.id).dead_lettered is True
+    assert TaskExecution.platform.get(id=node_run.id).dead_lettered is True
 
 
 def test_delete_selected_is_for_admins(tenant, signed_in, queue):
@@ -126,7 +126,7 @@ def test_delete_selected_is_for_admins(tenant, signed_in, queue):
     assert str(queue["report_old"].id) in _dead_ids()
     response = signed_in.post("/dashboard/dlq/bulk/delete", {"ids": ids}, follow=True)  # admin
     assert "Delete selected 1: 1 removed." in _report(response)
-    assert AuditEntry.objects.get(action="dlq.delete").object_id == str(queue["report_old"].id)
+    assert AuditEntry.platform.get(action="dlq.delete").object_id == str(queue["report_old"].id)
     assert str(queue["report_old"].id) not in _dead_ids()
 
 
@@ -139,8 +139,8 @@ def test_a_viewer_sees_no_bulk_actions_and_is_refused_each(tenant, queue):
     for action in ("retry", "retry-all", "delete"):
         assert viewer.post(f"/dashboard/dlq/bulk/{action}", {"ids": ids}).status_code == 403
     assert _dead_ids() == before
-    assert not TaskExecution.objects.filter(trigger="retry").exists()
-    assert not AuditEntry.objects.filter(action__startswith="dlq.").exists()
+    assert not TaskExecution.platform.filter(trigger="retry").exists()
+    assert not AuditEntry.platform.filter(action__startswith="dlq.").exists()
 
 
 def test_too_many_ids_are_refused_whole(signed_in, queue):

@@ -82,14 +82,14 @@ def test_acknowledge_then_resolve_from_the_page_audited_and_back_where_it_was(si
     incident.refresh_from_db()
     assert incident.state == "resolved" and incident.resolution_note == "bad deploy rolled back"
     assert list(
-        AuditEntry.objects.filter(object_id=str(incident.id))
+        AuditEntry.platform.filter(object_id=str(incident.id))
         .order_by("id")
         .values_list("action", flat=True)
     ) == ["incident.acknowledge", "incident.resolve"]
     # Resolving again says who did, and changes nothing.
     again = signed_in.post(f"/dashboard/incidents/{incident.id}/resolve", follow=True)
     assert "already resolved by user:acme-admin" in again.content.decode()
-    assert AuditEntry.objects.filter(object_id=str(incident.id)).count() == 2
+    assert AuditEntry.platform.filter(object_id=str(incident.id)).count() == 2
 
 
 def test_a_too_long_note_is_refused_and_changes_nothing(signed_in, tenant):
@@ -104,7 +104,7 @@ def test_a_too_long_note_is_refused_and_changes_nothing(signed_in, tenant):
 
 def test_a_viewer_sees_incidents_without_buttons_and_cannot_act(tenant_and_user, tenant):
     _, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     viewer = Client()
     assert viewer.login(username=user.username, password="pw-123456")
     _, incident = _failing(tenant)
@@ -115,7 +115,7 @@ def test_a_viewer_sees_incidents_without_buttons_and_cannot_act(tenant_and_user,
         assert viewer.post(f"/dashboard/incidents/{incident.id}/{action}").status_code == 403
     incident.refresh_from_db()
     assert incident.state == "open"
-    assert not AuditEntry.objects.filter(object_id=str(incident.id)).exists()
+    assert not AuditEntry.platform.filter(object_id=str(incident.id)).exists()
 
 
 def test_another_tenant_never_sees_nor_touches_it(tenant, tenant_factory):
@@ -154,7 +154,7 @@ def test_the_dag_page_shows_its_runs_sla_miss_and_its_nodes_failing(signed_in, t
         },
     )
     run = dag_trigger(dag=dag)
-    node_task = TaskDefinition.objects.get(id=DagVersion.objects.get(dag=dag).node_tasks["merge"])
+    node_task = TaskDefinition.platform.get(id=DagVersion.objects.get(dag=dag).node_tasks["merge"])
     assert DagNodeExecution.objects.filter(run=run).exists()
     sla = incident_open(
         rule="sla_missed", key=f"dag_run:{run.id}", tenant=tenant, summary="DAG run past its SLA"

@@ -49,7 +49,7 @@ def finish(execution: TaskExecution, sink: LiveLogSink) -> None:
     ExecutionLog.objects.create(
         execution_id=execution.id, tenant_id=execution.tenant_id, text=sink.buffer.text()
     )
-    TaskExecution.objects.filter(id=execution.id).update(status=ExecutionStatus.SUCCESS)
+    TaskExecution.platform.filter(id=execution.id).update(status=ExecutionStatus.SUCCESS)
     live_log_end(sink, status=ExecutionStatus.SUCCESS)
 
 
@@ -106,7 +106,7 @@ def test_a_run_whose_stream_expired_is_served_from_the_stored_log(signed_in, run
     ExecutionLog.objects.create(
         execution_id=running.id, tenant_id=running.tenant_id, text="old line 1\nold line 2\n"
     )
-    TaskExecution.objects.filter(id=running.id).update(status=ExecutionStatus.FAILED)
+    TaskExecution.platform.filter(id=running.id).update(status=ExecutionStatus.FAILED)
     response = signed_in.get(f"/dashboard/executions/{running.id}/log-events")
     got = list(events(sync_chunks(response)))
     assert [e["data"] for e in got] == ["old line 1", "old line 2", "failed"]

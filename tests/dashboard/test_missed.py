@@ -31,14 +31,14 @@ def test_fires_without_execution_late_or_unstarted_are_missed(tenant):
     task = make_task(
         tenant, name="every-minute", schedule={"type": "cron", "expression": "* * * * *"}
     )
-    TaskDefinition.objects.filter(id=task.id).update(
+    TaskDefinition.platform.filter(id=task.id).update(
         created_at=datetime(2026, 3, 1, 11, 50, 10, tzinfo=UTC)
     )
     # Expected: 11:51 .. 11:59 (12:00 is inside the 60 s grace, not judged yet).
     for minute in (51, 52, 53, 55, 56, 57, 58):
         _fire(task, minute, lag=0.5)
     _fire(task, 59, lag=None)  # queued, never started
-    TaskExecution.objects.filter(task=task, scheduled_at__minute=58).update(
+    TaskExecution.platform.filter(task=task, scheduled_at__minute=58).update(
         started_at=datetime(2026, 3, 1, 11, 59, 30, tzinfo=UTC)
     )  # 90 s late
     [misses] = missed_fires(tenant=tenant, window=timedelta(hours=1), grace_seconds=60, now=NOW)
@@ -52,12 +52,12 @@ def test_fires_without_execution_late_or_unstarted_are_missed(tenant):
 
 def test_paused_and_other_tenants_tasks_are_not_listed(tenant, tenant_factory):
     paused = make_task(tenant, name="paused", schedule={"type": "cron", "expression": "* * * * *"})
-    TaskDefinition.objects.filter(id=paused.id).update(
+    TaskDefinition.platform.filter(id=paused.id).update(
         paused=True, created_at=datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
     )
     other, _ = tenant_factory("globex")
     theirs = make_task(other, name="theirs", schedule={"type": "cron", "expression": "* * * * *"})
-    TaskDefinition.objects.filter(id=theirs.id).update(
+    TaskDefinition.platform.filter(id=theirs.id).update(
         created_at=datetime(2026, 3, 1, 11, 0, tzinfo=UTC)
     )
     assert missed_fires(tenant=tenant, window=timedelta(hours=1), grace_seconds=60, now=NOW) == []

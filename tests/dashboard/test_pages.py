@@ -20,7 +20,7 @@ def test_anonymous_is_sent_to_login():
 
 @pytest.mark.parametrize("fragment", ["", "?fragment=1"])
 def test_every_page_renders(signed_in, busy_task, fragment):
-    dead = TaskExecution.objects.get(task=busy_task, dead_lettered=True)
+    dead = TaskExecution.platform.get(task=busy_task, dead_lettered=True)
     for url in (
         "/dashboard/",
         f"/dashboard/tasks/{busy_task.id}",
@@ -38,7 +38,7 @@ def test_task_page_shows_failure_breakdown_attempts_and_next_fires(signed_in, bu
     page = signed_in.get(f"/dashboard/tasks/{busy_task.id}").content.decode()
     assert "http_5xx" in page and "timeout" in page
     assert page.count("UTC ·") == 5  # five upcoming fire times
-    dead = TaskExecution.objects.get(task=busy_task, dead_lettered=True)
+    dead = TaskExecution.platform.get(task=busy_task, dead_lettered=True)
     page = signed_in.get(f"/dashboard/executions/{dead.id}").content.decode()
     attempts = page.split('id="attempts"')[1].split("</table>")[0]
     assert attempts.count('href="/dashboard/executions/') == 3  # the three attempts of the fire
@@ -62,12 +62,12 @@ def test_pause_resume_and_trigger_buttons_call_the_services(signed_in, tenant):
     task.refresh_from_db()
     assert not task.paused and task.next_fire_at is not None
     signed_in.post(f"/dashboard/tasks/{task.id}/trigger")
-    assert TaskExecution.objects.filter(task=task, trigger="manual").count() == 1
+    assert TaskExecution.platform.filter(task=task, trigger="manual").count() == 1
 
 
 def test_viewer_cannot_press_buttons(tenant_and_user, tenant):
     _tenant_obj, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     client = Client()
     client.login(username=user.username, password="pw-123456")
     task = make_task(tenant, name="read-only")
@@ -76,13 +76,13 @@ def test_viewer_cannot_press_buttons(tenant_and_user, tenant):
 
 
 def test_dead_letter_retry_and_delete(signed_in, busy_task):
-    dead = TaskExecution.objects.get(task=busy_task, dead_lettered=True)
+    dead = TaskExecution.platform.get(task=busy_task, dead_lettered=True)
     signed_in.post(f"/dashboard/dlq/{dead.id}/retry")
-    assert not TaskExecution.objects.filter(task=busy_task, dead_lettered=True).exists()
-    assert TaskExecution.objects.filter(retry_of_id=dead.id, attempt=1).exists()
-    TaskExecution.objects.filter(id=dead.id).update(dead_lettered=True)
+    assert not TaskExecution.platform.filter(task=busy_task, dead_lettered=True).exists()
+    assert TaskExecution.platform.filter(retry_of_id=dead.id, attempt=1).exists()
+    TaskExecution.platform.filter(id=dead.id).update(dead_lettered=True)
     signed_in.post(f"/dashboard/dlq/{dead.id}/delete")
-    assert not TaskExecution.objects.filter(task=busy_task, dead_lettered=True).exists()
+    assert not TaskExecution.platform.filter(task=busy_task, dead_lettered=True).exists()
 
 
 def test_cancel_button_cancels_a_waiting_run_before_it_starts(signed_in, tenant):

@@ -88,7 +88,7 @@ def test_the_task_page_shows_the_failure_count_and_the_runs_left(signed_in, tena
     html = signed_in.get(f"/dashboard/tasks/{task.id}").content.decode()
     assert html.split('id="next-fires"')[1].split("</ol>")[0].count("<li>") == 3
     assert "failures in a row" not in page  # none yet
-    TaskDefinition.objects.filter(id=task.id).update(consecutive_failures=2)
+    TaskDefinition.platform.filter(id=task.id).update(consecutive_failures=2)
     page = _text(signed_in.get(f"/dashboard/tasks/{task.id}").content.decode())
     assert "failures in a row2 (the runbook acts at 5)" in page
 
@@ -120,4 +120,4 @@ def test_another_tenants_user_neither_sees_nor_pauses_with_a_note(tenant, tenant
     assert attacker.post(f"/dashboard/dags/{dag.id}/pause", {"note": "x"}).status_code == 404
     dag.refresh_from_db()
     assert not dag.paused and dag.pause_note == ""
-    assert Dag.objects.filter(paused=True).count() == 0
+    assert Dag.platform.filter(paused=True).count() == 0

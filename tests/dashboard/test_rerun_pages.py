@@ -36,12 +36,12 @@ def _member(tenant, role: str) -> Client:
 def failed_run(tenant):
     task = make_task(tenant, name="nightly-report")
     run = add_execution(task, minutes_ago=2, status=ExecutionStatus.FAILED, error_class="boom")
-    TaskExecution.objects.filter(id=run.id).update(parameters={"day": "2026-12-01"})
+    TaskExecution.platform.filter(id=run.id).update(parameters={"day": "2026-12-01"})
     return run
 
 
 def _reruns(run) -> list[TaskExecution]:
-    return list(TaskExecution.objects.filter(retry_of_id=run.id, trigger="rerun"))
+    return list(TaskExecution.platform.filter(retry_of_id=run.id, trigger="rerun"))
 
 
 def _messages(response) -> str:
@@ -72,7 +72,7 @@ def test_rerun_makes_a_new_run_and_opens_it(signed_in, failed_run):
     assert f'id="rerun-of" href="/dashboard/executions/{failed_run.id}"' in (
         response.content.decode()
     )
-    entry = AuditEntry.objects.get(action="execution.rerun")
+    entry = AuditEntry.platform.get(action="execution.rerun")
     assert entry.detail["reason"] == "flaky" and entry.actor.startswith("user:")
 
 
@@ -122,7 +122,7 @@ def test_another_tenant_cannot_rerun(tenant_factory, failed_run):
 def ended_dag_run(tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED_RUN_STATES)
-    DagRun.objects.filter(id=run.id).update(status="failed", completed_at=timezone.now())
+    DagRun.platform.filter(id=run.id).update(status="failed", completed_at=timezone.now())
     return dag, run
 
 
@@ -148,11 +148,11 @@ def test_clear_with_downstream_from_the_page(signed_in, ended_dag_run):
         follow=True,
     )
     assert "Cleared b, c: the run is running again." in _messages(response)
-    assert DagRun.objects.get(id=run.id).status == "running"
+    assert DagRun.platform.get(id=run.id).status == "running"
     assert (_node(run, "b").attempt_trigger, _node(run, "c").status) == ("clear", "waiting")
     page = signed_in.get(f"/dashboard/dags/{dag.id}/runs/{run.id}").content.decode()
     assert "cleared · user:" in page  # the attempts table says who cleared it
-    entry = AuditEntry.objects.get(action="dag_node.clear")
+    entry = AuditEntry.platform.get(action="dag_node.clear")
     assert entry.detail["reason"] == "retry after the fix" and entry.detail["node_id"] == "b"
     # Running now: a second clear is refused with the reason, and nothing changes.
     again = signed_in.post(
@@ -216,7 +216,7 @@ def test_a_viewer_cannot_clear_or_mark_and_nothing_changes(tenant, ended_dag_run
         response = viewer.post(f"/dashboard/dags/{dag.id}/runs/{run.id}/operate/b/{action}", {})
         assert response.status_code == 403
     assert list(DagNodeState.objects.filter(run=run).values_list("node_id", "status")) == before
-    assert DagRun.objects.get(id=run.id).status == "failed"
+    assert DagRun.platform.get(id=run.id).status == "failed"
 
 
 def test_another_tenant_cannot_clear_or_mark(tenant_factory, ended_dag_run):

@@ -29,8 +29,8 @@ def test_cursor_pages_walk_every_run_once_newest_first(tenant):
     made = [add_execution(task, minutes_ago=i, status=ExecutionStatus.SUCCESS) for i in range(22)]
     # Two runs at the very same instant: the id breaks the tie, neither is skipped or repeated.
     twin = add_execution(other, minutes_ago=1, status=ExecutionStatus.SUCCESS)
-    TaskExecution.objects.filter(id=twin.id).update(
-        scheduled_at=TaskExecution.objects.get(id=made[9].id).scheduled_at
+    TaskExecution.platform.filter(id=twin.id).update(
+        scheduled_at=TaskExecution.platform.get(id=made[9].id).scheduled_at
     )
     made.append(twin)
     rows = run_search.execution_search(tenant=tenant, filters={"window": "all"})
@@ -43,7 +43,7 @@ def test_cursor_pages_walk_every_run_once_newest_first(tenant):
         if cursor is None:
             break
     assert len(seen) == 23 and set(seen) == {e.id for e in made}
-    times = [TaskExecution.objects.get(id=i).scheduled_at for i in seen]
+    times = [TaskExecution.platform.get(id=i).scheduled_at for i in seen]
     assert times == sorted(times, reverse=True)
 
 
@@ -60,7 +60,7 @@ def test_filters_status_trigger_tag_worker_window_and_search(tenant):
     ok = add_execution(tagged, minutes_ago=5, status=ExecutionStatus.SUCCESS)
     failed = add_execution(tagged, minutes_ago=6, status=ExecutionStatus.FAILED, error_class="x")
     old = add_execution(other, minutes_ago=60 * 30, status=ExecutionStatus.SUCCESS)
-    TaskExecution.objects.filter(id=failed.id).update(worker_id="celery@blue-7")
+    TaskExecution.platform.filter(id=failed.id).update(worker_id="celery@blue-7")
 
     def found(**filters):
         return set(run_search.execution_search(tenant=tenant, filters=filters))

@@ -51,7 +51,7 @@ def test_the_list_shows_start_duration_and_queue_wait_with_times_as_time_element
     task = make_task(tenant, name="nightly-export")
     run = add_execution(task, minutes_ago=10, status=ExecutionStatus.SUCCESS, lag=4.0, duration=2.5)
     # Published 1.5 s after its time: the queue wait counts from then, not from the due time.
-    TaskExecution.objects.filter(id=run.id).update(
+    TaskExecution.platform.filter(id=run.id).update(
         queued_at=run.scheduled_at + timedelta(seconds=1.5)
     )
     run.refresh_from_db()
@@ -102,11 +102,11 @@ def test_a_running_run_says_running_for_and_never_took_and_is_not_on_the_duratio
 def test_a_cancelled_run_says_cancelled_once(signed_in, tenant):
     task = make_task(tenant, name="cancel-me")
     run = add_execution(task, minutes_ago=2, status=ExecutionStatus.CANCELLED, error_class="x")
-    TaskExecution.objects.filter(id=run.id).update(
+    TaskExecution.platform.filter(id=run.id).update(
         error_class="cancelled", error_message="cancelled after 23.0s"
     )
     failed = add_execution(task, minutes_ago=3, status=ExecutionStatus.FAILED, error_class="x")
-    TaskExecution.objects.filter(id=failed.id).update(
+    TaskExecution.platform.filter(id=failed.id).update(
         error_class="http_error", error_message="503 from upstream"
     )
     page = signed_in.get("/dashboard/runs").content.decode()
@@ -120,7 +120,7 @@ def test_a_cancelled_run_says_cancelled_once(signed_in, tenant):
 def test_a_partially_completed_dag_run_names_what_failed_and_what_never_ran(signed_in, tenant):
     dag = make_dag(tenant)
     run = make_dag_run(dag, ENDED_RUN_STATES)
-    type(run).objects.filter(id=run.id).update(status="partially_completed")
+    type(run).platform.filter(id=run.id).update(status="partially_completed")
     said = "b failed, c not run"
     dags_list = signed_in.get("/dashboard/runs", {"kind": "dags"}).content.decode()
     row = re.search(rf'<tr data-run-id="{run.id}">(.*?)</tr>', dags_list, re.S).group(1)
@@ -135,7 +135,7 @@ def test_a_partially_completed_dag_run_names_what_failed_and_what_never_ran(sign
 
 def test_fifty_rows_cost_the_same_queries_as_five(signed_in, tenant):
     def queries_for(rows: int) -> int:
-        TaskExecution.objects.filter(tenant=tenant).delete()
+        TaskExecution.platform.filter(tenant=tenant).delete()
         task = make_task(tenant, name=f"counted-{rows}")
         for i in range(rows):
             add_execution(task, minutes_ago=i + 1, status=ExecutionStatus.SUCCESS)

@@ -43,7 +43,7 @@ def edit(client: Client, task, **changes):
 
 
 def snapshot(task) -> dict:
-    row = TaskDefinition.objects.filter(id=task.id).values().get()
+    row = TaskDefinition.platform.filter(id=task.id).values().get()
     row.pop("updated_at")
     return row
 
@@ -58,7 +58,7 @@ def test_the_form_shows_the_task_as_the_api_returns_it(signed_in, task):
 
 
 def test_edit_saves_through_the_service_audits_and_feeds_the_schedulers(signed_in, task):
-    before = TaskDefinition.objects.get(id=task.id)
+    before = TaskDefinition.platform.get(id=task.id)
     response = edit(
         signed_in,
         task,
@@ -75,7 +75,7 @@ def test_edit_saves_through_the_service_audits_and_feeds_the_schedulers(signed_i
     )
     assert response.status_code == 302
     assert response["Location"] == f"/dashboard/tasks/{task.id}"
-    after = TaskDefinition.objects.get(id=task.id)
+    after = TaskDefinition.platform.get(id=task.id)
     assert after.schedule_expression == "*/10 * * * *" and after.timezone == "Europe/Paris"
     assert after.description == "every ten minutes" and after.priority == 2
     assert after.tags == ["reports", "hourly"] and after.parameters == {"region": "eu"}
@@ -85,7 +85,7 @@ def test_edit_saves_through_the_service_audits_and_feeds_the_schedulers(signed_i
     assert after.changed_at > before.changed_at
     assert after.next_fire_at != before.next_fire_at
     assert after.next_fire_at.minute % 10 == 0
-    entry = AuditEntry.objects.get()
+    entry = AuditEntry.platform.get()
     assert entry.action == "task.update" and entry.object_type == "task"
     assert entry.object_id == str(task.id) and entry.actor == "user:acme-admin"
     assert entry.tenant_id == task.tenant_id and entry.detail["via"] == "dashboard"
@@ -142,7 +142,7 @@ def test_bad_input_is_shown_on_its_field_and_changes_nothing(
     html = response.content.decode()
     assert "Nothing was saved" in html and f'id="field-{field}"' in html
     assert snapshot(task) == before
-    assert not AuditEntry.objects.exists()
+    assert not AuditEntry.platform.exists()
 
 
 def test_invalid_cron_is_rejected_with_the_apis_message(signed_in, api, task):
@@ -158,7 +158,7 @@ def test_invalid_cron_is_rejected_with_the_apis_message(signed_in, api, task):
         == (api_answer["errors"]["schedule.expression"])
     )
     assert api_answer["message"].endswith(api_answer["errors"]["schedule.expression"][0])
-    assert TaskDefinition.objects.get(id=task.id).schedule_expression == "0 2 * * *"
+    assert TaskDefinition.platform.get(id=task.id).schedule_expression == "0 2 * * *"
 
 
 @pytest.mark.parametrize(
@@ -187,7 +187,7 @@ def test_an_allow_listed_host_and_a_public_name_are_accepted(signed_in, tenant, 
     tenant_webhook_hosts_set(tenant=tenant, hosts=["127.0.0.1"], actor="operator:test")
     config = '{"url": "http://127.0.0.1:9000/hook", "method": "post"}'
     assert edit(signed_in, task, handler_type="http", handler_config=config).status_code == 302
-    saved = TaskDefinition.objects.get(id=task.id)
+    saved = TaskDefinition.platform.get(id=task.id)
     assert saved.handler_type == "http" and saved.handler_config["method"] == "POST"
     config = '{"url": "https://hooks.example.com/x"}'
     assert edit(signed_in, task, handler_type="http", handler_config=config).status_code == 302
@@ -202,7 +202,7 @@ def test_a_duplicate_name_is_a_name_error(signed_in, tenant, task):
 @pytest.mark.parametrize("role", [Role.VIEWER, Role.OPERATOR])
 def test_viewers_and_operators_get_403(tenant_and_user, task, role):
     _, user = tenant_and_user
-    TenantMembership.objects.filter(user=user).update(role=role)
+    TenantMembership.platform.filter(user=user).update(role=role)
     client = Client()
     client.login(username=user.username, password="pw-123456")
     before = snapshot(task)
@@ -221,7 +221,7 @@ def test_another_tenants_task_is_not_found(signed_in, tenant_factory):
     assert signed_in.get(f"/dashboard/tasks/{foreign.id}/edit").status_code == 404
     assert edit(signed_in, foreign, description="mine now").status_code == 404
     assert snapshot(foreign) == before
-    assert not AuditEntry.objects.exists()
+    assert not AuditEntry.platform.exists()
 
 
 def test_anonymous_is_sent_to_login_and_csrf_is_enforced(tenant_and_user, task):
@@ -230,7 +230,7 @@ def test_anonymous_is_sent_to_login_and_csrf_is_enforced(tenant_and_user, task):
     client = Client(enforce_csrf_checks=True)
     client.login(username=tenant_and_user[1].username, password="pw-123456")
     assert edit(client, task, description="forged").status_code == 403
-    assert TaskDefinition.objects.get(id=task.id).description == ""
+    assert TaskDefinition.platform.get(id=task.id).description == ""
 
 
 def test_edit_button_goes_to_the_form_and_admin_link_is_for_staff_only(signed_in, task):
@@ -260,11 +260,11 @@ def test_new_task_is_created_and_audited(signed_in, tenant):
         ),
     )
     assert response.status_code == 302
-    task = TaskDefinition.objects.get(tenant=tenant, name="hello")
+    task = TaskDefinition.platform.get(tenant=tenant, name="hello")
     assert response["Location"] == f"/dashboard/tasks/{task.id}"
     assert task.handler_config["command"] == ["echo", "hello"]
     assert task.next_fire_at is not None
-    entry = AuditEntry.objects.get()
+    entry = AuditEntry.platform.get()
     assert (entry.action, entry.object_id, entry.detail["via"]) == (
         "task.create",
         str(task.id),
@@ -280,7 +280,7 @@ def test_new_task_with_a_bad_schedule_creates_nothing(signed_in, tenant):
     )
     assert response.status_code == 400
     assert "run_at" in response.context["form"].errors
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
 
 
 def test_every_mistake_is_reported_in_one_submit_with_existing_describedby_ids(signed_in, task):
@@ -340,4 +340,4 @@ def test_a_once_schedule_with_a_bad_instant_and_zone_shows_both(signed_in, tenan
     )
     assert response.status_code == 400
     assert {"run_at", "timezone"} <= set(response.context["form"].errors)
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()

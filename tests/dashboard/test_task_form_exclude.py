@@ -27,7 +27,7 @@ def test_exclusions_are_saved_and_shown_again(signed_in, task):
     rules = [{"calendar": "holidays:us", "reason": "bank holiday"}, {"date": "2026-12-24"}]
     response = edit(signed_in, task, schedule_exclude=json.dumps(rules))
     assert response.status_code == 302, response.context["form"].errors
-    saved = TaskDefinition.objects.get(id=task.id)
+    saved = TaskDefinition.platform.get(id=task.id)
     assert saved.schedule_exclude == [
         {"calendar": "holidays:US", "reason": "bank holiday"},
         {"date": "2026-12-24"},
@@ -36,9 +36,9 @@ def test_exclusions_are_saved_and_shown_again(signed_in, task):
     assert "holidays:US" in page and "bank holiday" in page
     # An unchanged form keeps them; an emptied field removes them.
     assert edit(signed_in, saved).status_code == 302
-    assert TaskDefinition.objects.get(id=task.id).schedule_exclude == saved.schedule_exclude
+    assert TaskDefinition.platform.get(id=task.id).schedule_exclude == saved.schedule_exclude
     assert edit(signed_in, task, schedule_exclude="").status_code == 302
-    assert TaskDefinition.objects.get(id=task.id).schedule_exclude == []
+    assert TaskDefinition.platform.get(id=task.id).schedule_exclude == []
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ def test_a_shell_handler_is_saved_from_its_fields(signed_in, tenant):
         ),
     )
     assert response.status_code == 302, response.context["form"].errors
-    task = TaskDefinition.objects.get(name="made-in-the-form")
+    task = TaskDefinition.platform.get(name="made-in-the-form")
     assert task.handler_type == "shell"
     assert task.handler_config["command"] == ["sh", "-c", 'echo "$GREETING" world']
     assert task.handler_config["environment"] == {"GREETING": "hello", "MODE": "a=b"}
@@ -66,7 +66,7 @@ def test_switching_to_http_saves_the_http_fields_never_the_shell_template(signed
         ),
     )
     assert response.status_code == 302, response.context["form"].errors
-    config = TaskDefinition.objects.get(name="made-in-the-form").handler_config
+    config = TaskDefinition.platform.get(name="made-in-the-form").handler_config
     assert "command" not in config  # the shell template the form started with is gone
     assert config["method"] == "PUT" and config["url"] == "https://hooks.example.com/in"
     assert config["headers"] == {"X-Team": "data", "Accept": "application/json"}
@@ -90,13 +90,13 @@ def test_a_handler_fields_mistake_is_shown_on_that_field_and_saves_nothing(signe
     )
     assert refused.status_code == 400
     assert "webhook_allowed_hosts" in " ".join(refused.context["form"].errors["h_http_url"])
-    assert not TaskDefinition.objects.filter(name="made-in-the-form").exists()
+    assert not TaskDefinition.platform.filter(name="made-in-the-form").exists()
 
 
 def test_a_cron_schedule_drops_a_run_at_left_from_a_one_shot(signed_in, tenant):
     response = signed_in.post(NEW, new_task_post(run_at="2031-01-01T00:00:00"))
     assert response.status_code == 302, response.context["form"].errors
-    task = TaskDefinition.objects.get(name="made-in-the-form")
+    task = TaskDefinition.platform.get(name="made-in-the-form")
     assert task.schedule_type == "cron" and task.run_at is None
 
 

@@ -73,7 +73,7 @@ def test_a_trigger_with_fields_starts_a_run_with_those_typed_values(signed_in, t
     task = _task(tenant)
     response = signed_in.post(f"/dashboard/tasks/{task.id}/trigger/parameters", _post(task))
     assert response.status_code == 302, response.content.decode()
-    run = TaskExecution.objects.get(task=task)
+    run = TaskExecution.platform.get(task=task)
     assert response["Location"] == f"/dashboard/executions/{run.id}"
     assert run.parameters == {
         "limit": 25,
@@ -85,9 +85,9 @@ def test_a_trigger_with_fields_starts_a_run_with_those_typed_values(signed_in, t
         "tags": ["x", "y"],
         "account": "acct-9",
     }
-    entry = AuditEntry.objects.get(action="task.trigger")
+    entry = AuditEntry.platform.get(action="task.trigger")
     assert entry.object_id == str(task.id) and entry.detail["via"] == "dashboard"
-    assert entry.detail["after"]["run"] == str(TaskExecution.objects.get(task=task).id)
+    assert entry.detail["after"]["run"] == str(TaskExecution.platform.get(task=task).id)
 
 
 def test_bad_values_are_shown_next_to_their_inputs_and_nothing_is_created(signed_in, tenant):
@@ -104,8 +104,8 @@ def test_bad_values_are_shown_next_to_their_inputs_and_nothing_is_created(signed
     assert "JSON value: not valid JSON" in _field_of(page, "param.tags")
     assert "required: this parameter has no default" in _field_of(page, "param.account")
     assert "has-error" not in _field_of(page, "param.region")
-    assert not TaskExecution.objects.filter(task=task).exists()
-    assert not AuditEntry.objects.filter(action="task.trigger").exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
+    assert not AuditEntry.platform.filter(action="task.trigger").exists()
 
 
 def test_the_json_view_is_judged_as_the_apis_trigger_body(signed_in, tenant):
@@ -120,12 +120,12 @@ def test_the_json_view_is_judged_as_the_apis_trigger_body(signed_in, tenant):
         response = signed_in.post(url, {"parameters_mode": "json", "parameters_json": text})
         assert response.status_code == 400, text
         assert problem in response.content.decode(), (text, response.content.decode()[-3000:])
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     ok = signed_in.post(
         url, {"parameters_mode": "json", "parameters_json": '{"account": "a1", "extra": [1]}'}
     )
     assert ok.status_code == 302
-    assert TaskExecution.objects.get(task=task).parameters == {"account": "a1", "extra": [1]}
+    assert TaskExecution.platform.get(task=task).parameters == {"account": "a1", "extra": [1]}
 
 
 def test_a_task_without_declared_parameters_gets_the_json_view_only(signed_in, tenant):
@@ -138,7 +138,7 @@ def test_a_task_without_declared_parameters_gets_the_json_view_only(signed_in, t
         {"parameters_mode": "fields", "parameters_json": '{"n": 3}'},
     )
     assert response.status_code == 302
-    assert TaskExecution.objects.get(task=task).parameters == {"n": 3}
+    assert TaskExecution.platform.get(task=task).parameters == {"n": 3}
 
 
 def test_a_dag_is_triggered_from_its_declared_parameters(signed_in, tenant):
@@ -157,13 +157,13 @@ def test_a_dag_is_triggered_from_its_declared_parameters(signed_in, tenant):
         f"/dashboard/dags/{dag.id}/trigger/parameters",
         {"parameters_mode": "fields", "param.batch": "b-17", "param.size": "x"},
     )
-    assert response.status_code == 400 and not DagRun.objects.filter(dag=dag).exists()
+    assert response.status_code == 400 and not DagRun.platform.filter(dag=dag).exists()
     response = signed_in.post(
         f"/dashboard/dags/{dag.id}/trigger/parameters",
         {"parameters_mode": "fields", "param.batch": "b-17", "param.size": "4"},
     )
     assert response.status_code == 302
-    assert DagRun.objects.get(dag=dag).parameters == {"batch": "b-17", "size": 4}
+    assert DagRun.platform.get(dag=dag).parameters == {"batch": "b-17", "size": 4}
 
 
 def test_a_viewer_and_another_tenant_cannot_trigger(tenant_and_user, tenant, tenant_factory):
@@ -180,11 +180,11 @@ def test_a_viewer_and_another_tenant_cannot_trigger(tenant_and_user, tenant, ten
         {"parameters_mode": "fields", "param.limit": "2"},
     )
     assert posted.status_code == 404
-    TenantMembership.objects.filter(user=user).update(role=Role.VIEWER)
+    TenantMembership.platform.filter(user=user).update(role=Role.VIEWER)
     viewer = Client()
     viewer.login(username=user.username, password="pw-123456")
     page = viewer.get(f"/dashboard/tasks/{mine.id}").content.decode()
     assert "trigger-dialog" not in page
     refused = viewer.post(f"/dashboard/tasks/{mine.id}/trigger/parameters", _post(mine))
     assert refused.status_code == 403
-    assert not TaskExecution.objects.exists()
+    assert not TaskExecution.platform.exists()

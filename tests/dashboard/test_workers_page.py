@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def _running(task, worker_id: str) -> TaskExecution:
     [run] = make_queued_runs(task, 1, queue="normal", due=timezone.now())
-    TaskExecution.objects.filter(id=run.id).update(
+    TaskExecution.platform.filter(id=run.id).update(
         status="running", worker_id=worker_id, started_at=timezone.now()
     )
     return run

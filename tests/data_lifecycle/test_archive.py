@@ -41,7 +41,7 @@ def test_archive_drops_whole_partitions_and_restore_reads_them_back(tenant, tmp_
         "scheduler_app_taskexecution_p202102",
     ]
     assert {p.name for p in partitions.partitions_list()}.isdisjoint(report.partitions_dropped)
-    assert set(TaskExecution.objects.filter(task=task).values_list("id", flat=True)) == {
+    assert set(TaskExecution.platform.filter(task=task).values_list("id", flat=True)) == {
         r.id for r in kept
     }
     january = next(f for f in report.files if f.manifest.get("partition", "").endswith("202101"))
@@ -52,7 +52,7 @@ def test_archive_drops_whole_partitions_and_restore_reads_them_back(tenant, tmp_
 
     assert executions_restore(location=january.location) == 40
     assert executions_restore(location=january.location) == 40  # idempotent per file
-    restored = RestoredExecution.objects.filter(source=january.location)
+    restored = RestoredExecution.platform.filter(source=january.location)
     assert restored.count() == 40
     assert {r.task_id for r in restored} == {task.id}
     assert min(r.scheduled_at for r in restored) == datetime(2021, 1, 1, tzinfo=UTC)
@@ -70,7 +70,7 @@ def test_rows_outside_partitions_are_archived_in_batches(tenant, tmp_path, setti
 
     assert report.rows == len(old) == 20
     assert [f.rows for f in report.files] == [7, 7, 6]
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     assert sum(m["rows"] for m in store.manifests()) == 20
 
 
@@ -97,7 +97,7 @@ def test_retention_honours_each_tenants_period(tenant_factory, tmp_path):
         ],
     )
     ExecutionLog.objects.create(execution_id=short_old.id, tenant=short, text="old output")
-    ExecutionLog.objects.filter(execution_id=short_old.id).update(
+    ExecutionLog.platform.filter(execution_id=short_old.id).update(
         created_at=datetime(2029, 4, 10, tzinfo=UTC)
     )
 
@@ -110,14 +110,14 @@ def test_retention_honours_each_tenants_period(tenant_factory, tmp_path):
 
     report = retention_apply(now=now, store=ArchiveStore(str(tmp_path)))
 
-    losses = set(ExecutionLoss.objects.values_list("id", flat=True))
+    losses = set(ExecutionLoss.platform.values_list("id", flat=True))
     assert old_loss.id not in losses and new_loss.id in losses  # a loss goes with its run
-    remaining = set(TaskExecution.objects.values_list("id", flat=True))
+    remaining = set(TaskExecution.platform.values_list("id", flat=True))
     assert short_old.id not in remaining  # older than 30 days
     assert short_new.id in remaining
     assert long_feb.id not in remaining  # its whole month is past 90 days: partition dropped
     assert {long_mar.id, long_apr.id} <= remaining  # within 90 days: kept
-    assert not ExecutionLog.objects.filter(execution_id=short_old.id).exists()
+    assert not ExecutionLog.platform.filter(execution_id=short_old.id).exists()
     assert "scheduler_app_taskexecution_p202902" in report.partitions_dropped
     assert report.rows == 3  # long_feb + short_old + the log line
 
@@ -134,10 +134,10 @@ def test_archive_command_and_restore_list(tenant, tmp_path):
         "--archive-url",
         str(tmp_path),
     )
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     (archived,) = ArchiveStore(str(tmp_path)).manifests()
     call_command("restore_executions", archived["location"])
-    assert RestoredExecution.objects.count() == 5
+    assert RestoredExecution.platform.count() == 5
 
 
 def test_a_partition_left_detached_by_an_interrupted_run_is_finished(tenant, tmp_path):

@@ -138,4 +138,4 @@ def test_dag_window_matches_the_hand_counted_runs(tenant):
     assert totals["success_rate"] == 0.85
     assert_quantiles(totals["duration"], durations)
     assert_quantiles(totals["lag"], lags)
-    assert DagStats.objects.filter(dag_id=dag.id, bucket="day").count() == 2
+    assert DagStats.platform.filter(dag_id=dag.id, bucket="day").count() == 2

@@ -99,7 +99,7 @@ def test_a_partition_is_archived_as_parquet_and_restored_row_for_row(tenant, tmp
     (archived,) = report.files
     assert archived.location.endswith(".parquet") and archived.rows == 60
     assert archived.manifest["format"] == "parquet"
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     parquet = pq.ParquetFile(archived.location)
     schema = parquet.schema_arrow
     assert parquet.metadata.num_rows == 60
@@ -112,7 +112,7 @@ def test_a_partition_is_archived_as_parquet_and_restored_row_for_row(tenant, tmp
 
     assert executions_restore(location=archived.location) == 60
     restored = {
-        r.execution_id: r for r in RestoredExecution.objects.filter(source=archived.location)
+        r.execution_id: r for r in RestoredExecution.platform.filter(source=archived.location)
     }
     assert set(restored) == set(originals)
     for execution_id, original in originals.items():
@@ -149,7 +149,7 @@ def test_json_lines_archives_written_before_still_restore(tenant, tmp_path):
     )
     assert old.location.endswith(".jsonl.gz")
     assert executions_restore(location=old.location) == 7
-    restored = RestoredExecution.objects.filter(source=old.location)
+    restored = RestoredExecution.platform.filter(source=old.location)
     assert {r.execution_id for r in restored} == {e.id for e in runs}
     by_id = {r.execution_id: r for r in restored}
     for e in runs:

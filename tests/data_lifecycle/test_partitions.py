@@ -67,13 +67,13 @@ def test_rows_land_in_their_month_and_a_query_spans_partitions(tenant):
     assert _partition_of(feb.id) == "scheduler_app_taskexecution_p203002"
     assert _partition_of(mar.id) == "scheduler_app_taskexecution_p203003"
     history = list(
-        TaskExecution.objects.filter(task=task)
+        TaskExecution.platform.filter(task=task)
         .order_by("-scheduled_at")
         .values_list("id", flat=True)
     )
     assert history == [mar.id, feb.id, jan.id]
     # Lookups by id alone (what Django does for pk) still find the row in any partition.
-    assert TaskExecution.objects.get(pk=feb.id).scheduled_at == feb.scheduled_at
+    assert TaskExecution.platform.get(pk=feb.id).scheduled_at == feb.scheduled_at
 
 
 def test_creating_a_month_moves_its_rows_out_of_the_default_partition(tenant):
@@ -82,7 +82,7 @@ def test_creating_a_month_moves_its_rows_out_of_the_default_partition(tenant):
     assert _partition_of(stranded.id) == partitions.DEFAULT_PARTITION
     assert partitions.partition_create(month=date(2035, 6, 1))
     assert _partition_of(stranded.id) == "scheduler_app_taskexecution_p203506"
-    assert TaskExecution.objects.filter(task=task).count() == 1
+    assert TaskExecution.platform.filter(task=task).count() == 1
 
 
 def test_migration_converts_a_table_that_already_holds_rows(tenant):
@@ -107,7 +107,7 @@ def test_migration_converts_a_table_that_already_holds_rows(tenant):
         "scheduler_app_taskexecution_p202403",
     ]
     assert "scheduler_app_taskexecution_p202603" in names
-    assert TaskExecution.objects.count() == len(rows)
+    assert TaskExecution.platform.count() == len(rows)
     assert _partition_of(rows[5].id) == "scheduler_app_taskexecution_p202402"
     with connection.cursor() as cursor:
         cursor.execute(

@@ -54,11 +54,11 @@ def test_refresh_only_rewrites_open_buckets(tenant):
     old_hour = datetime(2030, 5, 9, 1, tzinfo=UTC)
     make_runs(task, [old_hour])
     task_stats_refresh(now=old_hour + timedelta(minutes=30), lookback_hours=2)
-    old = TaskStats.objects.get(bucket="hour", bucket_start=old_hour, task_id=task.id)
+    old = TaskStats.platform.get(bucket="hour", bucket_start=old_hour, task_id=task.id)
     # A day later: the old hour is final and stays as written, new runs are counted.
     make_runs(task, [NOW - timedelta(minutes=5)])
     task_stats_refresh(now=NOW, lookback_hours=2)
-    assert TaskStats.objects.get(pk=old.pk).refreshed_at == old.refreshed_at
-    assert TaskStats.objects.filter(
+    assert TaskStats.platform.get(pk=old.pk).refreshed_at == old.refreshed_at
+    assert TaskStats.platform.filter(
         bucket="hour", bucket_start=datetime(2030, 5, 10, 12, tzinfo=UTC)
     ).exists()

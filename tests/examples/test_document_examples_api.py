@@ -27,7 +27,7 @@ def test_the_example_needs_its_receivers_configured(api, settings):
     assert response.status_code == 400
     assert response.json()["field"] == "notifications.on_dlq[0]"
     assert "pagerduty://critical" in response.json()["message"]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 def _channel_id(api, name: str) -> str:
@@ -54,7 +54,7 @@ def test_the_create_task_request_is_created_and_reads_back_as_written(api, setti
     assert body["tags"] == ["etl", "sales", "daily"]
     assert body["retry_policy"] == written["retry_policy"]
     assert body["schedule"] == written["schedule"]
-    assert TaskDefinition.objects.get(id=body["id"]).timeout_seconds == 3600
+    assert TaskDefinition.platform.get(id=body["id"]).timeout_seconds == 3600
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_bad_resource_spellings_are_refused_naming_the_field(api, resources, fie
     response = api.post("/api/v1/tasks", request, format="json")
     assert response.status_code == 400, response.content
     assert response.json()["field"] == field
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 def test_millicores_and_numbers_are_cores(api):

@@ -67,9 +67,9 @@ def test_an_ops_user_lands_as_operator_and_a_user_without_a_mapped_group_is_refu
     assert landed.status_code == 302 and landed["Location"] == "/dashboard/tasks"
     user = get_user_model().objects.get(provider_identity__issuer=sso.issuer)
     assert user.username == "olivia" and not user.is_staff
-    assert list(TenantMembership.objects.filter(user=user).values_list("tenant__slug", "role")) == [
-        ("demo", Role.OPERATOR)
-    ]
+    assert list(
+        TenantMembership.platform.filter(user=user).values_list("tenant__slug", "role")
+    ) == [("demo", Role.OPERATOR)]
     assert client.get("/dashboard/tasks").status_code == 200
     # An operator is refused an admin's page.
     assert client.get("/dashboard/members").status_code == 403
@@ -98,7 +98,7 @@ def _claims(groups: list[str], **more: object) -> dict[str, object]:
 
 
 def _roles(user) -> dict[str, str]:
-    return dict(TenantMembership.objects.filter(user=user).values_list("tenant__slug", "role"))
+    return dict(TenantMembership.platform.filter(user=user).values_list("tenant__slug", "role"))
 
 
 def test_every_login_sets_the_role_from_the_groups_and_a_removed_user_loses_it(sso, demo):
@@ -124,7 +124,7 @@ def test_a_provider_user_with_a_local_superusers_email_gets_an_account_of_their_
     assert login.user != root
     assert login.user.username.startswith("root-")
     assert not (login.user.is_superuser or login.user.is_staff)
-    assert list(TenantMembership.objects.filter(user=root)) == []
+    assert list(TenantMembership.platform.filter(user=root)) == []
 
 
 def test_local_login_off_leaves_passwords_to_superusers_only(sso, demo):

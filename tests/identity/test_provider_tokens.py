@@ -74,7 +74,7 @@ def test_provider_tokens_carry_the_mapped_tenant_and_role(sso, tenants):
     assert paused.status_code == 200, paused.content
     # ... and an operator may not do an admin's delete.
     assert operator.delete(f"/api/v1/tasks/{demo_task.id}").status_code == 403
-    assert TaskDefinition.objects.filter(id=demo_task.id).exists()
+    assert TaskDefinition.platform.filter(id=demo_task.id).exists()
     # Each is a local account of its own, linked by (issuer, subject), none of them staff.
     identities = ProviderIdentity.objects.select_related("user").filter(issuer=sso.issuer)
     assert sorted(i.user.username for i in identities) == ["olivia", "victor"]

@@ -28,7 +28,7 @@ class Bystander:
         started = time.monotonic()
         execution = task_trigger(task=self.task)
         wait_until(
-            lambda: TaskExecution.objects.get(id=execution.id).status == "success",
+            lambda: TaskExecution.platform.get(id=execution.id).status == "success",
             timeout=timeout,
             interval=0.02,
             message="the bystander's no-op to succeed",

@@ -82,6 +82,6 @@ def all_terminal(queryset) -> bool:
 def finals(task) -> dict:
     """Per fire (root execution): its last attempt."""
     last: dict = {}
-    for execution in TaskExecution.objects.filter(task=task).order_by("attempt"):
+    for execution in TaskExecution.platform.filter(task=task).order_by("attempt"):
         last[execution.root_execution_id or execution.id] = execution
     return last

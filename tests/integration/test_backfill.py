@@ -99,10 +99,10 @@ def test_a_task_backfill_runs_each_fire_once_max_parallel_at_a_time(
         "cancelled": 0,
     }
     assert peak_in_flight <= 2
-    runs = list(TaskExecution.objects.filter(task=task, trigger="backfill"))
+    runs = list(TaskExecution.platform.filter(task=task, trigger="backfill"))
     fires = {start + timedelta(minutes=10 * i) for i in range(6)}
     assert sorted(e.scheduled_at for e in runs) == sorted(fires - {recorded})
-    assert TaskExecution.objects.filter(task=task, scheduled_at=recorded).count() == 1
+    assert TaskExecution.platform.filter(task=task, scheduled_at=recorded).count() == 1
     assert all(e.status == "success" for e in runs)
     assert _max_overlap(runs) <= 2
     # A second backfill of the same range finds every fire recorded: nothing runs twice.
@@ -117,7 +117,7 @@ def test_a_task_backfill_runs_each_fire_once_max_parallel_at_a_time(
         message="the second backfill to complete",
     )
     assert api.get(f"/api/v1/backfills/{again['id']}").json()["already_recorded"] == 6
-    assert TaskExecution.objects.filter(task=task).count() == 6
+    assert TaskExecution.platform.filter(task=task).count() == 6
 
 
 def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beats):
@@ -136,7 +136,7 @@ def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beat
         format="json",
     ).json()
     wait_until(
-        lambda: TaskExecution.objects.filter(task=task, status="running").exists(),
+        lambda: TaskExecution.platform.filter(task=task, status="running").exists(),
         timeout=30,
         message="the first backfilled run to start",
     )
@@ -146,7 +146,7 @@ def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beat
     assert api.post(f"/api/v1/backfills/{body['id']}/cancel").status_code == 409
     wait_until(
         lambda: (
-            not TaskExecution.objects.filter(
+            not TaskExecution.platform.filter(
                 task=task, status__in=["pending", "queued", "running"]
             ).exists()
         ),
@@ -159,7 +159,7 @@ def test_cancelling_a_backfill_stops_its_releases(tenant, api, live_worker, beat
     wait_for_beat_tick("solo", after=cancelled_at + rounds)
     # Only the backfill's: the task's own schedule fires too when the clock crosses a tenth
     # minute while the test runs.
-    assert TaskExecution.objects.filter(task=task, trigger="backfill").count() == 1
+    assert TaskExecution.platform.filter(task=task, trigger="backfill").count() == 1
     final = api.get(f"/api/v1/backfills/{body['id']}").json()
     assert final["released"] == 1 and final["runs"]["succeeded"] == 1
 
@@ -190,7 +190,7 @@ def test_a_dag_backfill_creates_one_run_per_fire(tenant, api, live_worker, beats
         timeout=60,
         message="the DAG backfill to complete",
     )
-    runs = DagRun.objects.filter(dag=dag, trigger="backfill")
+    runs = DagRun.platform.filter(dag=dag, trigger="backfill")
     assert sorted(r.scheduled_at for r in runs) == [
         start + timedelta(minutes=10 * i) for i in range(3)
     ]
@@ -244,14 +244,14 @@ def test_reprocess_failed_runs_the_failed_fires_again_once_max_parallel_at_a_tim
     progress = api.get(f"/api/v1/backfills/{backfill_id}").json()
     assert progress["reprocessed"] == 3 and progress["already_recorded"] == 2
     assert progress["runs"]["succeeded"] == 4 and progress["runs"]["failed"] == 0
-    ran = list(TaskExecution.objects.filter(task=task, trigger="backfill"))
+    ran = list(TaskExecution.platform.filter(task=task, trigger="backfill"))
     assert _max_overlap(ran) <= 1
     again = sorted((e.scheduled_at, e.attempt) for e in ran if e.attempt == 2)
     assert again == [(at, 2) for at, status in sorted(recorded.items()) if status != "success"]
     assert all(e.status == "success" for e in ran)
-    assert not TaskExecution.objects.filter(task=task, dead_lettered=True).exists()
+    assert not TaskExecution.platform.filter(task=task, dead_lettered=True).exists()
     # (The range only: the task's own schedule may fire a new 10-minute fire meanwhile.)
-    in_range = TaskExecution.objects.filter(
+    in_range = TaskExecution.platform.filter(
         task=task, scheduled_at__gte=start, scheduled_at__lt=end
     )
     assert in_range.count() == 5 + 1 + 3  # recorded, the new fire, the three run again

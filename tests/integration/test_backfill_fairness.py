@@ -52,7 +52,7 @@ def test_many_parked_backfills_of_one_tenant_do_not_hold_up_another_s(
     beat = beats("solo", BACKFILL_ADVANCE_BATCH="2")
     try:
         wait_until(
-            lambda: Backfill.objects.get(id=theirs.id).status == "completed",
+            lambda: Backfill.platform.get(id=theirs.id).status == "completed",
             timeout=60,
             interval=0.2,
             message="acme's backfill to complete beside demo's parked ones",
@@ -62,6 +62,6 @@ def test_many_parked_backfills_of_one_tenant_do_not_hold_up_another_s(
         raise
     seconds = time.monotonic() - started
     print(f"\nacme's 3-fire backfill completed in {seconds:.1f} s beside demo's 5 parked ones")
-    assert Backfill.objects.filter(tenant=demo, status="running").count() == 5
+    assert Backfill.platform.filter(tenant=demo, status="running").count() == 5
     # Three fires, one at a time, each released by a round (1 s apart) after the last ended.
     assert seconds < 30, seconds

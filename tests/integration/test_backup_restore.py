@@ -59,21 +59,21 @@ def test_a_restored_backup_resumes_without_firing_anything_twice(tenant, beats, 
     second = None
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task).count() >= 2,
+            lambda: TaskExecution.platform.filter(task=task).count() >= 2,
             timeout=60,
             message="the first fires",
         )
         started = time.monotonic()
         call_command("backup", str(dump))  # while the beat fires: one snapshot all the same
         print(f"backup: {time.monotonic() - started:.2f} s")
-        backed_up_count = TaskExecution.objects.filter(task=task).count()
+        backed_up_count = TaskExecution.platform.filter(task=task).count()
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task).count() >= backed_up_count + 2,
+            lambda: TaskExecution.platform.filter(task=task).count() >= backed_up_count + 2,
             timeout=30,
             message="fires after the backup (the lost timeline's)",
         )
         first.stop(timeout=10)
-        last_lost = TaskExecution.objects.filter(task=task).order_by("-scheduled_at").first()
+        last_lost = TaskExecution.platform.filter(task=task).order_by("-scheduled_at").first()
 
         started = time.monotonic()
         call_command("restore", str(dump), target_database=restored.dbname)

@@ -53,7 +53,7 @@ def test_a_batch_of_shell_runs_runs_side_by_side_and_each_run_once(tenant):
         ids = [run.id for run in runs]
 
         def finished() -> bool:
-            done = TaskExecution.objects.filter(id__in=ids, status="success").count()
+            done = TaskExecution.platform.filter(id__in=ids, status="success").count()
             return done == RUNS
 
         wait_until(finished, timeout=90, message="the batch to finish")
@@ -63,7 +63,7 @@ def test_a_batch_of_shell_runs_runs_side_by_side_and_each_run_once(tenant):
         raise
     finally:
         worker.stop()
-    rows = list(TaskExecution.objects.filter(task=task))
+    rows = list(TaskExecution.platform.filter(task=task))
     assert len(rows) == RUNS  # no retry, no second attempt
     for row in rows:
         assert row.status == "success" and row.attempt == 1

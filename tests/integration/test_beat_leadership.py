@@ -37,7 +37,7 @@ def _lock_view() -> LeaderLock:
 
 def _fire_times(task) -> list:
     return list(
-        TaskExecution.objects.filter(task=task)
+        TaskExecution.platform.filter(task=task)
         .order_by("scheduled_at")
         .values_list("scheduled_at", flat=True)
     )
@@ -92,7 +92,7 @@ def test_killing_the_leader_hands_firing_to_the_standby_within_the_lock_ttl(tena
 
     after_kill = timezone.now()
     wait_until(
-        lambda: TaskExecution.objects.filter(task=task, created_at__gt=after_kill).count() >= 3,
+        lambda: TaskExecution.platform.filter(task=task, created_at__gt=after_kill).count() >= 3,
         timeout=20,
         message="fires from the new leader",
     )

@@ -48,16 +48,16 @@ def test_a_container_run_waits_for_a_capable_worker_then_fails_naming_the_capabi
         ran = task_trigger(task=python)
         assert waiting.queue == "normal.container" and ran.queue == "normal"
         wait_until(
-            lambda: TaskExecution.objects.get(id=ran.id).status == "success",
+            lambda: TaskExecution.platform.get(id=ran.id).status == "success",
             timeout=60,
             message="the python run to succeed on the plain worker",
         )
         wait_until(
-            lambda: TaskExecution.objects.get(id=waiting.id).status == "failed",
+            lambda: TaskExecution.platform.get(id=waiting.id).status == "failed",
             timeout=60,
             message="the container run to give up waiting",
         )
-        failed = TaskExecution.objects.get(id=waiting.id)
+        failed = TaskExecution.platform.get(id=waiting.id)
         assert failed.error_class == "no_capable_worker"
         assert "'container'" in failed.error_message
         assert failed.worker_id == "" and failed.started_at is None
@@ -74,11 +74,11 @@ def test_a_container_run_waits_for_a_capable_worker_then_fails_naming_the_capabi
         assert "normal.container" in record.queues
         routed = task_trigger(task=container)
         wait_until(
-            lambda: TaskExecution.objects.get(id=routed.id).worker_id != "",
+            lambda: TaskExecution.platform.get(id=routed.id).worker_id != "",
             timeout=60,
             message="a worker to take the container run",
         )
-        assert TaskExecution.objects.get(id=routed.id).worker_id == hostname_of(capable)
+        assert TaskExecution.platform.get(id=routed.id).worker_id == hostname_of(capable)
     except AssertionError:
         print(dump_logs(plain, beat, *([capable] if capable else [])))
         raise

@@ -67,7 +67,7 @@ def _holder(fleet, execution):
 
 
 def _checkpointed_step(chain_id) -> int:
-    checkpoint = RunCheckpoint.objects.filter(chain_id=chain_id).first()
+    checkpoint = RunCheckpoint.platform.filter(chain_id=chain_id).first()
     return checkpoint.state["next"] if checkpoint else 0
 
 
@@ -81,7 +81,7 @@ def test_a_checkpoint_survives_a_sigkilled_worker(tenant, fleet):
         doomed.process.wait(timeout=10)
         saved = _checkpointed_step(first.id)
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task, status="success").exists(),
+            lambda: TaskExecution.platform.filter(task=task, status="success").exists(),
             timeout=60,
             message="the run to succeed on the rescue worker",
         )
@@ -90,10 +90,10 @@ def test_a_checkpoint_survives_a_sigkilled_worker(tenant, fleet):
         raise
     # Re-queued, not retried: the same row and attempt, finished by another worker (the
     # worker's loss is the platform's, it spends none of the task's attempts).
-    (run,) = TaskExecution.objects.filter(task=task)
+    (run,) = TaskExecution.platform.filter(task=task)
     assert (run.id, run.attempt, run.status) == (first.id, 1, "success")
     assert run.worker_id not in ("", fleet[1][doomed.name])
-    (loss,) = ExecutionLoss.objects.filter(execution_id=run.id)
+    (loss,) = ExecutionLoss.platform.filter(execution_id=run.id)
     assert (loss.outcome, loss.attempt, loss.worker_id) == ("requeued", 1, fleet[1][doomed.name])
     resumed = run.result["resumed_from"]
     # Resumed where the killed claim was (a step it saved after our look, at most one more).
@@ -114,7 +114,7 @@ def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tena
         draining.process.wait(timeout=15)
         exited_after = time.monotonic() - signalled
         wait_until(
-            lambda: TaskExecution.objects.filter(id=run.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=run.id, status="success").exists(),
             timeout=30,
             message="the handed-back run to finish on the other worker",
         )
@@ -125,7 +125,7 @@ def test_a_sigterm_drain_lets_the_handler_checkpoint_and_hands_its_run_back(tena
     run.refresh_from_db()
     # Handed back, not retried: the same attempt, finished by another worker.
     assert run.attempt == 1 and run.worker_id != fleet[1][draining.name]
-    assert TaskExecution.objects.filter(task=task).count() == 1  # the same attempt, no retry
+    assert TaskExecution.platform.filter(task=task).count() == 1  # the same attempt, no retry
     # What the preempted handler saved in its grace, after the SIGTERM, is where it resumed.
     resumed = run.result["resumed_from"]
     assert resumed["preempted"] is True and resumed["next"] >= 2, resumed

@@ -74,7 +74,7 @@ def test_conditions_past_their_budget_fail_their_nodes_and_never_slow_another_te
     run = dag_trigger(dag=dag)
 
     def attack_going() -> bool:
-        return DagRun.objects.get(id=run.id).status in ("running", "queued")
+        return DagRun.platform.get(id=run.id).status in ("running", "queued")
 
     try:
         seconds = bystander.run_while(attack_going)

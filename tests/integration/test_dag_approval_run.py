@@ -64,7 +64,7 @@ def test_b_runs_only_after_the_approvals(tenant, live_worker):
         timeout=30,
         message="the announcement to be mailed",
     )
-    approval = ApprovalWait.objects.get(run=run)
+    approval = ApprovalWait.platform.get(run=run)
     first = client_of(alice).post(
         f"/api/v1/approvals/{approval.id}/approve", {"comment": "ok"}, format="json"
     )
@@ -77,15 +77,15 @@ def test_b_runs_only_after_the_approvals(tenant, live_worker):
     )
     assert second.status_code == 200 and second.json()["released"] is True
     wait_until(
-        lambda: DagRun.objects.get(id=run.id).status != "running",
+        lambda: DagRun.platform.get(id=run.id).status != "running",
         timeout=30,
         message="b to run and the run to end",
     )
-    assert DagRun.objects.get(id=run.id).status == "success"
+    assert DagRun.platform.get(id=run.id).status == "success"
     b = DagNodeState.objects.get(run=run, node_id="b")
     assert b.status == "success"
     # b's upstream result is the approval's: the decisions.
     assert [d["user"] for d in b.result["upstream"]["sign-off"]["decisions"]] == ["alice", "bob"]
     released_at = ApprovalDecision.objects.get(username="bob").decided_at
-    execution = TaskExecution.objects.get(root_execution_id=b.execution_id)
+    execution = TaskExecution.platform.get(root_execution_id=b.execution_id)
     assert execution.started_at >= released_at

@@ -23,7 +23,7 @@ def _state(run, node_id):
 def _wait_for_end(run, *processes, timeout=60):
     try:
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+            lambda: DagRun.platform.get(id=run.id).status not in ("running", "queued"),
             timeout=timeout,
             message="the DAG run to end",
         )
@@ -101,7 +101,7 @@ def test_an_event_releases_the_waiting_node_and_its_payload_picks_the_branch(
     assert _state(run, "load-csv").status == "success"
     assert _state(run, "load-csv").result["upstream"] == {"landed": payload}
     assert _state(run, "load-json").status == "skipped"
-    wait = EventWait.objects.get(run=run, node_id="landed")
+    wait = EventWait.platform.get(run=run, node_id="landed")
     assert wait.status == "received" and str(wait.event_id) == posted.json()["id"]
     page = api.get(f"/api/v1/dags/{dag.id}/executions/{run.id}").json()
     assert page["event_waits"][0]["event_id"] == posted.json()["id"]
@@ -139,8 +139,8 @@ def test_a_wait_past_its_timeout_ends_timed_out_and_the_policy_applies(tenant, l
     assert _state(run, "ship").status == "upstream_failed"
     assert _state(run, "notify").status == "success"
     assert run.status == "partially_completed"
-    assert EventWait.objects.get(run=run).status == "timed_out"
-    assert not Event.objects.exists()
+    assert EventWait.platform.get(run=run).status == "timed_out"
+    assert not Event.platform.exists()
 
 
 def test_an_event_schedule_starts_a_run_with_the_payload_as_parameters(tenant, api, live_worker):
@@ -181,13 +181,13 @@ def test_an_event_schedule_starts_a_run_with_the_payload_as_parameters(tenant, a
 
     execution_id = started["task"]["execution_id"]
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution_id).status == "success",
+        lambda: TaskExecution.platform.get(id=execution_id).status == "success",
         timeout=30,
         message="the event-started run to succeed",
     )
-    execution = TaskExecution.objects.get(id=execution_id)
+    execution = TaskExecution.platform.get(id=execution_id)
     assert execution.trigger == "event" and execution.result == payload
-    run = _wait_for_end(DagRun.objects.get(id=started["dag"]["dag_run_id"]), live_worker)
+    run = _wait_for_end(DagRun.platform.get(id=started["dag"]["dag_run_id"]), live_worker)
     assert run.status == "success" and run.trigger == "event"
     assert _state(run, "echo").result == {**payload, "upstream": {}}
-    assert TaskExecution.objects.filter(task_id=created.json()["id"]).count() == 1
+    assert TaskExecution.platform.filter(task_id=created.json()["id"]).count() == 1

@@ -27,20 +27,20 @@ def _chains(run, node_id) -> list[TaskExecution]:
             "execution_root_id", flat=True
         ),
     ]
-    return list(TaskExecution.objects.filter(id__in=roots).order_by("created_at"))
+    return list(TaskExecution.platform.filter(id__in=roots).order_by("created_at"))
 
 
 def _wait_for_end(run, worker) -> DagRun:
     try:
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+            lambda: DagRun.platform.get(id=run.id).status not in ("running", "queued"),
             timeout=60,
             message="the DAG run to end again",
         )
     except AssertionError:
         print(dump_logs(worker))
         raise
-    return DagRun.objects.get(id=run.id)
+    return DagRun.platform.get(id=run.id)
 
 
 def test_clearing_a_middle_node_with_downstream_runs_the_join_once_after_it(
@@ -114,7 +114,7 @@ def test_a_stuck_running_node_marked_succeeded_is_stopped_and_its_run_goes_on(te
         state = DagNodeState.objects.get(run=run, node_id="hangs")
         if state.execution_id is None:
             return None
-        return TaskExecution.objects.filter(id=state.execution_id, status="running").first()
+        return TaskExecution.platform.filter(id=state.execution_id, status="running").first()
 
     running = wait_until(hanging, timeout=60, message="the hanging node to be running")
     assert dag_node_mark(run=run, node_id="hangs", state="succeeded", note="it hung") == []
@@ -125,9 +125,9 @@ def test_a_stuck_running_node_marked_succeeded_is_stopped_and_its_run_goes_on(te
     # Its execution was killed, not left to sleep out its two minutes; the kill's finish
     # counted nothing again (after ran once).
     wait_until(
-        lambda: TaskExecution.objects.get(id=running.id).status != "running",
+        lambda: TaskExecution.platform.get(id=running.id).status != "running",
         timeout=60,
         message="the hanging execution to be stopped",
     )
-    assert TaskExecution.objects.get(id=running.id).status in ("cancelled", "failed")
+    assert TaskExecution.platform.get(id=running.id).status in ("cancelled", "failed")
     assert DagNodeState.objects.get(run=run, node_id="hangs").status == "success"

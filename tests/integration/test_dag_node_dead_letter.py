@@ -75,11 +75,11 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     run, _ = run_dag(tenant, live_worker, tasks)
     assert run.status == "partially_completed"
     wait_until(
-        lambda: TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists(),
+        lambda: TaskExecution.platform.filter(tenant=tenant, dead_lettered=True).exists(),
         timeout=30,
         message="the gate's execution to be dead-lettered",
     )
-    dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
+    dead = TaskExecution.platform.get(tenant=tenant, dead_lettered=True)
     assert DagNodeExecution.objects.get(execution_root_id=dead.root_execution_id).node_id == "gate"
 
     client = Client()
@@ -95,16 +95,16 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     assert f'href="/dashboard/dags/{run.dag_id}/runs/{run.id}"' in page  # the message links
 
     wait_until(
-        lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+        lambda: DagRun.platform.get(id=run.id).status not in ("running", "queued"),
         timeout=60,
         message="the re-run to end",
     )
     states = {s.node_id: s.status for s in DagNodeState.objects.filter(run=run)}
-    assert DagRun.objects.get(id=run.id).status == "success", states
+    assert DagRun.platform.get(id=run.id).status == "success", states
     assert states == dict.fromkeys(("first", "gate", "after", "side"), "success")
-    assert not TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists()
+    assert not TaskExecution.platform.filter(tenant=tenant, dead_lettered=True).exists()
     # Succeeded nodes were not run again: one execution each for first and side.
-    assert TaskExecution.objects.filter(tenant=tenant, status="success").count() == 4
+    assert TaskExecution.platform.filter(tenant=tenant, status="success").count() == 4
     # The gate's failed first attempt is kept beside the one that succeeded, on the run page
     # (its table of attempts, an earlier bar in the Gantt) as in the database.
     [kept] = DagNodeAttempt.objects.filter(run=run, node_id="gate")
@@ -125,7 +125,7 @@ def test_retrying_a_dead_lettered_node_finishes_its_run(tenant_and_user, live_wo
     # A second click on the stale button changes nothing.
     again = client.post(f"/dashboard/dlq/{dead.id}/retry")
     assert again.status_code == 404
-    assert DagRun.objects.get(id=run.id).status == "success"
+    assert DagRun.platform.get(id=run.id).status == "success"
 
 
 def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
@@ -139,11 +139,11 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
     )
     assert run.status == "failed"
     wait_until(
-        lambda: TaskExecution.objects.filter(tenant=tenant, dead_lettered=True).exists(),
+        lambda: TaskExecution.platform.filter(tenant=tenant, dead_lettered=True).exists(),
         timeout=30,
         message="the gate's execution to be dead-lettered",
     )
-    dead = TaskExecution.objects.get(tenant=tenant, dead_lettered=True)
+    dead = TaskExecution.platform.get(tenant=tenant, dead_lettered=True)
     assert gate.calls == 1
     gate.open()
     response = api.post(f"/api/v1/admin/dlq/{dead.id}/retry")
@@ -151,11 +151,11 @@ def test_the_apis_dead_letter_retry_also_re_runs_the_node_inside_its_run(
     new_execution = response.json()["execution_id"]
     assert DagNodeExecution.objects.get(execution_root_id=new_execution).run_id == run.id
     wait_until(
-        lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+        lambda: DagRun.platform.get(id=run.id).status not in ("running", "queued"),
         timeout=60,
         message="the re-run to end",
     )
-    assert DagRun.objects.get(id=run.id).status == "success"
+    assert DagRun.platform.get(id=run.id).status == "success"
     assert api.post(f"/api/v1/admin/dlq/{dead.id}/retry").status_code == 404
     detail = api.get(f"/api/v1/dags/{run.dag_id}/executions/{run.id}").json()
     [gate] = [n for n in detail["nodes"] if n["node_id"] == "gate"]

@@ -51,14 +51,14 @@ def test_trigger_parameters_reach_every_node_with_documented_precedence(api, ten
     run_id = trigger.json()["id"]
     try:
         wait_until(
-            lambda: DagRun.objects.get(id=run_id).status not in ("running", "queued"),
+            lambda: DagRun.platform.get(id=run_id).status not in ("running", "queued"),
             timeout=60,
             message="the DAG run to end",
         )
     except AssertionError:
         print(dump_logs(live_worker))
         raise
-    run = DagRun.objects.get(id=run_id)
+    run = DagRun.platform.get(id=run_id)
     assert run.status == "success"
     nodes = {s.node_id: s for s in DagNodeState.objects.filter(run=run)}
     assert nodes["inline"].result == {

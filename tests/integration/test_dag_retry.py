@@ -22,7 +22,7 @@ def recovers_on(attempt: int) -> dict:
 
 def chain_of(state) -> list[TaskExecution]:
     return list(
-        TaskExecution.objects.filter(root_execution_id=state.execution_id).order_by("attempt")
+        TaskExecution.platform.filter(root_execution_id=state.execution_id).order_by("attempt")
     )
 
 

@@ -31,7 +31,7 @@ def run_dag(tenant, worker, tasks, timeout=60, **dag_fields):
     run = dag_trigger(dag=dag)
     try:
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status not in ("running", "queued"),
+            lambda: DagRun.platform.get(id=run.id).status not in ("running", "queued"),
             timeout=timeout,
             message="the DAG run to end",
         )
@@ -46,7 +46,7 @@ def executions_of(run):
     from dags.models import DagNodeExecution
 
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
-    return TaskExecution.objects.filter(root_execution_id__in=list(roots))
+    return TaskExecution.platform.filter(root_execution_id__in=list(roots))
 
 
 def test_diamond_runs_in_order_and_passes_results(tenant, live_worker):
@@ -97,9 +97,9 @@ def test_a_200_wide_fan_out_then_fan_in(tenant, live_worker, beats):
     assert run.status == "success"
     assert set(nodes["join"].result["upstream"]) == {f"w{i}" for i in range(200)}
     assert executions_of(run).count() == 202
-    join = TaskExecution.objects.get(id=nodes["join"].execution_id)
+    join = TaskExecution.platform.get(id=nodes["join"].execution_id)
     last_wide = max(
-        TaskExecution.objects.get(id=nodes[f"w{i}"].execution_id).completed_at for i in range(200)
+        TaskExecution.platform.get(id=nodes[f"w{i}"].execution_id).completed_at for i in range(200)
     )
     assert join.started_at >= last_wide
 
@@ -225,7 +225,7 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     )
     run = dag_trigger(dag=dag)
     wait_until(
-        lambda: TaskExecution.objects.filter(
+        lambda: TaskExecution.platform.filter(
             id=DagNodeState.objects.get(run=run, node_id="slow").execution_id, status="running"
         ).exists(),
         timeout=30,
@@ -237,20 +237,20 @@ def test_cancelling_a_running_dag_run(tenant, live_worker):
     # The running node is killed (its worker is told, as by the cancel endpoint), not left
     # to sleep out its 10 s.
     wait_until(
-        lambda: TaskExecution.objects.get(id=slow_exec).status == "cancelled",
+        lambda: TaskExecution.platform.get(id=slow_exec).status == "cancelled",
         timeout=15,
         message="the running node's execution to be cancelled",
     )
     states = {s.node_id: s.status for s in DagNodeState.objects.filter(run=run)}
     assert states == {"slow": "cancelled", "next": "cancelled"}
     assert DagNodeState.objects.get(run=run, node_id="next").execution_id is None
-    assert DagRun.objects.get(id=run.id).status == "cancelled"
+    assert DagRun.platform.get(id=run.id).status == "cancelled"
     # A cancelled run can be re-run; the old execution no longer belongs to the node.
     from dags.services.runs import dag_run_rerun
 
     dag_run_rerun(run=run)
-    wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
-    assert DagRun.objects.get(id=run.id).status == "success"
+    wait_until(lambda: DagRun.platform.get(id=run.id).status != "running", timeout=60)
+    assert DagRun.platform.get(id=run.id).status == "success"
     assert DagNodeState.objects.get(run=run, node_id="slow").execution_id != slow_exec
     # The cancelled attempt is kept in the node's history, its execution still the node's.
     from dags.models import DagNodeAttempt, DagNodeAttemptExecution
@@ -286,12 +286,12 @@ def test_re_run_from_the_failed_nodes(tenant, live_worker):
     assert nodes["gate"].status == "failed" and nodes["after"].status == "upstream_failed"
     first_exec = nodes["first"].execution_id
     failed_gate = nodes["gate"].execution_id
-    gate_task_id = TaskExecution.objects.get(id=failed_gate).task_id
-    TaskDefinition.objects.filter(id=gate_task_id).update(parameters={"open": True})
+    gate_task_id = TaskExecution.platform.get(id=failed_gate).task_id
+    TaskDefinition.platform.filter(id=gate_task_id).update(parameters={"open": True})
     dag_run_rerun(run=run)
-    wait_until(lambda: DagRun.objects.get(id=run.id).status != "running", timeout=60)
+    wait_until(lambda: DagRun.platform.get(id=run.id).status != "running", timeout=60)
     nodes = {s.node_id: s for s in DagNodeState.objects.filter(run=run)}
-    assert DagRun.objects.get(id=run.id).status == "success"
+    assert DagRun.platform.get(id=run.id).status == "success"
     assert {n: s.status for n, s in nodes.items()} == dict.fromkeys(nodes, "success")
     assert nodes["first"].execution_id == first_exec  # succeeded nodes were not run again
     # Each re-run node's failed first attempt is kept beside the attempt that succeeded.
@@ -303,8 +303,8 @@ def test_re_run_from_the_failed_nodes(tenant, live_worker):
     assert kept["after"].status == "upstream_failed"
     assert (nodes["gate"].attempt_number, nodes["gate"].attempt_trigger) == (2, "rerun")
     assert (
-        TaskExecution.objects.filter(
-            task_id=TaskExecution.objects.get(id=first_exec).task_id
+        TaskExecution.platform.filter(
+            task_id=TaskExecution.platform.get(id=first_exec).task_id
         ).count()
         == 1
     )
@@ -361,7 +361,7 @@ def test_a_lost_chord_callback_is_joined_by_the_reconciler(tenant, live_worker):
     roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
     ring([Doorbell(str(r), str(tenant.id), "normal") for r in roots])
     wait_until(lambda: DagNodeState.objects.get(run=run, node_id="m").map_finished == 3, timeout=30)
-    assert DagRun.objects.get(id=run.id).status == "running"
+    assert DagRun.platform.get(id=run.id).status == "running"
     assert map_joins_reconcile(grace_seconds=0) == 1
     run.refresh_from_db()
     assert run.status == "success"
@@ -383,7 +383,7 @@ def test_the_beat_leader_fires_a_scheduled_dag(tenant, live_worker, beats):
     try:
         wait_until(
             lambda: (
-                DagRun.objects.filter(dag=dag, trigger="schedule", status="success").count() >= 2
+                DagRun.platform.filter(dag=dag, trigger="schedule", status="success").count() >= 2
             ),
             timeout=40,
             message="two scheduled DAG runs to succeed",
@@ -391,7 +391,7 @@ def test_the_beat_leader_fires_a_scheduled_dag(tenant, live_worker, beats):
     except AssertionError:
         print(dump_logs(beat, live_worker))
         raise
-    times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
+    times = sorted(DagRun.platform.filter(dag=dag).values_list("scheduled_at", flat=True))
     assert len(set(times)) == len(times)  # one run per fire
     assert all((b - a).total_seconds() == 1 for a, b in itertools.pairwise(times))
 
@@ -421,7 +421,7 @@ def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
     assert 3 <= len(expected) <= 4
     try:
         wait_until(
-            lambda: DagRun.objects.filter(dag=dag, scheduled_at=expected[-1]).exists(),
+            lambda: DagRun.platform.filter(dag=dag, scheduled_at=expected[-1]).exists(),
             timeout=40,
             message="the window's last fire",
         )
@@ -431,7 +431,7 @@ def test_the_beat_leader_fires_a_dag_only_inside_its_start_at_end_at_window(
     except AssertionError:
         print(dump_logs(beat, live_worker))
         raise
-    times = sorted(DagRun.objects.filter(dag=dag).values_list("scheduled_at", flat=True))
+    times = sorted(DagRun.platform.filter(dag=dag).values_list("scheduled_at", flat=True))
     assert times == expected
     dag.refresh_from_db()
     assert dag.next_fire_at is None

@@ -69,11 +69,11 @@ def test_a_sleep_survives_a_restart_of_every_process_and_wakes_once(
         wait_for_beat_tick("sleepy-1", after=time.time())
         with transaction.atomic():
             run = dag_trigger(dag=dag)
-        timer = DagTimer.objects.get(run=run, node_id="nap")
+        timer = DagTimer.platform.get(run=run, node_id="nap")
         assert _state(run, "nap").status == "sleeping"
         # The first leader polls the sensor (its target still answers 503).
         wait_until(
-            lambda: DagTimer.objects.get(run=run, node_id="probe").attempts >= 1,
+            lambda: DagTimer.platform.get(run=run, node_id="probe").attempts >= 1,
             timeout=30,
             message="the first beat to poke the sensor",
         )
@@ -84,7 +84,7 @@ def test_a_sleep_survives_a_restart_of_every_process_and_wakes_once(
         assert timezone.now() < timer.due_at, "the restart must happen while the node sleeps"
         assert _state(run, "nap").status == "sleeping"
         assert _state(run, "probe").status == "sensing"
-        assert not TaskExecution.objects.exists()  # sensing and sleeping hold no worker slot
+        assert not TaskExecution.platform.exists()  # sensing and sleeping hold no worker slot
 
         worker = start_worker(
             name="w-sleepy-2", concurrency=1, env_overrides=FAST_WORKER, wait=False
@@ -95,11 +95,11 @@ def test_a_sleep_survives_a_restart_of_every_process_and_wakes_once(
             timeout=60,
             message="the sleep to wake after the restart",
         )
-        assert not TaskExecution.objects.exists()  # the sensor still senses, on no worker
+        assert not TaskExecution.platform.exists()  # the sensor still senses, on no worker
         assert _state(run, "probe").status == "sensing"
         http_target.status, http_target.body = 200, {"state": "ready"}
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status != "running",
+            lambda: DagRun.platform.get(id=run.id).status != "running",
             timeout=60,
             message="the run to end",
         )
@@ -117,5 +117,5 @@ def test_a_sleep_survives_a_restart_of_every_process_and_wakes_once(
     assert nap.result["due_at"] == timer.due_at.isoformat()
     assert nap.result["woke_at"] >= timer.due_at.isoformat()
     assert _state(run, "probe").result == {"state": "ready"}
-    assert TaskExecution.objects.filter(status="success").count() == 1
-    assert TaskExecution.objects.count() == 1
+    assert TaskExecution.platform.filter(status="success").count() == 1
+    assert TaskExecution.platform.count() == 1

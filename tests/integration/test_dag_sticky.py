@@ -47,7 +47,7 @@ def test_downstream_nodes_run_on_the_worker_of_their_upstream(
     try:
         run = dag_trigger(dag=dag)
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status != "running",
+            lambda: DagRun.platform.get(id=run.id).status != "running",
             timeout=60,
             message="the DAG run to end",
         )
@@ -59,7 +59,7 @@ def test_downstream_nodes_run_on_the_worker_of_their_upstream(
     run.refresh_from_db()
     assert run.status == "success"
     ran_on = {
-        state.node_id: TaskExecution.objects.get(id=state.execution_id).worker_id
+        state.node_id: TaskExecution.platform.get(id=state.execution_id).worker_id
         for state in DagNodeState.objects.filter(run=run)
     }
     assert len(ran_on) == WIDTH + 2

@@ -87,7 +87,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
 
         def slow_execution():
             state = DagNodeState.objects.get(run=run, node_id="slow")
-            return state.execution_id and TaskExecution.objects.get(id=state.execution_id)
+            return state.execution_id and TaskExecution.platform.get(id=state.execution_id)
 
         wait_until(
             lambda: (e := slow_execution()) and e.status == "running",
@@ -100,7 +100,7 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
         assert slow_execution().status == "running"
         second = start_worker(name="w-rescue", concurrency=2, env_overrides={**KILL_WORKER, **env})
         wait_until(
-            lambda: DagRun.objects.get(id=run.id).status != "running",
+            lambda: DagRun.platform.get(id=run.id).status != "running",
             timeout=120,
             message="the run to end after the kill",
         )
@@ -115,21 +115,21 @@ def test_a_worker_killed_mid_dag_loses_nothing_and_runs_each_node_once(tenant, p
     assert run.status == "success"
     roots = DagNodeExecution.objects.filter(run=run)
     for link in roots:
-        chain = TaskExecution.objects.filter(root_execution_id=link.execution_root_id)
+        chain = TaskExecution.platform.filter(root_execution_id=link.execution_root_id)
         assert chain.filter(status="success").count() == 1, link
         assert chain.filter(status="running").count() == 0
-    slow_chain = TaskExecution.objects.filter(root_execution_id=slow_execution().id).order_by(
+    slow_chain = TaskExecution.platform.filter(root_execution_id=slow_execution().id).order_by(
         "attempt"
     )
     # The lost node went back to the queue as the same attempt (no retry spent) and the
     # rescue worker ran it; its history shows the loss.
     assert [(e.attempt, e.status, e.error_class) for e in slow_chain] == [(1, "success", "")]
     assert slow_chain[0].worker_id.startswith("w-rescue")
-    losses = ExecutionLoss.objects.filter(execution_id=slow_chain[0].id)
+    losses = ExecutionLoss.platform.filter(execution_id=slow_chain[0].id)
     assert [loss.outcome for loss in losses] == ["requeued"]
     assert losses[0].worker_id.startswith("w-doomed")
     # Nodes that had finished before the kill were not run again.
     a_root = DagNodeState.objects.get(run=run, node_id="a").execution_id
-    assert TaskExecution.objects.filter(root_execution_id=a_root).count() == 1
+    assert TaskExecution.platform.filter(root_execution_id=a_root).count() == 1
     fan = DagNodeState.objects.get(run=run, node_id="end").result["upstream"]["fan"]
     assert [shard["item"] for shard in fan["results"]] == [1, 2, 3]

@@ -34,19 +34,19 @@ def test_a_restart_mid_window_loses_nothing(tenant, live_worker, beats):
     for version in (1, 2, 3):
         task_trigger_outcome(task=task, parameters={"index": "books", "version": version})
     first.stop(timeout=10)  # mid-window: the run is due WINDOW_SECONDS after the last trigger
-    (pending,) = TaskExecution.objects.filter(task=task)
+    (pending,) = TaskExecution.platform.filter(task=task)
     assert pending.status == "pending" and timezone.now() < pending.scheduled_at
     second = beats("debounce-b")
     try:
         wait_until(
-            lambda: TaskExecution.objects.get(id=pending.id).status == "success",
+            lambda: TaskExecution.platform.get(id=pending.id).status == "success",
             timeout=60,
             message="the collapsed run to succeed after the restart",
         )
     except AssertionError:
         print(dump_logs(second, live_worker))
         raise
-    (ran,) = TaskExecution.objects.filter(task=task)
+    (ran,) = TaskExecution.platform.filter(task=task)
     assert ran.id == pending.id and ran.trigger_count == 3
     assert ran.parameters == {"index": "books", "version": 3}
     assert ran.result == {"index": "books", "version": 3}  # what the handler was given

@@ -22,14 +22,14 @@ def _run_to_end(api, dag_id: str, document: str, worker) -> dict[str, DagNodeSta
     run_id = trigger.json()["id"]
     try:
         wait_until(
-            lambda: DagRun.objects.get(id=run_id).status not in ("running", "queued"),
+            lambda: DagRun.platform.get(id=run_id).status not in ("running", "queued"),
             timeout=90,
             message="the DAG run to end",
         )
     except AssertionError:
         print(dump_logs(worker))
         raise
-    assert DagRun.objects.get(id=run_id).status == "success"
+    assert DagRun.platform.get(id=run_id).status == "success"
     return {state.node_id: state for state in DagNodeState.objects.filter(run_id=run_id)}
 
 

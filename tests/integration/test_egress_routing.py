@@ -26,11 +26,11 @@ EGRESS_QUEUES = "critical.egress,normal.egress,bulk.egress"
 
 def _finished(execution_id) -> TaskExecution:
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution_id).status not in ("queued", "running"),
+        lambda: TaskExecution.platform.get(id=execution_id).status not in ("queued", "running"),
         timeout=60,
         message="the run to end",
     )
-    return TaskExecution.objects.get(id=execution_id)
+    return TaskExecution.platform.get(id=execution_id)
 
 
 def test_egress_runs_go_to_the_egress_pool_and_nowhere_else(tenant):
@@ -65,7 +65,7 @@ def test_egress_runs_go_to_the_egress_pool_and_nowhere_else(tenant):
         refused = _finished(forged.id)
         assert refused.status == "failed" and refused.error_class == "egress_unavailable"
         assert refused.worker_id == hostname_of(data)
-        stored = ExecutionLog.objects.filter(execution_id=forged.id).first()
+        stored = ExecutionLog.platform.filter(execution_id=forged.id).first()
         assert stored is None or "[stdout] out" not in stored.text
 
         pool = fleet_worker("egress-pool", queues=EGRESS_QUEUES, WORKER_SHELL_EGRESS="on")

@@ -59,7 +59,7 @@ def test_a_flooding_tenant_does_not_delay_another_tenants_run(tenant_factory, li
         ring(fires_record(fires[start : start + 1000], now=now))
     # Let the flood reach a steady state: the worker busy with it, the leader re-offering it.
     wait_until(
-        lambda: TaskExecution.objects.filter(task=flood_task, status="success").count() >= 12,
+        lambda: TaskExecution.platform.filter(task=flood_task, status="success").count() >= 12,
         timeout=60,
         message="the flood is being worked on",
     )
@@ -68,16 +68,16 @@ def test_a_flooding_tenant_does_not_delay_another_tenants_run(tenant_factory, li
         run = task_trigger(task=quiet_task)
         try:
             wait_until(
-                lambda run=run: TaskExecution.objects.get(id=run.id).started_at is not None,
+                lambda run=run: TaskExecution.platform.get(id=run.id).started_at is not None,
                 timeout=60,
                 message="the quiet tenant's run started",
             )
         except AssertionError:
             print(dump_logs(beat, live_worker))
             raise
-        started = TaskExecution.objects.get(id=run.id)
+        started = TaskExecution.platform.get(id=run.id)
         delays.append((started.started_at - started.scheduled_at).total_seconds())
-        backlog = TaskExecution.objects.filter(
+        backlog = TaskExecution.platform.filter(
             task=flood_task, status__in=["pending", "queued"]
         ).count()
         assert backlog > 1000, "the flood drained first; the test proves nothing"

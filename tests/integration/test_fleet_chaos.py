@@ -66,11 +66,11 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
             task_trigger(task=task)
         wait_until(
             lambda: (
-                TaskExecution.objects.filter(
+                TaskExecution.platform.filter(
                     task=task, worker_id=victim_name, status="running"
                 ).count()
                 >= 2
-                and TaskExecution.objects.filter(task=task, status="success").count() >= 20
+                and TaskExecution.platform.filter(task=task, status="success").count() >= 20
             ),
             timeout=60,
             message="the victim to be busy mid-load",
@@ -79,7 +79,7 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
         killed_at = timezone.now()
         wait_until(
             lambda: (
-                all_terminal(TaskExecution.objects.filter(task=task))
+                all_terminal(TaskExecution.platform.filter(task=task))
                 and len(finals(task)) == 200
                 and all(e.status == "success" for e in finals(task).values())
             ),
@@ -93,8 +93,8 @@ def test_sigkill_of_a_worker_in_the_middle_of_200_runs_loses_nothing_and_runs_no
     finally:
         stop_all([survivor, beat, victim])
 
-    executions = list(TaskExecution.objects.filter(task=task))
-    losses = list(ExecutionLoss.objects.filter(execution_id__in=[e.id for e in executions]))
+    executions = list(TaskExecution.platform.filter(task=task))
+    losses = list(ExecutionLoss.platform.filter(execution_id__in=[e.id for e in executions]))
     assert losses, "the kill should have caught runs in flight"
     assert all(loss.worker_id == victim_name for loss in losses), [
         (loss.worker_id, loss.reason) for loss in losses if loss.worker_id != victim_name
@@ -150,7 +150,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         slow_run = task_trigger(task=slow)
         wait_until(
             lambda: (
-                TaskExecution.objects.filter(
+                TaskExecution.platform.filter(
                     id__in=[quick_run.id, slow_run.id], status="running"
                 ).count()
                 == 2
@@ -162,12 +162,12 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
         signalled = time.monotonic()
         other = fleet_worker("other", concurrency=2, **LEDGER_WORKER)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=quick_run.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=quick_run.id, status="success").exists(),
             timeout=20,
             message="the quick run to finish on the draining worker",
         )
         wait_until(
-            lambda: TaskExecution.objects.filter(id=slow_run.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=slow_run.id, status="success").exists(),
             timeout=40,
             message="the released slow run to finish elsewhere",
         )
@@ -184,7 +184,7 @@ def test_sigterm_drains_running_work_and_releases_what_outlives_the_deadline(ten
     slow_run.refresh_from_db()
     assert quick_run.worker_id == drain_name
     assert slow_run.worker_id == hostname_of_record(other) and slow_run.attempt == 1
-    assert TaskExecution.objects.filter(task__in=[quick, slow]).count() == 2  # no failures
+    assert TaskExecution.platform.filter(task__in=[quick, slow]).count() == 2  # no failures
     assert released_after < 3 + 15, released_after  # deadline + re-run, not a lease expiry
     from scheduler_app.fleet.registry import worker_record_get
 
@@ -220,7 +220,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
                 old.process.wait(timeout=60)
         wait_until(
             lambda: (
-                all_terminal(TaskExecution.objects.filter(task=task)) and len(finals(task)) == 80
+                all_terminal(TaskExecution.platform.filter(task=task)) and len(finals(task)) == 80
             ),
             timeout=180,
             interval=0.5,
@@ -233,7 +233,7 @@ def test_a_rolling_restart_of_every_worker_under_load_loses_nothing(tenant, tmp_
         stop_all([*started, beat])
     runs = finals(task)
     assert all(e.status == "success" for e in runs.values())
-    assert not TaskExecution.objects.filter(task=task).exclude(status="success").exists()
+    assert not TaskExecution.platform.filter(task=task).exclude(status="success").exists()
     counts = _ledger(ledger)
     # A run released at the deadline restarts as the same attempt: it may appear twice in
     # the ledger only if it was released; every other run appears once.

@@ -67,7 +67,7 @@ def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api):
     try:
         execution = task_trigger(task=task)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=execution.id, status="running").exists(),
+            lambda: TaskExecution.platform.filter(id=execution.id, status="running").exists(),
             timeout=30,
             message="the run to start",
         )
@@ -78,7 +78,7 @@ def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api):
         assert response.status_code == 202, response.content
         assert response.json()["status"] == "cancelling"
         wait_until(
-            lambda: TaskExecution.objects.filter(id=execution.id, status="cancelled").exists(),
+            lambda: TaskExecution.platform.filter(id=execution.id, status="cancelled").exists(),
             timeout=10,
             message="the run to be cancelled",
         )
@@ -139,7 +139,7 @@ def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
             if text.startswith(":"):
                 continue
             fields = dict(line.split(": ", 1) for line in text.strip().split("\n") if ": " in line)
-            status = TaskExecution.objects.get(id=execution.id).status
+            status = TaskExecution.platform.get(id=execution.id).status
             events.append((fields.get("event", "message"), fields.get("data", ""), status))
             if fields.get("event") == "end":
                 break
@@ -154,7 +154,7 @@ def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
         assert events[-1][:2] == ("end", "success")
         # The persisted copy and the JSON / text forms still work.
         wait_until(
-            lambda: ExecutionLog.objects.filter(execution_id=execution.id).exists(),
+            lambda: ExecutionLog.platform.filter(execution_id=execution.id).exists(),
             timeout=10,
             message="the persisted log",
         )
@@ -202,7 +202,7 @@ def test_a_hung_worker_whose_registry_looks_alive_is_reaped_by_lease_and_its_fin
     try:
         execution = task_trigger(task=task)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=execution.id, status="running").exists(),
+            lambda: TaskExecution.platform.filter(id=execution.id, status="running").exists(),
             timeout=30,
             message="the run to start",
         )
@@ -210,23 +210,23 @@ def test_a_hung_worker_whose_registry_looks_alive_is_reaped_by_lease_and_its_fin
         for child in pool:
             os.kill(child.pid, signal.SIGSTOP)
         wait_until(
-            lambda: ExecutionLoss.objects.filter(execution_id=execution.id).exists(),
+            lambda: ExecutionLoss.platform.filter(execution_id=execution.id).exists(),
             timeout=20,
             message="the lease reaper to re-queue the hung run",
         )
-        (loss,) = ExecutionLoss.objects.filter(execution_id=execution.id)
+        (loss,) = ExecutionLoss.platform.filter(execution_id=execution.id)
         assert (loss.outcome, loss.worker_id) == ("requeued", registered(worker).hostname)
         assert registered(worker) is not None, "the registry still says alive"
         for child in pool:
             os.kill(child.pid, signal.SIGCONT)
         worker.wait_for_log("rejected finish of execution", timeout=30)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=execution.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=execution.id, status="success").exists(),
             timeout=30,
             message="the re-queued run to run again, once",
         )
-        (run,) = TaskExecution.objects.filter(task=task)  # no retry was spent
-        assert run.attempt == 1 and ExecutionLoss.objects.filter(execution_id=run.id).count() == 1
+        (run,) = TaskExecution.platform.filter(task=task)  # no retry was spent
+        assert run.attempt == 1 and ExecutionLoss.platform.filter(execution_id=run.id).count() == 1
     except AssertionError:
         print(dump_logs(worker, beat))
         raise

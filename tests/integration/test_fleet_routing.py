@@ -67,7 +67,7 @@ def test_retries_go_back_to_the_worker_that_ran_the_first_attempt(tenant):
         raise
     finally:
         stop_all([*workers, beat])
-    by_id = {e.id: e for e in TaskExecution.objects.filter(task=task)}
+    by_id = {e.id: e for e in TaskExecution.platform.filter(task=task)}
     retries = [e for e in by_id.values() if e.retry_of_id]
     assert len(retries) == RUNS
     hits = sum(1 for e in retries if e.worker_id == by_id[e.retry_of_id].worker_id)
@@ -100,7 +100,7 @@ def test_a_task_printing_1_gb_is_truncated_and_nothing_runs_out_of_memory(tenant
             nonlocal peak_rss
             processes = [psutil.Process(worker.pid), *psutil.Process(worker.pid).children()]
             peak_rss = max(peak_rss, sum(p.memory_info().rss for p in processes))
-            return all_terminal(TaskExecution.objects.filter(id=execution.id))
+            return all_terminal(TaskExecution.platform.filter(id=execution.id))
 
         wait_until(finished, timeout=300, interval=0.5, message="the 1 GB run to end")
         assert worker.alive()
@@ -111,7 +111,7 @@ def test_a_task_printing_1_gb_is_truncated_and_nothing_runs_out_of_memory(tenant
         worker.stop()
     execution.refresh_from_db()
     assert execution.status == "success", execution.error_message
-    log = ExecutionLog.objects.get(execution_id=execution.id)
+    log = ExecutionLog.platform.get(execution_id=execution.id)
     assert log.truncated
     assert log.size_bytes <= 10 * 1024 * 1024 + 200
     assert "[log truncated after" in log.text

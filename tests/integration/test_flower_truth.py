@@ -95,7 +95,7 @@ def test_a_failed_run_is_failure_in_flower_under_its_execution_id(
     succeeded = task_trigger(task=fine)
     wait_until(
         lambda: (
-            TaskExecution.objects.filter(
+            TaskExecution.platform.filter(
                 id__in=[e.id for e in [*failed, succeeded]], status__in=["failed", "success"]
             ).count()
             == 4
@@ -104,7 +104,9 @@ def test_a_failed_run_is_failure_in_flower_under_its_execution_id(
         message="the four runs to end",
     )
     assert set(
-        TaskExecution.objects.filter(id__in=[e.id for e in failed]).values_list("status", flat=True)
+        TaskExecution.platform.filter(id__in=[e.id for e in failed]).values_list(
+            "status", flat=True
+        )
     ) == {"failed"}
 
     for execution in failed:
@@ -122,7 +124,7 @@ def test_a_failed_run_is_failure_in_flower_under_its_execution_id(
     listed = _get(f"{url}/api/tasks?state=FAILURE").json()
     assert {str(e.id) for e in failed} <= set(listed)
     # The failed attempts were final: no retry row, nothing left queued by the raise.
-    assert not TaskExecution.objects.filter(task=failing, attempt__gt=1).exists()
+    assert not TaskExecution.platform.filter(task=failing, attempt__gt=1).exists()
 
     # Three runs rung in one batch message: one Flower row for them, FAILURE, its arguments
     # holding every execution id and its exception the counts.

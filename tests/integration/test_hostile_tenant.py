@@ -48,14 +48,14 @@ def _run(tenant: Tenant, worker, script: str, **task: object) -> tuple[TaskExecu
     execution = task_trigger(task=created)
     try:
         wait_until(
-            lambda: TaskExecution.objects.get(id=execution.id).status in FINISHED,
+            lambda: TaskExecution.platform.get(id=execution.id).status in FINISHED,
             timeout=60,
             message="the attack to finish",
         )
     except AssertionError:
         print(dump_logs(worker))
         raise
-    execution = TaskExecution.objects.get(id=execution.id)
+    execution = TaskExecution.platform.get(id=execution.id)
     log = execution_log_get(tenant=tenant, execution=execution)
     return execution, log.text if log else ""
 
@@ -305,7 +305,7 @@ def test_a_celery_task_naming_an_internal_task_is_refused(tenant, api):
         )
         assert response.status_code == 400, response.content
         assert field in response.content.decode()
-    assert not TaskDefinition.objects.filter(tenant=tenant, name="ring-the-platform").exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant, name="ring-the-platform").exists()
 
 
 @pytest.mark.parametrize("internal", ["workers.tasks.run_execution", "alerting.deliver"])
@@ -319,14 +319,14 @@ def test_a_celery_task_naming_an_internal_task_fails_at_run_time_too(tenant, liv
         handler={"type": "shell", "command": ["true"]},
         retry_policy={"max_attempts": 1},
     )
-    type(task).objects.filter(id=task.id).update(
+    type(task).platform.filter(id=task.id).update(
         handler_type="celery",
         handler_config={"type": "celery", "task": internal, "args": []},
     )
     task.refresh_from_db()
     execution = task_trigger(task=task)
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution.id).status in FINISHED,
+        lambda: TaskExecution.platform.get(id=execution.id).status in FINISHED,
         timeout=60,
         message="the run to finish",
     )

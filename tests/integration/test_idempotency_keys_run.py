@@ -47,20 +47,20 @@ def test_a_retry_whose_key_succeeded_meanwhile_is_skipped(api, live_worker, beat
     first = _trigger(api, task_id, region="eu", succeed_on_attempt=99)
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(id=first, status="failed").exists(),
+            lambda: TaskExecution.platform.filter(id=first, status="failed").exists(),
             timeout=60,
             message="the first attempt of A to fail",
         )
         # ... B, the same key (same region, same day), succeeds at once.
         other = _trigger(api, task_id, region="eu", succeed_on_attempt=1)
         wait_until(
-            lambda: TaskExecution.objects.filter(id=other, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=other, status="success").exists(),
             timeout=60,
             message="B to succeed",
         )
         # A's next retry finds B's success under its key: skipped, not run.
         wait_until(
-            lambda: TaskExecution.objects.filter(
+            lambda: TaskExecution.platform.filter(
                 root_execution_id=first, status="skipped"
             ).exists(),
             timeout=90,
@@ -69,8 +69,8 @@ def test_a_retry_whose_key_succeeded_meanwhile_is_skipped(api, live_worker, beat
     except AssertionError:
         print(dump_logs(live_worker, beat))
         raise
-    chain = list(TaskExecution.objects.filter(root_execution_id=first).order_by("attempt"))
-    b = TaskExecution.objects.get(id=other)
+    chain = list(TaskExecution.platform.filter(root_execution_id=first).order_by("attempt"))
+    b = TaskExecution.platform.get(id=other)
     keys = {attempt.idempotency_key for attempt in chain}
     assert keys == {b.idempotency_key} and b.idempotency_key.startswith("eu:")
     skipped = chain[-1]
@@ -86,7 +86,7 @@ def test_a_retry_whose_key_succeeded_meanwhile_is_skipped(api, live_worker, beat
     # Another region is another key: it runs.
     third = _trigger(api, task_id, region="us", succeed_on_attempt=1)
     wait_until(
-        lambda: TaskExecution.objects.filter(id=third, status="success").exists(),
+        lambda: TaskExecution.platform.filter(id=third, status="success").exists(),
         timeout=60,
         message="the us run to succeed",
     )
@@ -103,7 +103,7 @@ def test_scheduled_fires_of_one_key_run_once(api, live_worker, beats):
     beat = beats("keys-fires")
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task_id=task_id, status="skipped").count() >= 2,
+            lambda: TaskExecution.platform.filter(task_id=task_id, status="skipped").count() >= 2,
             timeout=90,
             message="two fires skipped for the first one's success",
         )
@@ -111,7 +111,7 @@ def test_scheduled_fires_of_one_key_run_once(api, live_worker, beats):
         print(dump_logs(live_worker, beat))
         raise
     api.post(f"/api/v1/tasks/{task_id}/pause")
-    finished = TaskExecution.objects.filter(task_id=task_id, status__in=["success", "skipped"])
+    finished = TaskExecution.platform.filter(task_id=task_id, status__in=["success", "skipped"])
     first = finished.filter(status="success").order_by("started_at").first()
     same_day = [e for e in finished if e.idempotency_key == first.idempotency_key]
     successes = [e for e in same_day if e.status == "success"]
@@ -142,7 +142,7 @@ def _described(task_id: str) -> str:
         "skipped_for_execution_id",
         "error_class",
     )
-    rows = TaskExecution.objects.filter(task_id=task_id).order_by("scheduled_at", "attempt")
+    rows = TaskExecution.platform.filter(task_id=task_id).order_by("scheduled_at", "attempt")
     return "\n".join(str(row) for row in rows.values_list(*fields)) + "\n"
 
 
@@ -159,13 +159,13 @@ def test_runs_of_one_key_started_together_run_once(api, live_worker):
     runs = [_trigger(api, task_id) for _ in range(3)]
     wait_until(
         lambda: (
-            TaskExecution.objects.filter(id__in=runs, status__in=["success", "skipped"]).count()
+            TaskExecution.platform.filter(id__in=runs, status__in=["success", "skipped"]).count()
             == 3
         ),
         timeout=60,
         message="the three runs of the key to end",
     )
-    ended = {e.id: e for e in TaskExecution.objects.filter(id__in=runs)}
+    ended = {e.id: e for e in TaskExecution.platform.filter(id__in=runs)}
     (winner,) = [e for e in ended.values() if e.status == "success"]
     skipped = [e for e in ended.values() if e.status == "skipped"]
     assert len(skipped) == 2

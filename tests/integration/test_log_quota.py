@@ -23,11 +23,11 @@ def _run(task) -> TaskExecution:
     (the worker counts it in Redis just after the run's commit): the next run sees it."""
     execution = task_trigger(task=task)
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution.id).status not in ("queued", "running"),
+        lambda: TaskExecution.platform.get(id=execution.id).status not in ("queued", "running"),
         timeout=30,
         message="the run to end",
     )
-    stored = ExecutionLog.objects.filter(tenant_id=task.tenant_id)
+    stored = ExecutionLog.platform.filter(tenant_id=task.tenant_id)
     wait_until(
         lambda: (
             log_bytes_used(tenant_id=task.tenant_id, fresh=True)
@@ -36,7 +36,7 @@ def _run(task) -> TaskExecution:
         timeout=10,
         message="the stored logs to be counted",
     )
-    return TaskExecution.objects.get(id=execution.id)
+    return TaskExecution.platform.get(id=execution.id)
 
 
 def test_logs_over_the_quota_are_cut_with_a_marker_and_the_admins_are_alerted(
@@ -50,7 +50,7 @@ def test_logs_over_the_quota_are_cut_with_a_marker_and_the_admins_are_alerted(
     )
     first = _run(task)
     assert first.status == "success"
-    first_log = ExecutionLog.objects.get(execution_id=first.id)
+    first_log = ExecutionLog.platform.get(execution_id=first.id)
     assert "line-20-of-a-chatty-task" in first_log.text and not first_log.truncated
     usage = api.get("/api/v1/tenant/usage").json()
     assert usage["usage"]["log_bytes"] == first_log.size_bytes
@@ -61,16 +61,16 @@ def test_logs_over_the_quota_are_cut_with_a_marker_and_the_admins_are_alerted(
         max_log_bytes=first_log.size_bytes * 2 + first_log.size_bytes // 2
     )
     # The shared worker reads the counter afresh for each log (LOG_QUOTA_CACHE_SECONDS=0).
-    assert not ExecutionLog.objects.get(execution_id=_run(task).id).truncated
+    assert not ExecutionLog.platform.get(execution_id=_run(task).id).truncated
     cut = _run(task)
     assert cut.status == "success"  # the run itself ran
-    cut_log = ExecutionLog.objects.get(execution_id=cut.id)
+    cut_log = ExecutionLog.platform.get(execution_id=cut.id)
     assert cut_log.truncated
     assert "[log cut: tenant acme has used" in cut_log.text
     assert "line-20-of-a-chatty-task" not in cut_log.text
     over = _run(task)
     assert over.status == "success"
-    over_log = ExecutionLog.objects.get(execution_id=over.id).text
+    over_log = ExecutionLog.platform.get(execution_id=over.id).text
     assert over_log.startswith("[log cut:") and over_log.count("\n") == 1
 
     used = api.get("/api/v1/tenant/usage").json()["usage"]["log_bytes"]

@@ -40,14 +40,14 @@ def test_log_search_finds_the_one_run_whose_log_has_the_words(
     every = [*runs, needle, their_run]
     wait_until(
         lambda: (
-            ExecutionLog.objects.filter(execution_id__in=[r.id for r in every]).count()
+            ExecutionLog.platform.filter(execution_id__in=[r.id for r in every]).count()
             == len(every)
         ),
         timeout=60,
         message="every run's log to be stored",
     )
     assert set(
-        TaskExecution.objects.filter(id__in=[r.id for r in every]).values_list("status", flat=True)
+        TaskExecution.platform.filter(id__in=[r.id for r in every]).values_list("status", flat=True)
     ) == {"success"}
 
     found = api.get("/api/v1/executions", {"log_contains": "ECONNREFUSED upstream-gateway"})

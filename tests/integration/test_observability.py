@@ -85,7 +85,7 @@ def test_worker_counts_and_notifies_across_processes(tenant, settings):
         names = [w.name for w in worker_list() if w.state == "active"]
         worker.stop()
         receiver.server.shutdown()
-    assert TaskExecution.objects.get(id=execution.id).dead_lettered
+    assert TaskExecution.platform.get(id=execution.id).dead_lettered
     assert _runs_total(scrape(), "failed") - before == 1  # counted by the worker process
     assert any(name.startswith("w-obs") for name in names), names
     events = sorted(json.loads(r["body"])["event"] for r in receiver.requests)

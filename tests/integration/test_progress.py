@@ -62,11 +62,11 @@ def test_shell_progress_is_seen_while_running_and_stored_at_the_end(tenant, api,
     # (the worker's `running sh -c ...` line quotes the command, progress lines included)
     assert "event: end" in events and "[stdout] ::progress" not in events
 
-    stored = TaskExecution.objects.get(id=execution.id)
+    stored = TaskExecution.platform.get(id=execution.id)
     assert stored.status == "success"
     assert stored.progress["percent"] == 90 and stored.progress["message"] == "almost there"
     assert _progress(api, execution.id)["progress"]["message"] == "almost there"
-    log = ExecutionLog.objects.get(execution_id=execution.id).text
+    log = ExecutionLog.platform.get(execution_id=execution.id).text
     assert "[stdout] starting" in log and "[stdout] finished" in log
     assert "[stdout] ::progress" not in log
 
@@ -91,11 +91,11 @@ def test_python_progress_shows_on_the_dashboard_while_running(tenant_and_user, c
     task_page = client.get(f"/dashboard/tasks/{task.id}?fragment=1").content.decode()
     assert "<progress" in task_page
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution.id).status == "success",
+        lambda: TaskExecution.platform.get(id=execution.id).status == "success",
         timeout=30,
         message="the run to end",
     )
-    assert TaskExecution.objects.get(id=execution.id).progress["message"] == "step 4 of 4"
+    assert TaskExecution.platform.get(id=execution.id).progress["message"] == "step 4 of 4"
 
 
 def _followed(execution_id, *, tenant_id) -> str:

@@ -30,7 +30,7 @@ def test_concurrency_quota_defers_and_every_run_still_succeeds(tenant, live_work
     runs = [task_trigger(task=task) for _ in range(3)]
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task, status="success").count() == 3,
+            lambda: TaskExecution.platform.filter(task=task, status="success").count() == 3,
             timeout=60,
             message="all three runs succeeded",
         )
@@ -38,14 +38,14 @@ def test_concurrency_quota_defers_and_every_run_still_succeeds(tenant, live_work
         print(dump_logs(beat, live_worker))
         raise
     done = list(
-        TaskExecution.objects.filter(id__in=[run.id for run in runs]).order_by("started_at")
+        TaskExecution.platform.filter(id__in=[run.id for run in runs]).order_by("started_at")
     )
     assert all(run.status == "success" and run.attempt == 1 for run in done), [
         (run.status, run.attempt, run.error_message) for run in done
     ]
     for earlier, later in itertools.pairwise(done):
         assert earlier.completed_at <= later.started_at, "two runs overlapped despite the quota"
-    note = AuditEntry.objects.get(tenant=tenant, action="quota.exceeded")
+    note = AuditEntry.platform.get(tenant=tenant, action="quota.exceeded")
     assert note.detail["quota"] == "max_concurrent_runs" and note.actor == "system"
 
 
@@ -55,13 +55,13 @@ def test_hourly_quota_defers_the_extra_run_to_the_next_hour(tenant, live_worker,
     task = make_task(tenant, name="quick", schedule={"type": "manual"})
     first, _second = task_trigger(task=task), task_trigger(task=task)
     wait_until(
-        lambda: TaskExecution.objects.filter(task=task, status="success").count() == 2,
+        lambda: TaskExecution.platform.filter(task=task, status="success").count() == 2,
         timeout=30,
         message="two runs succeeded",
     )
     third = task_trigger(task=task)
     wait_until(
-        lambda: TaskExecution.objects.get(id=third.id).status == "pending",
+        lambda: TaskExecution.platform.get(id=third.id).status == "pending",
         timeout=30,
         message="the third run was deferred",
     )

@@ -183,14 +183,16 @@ def _run_the_stack_and_attack(user, queue, live) -> None:
         assert triggered.status_code == 202, triggered.text
         wait_until(
             lambda: (
-                TaskExecution.objects.filter(task_id=ticking.json()["id"], status="success").count()
+                TaskExecution.platform.filter(
+                    task_id=ticking.json()["id"], status="success"
+                ).count()
                 >= 2
             ),
             timeout=60,
             message="two fires of the interval task",
         )
         wait_until(
-            lambda: DagRun.objects.filter(dag_id=dag.json()["id"], status="success").exists(),
+            lambda: DagRun.platform.filter(dag_id=dag.json()["id"], status="success").exists(),
             timeout=90,
             message="the fan-out DAG to succeed",
         )
@@ -211,7 +213,7 @@ def _run_the_stack_and_attack(user, queue, live) -> None:
             f"{base}/api/v1/tasks/{sleeper['id']}/trigger", headers=auth, timeout=10
         ).json()
         wait_until(
-            lambda: TaskExecution.objects.get(id=sleeping["execution_id"]).status == "running",
+            lambda: TaskExecution.platform.get(id=sleeping["execution_id"]).status == "running",
             timeout=30,
             message="the sleeper to run",
         )
@@ -220,7 +222,7 @@ def _run_the_stack_and_attack(user, queue, live) -> None:
         )
         assert cancel.status_code in (200, 202), cancel.text
         wait_until(
-            lambda: TaskExecution.objects.get(id=sleeping["execution_id"]).status == "cancelled",
+            lambda: TaskExecution.platform.get(id=sleeping["execution_id"]).status == "cancelled",
             timeout=30,
             message="the cancel",
         )

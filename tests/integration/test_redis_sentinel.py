@@ -64,7 +64,7 @@ def test_a_sentinel_failover_loses_no_fire_and_doubles_none(tenant, sentinel_gro
         return [*supervisor.workers.values(), *beats]
 
     def succeeded_since(moment) -> int:
-        return TaskExecution.objects.filter(
+        return TaskExecution.platform.filter(
             task=task, status="success", scheduled_at__gt=moment
         ).count()
 
@@ -88,7 +88,7 @@ def test_a_sentinel_failover_loses_no_fire_and_doubles_none(tenant, sentinel_gro
             message="runs after the failover",
         )
         first_after = (
-            TaskExecution.objects.filter(task=task, scheduled_at__gt=killed_at, status="success")
+            TaskExecution.platform.filter(task=task, scheduled_at__gt=killed_at, status="success")
             .order_by("started_at")
             .first()
         )
@@ -100,7 +100,7 @@ def test_a_sentinel_failover_loses_no_fire_and_doubles_none(tenant, sentinel_gro
         # Every recorded run ends (the doorbells lost with the old master are rung again).
         wait_until(
             lambda: (
-                not TaskExecution.objects.filter(task=task)
+                not TaskExecution.platform.filter(task=task)
                 .exclude(status__in=TERMINAL_STATUSES)
                 .exists()
             ),
@@ -121,7 +121,7 @@ def test_a_sentinel_failover_loses_no_fire_and_doubles_none(tenant, sentinel_gro
         f" ({supervisor.restarts} worker restarts)"
     )
     assert resumed_seconds <= RESUME_LIMIT_SECONDS, dump_logs(*processes())
-    executions = list(TaskExecution.objects.filter(task=task, scheduled_at__lt=stopped_at))
+    executions = list(TaskExecution.platform.filter(task=task, scheduled_at__lt=stopped_at))
     fires = collections.Counter(e.scheduled_at for e in executions if e.attempt == 1)
     assert max(fires.values()) == 1, "a fire was recorded twice"
     counts = ledger_counts(ledger)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _executions(task):
-    return list(TaskExecution.objects.filter(task=task).order_by("attempt", "scheduled_at"))
+    return list(TaskExecution.platform.filter(task=task).order_by("attempt", "scheduled_at"))
 
 
 def test_an_interval_task_fires_repeatedly_and_succeeds(tenant, live_worker, beats):
@@ -37,20 +37,20 @@ def test_an_interval_task_fires_repeatedly_and_succeeds(tenant, live_worker, bea
     beat = beats("solo")
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task, status="success").count() >= 3,
+            lambda: TaskExecution.platform.filter(task=task, status="success").count() >= 3,
             timeout=30,
             message="three successful fires",
         )
     except AssertionError:
         print(dump_logs(beat, live_worker))
         raise
-    done = TaskExecution.objects.filter(task=task, status="success").order_by("scheduled_at")
+    done = TaskExecution.platform.filter(task=task, status="success").order_by("scheduled_at")
     first = done.first()
     assert first.result == {"hello": "world"}
     assert first.trigger == "schedule" and first.worker_id
     assert first.started_at >= first.scheduled_at
     times = list(
-        TaskExecution.objects.filter(task=task)
+        TaskExecution.platform.filter(task=task)
         .order_by("scheduled_at")
         .values_list("scheduled_at", flat=True)
     )
@@ -94,7 +94,7 @@ def test_a_failing_task_is_retried_with_its_backoff_then_dead_lettered(
     task_trigger(task=task)
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task, dead_lettered=True).exists(),
+            lambda: TaskExecution.platform.filter(task=task, dead_lettered=True).exists(),
             timeout=40,
             message="the run to be dead-lettered",
         )
@@ -133,7 +133,7 @@ def test_a_shell_task_past_its_timeout_is_killed_with_its_whole_sandbox(tenant, 
     )
     execution = task_trigger(task=task)
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution.id).status == "timed_out",
+        lambda: TaskExecution.platform.get(id=execution.id).status == "timed_out",
         timeout=30,
         message="the run to time out",
     )
@@ -160,7 +160,7 @@ def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path, pri
         bell = Doorbell(str(execution.id), str(tenant.id), execution.queue)
         ring([bell] * 5)  # duplicate deliveries, as a visibility timeout or republish makes
         wait_until(
-            lambda: TaskExecution.objects.get(id=execution.id).status == "success",
+            lambda: TaskExecution.platform.get(id=execution.id).status == "success",
             timeout=30,
             message="the run to succeed",
         )
@@ -181,4 +181,4 @@ def test_the_same_execution_delivered_many_times_runs_once(tenant, tmp_path, pri
         worker.stop()
     assert sorted(o.split(" ")[0] for o in outcomes) == ["ignored"] * 5 + ["succeeded"]
     assert Path(ledger).read_text().splitlines() == ["run"]
-    assert TaskExecution.objects.filter(task=task).count() == 1
+    assert TaskExecution.platform.filter(task=task).count() == 1

@@ -36,16 +36,16 @@ def test_a_failing_task_run_twice_ends_paused_by_the_runbook(live_worker, tenant
         for fired in (1, 2):
             run = api.post(f"/api/v1/tasks/{task_id}/trigger", {}, format="json")
             assert run.status_code in (200, 201, 202), run.content
-            execution = TaskExecution.objects.get(id=run.json()["execution_id"])
+            execution = TaskExecution.platform.get(id=run.json()["execution_id"])
             wait_until(
                 lambda execution=execution: (
-                    TaskExecution.objects.get(id=execution.id).status == "failed"
+                    TaskExecution.platform.get(id=execution.id).status == "failed"
                 ),
                 timeout=60,
                 message=f"run {fired} to fail",
             )
         wait_until(
-            lambda: TaskDefinition.objects.get(id=task_id).paused,
+            lambda: TaskDefinition.platform.get(id=task_id).paused,
             timeout=60,
             message="the runbook to pause the task",
         )
@@ -55,7 +55,7 @@ def test_a_failing_task_run_twice_ends_paused_by_the_runbook(live_worker, tenant
     seen = api.get(f"/api/v1/tasks/{task_id}").json()
     assert seen["paused"] is True and seen["paused_by"] == "runbook"
     assert seen["pause_note"].startswith("paused by the runbook after 2 consecutive failures")
-    assert AuditEntry.objects.filter(
+    assert AuditEntry.platform.filter(
         tenant=tenant, actor="runbook", action="runbook.pause"
     ).exists()
-    assert not TaskExecution.objects.filter(task_id=task_id, trigger="runbook").exists()
+    assert not TaskExecution.platform.filter(task_id=task_id, trigger="runbook").exists()

@@ -61,7 +61,7 @@ def _fairly_spread(locks, beats: set[str]):
 
 def _times(task) -> list:
     return list(
-        TaskExecution.objects.filter(task=task)
+        TaskExecution.platform.filter(task=task)
         .order_by("scheduled_at")
         .values_list("scheduled_at", flat=True)
     )
@@ -118,7 +118,7 @@ def test_a_killed_beats_shards_move_within_the_ttl_and_each_fire_happens_once(te
         settle = time.time()
         wait_until(
             lambda: all(
-                TaskExecution.objects.filter(
+                TaskExecution.platform.filter(
                     task=task, scheduled_at__gt=settle_moment(settle)
                 ).count()
                 >= 3

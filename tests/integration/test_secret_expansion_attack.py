@@ -25,14 +25,14 @@ def _run(task, worker) -> TaskExecution:
     execution = task_trigger(task=task)
     try:
         wait_until(
-            lambda: TaskExecution.objects.get(id=execution.id).status in FINISHED,
+            lambda: TaskExecution.platform.get(id=execution.id).status in FINISHED,
             timeout=60,
             message="the run to end",
         )
     except AssertionError:
         print(dump_logs(worker))
         raise
-    return TaskExecution.objects.get(id=execution.id)
+    return TaskExecution.platform.get(id=execution.id)
 
 
 def test_secret_references_past_the_output_budget_fail_the_run(tenant_factory, live_worker):
@@ -61,9 +61,9 @@ def test_secret_references_past_the_output_budget_fail_the_run(tenant_factory, l
 
     attack = task_trigger(task=bomb)
     seconds = bystander.run_while(
-        lambda: TaskExecution.objects.get(id=attack.id).status not in FINISHED
+        lambda: TaskExecution.platform.get(id=attack.id).status not in FINISHED
     )
-    refused = TaskExecution.objects.get(id=attack.id)
+    refused = TaskExecution.platform.get(id=attack.id)
 
     assert refused.status == "failed"
     assert refused.error_class == "secret"

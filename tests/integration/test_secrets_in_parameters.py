@@ -75,7 +75,7 @@ def printing_task(api, tenant):
         format="json",
     )
     assert created.status_code == 201, created.content
-    return TaskDefinition.objects.get(id=created.json()["id"])
+    return TaskDefinition.platform.get(id=created.json()["id"])
 
 
 def _logs(client, execution_id: str) -> list[str]:
@@ -103,7 +103,7 @@ def test_an_operator_cannot_trigger_with_a_secret_reference(tenant, printing_tas
     assert response.status_code == 400
     assert response.json()["field"] == "parameters"
     assert PLAINTEXT not in response.content.decode()
-    assert not TaskExecution.objects.filter(task=printing_task).exists()  # nothing ran
+    assert not TaskExecution.platform.filter(task=printing_task).exists()  # nothing ran
 
 
 def test_a_dag_trigger_with_a_secret_reference_is_refused(api, tenant):
@@ -142,11 +142,11 @@ def test_references_in_run_parameters_stay_literal_and_resolved_values_are_maske
     )
     ring([Doorbell(str(run.id), str(tenant.id), run.queue)])
     wait_until(
-        lambda: TaskExecution.objects.get(id=run.id).status in ("success", "failed"),
+        lambda: TaskExecution.platform.get(id=run.id).status in ("success", "failed"),
         timeout=60,
         message="the run ended",
     )
-    assert TaskExecution.objects.get(id=run.id).status == "success"
+    assert TaskExecution.platform.get(id=run.id).status == "success"
     text = operator.get(f"/api/v1/executions/{run.id}/logs?format=text").content.decode()
     assert "param plain {{secret:db-pass}}" in text  # literal: the reference was not resolved
     assert "config plain ****" in text  # the admin's own reference was, and is masked

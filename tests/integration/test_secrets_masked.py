@@ -59,7 +59,7 @@ def test_printed_secret_is_masked_everywhere(api, live_worker):
     ]
     try:
         wait_until(
-            lambda: TaskExecution.objects.get(id=execution_id).status == "success",
+            lambda: TaskExecution.platform.get(id=execution_id).status == "success",
             timeout=30,
             message="the shell task succeeded",
         )
@@ -96,10 +96,10 @@ def test_unknown_secret_fails_the_run_permanently_without_running(api, live_work
         "execution_id"
     ]
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution_id).status == "failed",
+        lambda: TaskExecution.platform.get(id=execution_id).status == "failed",
         timeout=30,
         message="the run failed",
     )
-    execution = TaskExecution.objects.get(id=execution_id)
+    execution = TaskExecution.platform.get(id=execution_id)
     assert execution.error_class == "secret" and "nope" in execution.error_message
     assert execution.dead_lettered

@@ -38,7 +38,7 @@ def test_the_shared_worker_takes_only_runs_published_under_its_prefix(tenant, sh
     with broker_key_prefix(prefix):  # what `live_worker` does for its test
         inside = task_trigger(task=task)  # rung after `outside`, where the worker reads
         wait_until(
-            lambda: TaskExecution.objects.filter(id=inside.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=inside.id, status="success").exists(),
             timeout=30,
             message="the run rung under its prefix to be done by the shared worker",
         )
@@ -51,7 +51,7 @@ def test_the_shared_worker_takes_only_runs_published_under_its_prefix(tenant, sh
     with broker_key_prefix(prefix):
         ring([Doorbell(str(outside.id), str(tenant.id), outside.queue)])
         wait_until(
-            lambda: TaskExecution.objects.filter(id=outside.id, status="success").exists(),
+            lambda: TaskExecution.platform.filter(id=outside.id, status="success").exists(),
             timeout=30,
             message="the first run done by the shared worker once rung under its prefix",
         )

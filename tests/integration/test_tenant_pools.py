@@ -71,7 +71,7 @@ def test_a_dedicated_tenant_runs_on_its_own_worker_within_its_cap(tenant_factory
         try:
             wait_until(
                 lambda: (
-                    TaskExecution.objects.filter(id__in=ids, status="success").count() == len(ids)
+                    TaskExecution.platform.filter(id__in=ids, status="success").count() == len(ids)
                 ),
                 timeout=90,
                 message="every run to succeed",
@@ -79,7 +79,7 @@ def test_a_dedicated_tenant_runs_on_its_own_worker_within_its_cap(tenant_factory
         except AssertionError:
             print(dump_logs(beat, shared, own))
             raise
-        done = {run.id: run for run in TaskExecution.objects.filter(id__in=ids)}
+        done = {run.id: run for run in TaskExecution.platform.filter(id__in=ids)}
         assert all("pool-acme" in done[run.id].worker_id for run in acme_runs)
         assert all("pool-shared" in done[run.id].worker_id for run in shared_runs)
         assert _most_at_once([done[run.id] for run in acme_runs]) <= CAP

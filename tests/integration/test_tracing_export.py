@@ -175,21 +175,21 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
         def exported() -> bool:
             traces = receiver.traces()
             if "task" not in found:
-                for row in TaskExecution.objects.filter(task=task, status="success"):
+                for row in TaskExecution.platform.filter(task=task, status="success"):
                     found["task"] = _task_trace(traces, str(row.id))
                     if found["task"] is None:
                         del found["task"]
                     else:
                         break
             if "dag" not in found:
-                for run in DagRun.objects.filter(dag=dag, status="success"):
+                for run in DagRun.platform.filter(dag=dag, status="success"):
                     found["dag"] = _dag_trace(traces, str(run.id))
                     if found["dag"] is None:
                         del found["dag"]
                     else:
                         break
             if "task" in found and "row" not in found:
-                found["row"] = TaskExecution.objects.get(
+                found["row"] = TaskExecution.platform.get(
                     id=found["task"]["fire"]["attributes"]["scheduler.execution.id"]
                 )
             return "task" in found and "dag" in found
@@ -241,7 +241,7 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
     assert [line for line in logged if ids in line], logged[:3]  # one run's line, its ids
     assert "[trace=- span=-]" in beat.log()
     assert "Logging error" not in worker.log() + beat.log()
-    stored = ExecutionLog.objects.get(execution_id=found["row"].id).text.splitlines()
+    stored = ExecutionLog.platform.get(execution_id=found["row"].id).text.splitlines()
     suffix = f"[trace_id={handler['trace_id']} span_id={handler['span_id']}]"
     platform = [line for line in stored if "[system]" in line]
     assert any("calling python handler" in line for line in platform), stored

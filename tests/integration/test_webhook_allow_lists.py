@@ -30,11 +30,11 @@ DISGUISED_LOOPBACK = "2130706433"
 
 def _finished(execution_id) -> TaskExecution:
     wait_until(
-        lambda: TaskExecution.objects.get(id=execution_id).status in ("success", "failed"),
+        lambda: TaskExecution.platform.get(id=execution_id).status in ("success", "failed"),
         timeout=60,
         message="the run to end",
     )
-    return TaskExecution.objects.get(id=execution_id)
+    return TaskExecution.platform.get(id=execution_id)
 
 
 def test_a_host_allowed_for_the_platform_or_another_tenant_is_not_reachable_by_acme(

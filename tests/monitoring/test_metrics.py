@@ -115,7 +115,7 @@ def test_queue_depth_and_oldest_age_come_from_the_broker_lists(settings, tenant)
     }
     task = make_task(tenant, name="queued", priority=9)
     executions = [task_trigger(task=task) for _ in range(3)]
-    TaskExecution.objects.filter(id=executions[0].id).update(
+    TaskExecution.platform.filter(id=executions[0].id).update(
         queued_at=executions[0].queued_at.replace(year=2020)
     )
     with app.connection_for_write(transport_options={"global_keyprefix": prefix}) as conn:
@@ -148,10 +148,10 @@ def test_runs_waiting_count_runs_per_tier_not_broker_messages(scrape_auth, tenan
     runs = [task_trigger(task=task) for _ in range(4)]
     now = timezone.now()
     # One pending and due (counted), one pending in an hour (not yet), one running (taken).
-    TaskExecution.objects.filter(id=runs[1].id).update(
+    TaskExecution.platform.filter(id=runs[1].id).update(
         status="pending", scheduled_at=now - timedelta(seconds=5)
     )
-    TaskExecution.objects.filter(id=runs[2].id).update(
+    TaskExecution.platform.filter(id=runs[2].id).update(
         status="pending", scheduled_at=now + timedelta(hours=1)
     )
     assert execution_claim(execution_id=runs[3].id, worker_id="w1", lease_seconds=30)

@@ -32,13 +32,13 @@ def task(tenant):
 
 def _ended(task, status=ExecutionStatus.FAILED, **kwargs):
     execution = add_execution(task, minutes_ago=3, status=status, **kwargs)
-    TaskExecution.objects.filter(id=execution.id).update(parameters={"day": "2026-12-01"})
+    TaskExecution.platform.filter(id=execution.id).update(parameters={"day": "2026-12-01"})
     execution.refresh_from_db()
     return execution
 
 
 def _reruns_of(execution) -> list[TaskExecution]:
-    return list(TaskExecution.objects.filter(retry_of_id=execution.id, trigger="rerun"))
+    return list(TaskExecution.platform.filter(retry_of_id=execution.id, trigger="rerun"))
 
 
 @pytest.mark.parametrize("status", ENDED)
@@ -49,7 +49,7 @@ def test_any_ended_run_reruns_as_a_new_run_with_its_parameters(task, status):
     assert rerun.retry_of_id == original.id and rerun.root_execution_id == rerun.id
     assert rerun.parameters == {"day": "2026-12-01"}
     assert rerun.max_attempts == task.max_attempts
-    entry = AuditEntry.objects.get(action="execution.rerun", object_id=str(original.id))
+    entry = AuditEntry.platform.get(action="execution.rerun", object_id=str(original.id))
     assert entry.detail["rerun_id"] == str(rerun.id) and entry.detail["reason"] == "again"
     assert entry.detail["parameters_edited"] is False and entry.actor == "user:alice"
 
@@ -59,7 +59,7 @@ def test_a_dead_lettered_run_reruns_too(task):
     rerun = execution_rerun(execution=original, parameters={"day": "2026-12-02"})
     assert rerun.parameters == {"day": "2026-12-02"}
     # The re-run does not answer the dead letter: that stays for the queue to decide.
-    assert TaskExecution.objects.get(id=original.id).dead_lettered is True
+    assert TaskExecution.platform.get(id=original.id).dead_lettered is True
 
 
 @pytest.mark.parametrize("status", [ExecutionStatus.QUEUED, ExecutionStatus.RUNNING])
@@ -72,7 +72,7 @@ def test_a_run_that_has_not_ended_cannot_be_rerun(task, status):
 
 def test_a_dag_nodes_run_points_to_clearing_the_node(tenant):
     run = make_dag_run(make_dag(tenant), ENDED_RUN_STATES)
-    node_run = TaskExecution.objects.get(id=run.nodes.get(node_id="b").execution_id)
+    node_run = TaskExecution.platform.get(id=run.nodes.get(node_id="b").execution_id)
     with pytest.raises(Conflict, match="clear the node"):
         execution_rerun(execution=node_run)
     assert _reruns_of(node_run) == []
@@ -92,7 +92,7 @@ def test_the_api_reruns_with_edited_parameters_and_lists_the_link(api, task):
     detail = api.get(f"/api/v1/executions/{body['execution_id']}").json()
     assert (detail["trigger"], detail["rerun_of"]) == ("rerun", str(original.id))
     assert api.get(f"/api/v1/executions/{original.id}").json()["rerun_of"] is None
-    entry = AuditEntry.objects.get(action="execution.rerun")
+    entry = AuditEntry.platform.get(action="execution.rerun")
     assert entry.detail["reason"] == "fixed upstream" and entry.detail["parameters_edited"] is True
     # No body: the run's own parameters.
     same = api.post(f"/api/v1/executions/{original.id}/rerun", format="json")
@@ -156,7 +156,7 @@ def test_a_viewer_cannot_rerun(tenant, task):
     response = viewer.post(f"/api/v1/executions/{original.id}/rerun", {}, format="json")
     assert response.status_code == 403
     assert _reruns_of(original) == []
-    assert not AuditEntry.objects.filter(action="execution.rerun").exists()
+    assert not AuditEntry.platform.filter(action="execution.rerun").exists()
 
 
 def test_another_tenant_cannot_find_the_run(tenant_factory, task):

@@ -60,7 +60,7 @@ def _action(staff_client, model, action, ids):
 def test_trigger_pause_and_resume_actions(staff_client, tenant):
     task = make_task(tenant)
     assert _action(staff_client, "taskdefinition", "trigger_now", [task.id]).status_code == 302
-    assert TaskExecution.objects.filter(task=task, trigger="manual").count() == 1
+    assert TaskExecution.platform.filter(task=task, trigger="manual").count() == 1
     _action(staff_client, "taskdefinition", "pause", [task.id])
     task.refresh_from_db()
     assert task.paused and task.next_fire_at is None
@@ -79,7 +79,7 @@ def test_retry_dead_lettered_action(staff_client, tenant):
     _action(staff_client, "taskexecution", "retry_dead_lettered", [execution.id])
     execution.refresh_from_db()
     assert not execution.dead_lettered
-    retry = TaskExecution.objects.get(retry_of_id=execution.id)
+    retry = TaskExecution.platform.get(retry_of_id=execution.id)
     assert retry.status == "queued" and retry.attempt == 1
 
 
@@ -111,7 +111,7 @@ def test_creating_a_task_in_the_admin_validates_through_the_service(staff_client
         },
     )
     assert response.status_code == 302, response.content[:2000]
-    task = TaskDefinition.objects.get(name="from-admin")
+    task = TaskDefinition.platform.get(name="from-admin")
     assert task.next_fire_at is not None and task.handler_config["type"] == "python"
 
 
@@ -139,7 +139,7 @@ def test_an_invalid_cron_in_the_admin_is_a_form_error_and_saves_nothing(staff_cl
     )
     assert response.status_code == 200
     assert b"out of range" in response.content or b"minute" in response.content
-    assert not TaskDefinition.objects.filter(name="bad").exists()
+    assert not TaskDefinition.platform.filter(name="bad").exists()
 
 
 def test_the_admin_index_names_models_in_plain_english(staff_client):

@@ -39,7 +39,7 @@ def test_task_change_form_buttons_trigger_and_pause(staff_client, tenant):
     assert 'id="admin-trigger"' in page and 'id="admin-pause"' in page
     trigger = reverse("admin:scheduler_app_taskdefinition_button", args=[task.pk, "trigger"])
     assert staff_client.post(trigger).status_code == 302
-    assert TaskExecution.objects.filter(task=task, trigger="manual").count() == 1
+    assert TaskExecution.platform.filter(task=task, trigger="manual").count() == 1
     assert staff_client.get(trigger).status_code == 404  # a GET changes nothing
     pause = reverse("admin:scheduler_app_taskdefinition_button", args=[task.pk, "pause"])
     assert staff_client.post(pause).status_code == 302
@@ -49,9 +49,9 @@ def test_task_change_form_buttons_trigger_and_pause(staff_client, tenant):
 
 def test_a_dag_nodes_task_has_no_buttons_on_its_change_form(staff_client, tenant):
     make_dag(tenant)
-    hidden = TaskDefinition.objects.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
+    hidden = TaskDefinition.platform.filter(tenant=tenant, tags__contains=[DAG_NODE_TAG]).first()
     url = reverse("admin:scheduler_app_taskdefinition_change", args=[hidden.pk])
     assert 'id="admin-trigger"' not in staff_client.get(url).content.decode()
     trigger = reverse("admin:scheduler_app_taskdefinition_button", args=[hidden.pk, "trigger"])
     assert staff_client.post(trigger).status_code == 403
-    assert not TaskExecution.objects.filter(task=hidden).exists()
+    assert not TaskExecution.platform.filter(task=hidden).exists()

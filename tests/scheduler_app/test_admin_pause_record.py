@@ -61,7 +61,7 @@ def test_a_paused_task_listed_says_the_runbook_paused_it(staff_client, tenant):
     task_pause(task=task, note="health check failed", paused_by="runbook")
     listed = staff_client.get(reverse("admin:scheduler_app_taskdefinition_changelist"))
     assert "paused by runbook" in listed.content.decode()
-    assert TaskDefinition.objects.get(id=task.id).pause_note == "health check failed"
+    assert TaskDefinition.platform.get(id=task.id).pause_note == "health check failed"
 
 
 def test_dag_admin_pauses_with_the_admin_user_and_shows_the_record(staff_client, tenant):
@@ -77,4 +77,4 @@ def test_dag_admin_pauses_with_the_admin_user_and_shows_the_record(staff_client,
     staff_client.post("/admin/dags/dag/", {"action": "resume", "_selected_action": [str(dag.id)]})
     dag.refresh_from_db()
     assert not dag.paused and dag.paused_by == "" and dag.next_fire_at is not None
-    assert Dag.objects.count() == 1
+    assert Dag.platform.count() == 1

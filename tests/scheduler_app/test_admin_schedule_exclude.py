@@ -51,13 +51,13 @@ def test_a_bad_rule_is_a_form_error_naming_it(staff_client, tenant):
     response = staff_client.post(url, _form(tenant, "bad", '[{"calendar": "holidays:XX"}]'))
     assert response.status_code == 200
     assert b"schedule.exclude[0].calendar" in response.content
-    assert not TaskDefinition.objects.filter(name="bad").exists()
+    assert not TaskDefinition.platform.filter(name="bad").exists()
 
 
 def test_good_rules_are_saved(staff_client, tenant):
     url = reverse("admin:scheduler_app_taskdefinition_add")
     response = staff_client.post(url, _form(tenant, "good", '[{"calendar": "holidays:US"}]'))
     assert response.status_code == 302, response.content[:2000]
-    task = TaskDefinition.objects.get(name="good")
+    task = TaskDefinition.platform.get(name="good")
     assert task.schedule_exclude == [{"calendar": "holidays:US"}]
     assert task.next_fire_at is not None

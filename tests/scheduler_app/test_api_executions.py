@@ -82,7 +82,7 @@ def test_cursor_pagination_walks_every_row_once_in_order(api, runs):
         seen.extend(row["id"] for row in body["results"])
         url = body["next"]
     assert len(seen) == len(set(seen)) == 6
-    times = [TaskExecution.objects.get(id=id_).scheduled_at for id_ in seen]
+    times = [TaskExecution.platform.get(id=id_).scheduled_at for id_ in seen]
     assert times == sorted(times)
 
 
@@ -97,7 +97,7 @@ def test_retry_a_failed_execution_once(api, runs):
     failed = made[1]
     first = api.post(f"/api/v1/executions/{failed.id}/retry")
     assert first.status_code == 202, first.content
-    retry = TaskExecution.objects.get(id=first.json()["execution_id"])
+    retry = TaskExecution.platform.get(id=first.json()["execution_id"])
     assert retry.retry_of_id == failed.id and retry.attempt == 1 and retry.trigger == "retry"
     assert api.post(f"/api/v1/executions/{failed.id}/retry").status_code == 409
     assert api.post(f"/api/v1/executions/{made[0].id}/retry").status_code == 409  # a success
@@ -114,14 +114,14 @@ def test_idempotency_key_makes_create_and_trigger_act_once(api, tenant):
     assert first.status_code == again.status_code == 201
     assert first.json()["id"] == again.json()["id"]
     assert again["Idempotent-Replayed"] == "true"
-    assert TaskDefinition.objects.filter(tenant=tenant, name="once").count() == 1
+    assert TaskDefinition.platform.filter(tenant=tenant, name="once").count() == 1
     task_id = first.json()["id"]
     fired = [
         api.post(f"/api/v1/tasks/{task_id}/trigger", {}, format="json", HTTP_IDEMPOTENCY_KEY="t-1")
         for _ in range(3)
     ]
     assert len({response.json()["execution_id"] for response in fired}) == 1
-    assert TaskExecution.objects.filter(task_id=task_id).count() == 1
+    assert TaskExecution.platform.filter(task_id=task_id).count() == 1
     other = api.post(
         f"/api/v1/tasks/{task_id}/trigger", {}, format="json", HTTP_IDEMPOTENCY_KEY="t-2"
     )
@@ -139,7 +139,7 @@ def test_metrics_count_by_status_with_success_rate_and_queue_depth(api, runs):
 def test_writes_are_audited_with_actor_action_and_object(api, runs):
     etl, _, _ = runs
     api.post(f"/api/v1/tasks/{etl.id}/pause")
-    entry = AuditEntry.objects.filter(action="task.pause").get()
+    entry = AuditEntry.platform.filter(action="task.pause").get()
     assert entry.actor == "user:acme-admin" and entry.object_id == str(etl.id)
     assert (entry.detail["before"], entry.detail["after"]) == ({"paused": False}, {"paused": True})
     listed = api.get("/api/v1/audit?verb=task.pause").json()["results"]
@@ -180,7 +180,7 @@ def test_body_over_one_mebibyte_is_413_and_saves_nothing(api, tenant):
     }
     response = api.post("/api/v1/tasks", json.dumps(spec), content_type="application/json")
     assert response.status_code == 413
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
 
 
 def test_malformed_json_is_400(api, tenant):
@@ -199,7 +199,7 @@ def test_wrong_types_are_400_naming_the_field_and_save_nothing(api, tenant):
     assert response.status_code == 400 and response.json()["field"] == "priority"
     response = api.post("/api/v1/tasks", {**spec, "tags": "etl"}, format="json")
     assert response.status_code == 400 and response.json()["field"] == "tags"
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
 
 
 def test_promote_is_fair_a_backlog_does_not_starve_another_tenants_due_row(tenant_factory):

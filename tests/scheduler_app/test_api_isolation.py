@@ -94,14 +94,14 @@ def tenant_b(tenant_factory):
 
 def _snapshot(tenant):
     return {
-        "tasks": list(TaskDefinition.objects.filter(tenant=tenant).values().order_by("id")),
-        "executions": list(TaskExecution.objects.filter(tenant=tenant).values().order_by("id")),
-        "logs": list(ExecutionLog.objects.filter(tenant=tenant).values()),
-        "secrets": list(Secret.objects.filter(tenant=tenant).values("id", "ciphertext")),
-        "keys": list(ApiKey.objects.filter(tenant=tenant).values("id", "revoked_at")),
+        "tasks": list(TaskDefinition.platform.filter(tenant=tenant).values().order_by("id")),
+        "executions": list(TaskExecution.platform.filter(tenant=tenant).values().order_by("id")),
+        "logs": list(ExecutionLog.platform.filter(tenant=tenant).values()),
+        "secrets": list(Secret.platform.filter(tenant=tenant).values("id", "ciphertext")),
+        "keys": list(ApiKey.platform.filter(tenant=tenant).values("id", "revoked_at")),
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "channels": list(tenant.channels.values().order_by("id")),
-        "incidents": list(AlertIncident.objects.filter(tenant=tenant).values().order_by("id")),
+        "incidents": list(AlertIncident.platform.filter(tenant=tenant).values().order_by("id")),
     }
 
 

@@ -38,7 +38,7 @@ def test_viewer_reads_but_cannot_trigger_or_create(tenant, clients):
     assert viewer.post(f"/api/v1/tasks/{task.id}/pause").status_code == 403
     assert viewer.post("/api/v1/tasks", TASK, format="json").status_code == 403
     assert viewer.get("/api/v1/secrets").status_code == 403
-    assert TaskDefinition.objects.filter(name="t1").count() == 0
+    assert TaskDefinition.platform.filter(name="t1").count() == 0
 
 
 def test_operator_triggers_pauses_but_cannot_edit_or_delete(tenant, clients):
@@ -121,9 +121,9 @@ def test_api_key_is_shown_once_stored_hashed_revocable_and_tracks_last_use(tenan
     created = api.post("/api/v1/api-keys", {"name": "ci", "role": "operator"}, format="json")
     assert created.status_code == 201, created.content
     raw = created.json()["key"]
-    key = ApiKey.objects.get(id=created.json()["id"])
+    key = ApiKey.platform.get(id=created.json()["id"])
     assert key.key_hash == hashlib.sha256(raw.encode()).hexdigest()
-    assert raw not in str(ApiKey.objects.values().get(id=key.id))
+    assert raw not in str(ApiKey.platform.values().get(id=key.id))
     listed = api.get(f"/api/v1/api-keys/{key.id}").json()
     assert "key" not in listed and listed["last_used_at"] is None
 
@@ -133,7 +133,7 @@ def test_api_key_is_shown_once_stored_hashed_revocable_and_tracks_last_use(tenan
     assert machine.delete(f"/api/v1/tasks/{task.id}").status_code == 403  # operator key
     key.refresh_from_db()
     assert key.last_used_at is not None
-    assert AuditEntry.objects.filter(actor=f"apikey:{key.prefix}", action="task.trigger").exists()
+    assert AuditEntry.platform.filter(actor=f"apikey:{key.prefix}", action="task.trigger").exists()
 
     assert api.delete(f"/api/v1/api-keys/{key.id}").status_code == 204
     assert machine.get("/api/v1/tasks").status_code == 401

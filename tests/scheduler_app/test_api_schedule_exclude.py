@@ -52,7 +52,7 @@ def test_a_task_keeps_its_exclusions_in_canonical_form(api):
     task_id = created.json()["id"]
     assert api.get(f"/api/v1/tasks/{task_id}").json()["schedule"]["exclude"] == exclude
     # The next fire is the next one not excluded (computed at save: no weekend, no holiday).
-    task = TaskDefinition.objects.get(id=task_id)
+    task = TaskDefinition.platform.get(id=task_id)
     local = task.next_fire_at.astimezone(ZoneInfo("Europe/Berlin"))
     assert local.weekday() < 5
     # A schedule sent without `exclude` drops them.
@@ -60,7 +60,7 @@ def test_a_task_keeps_its_exclusions_in_canonical_form(api):
     patched = api.patch(f"/api/v1/tasks/{task_id}", {"schedule": plain}, format="json")
     assert patched.status_code == 200, patched.content
     assert "exclude" not in patched.json()["schedule"]
-    assert TaskDefinition.objects.get(id=task_id).schedule_exclude == []
+    assert TaskDefinition.platform.get(id=task_id).schedule_exclude == []
 
 
 def test_the_preview_timeline_shows_skipped_fires_and_why(api):
@@ -101,13 +101,13 @@ def test_bad_exclusions_are_a_400_naming_the_field_and_change_nothing(api, exclu
     response = api.post("/api/v1/tasks", _task(schedule=schedule), format="json")
     assert response.status_code == 400, response.content
     assert field in response.json()["errors"], response.json()
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
     # On an update too: the task keeps its schedule.
     task_id = api.post("/api/v1/tasks", _task(), format="json").json()["id"]
-    before = TaskDefinition.objects.get(id=task_id)
+    before = TaskDefinition.platform.get(id=task_id)
     response = api.patch(f"/api/v1/tasks/{task_id}", {"schedule": schedule}, format="json")
     assert response.status_code == 400 and field in response.json()["errors"]
-    after = TaskDefinition.objects.get(id=task_id)
+    after = TaskDefinition.platform.get(id=task_id)
     assert after.schedule_exclude == before.schedule_exclude
     assert after.next_fire_at == before.next_fire_at
 
@@ -121,7 +121,7 @@ def test_another_tenant_sees_neither_the_exclusions_nor_the_preview(api, tenant_
     hijack = {"schedule": {"type": "cron", "expression": "* * * * *", "exclude": []}}
     assert attacker.patch(f"/api/v1/tasks/{task_id}", hijack, format="json").status_code == 404
     assert attacker.get("/api/v1/tasks").json()["count"] == 0
-    assert TaskDefinition.objects.get(id=task_id).schedule_exclude[0]["calendar"] == (
+    assert TaskDefinition.platform.get(id=task_id).schedule_exclude[0]["calendar"] == (
         "holidays:DE-BY"
     )
 
@@ -139,13 +139,13 @@ def test_a_dag_keeps_its_exclusions_and_its_next_fire_skips_them(api):
     assert created.json()["schedule"]["exclude"] == [
         {"cron": "* * * * 6,0", "reason": "no weekends"}
     ]
-    stored = Dag.objects.get(id=created.json()["id"])
+    stored = Dag.platform.get(id=created.json()["id"])
     assert stored.next_fire_at.astimezone(UTC).weekday() < 5
     bad = {**dag, "schedule": {**schedule, "exclude": [{"calendar": "holidays:Atlantis"}]}}
     response = api.put(f"/api/v1/dags/{stored.id}", bad, format="json")
     assert response.status_code == 400, response.content
     assert "schedule.exclude[0].calendar" in response.json()["errors"]
-    assert Dag.objects.get(id=stored.id).version == stored.version
+    assert Dag.platform.get(id=stored.id).version == stored.version
 
 
 def test_a_one_shot_on_an_excluded_day_is_refused(api):
@@ -160,4 +160,4 @@ def test_a_one_shot_on_an_excluded_day_is_refused(api):
     assert response.json()["errors"]["schedule.exclude"] == [
         "the exclusions skip every fire of the schedule"
     ]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()

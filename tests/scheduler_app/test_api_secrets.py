@@ -28,7 +28,7 @@ def test_crud_never_returns_the_value_and_stores_it_encrypted(api, tenant):
     ):
         assert response.status_code in (200, 201)
         assert VALUE not in response.content.decode()
-    stored = Secret.objects.get(id=secret_id)
+    stored = Secret.platform.get(id=secret_id)
     assert VALUE not in stored.ciphertext
     assert secrets_resolve(tenant_id=tenant.id, names={"db-url"}) == {"db-url": VALUE + "-2"}
     assert (
@@ -42,7 +42,7 @@ def test_crud_never_returns_the_value_and_stores_it_encrypted(api, tenant):
         == "name"
     )
     assert api.delete(f"/api/v1/secrets/{secret_id}").status_code == 204
-    assert not Secret.objects.filter(id=secret_id).exists()
+    assert not Secret.platform.filter(id=secret_id).exists()
 
 
 def test_a_secret_resolves_only_for_its_own_tenant(tenant_factory):

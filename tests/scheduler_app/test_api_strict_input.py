@@ -85,14 +85,16 @@ def own_objects(tenant):
 
 def _snapshot(tenant) -> dict:
     return {
-        "tasks": list(TaskDefinition.objects.filter(tenant=tenant).values().order_by("id")),
-        "executions": list(TaskExecution.objects.filter(tenant=tenant).values().order_by("id")),
-        "secrets": list(Secret.objects.filter(tenant=tenant).values().order_by("id")),
-        "keys": list(ApiKey.objects.filter(tenant=tenant).values().order_by("id")),
+        "tasks": list(TaskDefinition.platform.filter(tenant=tenant).values().order_by("id")),
+        "executions": list(TaskExecution.platform.filter(tenant=tenant).values().order_by("id")),
+        "secrets": list(Secret.platform.filter(tenant=tenant).values().order_by("id")),
+        "keys": list(ApiKey.platform.filter(tenant=tenant).values().order_by("id")),
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
-        "dags": list(Dag.objects.filter(tenant=tenant).values().order_by("id")),
-        "runs": list(DagRun.objects.filter(dag__tenant=tenant).values().order_by("id")),
-        "channels": list(NotificationChannel.objects.filter(tenant=tenant).values().order_by("id")),
+        "dags": list(Dag.platform.filter(tenant=tenant).values().order_by("id")),
+        "runs": list(DagRun.platform.filter(dag__tenant=tenant).values().order_by("id")),
+        "channels": list(
+            NotificationChannel.platform.filter(tenant=tenant).values().order_by("id")
+        ),
     }
 
 
@@ -150,7 +152,7 @@ def test_a_task_refuses_an_unknown_key_at_any_depth(api, where, field):
     response = api.post("/api/v1/tasks", body, format="json")
     assert response.status_code == 400, response.content
     assert field in response.json()["errors"]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 def test_a_dag_refuses_unknown_keys_at_the_top_and_in_nodes(api):
@@ -160,7 +162,7 @@ def test_a_dag_refuses_unknown_keys_at_the_top_and_in_nodes(api):
     node = {"dag": "d", "tasks": [{"id": "a", "handler": "noop", "retries": 3}]}
     response = api.post("/api/v1/dags", node, format="json")
     assert response.status_code == 400 and "retries" in response.json()["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_the_schema_says_request_bodies_refuse_unknown_keys(api):

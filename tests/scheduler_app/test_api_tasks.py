@@ -59,7 +59,7 @@ def test_create_accepts_the_design_document_shape(api):
     assert body["retry_policy"]["backoff"] == "exponential_jitter"
     assert body["priority"] == 2 and body["tags"] == ["etl", "sales", "daily"]
     assert body["next_fire_at"] is not None
-    task = TaskDefinition.objects.get(id=body["id"])
+    task = TaskDefinition.platform.get(id=body["id"])
     assert task.handler_type == "shell" and task.handler_config["command"][0] == "python3"
 
 
@@ -90,7 +90,7 @@ def test_bad_input_is_a_400_naming_the_field_and_saves_nothing(api, overrides, f
     body = response.json()
     assert body["field"] == field, body
     assert field in body["errors"] and body["message"]
-    assert TaskDefinition.objects.count() == 0
+    assert TaskDefinition.platform.count() == 0
 
 
 def test_a_timeout_beyond_the_installation_limit_is_a_400_naming_the_limit(api, settings):
@@ -99,7 +99,7 @@ def test_a_timeout_beyond_the_installation_limit_is_a_400_naming_the_limit(api, 
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "timeout_seconds"
     assert "7000" in response.json()["message"]
-    assert TaskDefinition.objects.count() == 0
+    assert TaskDefinition.platform.count() == 0
     assert create(api, timeout_seconds=7000).status_code == 201
 
 
@@ -140,7 +140,7 @@ def test_list_get_update_and_soft_delete(api):
 
     assert api.delete(f"/api/v1/tasks/{task_id}").status_code == 204
     assert api.get(f"/api/v1/tasks/{task_id}").status_code == 404
-    assert TaskDefinition.objects.get(id=task_id).deleted_at is not None
+    assert TaskDefinition.platform.get(id=task_id).deleted_at is not None
     # The name is free again after a soft delete.
     assert create(api).status_code == 201
 
@@ -159,7 +159,7 @@ def test_trigger_answers_202_with_the_execution_id(api):
         f"/api/v1/tasks/{task_id}/trigger", {"parameters": {"day": "mon"}}, format="json"
     )
     assert response.status_code == 202
-    execution = TaskExecution.objects.get(id=response.json()["execution_id"])
+    execution = TaskExecution.platform.get(id=response.json()["execution_id"])
     assert execution.trigger == "manual" and execution.status == "queued"
     assert execution.parameters == {"day": "mon"} and execution.queue == "critical"
 
@@ -204,7 +204,7 @@ def test_executions_detail_logs_and_dead_letter_queue(api, tenant):
     assert retried.status_code == 202
     assert api.post(f"/api/v1/admin/dlq/{execution_id}/retry").status_code == 404
     assert api.get("/api/v1/admin/dlq").json()["results"] == []
-    assert ExecutionLog.objects.filter(execution_id=execution_id).exists()
+    assert ExecutionLog.platform.filter(execution_id=execution_id).exists()
 
 
 def test_dead_letter_delete_and_retry_all(api, tenant):

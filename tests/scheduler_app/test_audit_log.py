@@ -42,7 +42,7 @@ def test_a_pause_is_one_entry_in_words_with_before_after_and_reason(api, task):
     assert (row["reason"], row["via"], row["actor"]) == ("db upgrade", "api", "user:acme-admin")
     # Pausing a paused task changes nothing: no second entry.
     assert api.post(f"/api/v1/tasks/{task.id}/pause", {}, format="json").status_code == 200
-    assert AuditEntry.objects.count() == 1
+    assert AuditEntry.platform.count() == 1
 
 
 def test_cancel_and_delete_take_the_note_as_their_reason(api, task):
@@ -62,7 +62,7 @@ def test_cancel_and_delete_take_the_note_as_their_reason(api, task):
         rows["task.delete"]["reason"] == "retired"
         and rows["task.delete"]["words"] == "deleted task"
     )
-    assert len(rows) == AuditEntry.objects.count() == 2
+    assert len(rows) == AuditEntry.platform.count() == 2
 
 
 def test_a_bad_reason_is_a_400_and_changes_nothing(api, task):
@@ -70,8 +70,8 @@ def test_a_bad_reason_is_a_400_and_changes_nothing(api, task):
     for body in ({"note": "x" * 2001}, {"reason": "misspelt key"}, {"note": ["a list"]}):
         response = api.post(f"/api/v1/executions/{queued.id}/cancel", body, format="json")
         assert response.status_code == 400, body
-    assert TaskExecution.objects.get(id=queued.id).status == ExecutionStatus.QUEUED
-    assert not AuditEntry.objects.exists()
+    assert TaskExecution.platform.get(id=queued.id).status == ExecutionStatus.QUEUED
+    assert not AuditEntry.platform.exists()
 
 
 def test_an_edit_records_only_the_fields_it_changed(api, task):
@@ -84,7 +84,7 @@ def test_an_edit_records_only_the_fields_it_changed(api, task):
     assert row["after"] == {"description": "now described"} and row["words"] == "edited task"
     # Saved again as it is: nothing changed, nothing audited.
     again = api.patch(f"/api/v1/tasks/{task.id}", {"description": "now described"}, format="json")
-    assert again.status_code == 200 and AuditEntry.objects.count() == 1
+    assert again.status_code == 200 and AuditEntry.platform.count() == 1
 
 
 def test_secrets_and_api_keys_are_audited_with_their_object_never_their_value(api):
@@ -103,7 +103,7 @@ def test_secrets_and_api_keys_are_audited_with_their_object_never_their_value(ap
         "apikey.revoke",
         "apikey.create",
     ]
-    assert AuditEntry.objects.count() == 3
+    assert AuditEntry.platform.count() == 3
 
 
 def test_old_entries_read_and_filter_as_their_verb(api, tenant, task):

@@ -35,12 +35,12 @@ def utc(*parts: int) -> datetime:
 
 def _task(tenant, schedule: dict, *, first_fire: datetime, catchup: str = "none"):
     task = make_task(tenant, name="calendar", schedule=schedule, policy={"catchup": catchup})
-    TaskDefinition.objects.filter(id=task.id).update(next_fire_at=first_fire)
+    TaskDefinition.platform.filter(id=task.id).update(next_fire_at=first_fire)
     return task
 
 
 def _fired(task) -> list[datetime]:
-    return sorted(TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True))
+    return sorted(TaskExecution.platform.filter(task=task).values_list("scheduled_at", flat=True))
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_the_missed_ledger_does_not_count_excluded_fires(tenant):
         "exclude": [{"calendar": "holidays:DE-BY"}],
     }
     task = make_task(tenant, name="calendar", schedule=schedule)
-    TaskDefinition.objects.filter(id=task.id).update(created_at=utc(2026, 1, 1))
+    TaskDefinition.platform.filter(id=task.id).update(created_at=utc(2026, 1, 1))
     # 5, 6 (Epiphany in Bavaria) and 7 January expected at 08:00 UTC; none ran.
     (misses,) = missed_fires(
         tenant=tenant,

@@ -125,7 +125,7 @@ def test_fired_runs_are_named_from_their_task_id_and_a_rename_shows_after_the_ca
     ring([bell], sticky=False)
     assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
 
-    type(task).objects.filter(id=task.id).update(name="every-minute")
+    type(task).platform.filter(id=task.id).update(name="every-minute")
     ring(fire(1), sticky=False)  # within the cache's lifetime: the name it knew
     assert _messages(redis_client, queue)[0]["headers"]["shadow"] == "minutely"
     monkeypatch.setattr(dispatch, "TASK_NAME_CACHE_SECONDS", 0.0)

@@ -39,7 +39,7 @@ def _minutely_task_overdue(tenant, minutes: int, name: str = "minutely", catchup
         policy={"catchup": catchup},
     )
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    TaskDefinition.objects.filter(id=task.id).update(next_fire_at=start)
+    TaskDefinition.platform.filter(id=task.id).update(next_fire_at=start)
     return task
 
 
@@ -50,7 +50,7 @@ def test_missed_fires_inside_the_catchup_window_are_recorded_once_and_older_ones
     engine = make_engine("alpha")
     engine.tick()
     engine.tick()
-    times = list(TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True))
+    times = list(TaskExecution.platform.filter(task=task).values_list("scheduled_at", flat=True))
     now = timezone.now()
     assert 5 <= len(times) <= 6
     assert len(set(times)) == len(times)
@@ -66,7 +66,7 @@ def test_only_the_leader_fires(tenant, make_engine):
     standby.tick()
     assert leader.lock.is_held() and not standby.lock.is_held()
     assert standby.fired_total == 0
-    assert TaskExecution.objects.filter(task=task).count() == leader.fired_total
+    assert TaskExecution.platform.filter(task=task).count() == leader.fired_total
     assert leader.fired_total in (4, 5)  # 5 if a minute boundary passed meanwhile
 
 
@@ -79,7 +79,7 @@ def test_a_leader_whose_lock_was_taken_stops_firing(tenant, make_engine, redis_c
     assert not engine.lock.is_held()
     task = _minutely_task_overdue(tenant, minutes=2)
     engine.tick()
-    assert TaskExecution.objects.filter(task=task).count() == 0
+    assert TaskExecution.platform.filter(task=task).count() == 0
 
 
 def test_a_lock_holder_releasing_lets_the_standby_take_over_with_a_higher_epoch(make_engine):
@@ -145,7 +145,7 @@ def test_load_computes_each_shared_schedule_once_and_leaves_the_collector_on(ten
         schedule={"type": "cron", "expression": "*/5 * * * *"},
         policy={"jitter_seconds": 30},
     )
-    TaskDefinition.objects.update(next_fire_at=None)  # the worst case: computed at load
+    TaskDefinition.platform.update(next_fire_at=None)  # the worst case: computed at load
     before = timezone.now()
     engine = make_engine("loader")
     assert gc.isenabled()
@@ -180,11 +180,11 @@ def test_the_change_feed_window_moves_on_with_the_clock_and_still_catches_late_c
     assert len(queries.captured_queries) == 1  # the window query alone: nothing fetched whole
     # and the window itself no longer holds the import
     window_start = engine._change_cursor - CHANGE_FEED_OVERLAP
-    assert not TaskDefinition.objects.filter(changed_at__gte=window_start).exists()
+    assert not TaskDefinition.platform.filter(changed_at__gte=window_start).exists()
     # A change stamped before the last poll but committed after it is still caught.
     poll = later + timedelta(seconds=6)
     late = bulk[0]
-    TaskDefinition.objects.filter(id=late.id).update(
+    TaskDefinition.platform.filter(id=late.id).update(
         paused=True, changed_at=poll - timedelta(seconds=3)
     )
     assert engine.follow_changes(now=poll + timedelta(seconds=1)) == 1
@@ -203,12 +203,12 @@ def test_a_standby_shadows_up_to_the_leaders_fired_through_mark(tenant, make_eng
     # The standby's next fire for the task is past the mark, not two TTLs behind now.
     assert standby.heap.get(task.id).next_fire_at > mark
     # Killed here, the leader's successor records nothing the leader had already recorded.
-    recorded = TaskExecution.objects.filter(task=task).count()
+    recorded = TaskExecution.platform.filter(task=task).count()
     leader.lock._stop.set()
     leader.lock._redis.delete(leader.lock.lock_key)
     standby.tick()
     assert standby.lock.is_held()
-    times = list(TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True))
+    times = list(TaskExecution.platform.filter(task=task).values_list("scheduled_at", flat=True))
     assert len(times) == len(set(times)) >= recorded
 
 

@@ -50,7 +50,7 @@ def test_a_claim_of_an_unknown_execution_is_refused(db):
 
 
 def test_a_pending_row_in_the_future_cannot_be_claimed_early(queued):
-    TaskExecution.objects.filter(id=queued.id).update(
+    TaskExecution.platform.filter(id=queued.id).update(
         status="pending", scheduled_at=timezone.now() + timedelta(minutes=5)
     )
     assert execution_claim(execution_id=queued.id, worker_id="w", lease_seconds=30) is None
@@ -90,7 +90,7 @@ def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(q
     claim = execution_claim(execution_id=queued.id, worker_id="w1", lease_seconds=30)
     before = timezone.now()
     report = run_finish(execution_id=queued.id, claim_token=claim.claim_token, outcome=FAILED)
-    retry = TaskExecution.objects.get(id=report.next_attempt_id)
+    retry = TaskExecution.platform.get(id=report.next_attempt_id)
     assert retry.status == "pending" and retry.trigger == "retry" and retry.attempt == 2
     assert retry.root_execution_id == queued.id and retry.retry_of_id == queued.id
     # linear backoff, base 5 s, after attempt 1: 5 s
@@ -104,13 +104,13 @@ def test_failure_schedules_the_next_attempt_as_a_pending_row_after_the_backoff(q
 def test_the_last_failed_attempt_is_dead_lettered(task, queued):
     execution_id = queued.id
     for _ in range(3):
-        TaskExecution.objects.filter(id=execution_id).update(scheduled_at=timezone.now())
+        TaskExecution.platform.filter(id=execution_id).update(scheduled_at=timezone.now())
         claim = execution_claim(execution_id=execution_id, worker_id="w", lease_seconds=30)
         report = run_finish(
             execution_id=execution_id, claim_token=claim.claim_token, outcome=FAILED
         )
         execution_id = report.next_attempt_id or execution_id
-    attempts = TaskExecution.objects.filter(task=task).order_by("attempt")
+    attempts = TaskExecution.platform.filter(task=task).order_by("attempt")
     assert [a.attempt for a in attempts] == [1, 2, 3]
     assert [a.dead_lettered for a in attempts] == [False, False, True]
     assert report.dead_lettered
@@ -124,7 +124,7 @@ def test_permanent_errors_are_not_retried(queued):
         outcome=Outcome(status="failed", error_class="http_4xx", transient=False),
     )
     assert report.dead_lettered and report.next_attempt_id is None
-    assert TaskExecution.objects.count() == 1
+    assert TaskExecution.platform.count() == 1
 
 
 def test_a_zombie_finish_is_rejected_by_the_claim_token(queued):
@@ -150,7 +150,7 @@ def test_lease_renewal_fails_once_the_claim_is_gone(queued):
 
 def _claim_and_expire(execution_id, worker_id="w1"):
     claim = execution_claim(execution_id=execution_id, worker_id=worker_id, lease_seconds=30)
-    TaskExecution.objects.filter(id=execution_id).update(
+    TaskExecution.platform.filter(id=execution_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     return claim
@@ -169,8 +169,8 @@ def test_an_expired_lease_requeues_the_same_attempt_once_by_many_reapers(queued)
         None,
         "",
     )
-    assert not TaskExecution.objects.filter(retry_of_id=queued.id).exists()
-    (loss,) = ExecutionLoss.objects.filter(execution_id=queued.id)
+    assert not TaskExecution.platform.filter(retry_of_id=queued.id).exists()
+    (loss,) = ExecutionLoss.platform.filter(execution_id=queued.id)
     assert (loss.outcome, loss.attempt, loss.worker_id) == ("requeued", 1, "w1")
     # The worker that lost its lease (a zombie) cannot finish it any more ...
     late = run_finish(
@@ -186,7 +186,7 @@ def test_an_expired_lease_requeues_the_same_attempt_once_by_many_reapers(queued)
     assert not run_finish(
         execution_id=queued.id, claim_token=claim.claim_token, outcome=Outcome(status="success")
     ).accepted
-    attempts = TaskExecution.objects.filter(task=queued.task).values_list("attempt", "status")
+    attempts = TaskExecution.platform.filter(task=queued.task).values_list("attempt", "status")
     assert list(attempts) == [(1, "success")]
 
 
@@ -197,9 +197,9 @@ def test_a_loss_past_worker_lost_requeues_fails_the_attempt_and_retries(queued, 
         assert expired_leases_reap() == 1
     queued.refresh_from_db()
     assert queued.status == "failed" and queued.error_class == "worker_lost"
-    (retry,) = TaskExecution.objects.filter(retry_of_id=queued.id)
+    (retry,) = TaskExecution.platform.filter(retry_of_id=queued.id)
     assert (retry.attempt, retry.status) == (2, "pending")
-    outcomes = ExecutionLoss.objects.filter(execution_id=queued.id).order_by("lost_at", "id")
+    outcomes = ExecutionLoss.platform.filter(execution_id=queued.id).order_by("lost_at", "id")
     assert [loss.outcome for loss in outcomes] == ["requeued", "requeued", "failed"]
 
 

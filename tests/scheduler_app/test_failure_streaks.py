@@ -64,7 +64,7 @@ def finish(claim, status: str, *, transient: bool = False):
 
 
 def streak(task: TaskDefinition) -> int:
-    return TaskDefinition.objects.values_list("consecutive_failures", flat=True).get(id=task.id)
+    return TaskDefinition.platform.values_list("consecutive_failures", flat=True).get(id=task.id)
 
 
 def test_a_run_counts_once_across_its_attempts_and_a_success_resets(tenant):

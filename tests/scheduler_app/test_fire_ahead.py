@@ -72,12 +72,12 @@ def test_a_burst_too_big_for_the_base_lead_rings_early_enough_and_once(tenant, r
         engine.ring_rate.per_second = 50.0
         engine.tick()
         assert engine.last_extra_lead > timedelta(0)
-        early = TaskExecution.objects.filter(task__in=burst)
+        early = TaskExecution.platform.filter(task__in=burst)
         assert early.count() == 200
         assert all(run.created_at < run.scheduled_at - timedelta(seconds=1) for run in early)
-        assert not TaskExecution.objects.filter(task=judged).exists()
+        assert not TaskExecution.platform.filter(task=judged).exists()
         engine.tick()  # nothing is fired twice
-        assert TaskExecution.objects.filter(task__in=burst).count() == 200
+        assert TaskExecution.platform.filter(task__in=burst).count() == 200
     finally:
         engine.lock.release()
 
@@ -103,15 +103,15 @@ def test_a_fire_that_allows_overlap_is_recorded_ahead_and_one_that_skips_is_not(
             policy={"overlap": "skip"},
         )
         engine.tick()
-        (early,) = TaskExecution.objects.filter(task=allowing)
+        (early,) = TaskExecution.platform.filter(task=allowing)
         assert early.status == "queued" and early.created_at < early.scheduled_at
-        assert not TaskExecution.objects.filter(task=skipping).exists()
+        assert not TaskExecution.platform.filter(task=skipping).exists()
         # The skipping task rings at its time, once; the allowing one is not fired again.
         clock.advance(1.8)
         engine.tick()
-        (on_time,) = TaskExecution.objects.filter(task=skipping)
+        (on_time,) = TaskExecution.platform.filter(task=skipping)
         assert on_time.created_at >= on_time.scheduled_at
-        assert TaskExecution.objects.filter(task=allowing).count() == 1
+        assert TaskExecution.platform.filter(task=allowing).count() == 1
     finally:
         engine.lock.release()
 
@@ -164,7 +164,7 @@ def test_a_standby_shadows_a_leader_that_rings_ahead(tenant, redis_client):
         entry = standby.heap.get(task.id)
         horizon = clock() - timedelta(seconds=2 * 3)
         assert horizon - timedelta(seconds=2) < entry.next_fire_at
-        assert TaskExecution.objects.filter(task=task).count() == leader.fired_total
+        assert TaskExecution.platform.filter(task=task).count() == leader.fired_total
     finally:
         for engine in engines:
             engine.lock.release()

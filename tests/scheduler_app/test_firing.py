@@ -37,8 +37,8 @@ def test_a_fire_recorded_twice_is_inserted_and_published_once(tenant):
         [fire_for(task, at), fire_for(task, at + timedelta(minutes=1))], now=timezone.now()
     )
     assert len(first) == 1 and len(second) == 1
-    assert TaskExecution.objects.filter(task=task).count() == 2
-    row = TaskExecution.objects.get(id=first[0].execution_id)
+    assert TaskExecution.platform.filter(task=task).count() == 2
+    row = TaskExecution.platform.get(id=first[0].execution_id)
     assert row.status == "queued" and row.trigger == "schedule" and row.root_execution_id == row.id
     assert first[0].tenant_id == str(tenant.id) and first[0].queue == "normal"
 

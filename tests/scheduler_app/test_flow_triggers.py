@@ -24,7 +24,7 @@ MANUAL = {"type": "manual"}
 
 
 def runs_of(task: TaskDefinition) -> list[TaskExecution]:
-    return list(TaskExecution.objects.filter(task=task).order_by("created_at"))
+    return list(TaskExecution.platform.filter(task=task).order_by("created_at"))
 
 
 def test_a_singletons_second_trigger_answers_200_with_the_run_it_already_has(api):
@@ -59,7 +59,7 @@ def test_a_singletons_second_trigger_answers_200_with_the_run_it_already_has(api
 def test_a_singletons_key_is_free_again_once_its_run_ended(tenant):
     task = make_task(tenant, name="sync", schedule=MANUAL, singleton={})
     first = task_trigger_outcome(task=task).execution
-    TaskExecution.objects.filter(id=first.id).update(status="success")
+    TaskExecution.platform.filter(id=first.id).update(status="success")
     second = task_trigger_outcome(task=task)
     assert second.joined == "" and second.execution.id != first.id
 
@@ -150,7 +150,7 @@ def test_debounce_keys_are_separate_windows(tenant):
 
 
 def test_bad_input_is_a_400_naming_the_field_and_changes_nothing(api):
-    before = TaskDefinition.objects.count()
+    before = TaskDefinition.platform.count()
     for body, field in (
         ({"singleton": {"key": "{{ nope }}"}}, "singleton.key"),
         ({"debounce": {"seconds": 0}}, "debounce.seconds"),
@@ -160,7 +160,7 @@ def test_bad_input_is_a_400_naming_the_field_and_changes_nothing(api):
         response = api.post("/api/v1/tasks", task_spec(name="bad", **body), format="json")
         assert response.status_code == 400, response.content
         assert field in response.content.decode(), (field, response.content)
-    assert TaskDefinition.objects.count() == before
+    assert TaskDefinition.platform.count() == before
 
 
 def test_a_key_cannot_read_a_secret_and_another_tenant_cannot_join_the_run(
@@ -176,7 +176,7 @@ def test_a_key_cannot_read_a_secret_and_another_tenant_cannot_join_the_run(
     assert leak.status_code == 400 and runs_of(task) == []
     honest = api.post(trigger, {"parameters": {"a": "x"}}, format="json")
     assert honest.status_code == 202
-    assert "hunter2" not in str(list(TaskExecution.objects.values_list("singleton_key")))
+    assert "hunter2" not in str(list(TaskExecution.platform.values_list("singleton_key")))
     _, mallory = tenant_factory("globex", username="mallory")
     intruder = jwt_client(mallory)
     assert intruder.post(trigger, {"parameters": {"a": "x"}}, format="json").status_code == 404
@@ -233,9 +233,9 @@ def test_a_singletons_schedule_fire_records_the_keys_run_or_is_skipped_naming_it
     # A trigger joins the fire's run; the next fire is skipped naming it.
     assert task_trigger_outcome(task=task).execution.id == first.id
     assert fires_record([_fire(task, now)], now=now) == []
-    latest = TaskExecution.objects.get(task=task, scheduled_at=now)
+    latest = TaskExecution.platform.get(task=task, scheduled_at=now)
     assert latest.status == "skipped" and str(first.id) in latest.error_message
-    assert TaskExecution.objects.get(id=first.id).trigger_count == 3
+    assert TaskExecution.platform.get(id=first.id).trigger_count == 3
 
 
 def test_a_burst_of_events_starts_one_debounced_run_with_the_last_payload(tenant):
@@ -257,10 +257,10 @@ def test_a_patch_turns_them_off_or_swaps_one_for_the_other_never_both(api, tenan
     url = f"/api/v1/tasks/{task.id}"
     both = api.patch(url, {"debounce": {"seconds": 5}}, format="json")
     assert both.status_code == 400 and both.json()["field"] == "debounce"
-    assert TaskDefinition.objects.get(id=task.id).debounce is None
+    assert TaskDefinition.platform.get(id=task.id).debounce is None
     swapped = api.patch(url, {"singleton": None, "debounce": {"seconds": 5}}, format="json")
     assert swapped.status_code == 200, swapped.content
     assert (swapped.json()["singleton"], swapped.json()["debounce"]["seconds"]) == (None, 5)
     off = api.patch(url, {"debounce": None}, format="json")
     assert off.status_code == 200 and off.json()["debounce"] is None
-    assert task_trigger_outcome(task=TaskDefinition.objects.get(id=task.id)).joined == ""
+    assert task_trigger_outcome(task=TaskDefinition.platform.get(id=task.id)).joined == ""

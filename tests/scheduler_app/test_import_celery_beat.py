@@ -48,7 +48,7 @@ def test_dry_run_shows_the_plan_and_writes_nothing(tenant, beat_db):
     assert "would create: nightly-report  cron 30 2 * * 1-5 America/New_York" in output
     assert "not converted: open-shutters: solar schedules" in output
     assert "4 to create (dry run), 3 not converted" in output
-    assert not TaskDefinition.objects.filter(tenant=tenant).exists()
+    assert not TaskDefinition.platform.filter(tenant=tenant).exists()
 
 
 def test_a_task_not_in_celery_handler_tasks_is_reported_not_imported(tenant, beat_db, settings):
@@ -60,7 +60,7 @@ def test_a_task_not_in_celery_handler_tasks_is_reported_not_imported(tenant, bea
 
 def test_every_kind_is_converted_or_reported(tenant, beat_db):
     output = _run(tenant, beat_db)
-    tasks = {t.name: t for t in TaskDefinition.objects.filter(tenant=tenant)}
+    tasks = {t.name: t for t in TaskDefinition.platform.filter(tenant=tenant)}
     assert set(tasks) == {"nightly-report", "refresh-cache", "launch-campaign", "six-hourly"}
 
     nightly = tasks["nightly-report"]
@@ -96,4 +96,4 @@ def test_every_kind_is_converted_or_reported(tenant, beat_db):
 
     again = _run(tenant, beat_db)  # a second run does not duplicate anything
     assert "0 created, 7 not converted" in again
-    assert TaskDefinition.objects.filter(tenant=tenant).count() == 4
+    assert TaskDefinition.platform.filter(tenant=tenant).count() == 4

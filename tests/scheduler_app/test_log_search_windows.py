@@ -46,7 +46,7 @@ def _runs(tenant, task, *, ago: list[timedelta], text: str) -> list[TaskExecutio
         ExecutionLog(execution_id=run.id, tenant=tenant, text=text) for run in runs
     )
     for run in runs:
-        ExecutionLog.objects.filter(execution_id=run.id).update(
+        ExecutionLog.platform.filter(execution_id=run.id).update(
             created_at=run.scheduled_at + timedelta(seconds=3)
         )
     return runs
@@ -204,7 +204,7 @@ def test_the_index_is_asked_for_the_rarer_words_and_each_log_checked(api, tenant
     texts += ["fetched from host-3 in region eu-7"]  # every lexeme, neither phrase
     runs = _runs(tenant, task, ago=[timedelta(seconds=i + 1) for i in range(len(texts))], text="")
     for run, text in zip(runs, texts, strict=True):
-        ExecutionLog.objects.filter(execution_id=run.id).update(text=text)
+        ExecutionLog.platform.filter(execution_id=run.id).update(text=text)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE scheduler_app_executionlog")
     assert log_search.index_words("host-7 eu-3") == "'-7' & '-3'"
@@ -243,7 +243,7 @@ def test_a_finish_never_dates_a_log_before_its_run(api, tenant):
         log_text="upstream ECONNREFUSED",
     )
     assert report.accepted
-    assert ExecutionLog.objects.get(execution_id=run.id).created_at >= ahead
+    assert ExecutionLog.platform.get(execution_id=run.id).created_at >= ahead
     found = log_search.executions_with_log_words(
         tenant=tenant, words="ECONNREFUSED", runs_since=ahead - timedelta(minutes=1)
     )

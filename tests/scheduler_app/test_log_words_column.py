@@ -75,7 +75,7 @@ def test_a_finish_stores_its_logs_words(tenant):
 def test_the_words_follow_the_text_and_cannot_be_set_apart_from_it(tenant):
     log = ExecutionLog.objects.create(execution_id=uuid.uuid4(), tenant=tenant, text="first try")
     assert _words(log.execution_id) == _derived("first try")
-    ExecutionLog.objects.filter(execution_id=log.execution_id).update(text="second attempt")
+    ExecutionLog.platform.filter(execution_id=log.execution_id).update(text="second attempt")
     assert _words(log.execution_id) == _derived("second attempt")
     # A writer naming words of its own gets the text's words.
     with connection.cursor() as cursor:
@@ -87,13 +87,13 @@ def test_the_words_follow_the_text_and_cannot_be_set_apart_from_it(tenant):
     assert _words(log.execution_id) == _derived("second attempt")
     # What a search covers: the first SEARCHABLE_CHARS characters.
     long_text = "a " * log_search.SEARCHABLE_CHARS + "beyond"
-    ExecutionLog.objects.filter(execution_id=log.execution_id).update(text=long_text)
+    ExecutionLog.platform.filter(execution_id=log.execution_id).update(text=long_text)
     assert "beyond" not in _words(log.execution_id)
 
 
 def test_loaded_logs_leave_their_words_in_the_database(tenant):
     ExecutionLog.objects.create(execution_id=uuid.uuid4(), tenant=tenant, text="some output")
-    log = ExecutionLog.objects.get(tenant=tenant)
+    log = ExecutionLog.platform.get(tenant=tenant)
     assert log.get_deferred_fields() == {"words"}
     log.truncated = True
     log.save()  # a deferred field is not written back
@@ -137,7 +137,7 @@ def test_the_search_reads_the_stored_words_never_the_text():
 
 def test_archived_logs_carry_their_text_not_their_words(tenant, tmp_path):
     log = ExecutionLog.objects.create(execution_id=uuid.uuid4(), tenant=tenant, text="old output")
-    ExecutionLog.objects.filter(execution_id=log.execution_id).update(
+    ExecutionLog.platform.filter(execution_id=log.execution_id).update(
         created_at=datetime(2020, 1, 1, tzinfo=UTC)
     )
     store = ArchiveStore(str(tmp_path))

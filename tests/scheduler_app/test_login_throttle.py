@@ -195,7 +195,7 @@ def test_a_pair_is_forgotten_after_the_longest_cool_off(settings, victim):
 def test_a_lockout_is_in_the_audit_log_once(victim):
     client = APIClient()
     _fail(client, "victim", LIMIT + 10)
-    [entry] = AuditEntry.objects.filter(action="auth.lockout")
+    [entry] = AuditEntry.platform.filter(action="auth.lockout")
     assert entry.actor == "user:victim"
     assert entry.status_code == 429
     assert entry.detail["ip_address"] == HERE

@@ -91,7 +91,7 @@ def test_the_cross_tenant_account_takeover_is_refused_end_to_end(acme, demo):
         assert refused.status_code == 400, refused.content
         assert "does not name or create accounts" in refused.content.decode()
     assert not get_user_model().objects.filter(username="alice.demo").exists()
-    assert not MemberInvitation.objects.exists()
+    assert not MemberInvitation.platform.exists()
     # 2. He gets the name anyway, the only way left: an account of his own, through an
     # invitation of his own tenant, accepted under the name he wants to squat.
     own = _invite(attacker).json()
@@ -125,9 +125,9 @@ def test_the_cross_tenant_account_takeover_is_refused_end_to_end(acme, demo):
     # 6. What the attacker sees now: demo's secrets are not his, from any account of his.
     for client in (attacker, squatter):
         assert client.get("/api/v1/secrets", HTTP_X_TENANT="demo").status_code == 403
-    assert not TenantMembership.objects.filter(tenant=demo_tenant, user=mallory).exists()
+    assert not TenantMembership.platform.filter(tenant=demo_tenant, user=mallory).exists()
     squatter_user = get_user_model().objects.get(username="alice.demo")
-    assert not TenantMembership.objects.filter(tenant=demo_tenant, user=squatter_user).exists()
+    assert not TenantMembership.platform.filter(tenant=demo_tenant, user=squatter_user).exists()
     # Alice's password is hers: it works, the attacker's does not open her account.
     alice = _login("alice", ALICE_PASSWORD)
     assert "demo-crown-jewels" not in alice.get("/api/v1/secrets").content.decode()  # masked
@@ -148,7 +148,7 @@ def test_a_token_works_once(acme):
     # A signed-in person cannot reuse it either.
     other = get_user_model().objects.create_user(username="other", password=PASSWORD)
     assert _accept(token, client=jwt_client(other)).status_code == 410
-    assert not TenantMembership.objects.filter(user=other).exists()
+    assert not TenantMembership.platform.filter(user=other).exists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +176,7 @@ def test_two_accepts_racing_on_one_token_make_one_member(tenant_factory):
     for thread in threads:
         thread.join(timeout=30)
     assert sorted(outcomes) == ["Gone", "joined"]
-    assert TenantMembership.objects.filter(tenant=tenant, role="viewer").count() == 1
+    assert TenantMembership.platform.filter(tenant=tenant, role="viewer").count() == 1
     assert get_user_model().objects.filter(username__startswith="racer-").count() == 1
 
 
@@ -205,7 +205,7 @@ def test_a_revoked_token_is_refused(acme):
     assert admin.delete(f"/api/v1/members/invitations/{issued['id']}").status_code == 409
     [row] = admin.get("/api/v1/members/invitations").json()["results"]
     assert row["status"] == "revoked"
-    assert AuditEntry.objects.filter(action="invitation.revoke").count() == 1
+    assert AuditEntry.platform.filter(action="invitation.revoke").count() == 1
 
 
 def test_a_token_of_another_tenant_joins_only_that_tenant(acme, demo):
@@ -213,7 +213,7 @@ def test_a_token_of_another_tenant_joins_only_that_tenant(acme, demo):
     demo_tenant, demo_admin = demo
     acme_token = _invite(jwt_client(mallory), role="admin").json()["token"]
     demo_issued = _invite(jwt_client(demo_admin)).json()
-    demo_prefix = MemberInvitation.objects.get(id=demo_issued["id"]).token_prefix
+    demo_prefix = MemberInvitation.platform.get(id=demo_issued["id"]).token_prefix
     # demo's invitation found by its prefix, with acme's secret: the same 404 as no token at
     # all (it does not even say the prefix exists).
     spliced = f"inv_{demo_prefix}_{acme_token.split('_', 2)[2]}"
@@ -235,7 +235,7 @@ def test_a_token_of_another_tenant_joins_only_that_tenant(acme, demo):
     user = get_user_model().objects.get(username="acme-newcomer")
     assert list(user.memberships.values_list("tenant__slug", flat=True)) == ["acme"]
     # demo's invitation is untouched, and invisible to acme's admin.
-    assert MemberInvitation.objects.get(id=demo_issued["id"]).status_at(timezone.now()) == (
+    assert MemberInvitation.platform.get(id=demo_issued["id"]).status_at(timezone.now()) == (
         "pending"
     )
     listed = jwt_client(mallory).get("/api/v1/members/invitations").json()["results"]
@@ -276,7 +276,7 @@ def test_a_taken_user_name_is_refused_never_joined(acme):
     assert answer.status_code == 409 and answer.json()["field"] == "username"
     bob.refresh_from_db()
     assert bob.check_password(PASSWORD) and not bob.memberships.exists()
-    assert MemberInvitation.objects.get().accepted_at is None
+    assert MemberInvitation.platform.get().accepted_at is None
 
 
 @pytest.mark.parametrize("bad", ["", "has space", "x" * 151, "semi;colon"])
@@ -305,7 +305,7 @@ def test_a_member_accepting_again_is_told_and_the_token_stays(acme):
     token = _invite(jwt_client(mallory)).json()["token"]
     answer = _accept(token, client=jwt_client(mallory))
     assert answer.status_code == 409
-    assert MemberInvitation.objects.get().accepted_at is None
+    assert MemberInvitation.platform.get().accepted_at is None
 
 
 def test_an_api_key_cannot_accept(acme):
@@ -313,7 +313,7 @@ def test_an_api_key_cannot_accept(acme):
     token = _invite(jwt_client(mallory)).json()["token"]
     _, raw = api_key_create(tenant=tenant, name="machine", role="admin")
     assert _accept(token, client=api_key_client(raw)).status_code == 403
-    assert MemberInvitation.objects.get().accepted_at is None
+    assert MemberInvitation.platform.get().accepted_at is None
 
 
 # --- shown once, stored hashed, delivered out of band ---------------------------------------------
@@ -323,9 +323,9 @@ def test_the_token_is_shown_once_and_only_its_hash_is_stored(acme):
     token = issued["token"]
     assert token.startswith("inv_") and issued["delivery"] == "link"
     assert issued["accept_url"].endswith(f"/dashboard/join/{token}")
-    row = MemberInvitation.objects.get(id=issued["id"])
+    row = MemberInvitation.platform.get(id=issued["id"])
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
-    stored = " ".join(str(value) for value in MemberInvitation.objects.values().get().values())
+    stored = " ".join(str(value) for value in MemberInvitation.platform.values().get().values())
     assert token not in stored and token.split("_", 2)[2] not in stored
     for answer in (
         admin.get("/api/v1/members/invitations"),
@@ -354,7 +354,7 @@ def test_an_emailed_invitation_is_not_shown_to_the_admin(acme, settings):
     assert "https://sched.example.com/dashboard/join/inv_" in letter.body
     assert "attacker.example" not in letter.body
     token = letter.body.split("/dashboard/join/", 1)[1].split()[0]
-    row = MemberInvitation.objects.get()
+    row = MemberInvitation.platform.get()
     assert row.email == "dave@example.com"
     assert row.token_hash == hashlib.sha256(token.encode()).hexdigest()
 
@@ -364,7 +364,7 @@ def test_a_mail_that_cannot_be_sent_leaves_no_invitation(acme, settings):
     settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 1, 2
     answer = _invite(jwt_client(acme[1]), email="erin@example.com")
     assert answer.status_code == 502 and answer.json()["code"] == "delivery_failed"
-    assert not MemberInvitation.objects.exists()
+    assert not MemberInvitation.platform.exists()
 
 
 def test_only_admins_invite_and_bad_input_names_the_field(acme):
@@ -381,7 +381,7 @@ def test_only_admins_invite_and_bad_input_names_the_field(acme):
         user = get_user_model().objects.create_user(username=f"a-{role}", password=PASSWORD)
         TenantMembership.objects.create(tenant=tenant, user=user, role=role)
         assert _invite(jwt_client(user)).status_code == 403
-    assert not MemberInvitation.objects.exists()
+    assert not MemberInvitation.platform.exists()
 
 
 # --- the dashboard's pages -----------------------------------------------------------------------
@@ -411,7 +411,7 @@ def test_the_dashboard_issues_a_link_and_a_new_person_joins_with_it(acme):
     )
     assert joined.status_code == 302 and joined["Location"] == "/dashboard/?tenant=acme"
     assert invitee.get("/dashboard/").status_code == 200  # signed in, as frank, in acme
-    assert TenantMembership.objects.get(tenant=tenant, user__username="frank").role == "operator"
+    assert TenantMembership.platform.get(tenant=tenant, user__username="frank").role == "operator"
     # The same link in another browser: used.
     late = Client()
     late.get(link.replace("http://testserver", ""))

@@ -59,7 +59,7 @@ def test_a_bad_pause_body_is_a_400_naming_the_field_and_pauses_nothing(api, body
     response = api.post(f"/api/v1/tasks/{task['id']}/pause", body, format="json")
     assert response.status_code == 400, response.content
     assert field in response.json()["errors"], response.json()
-    assert TaskDefinition.objects.get(id=task["id"]).paused is False
+    assert TaskDefinition.platform.get(id=task["id"]).paused is False
 
 
 def test_a_dag_pause_records_the_note_and_who(api, tenant_and_user):
@@ -86,7 +86,7 @@ def test_a_dag_pause_records_the_note_and_who(api, tenant_and_user):
     resumed = api.post(f"/api/v1/dags/{dag_id}/resume").json()
     assert (resumed["paused"], resumed["pause_note"], resumed["paused_at"]) == (False, "", None)
     refused = api.post(f"/api/v1/dags/{dag_id}/resume", {"note": "x"}, format="json")
-    assert refused.status_code == 400 and Dag.objects.get(id=dag_id).paused is False
+    assert refused.status_code == 400 and Dag.platform.get(id=dag_id).paused is False
 
 
 def test_another_tenants_pause_is_a_404_and_pauses_nothing(api, tenant_factory):
@@ -163,7 +163,7 @@ def test_bad_runbook_keys_are_a_400_naming_the_field_and_save_nothing(api, polic
     assert response.status_code == 400, response.content
     fields = list(response.json()["errors"])
     assert any(field in name for name in fields), fields
-    assert not TaskDefinition.objects.filter(name=TASK["name"]).exists()
+    assert not TaskDefinition.platform.filter(name=TASK["name"]).exists()
 
 
 def test_a_dag_with_a_private_health_check_is_refused(api):
@@ -178,4 +178,4 @@ def test_a_dag_with_a_private_health_check_is_refused(api):
     )
     assert response.status_code == 400, response.content
     assert "policy.health_check.url" in str(response.json())
-    assert not Dag.objects.filter(name="private-check").exists()
+    assert not Dag.platform.filter(name="private-check").exists()

@@ -51,7 +51,7 @@ def _blob(size: int) -> dict:
 
 
 def _used(tenant) -> int:
-    usage = BudgetUsage.objects.filter(tenant=tenant, budget="payload_bytes")
+    usage = BudgetUsage.platform.filter(tenant=tenant, budget="payload_bytes")
     return sum(usage.values_list("amount", flat=True))
 
 
@@ -75,9 +75,9 @@ def test_payloads_and_parameters_over_the_cap_are_413_naming_the_field_and_store
         assert response.json()["code"] == "payload_too_large"
         assert response.json()["field"] == field
         assert "102,401 bytes as JSON; at most 102,400" in response.json()["message"]
-    assert not Event.objects.exists()
-    assert not TaskExecution.objects.filter(task=task).exists()
-    assert not DagRun.objects.filter(dag_id=dag_id).exists()
+    assert not Event.platform.exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
+    assert not DagRun.platform.filter(dag_id=dag_id).exists()
     assert _used(tenant) == 0
     assert read_budget_refusals()[(str(tenant.id), "payload_size")] == 3
     # At the cap exactly, each is taken (and counted).
@@ -106,7 +106,7 @@ def test_an_event_flood_stops_at_the_tenants_quota_with_retry_after(
     assert "in the last hour" in refused.json()["message"]
     # It fits again once the oldest slice has left the hour: within the hour, not before.
     assert 3500 <= int(refused["Retry-After"]) <= 3600
-    assert Event.objects.filter(tenant=tenant).count() == 11  # the refused stored nothing
+    assert Event.platform.filter(tenant=tenant).count() == 11  # the refused stored nothing
     assert _used(tenant) == 11 * 90 * KIB
     # The tenant sees it coming: what it spent and may spend.
     budget = api.get("/api/v1/tenant/usage").json()["budgets"]["payload_bytes"]
@@ -127,7 +127,7 @@ def test_an_event_flood_stops_at_the_tenants_quota_with_retry_after(
         f"/api/v1/tasks/{task.id}/trigger", {"parameters": _blob(90 * KIB)}, format="json"
     )
     assert trigger.status_code == 429 and trigger.json()["field"] == "parameters"
-    assert not TaskExecution.objects.filter(task=task).exists()
+    assert not TaskExecution.platform.filter(task=task).exists()
     # Without parameters there is nothing to store, and nothing to refuse.
     assert api.post(f"/api/v1/tasks/{task.id}/trigger", {}, format="json").status_code == 202
 
@@ -153,9 +153,9 @@ def test_an_event_counts_once_for_itself_and_once_for_each_run_it_starts(api, te
     budget(quota=60 * KIB)
     response = api.post("/api/v1/events", event, format="json")
     assert response.status_code == 429
-    assert Event.objects.filter(tenant=tenant).count() == 1
-    assert TaskExecution.objects.filter(task__name__in=["first", "second"]).count() == 2
-    assert DagRun.objects.filter(dag__in=Dag.objects.filter(tenant=tenant)).count() == 1
+    assert Event.platform.filter(tenant=tenant).count() == 1
+    assert TaskExecution.platform.filter(task__name__in=["first", "second"]).count() == 2
+    assert DagRun.platform.filter(dag__in=Dag.platform.filter(tenant=tenant)).count() == 1
 
 
 @pytest.mark.django_db

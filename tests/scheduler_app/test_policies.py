@@ -100,7 +100,7 @@ def test_bad_policies_are_refused_naming_the_field(tenant, policy, field):
     with pytest.raises(ValidationFailed) as caught:
         make_task(tenant, schedule={"type": "cron", "expression": "* * * * *"}, policy=policy)
     assert caught.value.field == field
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 @pytest.mark.django_db
@@ -173,13 +173,13 @@ def _overdue_minutely(tenant, *, minutes: int, **policy):
         policy=policy,
     )
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    TaskDefinition.objects.filter(id=task.id).update(next_fire_at=start)
+    TaskDefinition.platform.filter(id=task.id).update(next_fire_at=start)
     return task
 
 
 def _statuses(task) -> list[str]:
     return list(
-        TaskExecution.objects.filter(task=task)
+        TaskExecution.platform.filter(task=task)
         .order_by("scheduled_at")
         .values_list("status", flat=True)
     )
@@ -189,7 +189,7 @@ def test_catchup_latest_after_an_outage_runs_once(tenant, engine):
     task = _overdue_minutely(tenant, minutes=4, catchup="latest")
     engine.load()
     engine.tick()
-    assert TaskExecution.objects.filter(task=task).count() == 1
+    assert TaskExecution.platform.filter(task=task).count() == 1
 
 
 def test_catchup_none_after_an_outage_runs_nothing_old(tenant, engine):
@@ -197,7 +197,7 @@ def test_catchup_none_after_an_outage_runs_nothing_old(tenant, engine):
     engine.load()
     engine.tick()
     grace = CONFIG.late_grace
-    times = TaskExecution.objects.filter(task=task).values_list("scheduled_at", flat=True)
+    times = TaskExecution.platform.filter(task=task).values_list("scheduled_at", flat=True)
     assert all(t >= timezone.now() - grace for t in times)
     task.refresh_from_db()
     assert task.next_fire_at > timezone.now()
@@ -239,7 +239,7 @@ def test_overlap_buffer_one_holds_one_fire_until_the_running_one_ends(tenant, en
     statuses = _statuses(task)
     assert statuses.count("pending") == 1 and statuses.count("queued") == 0
     assert due_pending_promote(now=timezone.now(), limit=100) == []
-    TaskExecution.objects.filter(id=running.id).update(status="success")
+    TaskExecution.platform.filter(id=running.id).update(status="success")
     bells = due_pending_promote(now=timezone.now(), limit=100)
     assert len(bells) == 1 and _statuses(task).count("queued") == 1
 
@@ -253,7 +253,7 @@ def test_overlap_cancel_other_cancels_the_waiting_run(tenant, engine):
     engine.tick()
     waiting.refresh_from_db()
     assert waiting.status == "cancelled"
-    assert TaskExecution.objects.filter(task=task, status="queued").count() == 1
+    assert TaskExecution.platform.filter(task=task, status="queued").count() == 1
 
 
 def test_resume_recomputes_from_now_without_a_burst(tenant, engine):
@@ -263,5 +263,5 @@ def test_resume_recomputes_from_now_without_a_burst(tenant, engine):
     engine.load()
     engine.tick()
     task.refresh_from_db()
-    assert TaskExecution.objects.filter(task=task).count() <= 1
+    assert TaskExecution.platform.filter(task=task).count() <= 1
     assert task.next_fire_at > timezone.now() - timedelta(seconds=1)

@@ -53,7 +53,7 @@ def _limited(tenant, remaining: int, **policy) -> TaskDefinition:
 
 def _overdue(task, minutes: int):
     start = timezone.now().replace(second=0, microsecond=0) - timedelta(minutes=minutes)
-    TaskDefinition.objects.filter(id=task.id).update(next_fire_at=start)
+    TaskDefinition.platform.filter(id=task.id).update(next_fire_at=start)
     return start
 
 
@@ -71,7 +71,7 @@ def _fire(task, at) -> Fire:
 
 def _runs(task) -> list:
     return list(
-        TaskExecution.objects.filter(task=task, trigger="schedule")
+        TaskExecution.platform.filter(task=task, trigger="schedule")
         .order_by("scheduled_at")
         .values_list("scheduled_at", flat=True)
     )
@@ -201,7 +201,7 @@ def test_a_fire_the_overlap_policy_skips_spends_nothing(tenant):
     with transaction.atomic():
         fires_record([_fire(task, at), _fire(task, at + timedelta(minutes=1))], now=at)
     task.refresh_from_db()
-    fired = TaskExecution.objects.filter(task=task, scheduled_at__gte=at)
+    fired = TaskExecution.platform.filter(task=task, scheduled_at__gte=at)
     assert sorted(fired.values_list("status", flat=True)) == ["skipped", "skipped"]
     assert task.remaining_runs == 2 and not task.paused
 
@@ -231,7 +231,7 @@ def test_the_api_shows_the_count_left_and_the_record(api, tenant, make_engine):
         },
         format="json",
     ).json()
-    task = TaskDefinition.objects.get(id=created["id"])
+    task = TaskDefinition.platform.get(id=created["id"])
     _overdue(task, 1)
     make_engine().tick()
     body = api.get(f"/api/v1/tasks/{task.id}").json()

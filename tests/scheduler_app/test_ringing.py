@@ -52,7 +52,7 @@ def _runs(tenant, count: int) -> tuple[str, list[TaskExecution], list[Doorbell]]
 
 def _statuses(runs: list[TaskExecution]) -> list[str]:
     by_id = dict(
-        TaskExecution.objects.filter(id__in=[r.id for r in runs]).values_list("id", "status")
+        TaskExecution.platform.filter(id__in=[r.id for r in runs]).values_list("id", "status")
     )
     return [by_id[run.id] for run in runs]
 
@@ -68,7 +68,7 @@ def test_a_held_back_doorbell_becomes_a_pending_row_and_is_not_published(
 
     assert _rung_ids(redis_client, queue) == [str(run.id) for run in runs[:2]]
     assert _statuses(runs) == ["queued"] * 2 + ["pending"] * 3
-    for run in TaskExecution.objects.filter(id__in=[r.id for r in runs[2:]]):
+    for run in TaskExecution.platform.filter(id__in=[r.id for r in runs[2:]]):
         before = next(r for r in runs if r.id == run.id)
         assert run.queued_at is None and run.scheduled_at == before.scheduled_at
 

@@ -64,7 +64,7 @@ def test_a_run_waits_for_a_running_run_of_its_key_then_is_skipped_if_it_succeede
     assert waiting.running_elsewhere == first.id
     second.refresh_from_db()
     assert second.idempotency_key == ""  # a waiter is not recorded: others do not wait for it
-    TaskExecution.objects.filter(id=first.id).update(status="success", completed_at=timezone.now())
+    TaskExecution.platform.filter(id=first.id).update(status="success", completed_at=timezone.now())
     after = _settle(second)
     assert (after.running_elsewhere, after.succeeded_before) == (None, first.id)
 
@@ -74,7 +74,7 @@ def test_when_the_running_run_fails_one_waiter_runs_and_the_others_wait_for_it(t
     _settle(first)
     assert _settle(second).running_elsewhere == first.id
     assert _settle(third).running_elsewhere == first.id
-    TaskExecution.objects.filter(id=first.id).update(status="failed", completed_at=timezone.now())
+    TaskExecution.platform.filter(id=first.id).update(status="failed", completed_at=timezone.now())
     runs = _settle(third)
     assert (runs.running_elsewhere, runs.succeeded_before) == (None, None)
     assert _settle(second).running_elsewhere == third.id
@@ -82,7 +82,7 @@ def test_when_the_running_run_fails_one_waiter_runs_and_the_others_wait_for_it(t
 
 def test_two_retries_carrying_the_key_do_not_wait_for_each_other(task):
     key = _settle(_running(task)).key
-    TaskExecution.objects.filter(idempotency_key=key).update(status="failed")
+    TaskExecution.platform.filter(idempotency_key=key).update(status="failed")
     # Retries carry their fire's key from creation, so both are recorded before they settle.
     one, two = _running(task, key=key), _running(task, key=key)
     assert _settle(one).running_elsewhere == two.id
@@ -95,7 +95,7 @@ def test_a_running_run_whose_lease_expired_is_waited_for_until_a_reaper_ends_it(
     recorded): running the key again then could record two successes. A reaper ends it."""
     stale, fresh = _running(task), _running(task)
     _settle(stale)
-    TaskExecution.objects.filter(id=stale.id).update(
+    TaskExecution.platform.filter(id=stale.id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert _settle(fresh).running_elsewhere == stale.id
@@ -123,7 +123,7 @@ def test_a_run_of_the_key_that_succeeds_while_the_key_is_read_is_seen(task):
         reads_the_key = sql.startswith("SELECT") and f'"{executions}"."idempotency_key" =' in sql
         if reads_the_key and not finished:
             finished.append(sql)
-            TaskExecution.objects.filter(id=first.id).update(
+            TaskExecution.platform.filter(id=first.id).update(
                 status="success", completed_at=timezone.now()
             )
         return result

@@ -85,7 +85,7 @@ def test_the_api_400_names_every_field_of_the_block(api, schedule, fields):
     body = response.json()
     assert fields <= set(body["errors"]), body
     assert body["field"] in fields and body["message"]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 @pytest.mark.django_db

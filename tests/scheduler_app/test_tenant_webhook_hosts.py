@@ -38,7 +38,7 @@ def test_the_operator_sets_a_tenants_hosts_with_the_command(tenant, capsys):
     assert _hosts(tenant) == []
     with pytest.raises(CommandError, match="no tenant"):
         call_command("tenant_webhook_hosts", "nobody", "--allow", "x.example")
-    audited = AuditEntry.objects.filter(tenant=tenant, action="tenant.webhook-allowed-hosts")
+    audited = AuditEntry.platform.filter(tenant=tenant, action="tenant.webhook-allowed-hosts")
     assert [entry.detail["after"] for entry in audited.order_by("id")] == [
         ["intranet.example", "10.0.0.5"],
         ["10.0.0.5"],
@@ -94,7 +94,7 @@ def test_the_admin_form_takes_hosts_as_the_command_does(tenant, client):
     )
     assert saved.status_code == 302, saved.content[:3000]
     assert _hosts(tenant) == ["intranet.example", "10.0.0.5"]
-    [entry] = AuditEntry.objects.filter(tenant=tenant, action="tenant.webhook-allowed-hosts")
+    [entry] = AuditEntry.platform.filter(tenant=tenant, action="tenant.webhook-allowed-hosts")
     assert entry.actor == "operator:root" and entry.detail["before"] == []
 
 

@@ -73,7 +73,7 @@ def test_a_dag_schedule_of_5000_digits_is_a_400(api, expression):
     response = api.post("/api/v1/dags", _dag_with_schedule(expression), format="json")
     assert _field(response) == "schedule.expression"
     assert "longer than 255" in response.json()["message"]
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 def test_a_task_cron_of_5000_digits_is_a_400(api):
@@ -83,7 +83,7 @@ def test_a_task_cron_of_5000_digits_is_a_400(api):
         "handler": {"type": "python", "callable": "noop"},
     }
     assert _field(api.post("/api/v1/tasks", spec, format="json")) == "schedule.expression"
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 # --- the dashboard's JSON and YAML fields ---------------------------------------------------
@@ -106,7 +106,7 @@ def test_a_100k_deep_json_in_the_dag_trigger_is_refused(admin_browser, tenant, p
     assert response.status_code == 200
     text = response.content.decode()
     assert "Nothing was triggered. Parameters:" in text and named in text
-    assert not DagRun.objects.exists()
+    assert not DagRun.platform.exists()
 
 
 def test_a_5000_digit_number_in_the_dag_trigger_is_refused(admin_browser, tenant):
@@ -115,7 +115,7 @@ def test_a_5000_digit_number_in_the_dag_trigger_is_refused(admin_browser, tenant
         f"/dashboard/dags/{dag.id}/trigger", {"parameters": f'{{"n": {LONG_NUMBER}}}'}, follow=True
     )
     assert "Nothing was triggered. Parameters:" in response.content.decode()
-    assert not DagRun.objects.exists()
+    assert not DagRun.platform.exists()
 
 
 @pytest.mark.parametrize("field", ["parameters", "handler_config", "notifications"])
@@ -137,7 +137,7 @@ def test_deep_or_huge_json_in_the_task_form_is_a_form_error(admin_browser, field
     errors = response.context["form"].errors
     assert field in errors, errors
     assert re.search(r"nested deeper than 64|more digits than can be read", str(errors[field]))
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ def test_deep_or_huge_text_in_the_dag_editor_is_a_400(admin_browser, text, said)
     response = admin_browser.post("/dashboard/dags/new", {"definition": text})
     assert response.status_code == 400
     assert said in response.content.decode()
-    assert not Dag.objects.exists()
+    assert not Dag.platform.exists()
 
 
 # --- the guard itself ---------------------------------------------------------------------

@@ -40,7 +40,7 @@ def test_an_admin_action_is_audited_by_its_service_once(root, tenant):
         {"action": "pause", "_selected_action": [str(task.id)]},
     )
     assert response.status_code == 302
-    [entry] = AuditEntry.objects.all()
+    [entry] = AuditEntry.platform.all()
     assert (entry.action, entry.object_type, entry.object_id) == (
         "task.pause",
         "task",
@@ -59,8 +59,8 @@ def test_a_plain_save_is_audited_with_its_changed_fields_and_tenant(root, tenant
         {"user": str(user.id), "tenant": str(tenant.id), "role": "operator"},
     )
     assert response.status_code == 302, response.content[:2000]
-    assert TenantMembership.objects.get(id=membership.id).role == "operator"
-    [entry] = AuditEntry.objects.all()
+    assert TenantMembership.platform.get(id=membership.id).role == "operator"
+    [entry] = AuditEntry.platform.all()
     assert (entry.action, entry.object_id, entry.tenant_id) == (
         "member.update",
         str(membership.id),
@@ -84,8 +84,8 @@ def test_a_bulk_delete_writes_one_entry_per_object(root, tenant):
         },
     )
     assert response.status_code == 302
-    assert not TenantMembership.objects.filter(id__in=[m.id for m in members]).exists()
-    entries = AuditEntry.objects.order_by("object_id")
+    assert not TenantMembership.platform.filter(id__in=[m.id for m in members]).exists()
+    entries = AuditEntry.platform.order_by("object_id")
     assert sorted(e.object_id for e in entries) == sorted(str(m.id) for m in members)
     assert {(e.action, e.tenant_id) for e in entries} == {("member.delete", tenant.id)}
 
@@ -94,8 +94,8 @@ def test_a_task_deleted_in_the_admin_is_audited_once_by_the_service(root, tenant
     task = make_task(tenant, name="to-go")
     response = root.post(f"/admin/scheduler_app/taskdefinition/{task.id}/delete/", {"post": "yes"})
     assert response.status_code == 302
-    assert TaskDefinition.objects.get(id=task.id).deleted_at is not None
-    [entry] = AuditEntry.objects.all()  # the service's; the admin's log of it is dropped
+    assert TaskDefinition.platform.get(id=task.id).deleted_at is not None
+    [entry] = AuditEntry.platform.all()  # the service's; the admin's log of it is dropped
     assert entry.action == "task.delete" and entry.detail["after"] == {"deleted": True}
 
 
@@ -108,5 +108,5 @@ def test_a_refused_admin_change_writes_nothing(client, tenant):
         {"action": "pause", "_selected_action": [str(task.id)]},
     )
     assert response.status_code == 403
-    assert not AuditEntry.objects.exists()
-    assert not TaskDefinition.objects.get(id=task.id).paused
+    assert not AuditEntry.platform.exists()
+    assert not TaskDefinition.platform.get(id=task.id).paused

@@ -93,7 +93,7 @@ def _dag_with_a_failing_node(tenant):
     )
     run = dag_trigger(dag=dag)
     link = DagNodeExecution.objects.get(run=run, node_id="merge")
-    execution = TaskExecution.objects.get(id=link.execution_root_id)
+    execution = TaskExecution.platform.get(id=link.execution_root_id)
     claim = execution_claim(execution_id=execution.id, worker_id="w", lease_seconds=30)
     run_finish(
         execution_id=execution.id, claim_token=claim.claim_token, outcome=Outcome(status="failed")
@@ -114,7 +114,7 @@ def test_a_dag_nodes_task_reads_as_dag_and_node_in_the_admin(staff_client, tenan
 def test_a_bulk_dead_letter_refusal_names_the_run_it_refused(staff_client, tenant):
     run, execution = _dag_with_a_failing_node(tenant)
     assert execution.dead_lettered
-    assert DagRun.objects.get(id=run.id).status == "running"  # "side" has not run
+    assert DagRun.platform.get(id=run.id).status == "running"  # "side" has not run
     response = staff_client.post(
         reverse("admin:scheduler_app_taskexecution_changelist"),
         {"action": "retry_dead_lettered", "_selected_action": [str(execution.id)]},

@@ -39,7 +39,7 @@ def _run(task) -> TaskExecution:
     )
     (bell,) = fires_record([fire], now=timezone.now())
     execution_run(execution_id=bell.execution_id, worker_id=WORKER)
-    return TaskExecution.objects.get(id=bell.execution_id)
+    return TaskExecution.platform.get(id=bell.execution_id)
 
 
 def _handler_traceparent(spans) -> str:
@@ -79,7 +79,7 @@ def test_a_shell_task_sees_traceparent_in_its_sandboxed_environment(tenant, span
     )
     row = _run(task)
     assert row.status == "success", row.error_message
-    log = ExecutionLog.objects.get(execution_id=row.id).text
+    log = ExecutionLog.platform.get(execution_id=row.id).text
     assert f"TP={_handler_traceparent(spans)}" in log
     # Only the context is added: nothing of the tracing setup reaches the command.
     assert "OTEL_" not in log
@@ -93,7 +93,7 @@ def test_a_shell_task_of_an_untraced_run_gets_no_traceparent(tenant):
         handler={"type": "shell", "command": ["sh", "-c", 'echo "TP=[${TRACEPARENT-unset}]"']},
     )
     row = _run(task)
-    assert "TP=[unset]" in ExecutionLog.objects.get(execution_id=row.id).text
+    assert "TP=[unset]" in ExecutionLog.platform.get(execution_id=row.id).text
 
 
 def test_a_container_task_is_given_traceparent():

@@ -50,7 +50,7 @@ def _fired_and_rung(task) -> TaskExecution:
     )
     (bell,) = fires_record([fire], now=timezone.now())
     assert ring([bell]) == 1
-    return TaskExecution.objects.get(id=bell.execution_id)
+    return TaskExecution.platform.get(id=bell.execution_id)
 
 
 def _rings_of(spans, row: TaskExecution) -> list:
@@ -73,7 +73,7 @@ def _rings_of(spans, row: TaskExecution) -> list:
 def test_a_run_requeued_by_the_leaders_sweep_is_rung_again_in_its_trace(tenant, spans):
     row = _fired_and_rung(make_task(tenant, name="lost-bell", schedule={"type": "manual"}))
     # Its doorbell was lost (Redis restarted): nobody started it within the grace.
-    TaskExecution.objects.filter(id=row.id).update(queued_at=timezone.now() - timedelta(minutes=5))
+    TaskExecution.platform.filter(id=row.id).update(queued_at=timezone.now() - timedelta(minutes=5))
     bells = stale_queued_requeue(now=timezone.now(), grace_seconds=60, limit=100)
     assert [bell.execution_id for bell in bells] == [str(row.id)]
     ring(bells, reason=RingReason.REQUEUE)  # what the leader's housekeeping does
@@ -100,7 +100,7 @@ def test_a_dead_workers_kept_run_is_rung_by_the_reaper_in_its_trace(tenant, span
     dead = f"dead-{uuid.uuid4().hex[:6]}"
     worker_record_save(make_worker_record(dead, silent_for=2.5))
     # A worker kept the queued run for itself (a DAG node's hand-on) and died before its claim.
-    TaskExecution.objects.filter(id=row.id).update(worker_id=dead)
+    TaskExecution.platform.filter(id=row.id).update(worker_id=dead)
 
     dead_workers_reap()
     connection.close()
@@ -126,7 +126,7 @@ def test_a_run_a_draining_worker_releases_keeps_its_trace_for_the_next_worker(te
 def test_a_run_the_lease_reaper_requeues_is_rung_again_in_its_trace(tenant, spans):
     row = _fired_and_rung(make_task(tenant, name="requeued", schedule={"type": "manual"}))
     executions_claim(execution_ids=[row.id], worker_id=WORKER, lease_seconds=60)
-    TaskExecution.objects.filter(id=row.id).update(
+    TaskExecution.platform.filter(id=row.id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert expired_leases_reap() == 1  # the same attempt back in the queue, rung on commit
@@ -155,17 +155,17 @@ def test_a_run_the_lease_reaper_fails_is_retried_and_rung_in_the_same_trace(
     ring([bell])
     executions_claim(execution_ids=[bell.execution_id], worker_id=WORKER, lease_seconds=60)
     # Its worker stopped renewing the lease: the reaper fails the attempt, a retry is due.
-    TaskExecution.objects.filter(id=bell.execution_id).update(
+    TaskExecution.platform.filter(id=bell.execution_id).update(
         lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
     assert expired_leases_reap() == 1
-    (retry,) = TaskExecution.objects.filter(task=task, attempt=2)
-    TaskExecution.objects.filter(id=retry.id).update(scheduled_at=timezone.now())
+    (retry,) = TaskExecution.platform.filter(task=task, attempt=2)
+    TaskExecution.platform.filter(id=retry.id).update(scheduled_at=timezone.now())
     bells = due_pending_promote(now=timezone.now() + timedelta(seconds=1), limit=100)
     assert [b.execution_id for b in bells] == [str(retry.id)]
     ring(bells)
 
-    first = TaskExecution.objects.get(id=bell.execution_id)
+    first = TaskExecution.platform.get(id=bell.execution_id)
     assert retry.traceparent == first.traceparent  # one trace shows every attempt
     rings = _rings_of(spans, first)
     assert len(rings) == 2  # the fire's ring (its span's end) and the retry's, under the fire
@@ -180,7 +180,7 @@ def test_a_backfills_run_is_one_trace_from_its_fire_to_its_finish(tenant, spans)
     end = timezone.now().replace(minute=0, second=0, microsecond=0)
     backfill = backfill_create(tenant=tenant, task=task, start=end - timedelta(hours=3), end=end)
     # max_parallel 1: its first run is released at once, the others as each one finishes.
-    (row,) = TaskExecution.objects.filter(task=task, trigger="backfill")
+    (row,) = TaskExecution.platform.filter(task=task, trigger="backfill")
     assert row.traceparent  # its trace starts with the backfill's release
 
     # The leader promotes it as any due pending row, and a worker runs it.
@@ -223,5 +223,5 @@ def test_a_backfill_recorded_while_tracing_is_off_gets_no_context(tenant):
     )
     end = timezone.now().replace(minute=0, second=0, microsecond=0)
     backfill_create(tenant=tenant, task=task, start=end - timedelta(hours=3), end=end)
-    (row,) = TaskExecution.objects.filter(task=task, trigger="backfill")
+    (row,) = TaskExecution.platform.filter(task=task, trigger="backfill")
     assert row.traceparent == ""

@@ -98,13 +98,13 @@ def test_a_run_is_one_trace_from_the_fire_through_the_ring_claim_handler_and_fin
         <= handled.end_time
     )
 
-    row = TaskExecution.objects.get(id=bells[0].execution_id)
+    row = TaskExecution.platform.get(id=bells[0].execution_id)
     flags = int(fired.context.trace_flags)
     assert flags & 1  # sampled
     assert row.traceparent == f"00-{trace_id:032x}-{fired.context.span_id:016x}-{flags:02x}"
     # What the API and the dashboard show, and what the run's log names.
     assert ExecutionOutput(row).data["trace_id"] == f"{trace_id:032x}"
-    log = ExecutionLog.objects.get(execution_id=row.id).text
+    log = ExecutionLog.platform.get(execution_id=row.id).text
     ids = f"trace_id={trace_id:032x} span_id={handled.context.span_id:016x}"
     assert ids in log
     # And every line the platform writes about the run after it, the task's output as printed.
@@ -191,7 +191,7 @@ def test_a_fire_not_sampled_records_no_span_but_keeps_its_decision_for_the_worke
         assert execution_run(execution_id=bells[0].execution_id, worker_id=WORKER) == "success"
     finally:
         tracing_stop(provider)
-    row = TaskExecution.objects.get(id=bells[0].execution_id)
+    row = TaskExecution.platform.get(id=bells[0].execution_id)
     assert row.traceparent  # the decision travels with the run: not sampled
     assert not int(row.traceparent[-2:], 16) & 1
     assert exporter_spans == []
@@ -207,10 +207,10 @@ def test_tracing_off_writes_no_context_and_makes_no_span(tenant, spans):
     ring(bells)
     assert execution_run(execution_id=bells[0].execution_id, worker_id=WORKER) == "success"
     assert spans.get_finished_spans() == ()
-    row = TaskExecution.objects.get(id=bells[0].execution_id)
+    row = TaskExecution.platform.get(id=bells[0].execution_id)
     assert row.traceparent == ""
     assert ExecutionOutput(row).data["trace_id"] is None
-    assert "trace_id=" not in ExecutionLog.objects.get(execution_id=row.id).text
+    assert "trace_id=" not in ExecutionLog.platform.get(execution_id=row.id).text
     # No SDK provider was installed as OpenTelemetry's global one by any of this.
     assert not type(trace.get_tracer_provider()).__module__.startswith("opentelemetry.sdk")
 

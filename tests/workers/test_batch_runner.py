@@ -73,7 +73,7 @@ def test_a_batch_runs_each_execution_once_and_finishes_successes_together(tenant
         queue=runs[0].queue,
     )
     assert summary == "batch of 6: 5 success, 1 duplicate"
-    done = TaskExecution.objects.filter(id__in=[run.id for run in runs])
+    done = TaskExecution.platform.filter(id__in=[run.id for run in runs])
     assert {row.status for row in done} == {"success"}
     for row in done:
         assert row.worker_id == WORKER and row.lease_expires_at is None
@@ -82,7 +82,7 @@ def test_a_batch_runs_each_execution_once_and_finishes_successes_together(tenant
     # Delivered again (a redelivery of the same message): nothing runs twice.
     again = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
     assert again == "batch of 5: 5 duplicate"
-    assert TaskExecution.objects.filter(task=task).count() == 5
+    assert TaskExecution.platform.filter(task=task).count() == 5
 
 
 def test_failures_are_finished_one_by_one_with_their_retry(tenant):
@@ -100,15 +100,15 @@ def test_failures_are_finished_one_by_one_with_their_retry(tenant):
         worker_id=WORKER,
     )
     assert summary == "batch of 3: 2 success, 1 failed"
-    failed = TaskExecution.objects.get(id=bad_runs[0].id)
+    failed = TaskExecution.platform.get(id=bad_runs[0].id)
     assert failed.status == "failed" and "failing on purpose" in failed.error_message
     # Its real start is recorded, not the batch's claim: it ran after the first success did.
-    first = TaskExecution.objects.get(id=ok_runs[0].id)
+    first = TaskExecution.platform.get(id=ok_runs[0].id)
     assert first.started_at < failed.started_at <= failed.completed_at
-    retry = TaskExecution.objects.get(retry_of_id=failed.id)
+    retry = TaskExecution.platform.get(retry_of_id=failed.id)
     assert retry.status == "pending" and retry.attempt == 2
     assert set(
-        TaskExecution.objects.filter(id__in=[r.id for r in ok_runs]).values_list(
+        TaskExecution.platform.filter(id__in=[r.id for r in ok_runs]).values_list(
             "status", flat=True
         )
     ) == {"success"}
@@ -125,7 +125,7 @@ def test_a_batch_run_that_logs_keeps_its_log(tenant):
     runs = _queued(task, 2)
     execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
     for run in runs:
-        log = ExecutionLog.objects.get(execution_id=run.id)
+        log = ExecutionLog.platform.get(execution_id=run.id)
         assert "hello-from-batch" in log.text and log.tenant_id == tenant.id
 
 
@@ -143,7 +143,7 @@ def test_a_slow_handler_hands_back_the_runs_its_batch_has_not_started(tenant, se
     quick_first, slow_run, rest = _queued(quick, 1), _queued(slow, 1), _queued(quick, 3)
     for run in [*quick_first, *slow_run]:  # one batch: one queue
         run.queue = rest[0].queue
-    TaskExecution.objects.filter(id__in=[r.id for r in [*quick_first, *slow_run]]).update(
+    TaskExecution.platform.filter(id__in=[r.id for r in [*quick_first, *slow_run]]).update(
         queue=rest[0].queue
     )
     summary = execution_batch_run(
@@ -152,11 +152,11 @@ def test_a_slow_handler_hands_back_the_runs_its_batch_has_not_started(tenant, se
     # The quick run before the slow one was recorded by the spill, well before the slow one
     # ended; the three after it were given back unstarted and rung again, one doorbell each.
     assert summary == "batch of 5: 2 success"
-    first = TaskExecution.objects.get(id=quick_first[0].id)
-    slow_done = TaskExecution.objects.get(id=slow_run[0].id)
+    first = TaskExecution.platform.get(id=quick_first[0].id)
+    slow_done = TaskExecution.platform.get(id=slow_run[0].id)
     assert first.status == slow_done.status == "success"
     assert first.updated_at < slow_done.completed_at
-    given_back = TaskExecution.objects.filter(id__in=[run.id for run in rest])
+    given_back = TaskExecution.platform.filter(id__in=[run.id for run in rest])
     for row in given_back:
         assert row.status == "queued"
         assert row.worker_id == "" and row.claim_token is None and row.started_at is None
@@ -174,7 +174,7 @@ def test_a_cancel_requested_while_queued_stops_that_run_only(tenant):
     runs = _queued(task, 3)
     cancel_request(execution_id=str(runs[1].id))
     summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
-    statuses = dict(TaskExecution.objects.filter(task=task).values_list("id", "status").iterator())
+    statuses = dict(TaskExecution.platform.filter(task=task).values_list("id", "status").iterator())
     assert statuses[runs[1].id] == "cancelled"
     assert statuses[runs[0].id] == statuses[runs[2].id] == "success"
     assert summary == "batch of 3: 2 success, 1 cancelled"
@@ -190,9 +190,9 @@ def test_quotas_judge_a_batch_run_by_run(tenant):
     runs = _queued(task, 3)
     summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
     assert summary == "batch of 3: 2 success, 1 deferred"
-    statuses = [TaskExecution.objects.get(id=run.id).status for run in runs]
+    statuses = [TaskExecution.platform.get(id=run.id).status for run in runs]
     assert statuses == ["success", "success", "pending"]
-    deferred = TaskExecution.objects.get(id=runs[2].id)
+    deferred = TaskExecution.platform.get(id=runs[2].id)
     assert deferred.claim_token is None and deferred.scheduled_at > runs[2].scheduled_at
 
 
@@ -209,7 +209,7 @@ def test_a_batch_that_keeps_moving_still_hands_back_what_waits_too_long(tenant, 
     )
     runs = _queued(task, 9)
     summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
-    statuses = [TaskExecution.objects.get(id=run.id).status for run in runs]
+    statuses = [TaskExecution.platform.get(id=run.id).status for run in runs]
     done = statuses.count("success")
     assert summary == f"batch of 9: {done} success"
     assert 4 <= done < 9
@@ -233,13 +233,13 @@ def test_shell_runs_run_in_lanes_and_a_slow_one_spills_only_what_has_not_started
     quick = make_task(tenant, name="quick-shell", schedule={"type": "manual"}, handler=SHELL_TRUE)
     slow_run, quick_runs = _queued(slow, 1), _queued(quick, 5)
     queue = quick_runs[0].queue
-    TaskExecution.objects.filter(id=slow_run[0].id).update(queue=queue)  # one batch: one queue
+    TaskExecution.platform.filter(id=slow_run[0].id).update(queue=queue)  # one batch: one queue
     summary = execution_batch_run(
         execution_ids=[*_ids(slow_run), *_ids(quick_runs)], worker_id=WORKER
     )
     rows = {
         row.id: row
-        for row in TaskExecution.objects.filter(id__in=[r.id for r in [*slow_run, *quick_runs]])
+        for row in TaskExecution.platform.filter(id__in=[r.id for r in [*slow_run, *quick_runs]])
     }
     slow_done = rows[slow_run[0].id]
     assert slow_done.status == "success"
@@ -259,9 +259,9 @@ def test_shell_runs_run_in_lanes_and_a_slow_one_spills_only_what_has_not_started
     if given_back:
         again = execution_batch_run(execution_ids=_ids(given_back), worker_id="other@host")
         assert again == f"batch of {len(given_back)}: {len(given_back)} success"
-    assert TaskExecution.objects.filter(task__in=[slow, quick]).count() == 6
+    assert TaskExecution.platform.filter(task__in=[slow, quick]).count() == 6
     assert set(
-        TaskExecution.objects.filter(task__in=[slow, quick]).values_list("status", flat=True)
+        TaskExecution.platform.filter(task__in=[slow, quick]).values_list("status", flat=True)
     ) == {"success"}
 
 
@@ -290,16 +290,16 @@ def test_when_every_lane_is_held_the_batch_hands_back_what_has_not_started(tenan
     quick = make_task(tenant, name="quick-shell", schedule={"type": "manual"}, handler=SHELL_TRUE)
     slow_runs, quick_runs = _queued(slow, 2), _queued(quick, 3)
     queue = quick_runs[0].queue
-    TaskExecution.objects.filter(id__in=[r.id for r in slow_runs]).update(queue=queue)
+    TaskExecution.platform.filter(id__in=[r.id for r in slow_runs]).update(queue=queue)
     summary = execution_batch_run(
         execution_ids=[*_ids(slow_runs), *_ids(quick_runs)], worker_id=WORKER
     )
     # Both lanes held by the slow runs for a whole look: the quick runs, not started, went
     # back and were rung again, one doorbell each.
     assert summary == "batch of 5: 2 success"
-    assert {TaskExecution.objects.get(id=run.id).status for run in slow_runs} == {"success"}
+    assert {TaskExecution.platform.get(id=run.id).status for run in slow_runs} == {"success"}
     for run in quick_runs:
-        row = TaskExecution.objects.get(id=run.id)
+        row = TaskExecution.platform.get(id=run.id)
         assert row.status == "queued"
         assert row.worker_id == "" and row.claim_token is None and row.started_at is None
     assert sorted(_rung(queue)) == sorted(_ids(quick_runs))
@@ -324,8 +324,8 @@ def test_a_celery_run_cancelled_while_queued_sends_nothing(tenant, settings):
     runs = _queued(task, 2)
     cancel_request(execution_id=str(runs[0].id))
     summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
-    assert TaskExecution.objects.get(id=runs[0].id).status == "cancelled"
-    assert TaskExecution.objects.get(id=runs[1].id).status == "success"
+    assert TaskExecution.platform.get(id=runs[0].id).status == "cancelled"
+    assert TaskExecution.platform.get(id=runs[1].id).status == "success"
     client, prefix = _broker()
     assert client.llen(prefix + target) == 1  # the run not cancelled sent its one message
     client.delete(prefix + target)

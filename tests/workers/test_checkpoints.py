@@ -52,14 +52,14 @@ def test_a_timed_out_attempt_leaves_its_checkpoint_to_the_next_attempt_masked(te
     first = task_trigger(task=task)
     executed, report = _claim_and_run(first.id)
     assert executed.outcome.status == "timed_out"
-    second = TaskExecution.objects.get(id=report.next_attempt_id)
+    second = TaskExecution.platform.get(id=report.next_attempt_id)
     assert second.attempt == 2 and second.root_execution_id == first.id
 
     executed, _ = _claim_and_run(second.id)
     assert executed.outcome.status == "success"
     # The state rests masked: the secret the handler put in it is not in the database.
     assert executed.outcome.result == {"resumed_from": {"done": 3, "note": "token=****"}}
-    stored = RunCheckpoint.objects.get(chain_id=first.id)
+    stored = RunCheckpoint.platform.get(chain_id=first.id)
     assert stored.attempt == 1 and "s3cr3t" not in str(stored.state)
 
 
@@ -78,7 +78,7 @@ def test_a_first_start_resumes_from_nothing_and_the_cap_refuses_a_big_state(tena
     assert executed.outcome.status == "failed"
     assert executed.outcome.error_class == "exception:CheckpointRefused"
     assert "over the cap of 1,024 (CHECKPOINT_MAX_BYTES)" in executed.outcome.error_message
-    assert not RunCheckpoint.objects.filter(tenant=tenant).exists()
+    assert not RunCheckpoint.platform.filter(tenant=tenant).exists()
 
 
 def _checkpoints():
@@ -146,7 +146,7 @@ def test_another_tenants_chain_id_finds_no_checkpoint(tenant, tenant_factory):
     assert nosy.resumed_state() is None
     # and its save cannot take the row over.
     nosy.save_state({"stolen": True})
-    assert RunCheckpoint.objects.get(chain_id=chain).state == {"private": "data"}
+    assert RunCheckpoint.platform.get(chain_id=chain).state == {"private": "data"}
 
 
 def test_old_checkpoints_expire(tenant):
@@ -166,7 +166,7 @@ def test_old_checkpoints_expire(tenant):
     fresh = _store(tenant)
     fresh.save_state({"new": True})
     assert checkpoints_expire() == 1
-    assert list(RunCheckpoint.objects.values_list("chain_id", flat=True)) == [fresh.chain_id]
+    assert list(RunCheckpoint.platform.values_list("chain_id", flat=True)) == [fresh.chain_id]
 
 
 def _shell_ctx(store, *, timeout=20.0):
@@ -195,14 +195,14 @@ def test_a_shell_tasks_checkpoint_file_reaches_its_next_attempt_even_after_a_tim
         sandbox=sandbox,
     )
     assert outcome.status == "timed_out"
-    assert bytes(RunCheckpoint.objects.get(chain_id=first.chain_id).file_data) == b"step-1\n"
+    assert bytes(RunCheckpoint.platform.get(chain_id=first.chain_id).file_data) == b"step-1\n"
 
     second = _store(tenant, chain_id=first.chain_id, attempt=2)
     ctx = _shell_ctx(second)
     outcome = run_shell({"command": ["sh", "-c", script]}, ctx, sandbox=sandbox)
     assert outcome.status == "success", ctx.log.text()
     assert ctx.log.stream_text("stdout") == "step-1\n"  # what attempt 1 left
-    assert bytes(RunCheckpoint.objects.get(chain_id=first.chain_id).file_data) == (
+    assert bytes(RunCheckpoint.platform.get(chain_id=first.chain_id).file_data) == (
         b"step-1\nstep-2\n"
     )
 
@@ -218,7 +218,7 @@ def test_a_shell_checkpoint_file_over_the_cap_is_not_kept(tenant):
         )
     assert outcome.status == "success"
     assert "checkpoint file not kept: over 1,024 bytes" in ctx.log.text()
-    assert not RunCheckpoint.objects.filter(chain_id=store.chain_id).exists()
+    assert not RunCheckpoint.platform.filter(chain_id=store.chain_id).exists()
 
 
 def test_a_preempted_shell_task_that_checkpoints_gets_sigterm_and_is_handed_back(tenant):
@@ -250,7 +250,7 @@ def test_a_preempted_shell_task_that_checkpoints_gets_sigterm_and_is_handed_back
         thread.join()
     assert outcome.error_class == "preempted", (outcome, ctx.log.text())
     assert "the worker is being preempted: sending SIGTERM" in ctx.log.text()
-    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"stopped-at-1\n"
+    assert bytes(RunCheckpoint.platform.get(chain_id=store.chain_id).file_data) == b"stopped-at-1\n"
 
 
 def test_a_preempted_shell_task_that_does_not_checkpoint_runs_on(tenant):
@@ -272,14 +272,14 @@ def test_a_lease_renewal_saves_a_changed_checkpoint_file(tenant, tmp_path):
     path.write_bytes(b"")
     store.watch_file(str(path))
     store.renewal_save()  # unchanged: nothing written
-    assert not RunCheckpoint.objects.filter(chain_id=store.chain_id).exists()
+    assert not RunCheckpoint.platform.filter(chain_id=store.chain_id).exists()
     path.write_bytes(b"rows=500\n")
     store.renewal_save()
-    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
+    assert bytes(RunCheckpoint.platform.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
     store.watch_file(None)
     path.write_bytes(b"rows=900\n")
     store.renewal_save()  # no longer watched (the attempt ended)
-    assert bytes(RunCheckpoint.objects.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
+    assert bytes(RunCheckpoint.platform.get(chain_id=store.chain_id).file_data) == b"rows=500\n"
 
 
 def test_preempted_raised_unasked_is_a_failed_attempt_not_a_hand_back(tenant):

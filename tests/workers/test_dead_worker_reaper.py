@@ -69,8 +69,8 @@ def test_two_missed_heartbeats_mark_a_worker_dead_and_requeue_its_runs_once(tena
     for execution in lost:
         execution.refresh_from_db()
         assert (execution.status, execution.attempt, execution.claim_token) == ("queued", 1, None)
-        assert not TaskExecution.objects.filter(retry_of_id=execution.id).exists()
-        losses = ExecutionLoss.objects.filter(execution_id=execution.id)
+        assert not TaskExecution.platform.filter(retry_of_id=execution.id).exists()
+        losses = ExecutionLoss.platform.filter(execution_id=execution.id)
         assert [(loss.outcome, loss.worker_id) for loss in losses] == [("requeued", dead)]
         assert len([m for m in messages if _names(m, execution.id)]) == 1
     kept.refresh_from_db()

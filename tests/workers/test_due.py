@@ -58,7 +58,7 @@ def test_a_run_claimed_ahead_starts_its_handler_at_its_time(tenant):
     task = make_task(tenant, name="ahead", schedule={"type": "manual"})
     (run,) = _queued_ahead(task, 1, ahead=LEAD)
     assert execution_run(execution_id=str(run.id), worker_id=WORKER) == "success"
-    row = TaskExecution.objects.get(id=run.id)
+    row = TaskExecution.platform.get(id=run.id)
     assert row.scheduled_at <= row.started_at <= row.completed_at
     _assert_lag_observed_once_each(row.queue, [row])
 
@@ -70,7 +70,7 @@ def test_a_batch_claimed_ahead_waits_for_its_time_without_spilling(tenant):
     summary = execution_batch_run(execution_ids=[str(run.id) for run in runs], worker_id=WORKER)
     # The wait is not a slow handler: nothing is handed back (a spill would re-ring them).
     assert summary == "batch of 4: 4 success"
-    rows = list(TaskExecution.objects.filter(id__in=[run.id for run in runs]))
+    rows = list(TaskExecution.platform.filter(id__in=[run.id for run in runs]))
     for row in rows:
         assert row.worker_id == WORKER
         assert row.scheduled_at <= row.started_at <= row.completed_at
@@ -97,4 +97,4 @@ def test_a_run_due_later_than_the_tolerance_is_not_claimed(tenant):
     task = make_task(tenant, name="too-early", schedule={"type": "manual"})
     (run,) = _queued_ahead(task, 1, ahead=CLAIM_CLOCK_TOLERANCE + timedelta(seconds=30))
     assert execution_run(execution_id=str(run.id), worker_id=WORKER) == "duplicate"
-    assert TaskExecution.objects.get(id=run.id).status == "queued"
+    assert TaskExecution.platform.get(id=run.id).status == "queued"

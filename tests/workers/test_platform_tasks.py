@@ -60,7 +60,7 @@ def test_a_tenant_cannot_name_a_platform_task_of_any_app_even_when_listed(api, s
     assert response.status_code == 400, response.content
     assert response.json()["field"] == "handler.task"
     assert "platform's own tasks" in response.json()["message"]
-    assert not TaskDefinition.objects.exists()
+    assert not TaskDefinition.platform.exists()
 
 
 @pytest.mark.django_db
