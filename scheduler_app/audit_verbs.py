@@ -58,6 +58,7 @@ NOUNS = {
     "backfill": "backfill",
     "approval": "approval",
     "scheduler": "scheduler",
+    "pool": "pool",
     "event": "event",
     "incident": "incident",
 }
@@ -75,6 +76,7 @@ KNOWN_VERBS = (
     "member.update", "member.delete", "apikey.create", "apikey.revoke",
     "secret.create", "secret.update", "secret.delete",
     "incident.acknowledge", "incident.resolve",
+    "pool.create", "pool.update", "pool.delete",
 )  # fmt: skip
 
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}

@@ -1,6 +1,7 @@
 from scheduler_app.models.access import ApiKey, AuditEntry, IdempotencyRecord, Secret
 from scheduler_app.models.checkpoint import RunCheckpoint
 from scheduler_app.models.execution import ExecutionLog, TaskExecution
+from scheduler_app.models.flow import FlowRateStart, Pool
 from scheduler_app.models.task_definition import TaskDefinition
 from scheduler_app.models.tenant import MemberInvitation, Tenant, TenantMembership
 from scheduler_app.models.usage import BudgetUsage
@@ -10,8 +11,10 @@ __all__ = [
     "AuditEntry",
     "BudgetUsage",
     "ExecutionLog",
+    "FlowRateStart",
     "IdempotencyRecord",
     "MemberInvitation",
+    "Pool",
     "RunCheckpoint",
     "Secret",
     "TaskDefinition",

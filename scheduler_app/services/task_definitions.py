@@ -139,6 +139,7 @@ def task_update(
             "notifications",
             "idempotency_key",
             "owner",
+            "flow_control",
             *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))
