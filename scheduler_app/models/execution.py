@@ -6,6 +6,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.fields.json import KeyTextTransform
 
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
@@ -125,6 +126,14 @@ class TaskExecution(models.Model):
                 fields=["flow_holds"],
                 name="idx_exec_flow_holds_running",
                 condition=Q(status="running", flow_holds__isnull=False),
+            ),
+            # A flow key's waiting runs, oldest first: woken when its slots come free.
+            models.Index(
+                F("tenant"),
+                KeyTextTransform("key", "waiting_for"),
+                F("scheduled_at"),
+                name="idx_exec_flow_waiting",
+                condition=Q(status="pending", waiting_for__isnull=False),
             ),
             # "Has this task's key already succeeded?", asked before a keyed run starts.
             models.Index(

@@ -346,6 +346,39 @@ def _write_waits(waits: list[tuple[Claim, dict[str, Any], datetime]], *, now: da
         )
 
 
+_KIND_OF_PREFIX = {"c": "concurrency", "p": "pool"}
+
+
+def flow_waiters_wake(*, released: Sequence[dict[str, int]], now: datetime) -> None:
+    """Runs ended holding these slots ({counter key: slots} each): as many of each key's
+    oldest waiting runs as slots came free are due to be looked at now, instead of at their
+    recheck time, so a freed slot is taken within a promote round. A cancel or a lost lease
+    frees its slot too, and its waiters come at their recheck."""
+    freed: dict[str, int] = {}
+    for holds in released:
+        for key, slots in holds.items():
+            freed[key] = freed.get(key, 0) + int(slots)
+    table = TaskExecution._meta.db_table
+    with connection.cursor() as cursor:
+        for counter_key, slots in freed.items():
+            prefix, tenant_id, shown = counter_key.split(":", 2)
+            cursor.execute(
+                f"UPDATE {table} SET flow_wake_at = %s WHERE id IN (SELECT id FROM {table} "
+                "WHERE status = %s AND waiting_for IS NOT NULL AND tenant_id = %s "
+                "AND (waiting_for ->> 'key') = %s AND waiting_for ->> 'kind' = %s "
+                "AND flow_wake_at > %s ORDER BY scheduled_at LIMIT %s)",
+                [
+                    now,
+                    ExecutionStatus.PENDING.value,
+                    tenant_id,
+                    shown,
+                    _KIND_OF_PREFIX.get(prefix, prefix),
+                    now,
+                    slots,
+                ],
+            )
+
+
 def flow_rate_starts_prune(*, now: datetime) -> int:
     """Delete the rate starts older than the longest window (an hour): no limit reads them."""
     deleted, _ = FlowRateStart.objects.filter(started_at__lt=now - timedelta(hours=1)).delete()

@@ -251,3 +251,24 @@ def test_two_admitters_racing_for_one_key_never_exceed_it(tenant):
     assert len(admitted[0] | admitted[1]) == 3
     held = TaskExecution.objects.filter(status="running", flow_holds__isnull=False).count()
     assert held == 3
+
+
+def test_a_finish_wakes_as_many_of_its_keys_oldest_waiters_as_slots_came_free(tenant):
+    from handler_contract.base import HandlerOutcome
+    from runs.finish import runs_finish
+    from scheduler_app.services.executions import Ended
+
+    task = limited_task(tenant, concurrency=[{"key": "one", "max_running": 1}])
+    holder, *waiters = queued(task, 4)
+    verdict = claim_and_admit([holder, *waiters])
+    (admitted,) = verdict.admitted
+    before = timezone.now()
+    runs_finish([Ended(claim=admitted, outcome=HandlerOutcome(status="success"))])
+    wakes = dict(
+        TaskExecution.objects.filter(id__in=[w.id for w in waiters]).values_list(
+            "id", "flow_wake_at"
+        )
+    )
+    woken = [w.id for w in waiters if wakes[w.id] <= timezone.now()]
+    assert woken == [waiters[0].id]  # the oldest, and only one: one slot came free
+    assert wakes[waiters[0].id] >= before

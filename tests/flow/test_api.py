@@ -147,3 +147,24 @@ def test_waiting_for_is_shown_in_the_execution_list_and_detail(api, tenant):
         row["id"]: row["waiting_for"] for row in api.get("/api/v1/executions").json()["results"]
     }
     assert listed[str(runs[1].id)] == expected
+
+
+def test_a_metric_per_limit_with_running_and_waiting_and_bounded_keys(api, tenant, monkeypatch):
+    from scheduler_app.monitoring import flow
+
+    task = TaskDefinition.objects.get(
+        id=api.post(
+            "/api/v1/tasks",
+            task_body(concurrency=[{"key": "{{ parameters.c }}", "max_running": 1}]),
+            format="json",
+        ).json()["id"]
+    )
+    for customer in ("a", "b", "c"):
+        claim_and_admit(queued(task, 2, c=customer))
+    monkeypatch.setattr(flow, "FLOW_METRIC_KEYS", 2)
+    families = {family.name: family for family in flow.flow_metrics({str(tenant.id): "acme"})}
+    running = {s.labels["key"]: s.value for s in families["scheduler_flow_running"].samples}
+    waiting = {s.labels["key"]: s.value for s in families["scheduler_flow_waiting"].samples}
+    assert sum(running.values()) == 3 and sum(waiting.values()) == 3
+    assert len(set(running) | set(waiting)) <= 3  # two keys and "_other"
+    assert "_other" in set(running) | set(waiting)
