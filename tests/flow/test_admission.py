@@ -253,11 +253,12 @@ def test_two_admitters_racing_for_one_key_never_exceed_it(tenant):
     assert held == 3
 
 
-def test_a_finish_wakes_as_many_of_its_keys_oldest_waiters_as_slots_came_free(tenant):
+def test_a_finish_wakes_as_many_of_its_keys_oldest_waiters_as_slots_came_free(tenant, settings):
     from handler_contract.base import HandlerOutcome
     from runs.finish import runs_finish
     from scheduler_app.services.executions import Ended
 
+    settings.FLOW_RECHECK_SECONDS = 60  # no waiter comes back by its recheck meanwhile
     task = limited_task(tenant, concurrency=[{"key": "one", "max_running": 1}])
     holder, *waiters = queued(task, 4)
     verdict = claim_and_admit([holder, *waiters])
