@@ -217,7 +217,7 @@ def keys_under_load(*, runs: int, keys: int, seconds: float, claimers: int = 4) 
     }
 
 
-def claim_cost(*, runs: int = 2000, rounds: int = 5) -> dict[str, float]:
+def claim_cost(*, runs: int = 1000, rounds: int = 3) -> dict[str, float]:
     """Median wall ms per run of the claim (and admission) and of the finish, each mode."""
     from scheduler_app.services.claims import executions_claim
     from scheduler_app.services.flow_admission import claim_needs_flow, flow_admit
