@@ -25,6 +25,7 @@ issue's 10,000 runs and 100/minute over 5 minutes.
 from __future__ import annotations
 
 import heapq
+import os
 import queue
 import statistics
 import threading
@@ -328,8 +329,36 @@ def run(args: list[str]) -> Result:
     def row(measure: str, value, target: str = "", held: object = "") -> None:
         result.add(measure=measure, value=value, target=target, held=held)
 
+    parts = [arg.split("=", 1)[1] for arg in args if arg.startswith("--part=")] or [
+        "keys,cost,rate"
+    ]
+    parts = parts[0].split(",")
     runs, keys = (10_000, 100) if full else (2_000, 100)
-    load = keys_under_load(runs=runs, keys=keys, seconds=1.0)
+    if "keys" in parts:
+        _keys_rows(row, keys_under_load(runs=runs, keys=keys, seconds=1.0), runs=runs, keys=keys)
+    if "cost" in parts:
+        _cost_rows(row, claim_cost())
+    if "rate" in parts:
+        if full:
+            rate = rate_windows(limit=100, per="minute", windows=5)
+        else:
+            rate = rate_windows(limit=20, per="second", windows=15)
+        _rate_rows(row, rate)
+    result.notes.append(f"load average while it ran (1 min): {os.getloadavg()[0]:.1f}")
+    result.notes.append(
+        "keys: beat and workers played in this process (promote every 50 ms, 4 claimer threads, "
+        "batches of 20; a run's handler is a 1 s wait); the claim, admission, promote and finish "
+        "are the product's own functions"
+    )
+    if not full:
+        result.notes.append(
+            "quick form: 2,000 runs (ideal 10 s) and a 20/second limit over 15 s; --full runs the "
+            "issue's 10,000 runs and 100/minute over 5 minutes; --part=keys,cost,rate picks parts"
+        )
+    return result
+
+
+def _keys_rows(row, load: dict, *, runs: int, keys: int) -> None:
     most = load["most_running_per_key"]
     row(f"most running per key ({runs} runs, {keys} keys, max 2)", most, "<= 2", most <= 2)
     row("runs that succeeded", load["succeeded"], f"= {runs}", load["succeeded"] == runs)
@@ -340,17 +369,20 @@ def run(args: list[str]) -> Result:
         "within 10% of ideal",
         load["over_ideal_pct"] <= 10,
     )
-    cost = claim_cost()
+    if load["errors"]:
+        row("errors", "; ".join(load["errors"]))
+
+
+def _cost_rows(row, cost: dict) -> None:
     for name, value in cost.items():
         row(f"ms per run: {name}", round(value, 4))
     extra_claim = cost["with a concurrency limit claim"] - cost["without limits claim"]
     extra_finish = cost["with a concurrency limit finish"] - cost["without limits finish"]
     row("claim's extra ms per run with limits", round(extra_claim, 4), "<= 0.1", extra_claim <= 0.1)
     row("finish's extra ms per run with limits", round(extra_finish, 4))
-    if full:
-        rate = rate_windows(limit=100, per="minute", windows=5)
-    else:
-        rate = rate_windows(limit=20, per="second", windows=15)
+
+
+def _rate_rows(row, rate: dict) -> None:
     row(
         f"most starts in any {rate['window_seconds']} s window (limit {rate['limit']})",
         rate["most_in_any_window"],
@@ -363,16 +395,3 @@ def run(args: list[str]) -> Result:
         f"= {rate['runs']}",
         rate["started"] == rate["runs"],
     )
-    result.notes.append(
-        "keys: beat and workers played in this process (promote every 50 ms, 4 claimer threads, "
-        "batches of 20; a run's handler is a 1 s wait); the claim, admission, promote and finish "
-        "are the product's own functions"
-    )
-    if not full:
-        result.notes.append(
-            "quick form: 2,000 runs (ideal 10 s) and a 20/second limit over 15 s; --full runs the "
-            "issue's 10,000 runs and 100/minute over 5 minutes"
-        )
-    if load["errors"]:
-        result.notes.append(f"errors: {load['errors']}")
-    return result

@@ -358,25 +358,31 @@ def flow_waiters_wake(*, released: Sequence[dict[str, int]], now: datetime) -> N
     for holds in released:
         for key, slots in holds.items():
             freed[key] = freed.get(key, 0) + int(slots)
+    if not freed:
+        return
+    parts = [counter_key.split(":", 2) for counter_key in freed]
     table = TaskExecution._meta.db_table
     with connection.cursor() as cursor:
-        for counter_key, slots in freed.items():
-            prefix, tenant_id, shown = counter_key.split(":", 2)
-            cursor.execute(
-                f"UPDATE {table} SET flow_wake_at = %s WHERE id IN (SELECT id FROM {table} "
-                "WHERE status = %s AND waiting_for IS NOT NULL AND tenant_id = %s "
-                "AND (waiting_for ->> 'key') = %s AND waiting_for ->> 'kind' = %s "
-                "AND flow_wake_at > %s ORDER BY scheduled_at LIMIT %s)",
-                [
-                    now,
-                    ExecutionStatus.PENDING.value,
-                    tenant_id,
-                    shown,
-                    _KIND_OF_PREFIX.get(prefix, prefix),
-                    now,
-                    slots,
-                ],
-            )
+        # One statement however many keys: each key's oldest waiters, as many as its slots.
+        cursor.execute(
+            f"UPDATE {table} e SET flow_wake_at = %s FROM (SELECT w.id FROM "
+            "unnest(%s::uuid[], %s::text[], %s::text[], %s::int[]) AS u(tenant_id, kind, key, "
+            f"slots) CROSS JOIN LATERAL (SELECT x.id FROM {table} x WHERE x.status = %s "
+            "AND x.waiting_for IS NOT NULL AND x.tenant_id = u.tenant_id "
+            "AND (x.waiting_for ->> 'key') = u.key AND x.waiting_for ->> 'kind' = u.kind "
+            "AND x.flow_wake_at > %s ORDER BY x.scheduled_at LIMIT u.slots) w) woken "
+            "WHERE e.id = woken.id AND e.status = %s",
+            [
+                now,
+                [tenant_id for _, tenant_id, _ in parts],
+                [_KIND_OF_PREFIX.get(prefix, prefix) for prefix, _, _ in parts],
+                [shown for _, _, shown in parts],
+                list(freed.values()),
+                ExecutionStatus.PENDING.value,
+                now,
+                ExecutionStatus.PENDING.value,
+            ],
+        )
 
 
 def flow_rate_starts_prune(*, now: datetime) -> int:
