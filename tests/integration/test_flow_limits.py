@@ -21,7 +21,8 @@ from tests.processes import start_beat, start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ONE_PER_CUSTOMER = [{"key": "{{ parameters.customer }}", "max_running": 1}]
+# The key is the task's name (the sleep handler takes no other parameter than its seconds).
+ONE_PER_TASK = [{"key": "{{ task }}", "max_running": 1}]
 
 
 def sleeper(tenant, name: str, seconds: float):
@@ -32,7 +33,7 @@ def sleeper(tenant, name: str, seconds: float):
         handler={"type": "python", "callable": "sleep"},
         parameters={"seconds": seconds},
         retry_policy={"max_attempts": 1},
-        concurrency=ONE_PER_CUSTOMER,
+        concurrency=ONE_PER_TASK,
     )
 
 
@@ -44,11 +45,11 @@ def test_two_workers_and_two_beats_never_run_two_of_a_key_at_once(
         name="w-flow-2", concurrency=4, env_overrides={**FAST_WORKER, "BROKER_KEY_PREFIX": prefix}
     )
     first_beat, second_beat = beats("flow-a"), beats("flow-b")
-    task = sleeper(tenant, "per-customer", 0.5)
-    runs = [task_trigger(task=task, parameters={"customer": c}) for c in "abababab"]
+    tasks = [sleeper(tenant, "customer-a", 0.5), sleeper(tenant, "customer-b", 0.5)]
+    runs = [task_trigger(task=task) for _ in range(4) for task in tasks]
     try:
         wait_until(
-            lambda: TaskExecution.objects.filter(task=task, status="success").count() == 8,
+            lambda: TaskExecution.objects.filter(task__in=tasks, status="success").count() == 8,
             timeout=90,
             message="all eight runs succeeded",
         )
@@ -59,13 +60,10 @@ def test_two_workers_and_two_beats_never_run_two_of_a_key_at_once(
         second.stop()
     done = TaskExecution.objects.filter(id__in=[run.id for run in runs])
     assert {(run.status, run.attempt) for run in done} == {("success", 1)}
-    for customer in "ab":
-        mine = sorted(
-            (run for run in done if run.parameters["customer"] == customer),
-            key=lambda run: run.started_at,
-        )
+    for task in tasks:
+        mine = sorted((run for run in done if run.task_id == task.id), key=lambda r: r.started_at)
         for earlier, later in itertools.pairwise(mine):
-            assert earlier.completed_at <= later.started_at, f"two runs of {customer} overlapped"
+            assert earlier.completed_at <= later.started_at, f"two runs of {task.name} overlapped"
     assert len({run.worker_id for run in done}) == 2, "both workers ran some"
 
 
@@ -101,15 +99,17 @@ def test_a_sigkilled_workers_slot_is_free_once_its_lease_ends(tenant, flow_broke
     doomed = start_worker(name="w-flow-doomed", concurrency=2, env_overrides=worker_env)
     survivor = None
     try:
-        holder = pending_now(task, customer="42")
+        holder = pending_now(task)
         wait_until(
             lambda: TaskExecution.objects.get(id=holder.id).flow_holds is not None,
             timeout=60,
             message="the first run holds the key's slot",
         )
-        waiter = pending_now(task, customer="42", seconds=0.1)
+        waiter = pending_now(task, seconds=0.1)
         wait_until(
-            lambda: (TaskExecution.objects.get(id=waiter.id).waiting_for or {}).get("key") == "42",
+            lambda: (
+                (TaskExecution.objects.get(id=waiter.id).waiting_for or {}).get("key") == "holder"
+            ),
             timeout=60,
             message="the second run waits for the key",
         )
