@@ -48,6 +48,8 @@ METRIC_NAMES = (
     "scheduler_leader_epoch",
     "scheduler_leaders",
     "scheduler_missed_fires",
+    "scheduler_flow_running",
+    "scheduler_flow_waiting",
     "scheduler_retry_budget",
     "scheduler_budget_refusals_total",
     "scheduler_notifications_dropped_total",
