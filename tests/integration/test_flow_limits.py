@@ -4,20 +4,17 @@ and a slot freed when the lease of a SIGKILLed worker's run ends."""
 from __future__ import annotations
 
 import itertools
-import os
 import signal
+import uuid
 
 import pytest
-from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
-from project.settings.test_redis import claim_redis_db, release_redis_db
 from scheduler_app.models import TaskExecution
 from scheduler_app.services.task_definitions import task_trigger
 from tests.factories import make_task
 from tests.integration.conftest import FAST_BEAT, FAST_WORKER, dump_logs
-from tests.processes import start_beat, start_worker, wait_until
+from tests.processes import broker_key_prefix, start_beat, start_worker, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,67 +64,47 @@ def test_two_workers_and_two_beats_never_run_two_of_a_key_at_once(
     assert len({run.worker_id for run in done}) == 2, "both workers ran some"
 
 
-@pytest.fixture
-def flow_broker():
-    base = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-    owner = f"{settings.RUN_ID}:{settings.XDIST_WORKER}:flow-kill"
-    url, number = claim_redis_db(base, owner=owner)
-    yield url
-    release_redis_db(base, number, owner=owner)
-
-
-def pending_now(task, **parameters) -> TaskExecution:
-    """A run the private beat promotes and rings to the private broker (its doorbell is not
-    rung to the session's broker, where the shared worker would take it)."""
-    with transaction.atomic():
-        run = task_trigger(task=task, parameters=parameters)
-        transaction.get_connection().run_on_commit.clear()
-    TaskExecution.objects.filter(id=run.id).update(status="pending", queued_at=None)
-    return run
-
-
-def test_a_sigkilled_workers_slot_is_free_once_its_lease_ends(tenant, flow_broker):
-    env = {
-        "REDIS_URL": flow_broker,
-        "CELERY_BROKER_URL": flow_broker,
-        "CELERY_RESULT_BACKEND": flow_broker,
-        "SCHEDULER_REDIS_PREFIX": f"flowkill:{settings.RUN_ID}:",
-    }
-    worker_env = {**FAST_WORKER, **env, "WORKER_LEASE_SECONDS": "3"}
+def test_a_sigkilled_workers_slot_is_free_once_its_lease_ends(tenant):
+    """The workers and the beat of this test read broker queues under a prefix of their own,
+    so the session's shared worker never takes these runs: the only workers are the one we
+    kill and the one started after it."""
+    worker_env = {**FAST_WORKER, "WORKER_LEASE_SECONDS": "3"}
     task = sleeper(tenant, "holder", 60)
-    beat = start_beat(node_id="flow-kill", env_overrides={**FAST_BEAT, **env})
-    doomed = start_worker(name="w-flow-doomed", concurrency=2, env_overrides=worker_env)
-    survivor = None
-    try:
-        holder = pending_now(task)
-        wait_until(
-            lambda: TaskExecution.objects.get(id=holder.id).flow_holds is not None,
-            timeout=60,
-            message="the first run holds the key's slot",
-        )
-        waiter = pending_now(task, seconds=0.1)
-        wait_until(
-            lambda: (
-                (TaskExecution.objects.get(id=waiter.id).waiting_for or {}).get("key") == "holder"
-            ),
-            timeout=60,
-            message="the second run waits for the key",
-        )
-        doomed.kill(signal.SIGKILL)
-        killed_at = timezone.now()
-        survivor = start_worker(name="w-flow-survivor", concurrency=2, env_overrides=worker_env)
-        wait_until(
-            lambda: TaskExecution.objects.get(id=waiter.id).status == "success",
-            timeout=60,
-            message="the waiting run ran once the dead worker's lease ended",
-        )
-    except AssertionError:
-        print(dump_logs(beat, doomed, *([survivor] if survivor else [])))
-        raise
-    finally:
-        for process in (beat, doomed, survivor):
-            if process is not None:
-                process.stop(timeout=10)
+    with broker_key_prefix(f"flow-kill-{uuid.uuid4().hex[:8]}:"):
+        beat = start_beat(node_id="flow-kill", env_overrides=FAST_BEAT)
+        doomed = start_worker(name="w-flow-doomed", concurrency=2, env_overrides=worker_env)
+        survivor = None
+        try:
+            holder = task_trigger(task=task)
+            wait_until(
+                lambda: TaskExecution.objects.get(id=holder.id).flow_holds is not None,
+                timeout=60,
+                message="the first run holds the key's slot",
+            )
+            waiter = task_trigger(task=task, parameters={"seconds": 0.1})
+            wait_until(
+                lambda: (
+                    (TaskExecution.objects.get(id=waiter.id).waiting_for or {}).get("key")
+                    == "holder"
+                ),
+                timeout=60,
+                message="the second run waits for the key",
+            )
+            doomed.kill(signal.SIGKILL)
+            killed_at = timezone.now()
+            survivor = start_worker(name="w-flow-survivor", concurrency=2, env_overrides=worker_env)
+            wait_until(
+                lambda: TaskExecution.objects.get(id=waiter.id).status == "success",
+                timeout=60,
+                message="the waiting run ran once the dead worker's lease ended",
+            )
+        except AssertionError:
+            print(dump_logs(beat, doomed, *([survivor] if survivor else [])))
+            raise
+        finally:
+            for process in (beat, doomed, survivor):
+                if process is not None:
+                    process.stop(timeout=10)
     waiter = TaskExecution.objects.get(id=waiter.id)
     assert waiter.attempt == 1 and waiter.worker_id.startswith("w-flow-survivor")
     assert waiter.started_at >= killed_at
