@@ -109,36 +109,46 @@ def run_limits(claim: Claim, pool_sizes: dict[tuple[str, str], int]) -> list[Lim
     )
 
 
-def _held(slot_keys: list[str], *, now: datetime) -> dict[str, int]:
-    """What the running, admitted runs hold of each key (a run whose lease ran out holds
-    nothing: its worker is gone, or will find its claim taken over)."""
-    if not slot_keys:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT h.key, sum(h.value::int) FROM {TaskExecution._meta.db_table} e, "
-            "jsonb_each_text(e.flow_holds) h WHERE e.status = %s AND e.flow_holds IS NOT NULL "
-            "AND e.flow_holds ?| %s::text[] AND e.lease_expires_at > %s AND h.key = ANY(%s) "
-            "GROUP BY h.key",
-            [ExecutionStatus.RUNNING.value, slot_keys, now, slot_keys],
-        )
-        return {key: int(total) for key, total in cursor.fetchall()}
+_LOCK_SQL = "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k"
+_HELD_SQL = (
+    f"SELECT h.key, sum(h.value::int) FROM {TaskExecution._meta.db_table} e, "
+    "jsonb_each_text(e.flow_holds) h WHERE e.status = %s AND e.flow_holds IS NOT NULL "
+    "AND e.flow_holds ?| %s::text[] AND e.lease_expires_at > %s AND h.key = ANY(%s) "
+    "GROUP BY h.key"
+)
+_RATE_SQL = (
+    "SELECT u.key, count(s.id), min(s.started_at) "
+    "FROM unnest(%s::text[], %s::timestamptz[]) AS u(key, since) "
+    f"LEFT JOIN {FlowRateStart._meta.db_table} s ON s.key = u.key "
+    "AND s.started_at > u.since GROUP BY u.key"
+)
 
 
-def _rate_usage(rates: dict[str, int], *, now: datetime) -> dict[str, tuple[int, datetime | None]]:
-    """(starts in the window, the oldest of them) per rate key; `rates`: key -> window."""
-    if not rates:
-        return {}
-    keys = list(rates)
+def _lock_and_count(every: dict[str, Limit], *, now: datetime) -> _Counts:
+    """Lock the keys, then count them, in one round trip: the statements run in turn, each
+    with its own snapshot (read committed), so the counts see every admission committed
+    before the locks were granted. (A run's claim pays this trip, so it is one, not three.)"""
+    slot_keys = [key for key, limit in every.items() if not limit.per_seconds]
+    rates = {key: limit.per_seconds for key, limit in every.items() if limit.per_seconds}
+    statements = [_LOCK_SQL]
+    params: list[Any] = [sorted({_lock_id(key) for key in every})]
+    if slot_keys:
+        statements.append(_HELD_SQL)
+        params += [ExecutionStatus.RUNNING.value, slot_keys, now, slot_keys]
+    if rates:
+        statements.append(_RATE_SQL)
+        params += [list(rates), [now - timedelta(seconds=rates[key]) for key in rates]]
+    held: dict[str, int] = {}
+    rate: dict[str, tuple[int, datetime | None]] = {}
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT u.key, count(s.id), min(s.started_at) "
-            "FROM unnest(%s::text[], %s::timestamptz[]) AS u(key, since) "
-            f"LEFT JOIN {FlowRateStart._meta.db_table} s ON s.key = u.key "
-            "AND s.started_at > u.since GROUP BY u.key",
-            [keys, [now - timedelta(seconds=rates[key]) for key in keys]],
-        )
-        return {key: (count, oldest) for key, count, oldest in cursor.fetchall()}
+        cursor.execute("; ".join(statements), params)
+        if slot_keys:
+            cursor.nextset()
+            held = {key: int(total) for key, total in cursor.fetchall()}
+        if rates:
+            cursor.nextset()
+            rate = {key: (count, oldest) for key, count, oldest in cursor.fetchall()}
+    return _Counts(held=held, rate=rate)
 
 
 def _holders(key: str, *, now: datetime) -> list[tuple[Any, int]]:
@@ -206,17 +216,7 @@ def flow_admit(*, claims: Sequence[Claim], now: datetime | None = None) -> FlowV
     holds: list[tuple[Claim, dict[str, int]]] = []
     starts: list[FlowRateStart] = []
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k",
-                [sorted({_lock_id(key) for key in every})],
-            )
-        counts = _Counts(
-            held=_held([k for k, limit in every.items() if not limit.per_seconds], now=now),
-            rate=_rate_usage(
-                {k: limit.per_seconds for k, limit in every.items() if limit.per_seconds}, now=now
-            ),
-        )
+        counts = _lock_and_count(every, now=now)
         for claim in ordered:
             run = limits[claim.execution.id]
             blocking = next(
