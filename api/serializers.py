@@ -196,6 +196,21 @@ class TaskInput(StrictSerializer):
         max_length=255,
         help_text='Who the runbook tells: "user:<username>" or a notification target\'s name',
     )
+    # Flow control (docs/tasks/flow-control.md); the shapes are checked by the service, which
+    # names the field it refuses (`concurrency[0].max_running`).
+    concurrency = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='[{"key": "{{ parameters.customer_id }}", "max_running": 2, "strategy": '
+        '"queue"}] (strategies: queue, cancel_in_progress, cancel_newest, skip)',
+    )
+    pool = serializers.CharField(required=False, allow_null=True, max_length=100)
+    pool_slots = serializers.IntegerField(required=False, allow_null=True)
+    rate_limit = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='[{"key": "{{ parameters.account }}", "limit": 10, "per": "minute"}]',
+    )
 
 
 class TriggerInput(StrictSerializer):
@@ -207,6 +222,10 @@ class TaskOutput(serializers.ModelSerializer):
     handler = serializers.JSONField(source="handler_config")
     retry_policy = serializers.SerializerMethodField()
     policy = serializers.SerializerMethodField()
+    concurrency = serializers.SerializerMethodField()
+    pool = serializers.SerializerMethodField()
+    pool_slots = serializers.SerializerMethodField()
+    rate_limit = serializers.SerializerMethodField()
 
     class Meta:
         model = TaskDefinition
@@ -226,6 +245,10 @@ class TaskOutput(serializers.ModelSerializer):
             "idempotency_key",
             "singleton",
             "debounce",
+            "concurrency",
+            "pool",
+            "pool_slots",
+            "rate_limit",
             "sla_seconds",
             "owner",
             "enabled",
@@ -251,6 +274,18 @@ class TaskOutput(serializers.ModelSerializer):
         if task.schedule_exclude:
             schedule["exclude"] = task.schedule_exclude
         return schedule
+
+    def get_concurrency(self, task: TaskDefinition) -> list[dict[str, Any]]:
+        return (task.flow_control or {}).get("concurrency", [])
+
+    def get_pool(self, task: TaskDefinition) -> str | None:
+        return (task.flow_control or {}).get("pool")
+
+    def get_pool_slots(self, task: TaskDefinition) -> int | None:
+        return (task.flow_control or {}).get("pool_slots")
+
+    def get_rate_limit(self, task: TaskDefinition) -> list[dict[str, Any]]:
+        return (task.flow_control or {}).get("rate_limit", [])
 
     def get_retry_policy(self, task: TaskDefinition) -> dict:
         return {
@@ -307,6 +342,10 @@ class ExecutionOutput(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
     trace_id = serializers.SerializerMethodField()
     rerun_of = serializers.SerializerMethodField()
+    waiting_for = serializers.SerializerMethodField(
+        help_text='Why a pending run waits on a flow-control limit: {"kind": "concurrency"|'
+        '"pool"|"rate_limit", "key": ..., "running": n, "max": m}; null otherwise'
+    )
 
     class Meta:
         list_serializer_class = ExecutionListOutput
@@ -348,6 +387,7 @@ class ExecutionOutput(serializers.ModelSerializer):
             "cpu_seconds",
             "peak_memory_bytes",
             "trace_id",
+            "waiting_for",
         ]
 
     @extend_schema_field(
@@ -375,6 +415,14 @@ class ExecutionOutput(serializers.ModelSerializer):
         """The run's OpenTelemetry trace id (docs/operations/tracing.md), when its trace was
         sampled; null when tracing was off or the sampler left it out."""
         return trace_id_of(execution.traceparent)
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_waiting_for(self, execution: TaskExecution) -> dict[str, Any] | None:
+        """Only a run still waiting says why: once admitted, ended or cancelled, it is no
+        longer waiting on anything."""
+        if execution.status != ExecutionStatus.PENDING:
+            return None
+        return execution.waiting_for
 
     @extend_schema_field({"type": "string", "format": "uuid", "nullable": True})
     def get_rerun_of(self, execution: TaskExecution) -> str | None:

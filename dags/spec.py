@@ -23,6 +23,7 @@ from dags.spec_conditions import condition_names, condition_parse, map_over_pars
 from dags.spec_errors import DagSpecError
 from dags.spec_keys import RUNNING_NODE_KEYS
 from dags.spec_timers import TIMER_KEYS, TIMER_TYPES, timer_parse
+from scheduler_app.flow_spec import FLOW_FIELDS
 
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
 # What a node may say for itself: retry it, whatever the DAG does with a failure after that.
@@ -51,6 +52,7 @@ NODE_KEYS = {
     "failure_policy",
     "wait_for_event",
     "type",
+    *FLOW_FIELDS,  # concurrency, pool, pool_slots, rate_limit: the node's task takes them
 }
 # `"type"`: what a node is. A task (the default: a handler or a task reference), or a node
 # that runs nothing of the tenant's and waits until the engine ends it. Each waiting type
@@ -172,6 +174,15 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
     for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
         if key in raw:
             node[key] = raw[key]
+    flow_given = sorted(key for key in FLOW_FIELDS if key in raw)
+    if flow_given and "task" in node:
+        raise DagSpecError(
+            f"{where}.{flow_given[0]}: a node that names a task runs under that task's own flow "
+            "control; set it on the task, or give the node a handler",
+            field=f"{where}.{flow_given[0]}",
+        )
+    for key in flow_given:
+        node[key] = raw[key]  # validated with the node's task (task_spec_to_fields)
     if "parameters" in raw:
         if not isinstance(raw["parameters"], Mapping):
             raise DagSpecError(f"{where}.parameters must be an object", field=f"{where}.parameters")

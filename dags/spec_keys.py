@@ -12,6 +12,10 @@ RUNNING_NODE_KEYS = (
     "priority",
     "parameters",
     "failure_policy",
+    "concurrency",
+    "pool",
+    "pool_slots",
+    "rate_limit",
 )
 # A typed waiting node (approval, sleep, sensor) has no idempotency key and waits for no
 # event either.

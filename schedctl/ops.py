@@ -86,6 +86,18 @@ DAG_COLUMNS = [
     ("source", key("source")),
     ("next fire", lambda r: short_time(r.get("next_fire_at"))),
 ]
+
+
+def waiting_text(waiting_for: dict | None) -> str | None:
+    """A pending run's flow-control wait in a cell: "concurrency customer-42 2/2"."""
+    if not waiting_for:
+        return None
+    return (
+        f"{waiting_for.get('kind')} {waiting_for.get('key')} "
+        f"{waiting_for.get('running')}/{waiting_for.get('max')}"
+    )
+
+
 RUN_COLUMNS = [
     ("id", key("id")),
     ("task", key("task_name")),
@@ -94,6 +106,7 @@ RUN_COLUMNS = [
     ("attempt", lambda r: f"{r.get('attempt')}/{r.get('max_attempts')}"),
     ("scheduled", lambda r: short_time(r.get("scheduled_at"))),
     ("duration", lambda r: _seconds(r.get("duration_seconds"), "s", digits=2)),
+    ("waiting for", lambda r: waiting_text(r.get("waiting_for"))),
 ]
 DAG_RUN_COLUMNS = [
     ("id", key("id")),

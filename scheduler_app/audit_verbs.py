@@ -60,6 +60,7 @@ NOUNS = {
     "backfill": "backfill",
     "approval": "approval",
     "scheduler": "scheduler",
+    "pool": "pool",
     "event": "event",
     "incident": "incident",
     "database": "database",
@@ -79,6 +80,7 @@ KNOWN_VERBS = (
     "secret.create", "secret.update", "secret.delete",
     "incident.acknowledge", "incident.resolve",
     "database.backup", "database.restore",
+    "pool.create", "pool.update", "pool.delete",
 )  # fmt: skip
 
 _METHOD_OPERATION = {"post": "create", "put": "update", "patch": "update", "delete": "delete"}

@@ -27,6 +27,7 @@ from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quot
 from tracing.state import tracer
 from workers.batch import Batch, Item
 from workers.batch_lanes import batch_width
+from workers.flow_gate import flow_gate
 from workers.run_ledger import RunLedger
 from workers.run_traces import RunTrace, claims_traced
 
@@ -43,8 +44,9 @@ def executions_run(
 ) -> Counter[str]:
     """Claim, start, run and finish the runs; returns how many ended how ('success',
     'failed', ..., 'rejected': the finish lost its claim, 'deferred': over the tenant's
-    quota, 'duplicate': not claimable, another delivery or a cancel took it). A DAG node's
-    successor this worker may run next is in `hand_on` (`dags.engine.dispatch`)."""
+    quota or held back by flow control, 'duplicate': not claimable, another delivery or a
+    cancel took it). A DAG node's successor this worker may run next is in `hand_on`
+    (`dags.engine.dispatch`)."""
     config = settings.WORKER
     ledger = RunLedger(worker_id)
     writes = CoalescedWrites()
@@ -203,4 +205,5 @@ def _start(
         )
     if deferred and started.replies is not None:
         ledger.unstart(deferred, at=now)
-    return items, room
+    # Last, of what the quota let through: the flow-control limits (keys, pools, rates).
+    return flow_gate(items, ledger=ledger, now=now), room

@@ -23,6 +23,7 @@ from dags.services.timer_checks import timers_check
 from dags.spec import DagSpecError, node_runs_task, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
+from scheduler_app.flow_spec import FLOW_FIELDS
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.audit import (
@@ -32,6 +33,7 @@ from scheduler_app.services.audit import (
     changed_fields,
     definition_fields,
 )
+from scheduler_app.services.pools import pool_names_check
 from scheduler_app.services.remaining_runs import spent_limit_cleared
 from scheduler_app.services.task_definitions import task_create
 from scheduler_app.services.task_spec import policy_check, task_spec_to_fields
@@ -45,6 +47,7 @@ TASK_KEYS = (
     "priority",
     "parameters",
     "idempotency_key",
+    *FLOW_FIELDS,
 )
 
 
@@ -89,12 +92,13 @@ def _validated(raw: Any, *, tenant: Tenant) -> tuple[dict[str, Any], dict[str, A
                 )
             continue
         try:
-            task_spec_to_fields(
+            node_fields = task_spec_to_fields(
                 _node_task_spec(node),
                 anchor=now,
                 partial=True,
                 allowed_hosts=tenant.webhook_allowed_hosts,
             )
+            pool_names_check(tenant_id=tenant.id, fields=node_fields)
         except ValidationFailed as error:
             if isinstance(node["handler"], str) and error.field == "handler.callable":
                 error.field = "handler"

@@ -6,6 +6,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.fields.json import KeyTextTransform
 
 from scheduler_app.choices import ExecutionStatus, Trigger
 from scheduler_app.models.task_definition import TaskDefinition
@@ -88,6 +89,12 @@ class TaskExecution(models.Model):
     # A database default, as for idempotency_key: the raw-SQL inserts name their columns.
     traceparent = models.CharField(max_length=55, blank=True, default="", db_default="")
 
+    # Flow control (`scheduler_app.services.flow_admission`): what a running run holds
+    # ({counter key: slots}), set by its admission; why a pending run waits (kind, key,
+    # running, max), and when it is looked at again.
+    flow_holds = models.JSONField(null=True, blank=True)
+    waiting_for = models.JSONField(null=True, blank=True)
+    flow_wake_at = models.DateTimeField(null=True, blank=True)
     dead_lettered = models.BooleanField(default=False)
     dead_lettered_at = models.DateTimeField(null=True, blank=True)
 
@@ -125,6 +132,20 @@ class TaskExecution(models.Model):
                 fields=["tenant", "-completed_at"],
                 name="idx_exec_dead_letter",
                 condition=Q(dead_lettered=True),
+            ),
+            # Flow control counts what the running runs of a key hold, at every limited claim.
+            GinIndex(
+                fields=["flow_holds"],
+                name="idx_exec_flow_holds_running",
+                condition=Q(status="running", flow_holds__isnull=False),
+            ),
+            # A flow key's waiting runs, oldest first: woken when its slots come free.
+            models.Index(
+                F("tenant"),
+                KeyTextTransform("key", "waiting_for"),
+                F("scheduled_at"),
+                name="idx_exec_flow_waiting",
+                condition=Q(status="pending", waiting_for__isnull=False),
             ),
             # "Has this task's key already succeeded?", asked before a keyed run starts.
             models.Index(

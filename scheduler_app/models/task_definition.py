@@ -83,6 +83,9 @@ class TaskDefinition(models.Model):
     # `schedule.exclude`: calendar exclusions in their canonical form (schedules.exclusions):
     # fire times on these days, matching these crons or on these public holidays are skipped.
     schedule_exclude = models.JSONField(default=list, blank=True, db_default=[])
+    # Concurrency keys, pool and rate limits (`scheduler_app.flow_spec`, normalized); {} for a
+    # task without any, which the claim tests in Python and so pays nothing for.
+    flow_control = models.JSONField(default=dict, blank=True, db_default={})
 
     next_fire_at = models.DateTimeField(null=True, blank=True)
     last_fired_at = models.DateTimeField(null=True, blank=True)

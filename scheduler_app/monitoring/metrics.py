@@ -26,6 +26,7 @@ from prometheus_client.core import (
 from scheduler_app.choices import ACTIVE_STATUSES
 from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring import counters, system
+from scheduler_app.monitoring.flow import flow_metrics
 from scheduler_app.monitoring.stats import late_start_count
 from scheduler_app.monitoring.workers import WORKER_STATES, worker_list
 from scheduler_app.services.retry_budget import retry_budget_usage
@@ -47,6 +48,8 @@ METRIC_NAMES = (
     "scheduler_leader_epoch",
     "scheduler_leaders",
     "scheduler_missed_fires",
+    "scheduler_flow_running",
+    "scheduler_flow_waiting",
     "scheduler_retry_budget",
     "scheduler_budget_refusals_total",
     "scheduler_notifications_dropped_total",
@@ -233,6 +236,7 @@ class SchedulerCollector:
             late_start_count(since=now - timedelta(hours=1), grace_seconds=grace),
         )
         yield missed
+        yield from flow_metrics(slugs)
 
     def _workers(self) -> Iterator[Metric]:
         states = Counter(worker.state for worker in worker_list())

@@ -114,7 +114,10 @@ def _claim_sql() -> str:
     executions = TaskExecution._meta.db_table
     return (
         f"WITH claimed AS (UPDATE {executions} e SET status = %s, worker_id = %s, "
-        "claim_token = u.token, started_at = %s, lease_expires_at = %s, updated_at = %s "
+        # A run claimed holds no flow-control slot until its admission gives it one
+        # (`services.flow_admission`); a row given back or deferred may still carry one.
+        "claim_token = u.token, started_at = %s, lease_expires_at = %s, updated_at = %s, "
+        "flow_holds = NULL "
         "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
         "WHERE e.id = u.id AND e.status IN (%s, %s) AND e.scheduled_at <= %s RETURNING e.*) "
         f"SELECT {db_rows.columns(TaskExecution, 'claimed')}, "

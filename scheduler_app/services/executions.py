@@ -27,6 +27,7 @@ from scheduler_app.models import ExecutionLog, TaskDefinition, TaskExecution
 from scheduler_app.ringing.sticky import sticky_hint_set
 from scheduler_app.services.backoff import RetryPolicy, retry_delay_seconds
 from scheduler_app.services.claims import Claim
+from scheduler_app.services.flow_admission import flow_waiters_wake
 from scheduler_app.services.follow_ups import execution_follow_up_create
 from scheduler_app.services.retry_budget import retry_budget_admit
 
@@ -88,6 +89,9 @@ def executions_finish(ended: Sequence[Ended]) -> list[FinishReport]:
     now = timezone.now()
     with transaction.atomic(savepoint=False):
         rows = _finish_postgres(ended, now=now)
+        released = [row.flow_holds for row in rows.values() if row.flow_holds]
+        if released:  # flow control: the freed slots' waiters come now (one UPDATE a key)
+            flow_waiters_wake(released=released, now=now)
         reports = []
         for item in ended:
             execution = rows.get(item.claim.execution.id)

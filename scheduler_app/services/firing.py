@@ -272,18 +272,27 @@ def due_pending_promote(
         f"AND EXISTS (SELECT 1 FROM {table} r WHERE r.task_id = t.id AND r.status = %s))"
     )
     due_params: list[object] = [ExecutionStatus.PENDING.value, _db_value("scheduled_at", now)]
-    where_sql = f"status = %s AND scheduled_at <= %s AND {held_back}"
+    # A run waiting on a flow-control limit comes back at its wake time (a recheck for a slot,
+    # a rate window's opening), keeping its scheduled_at: its place in the line.
+    where_sql = (
+        f"status = %s AND scheduled_at <= %s AND {held_back} "
+        "AND (flow_wake_at IS NULL OR flow_wake_at <= %s)"
+    )
     where_params: list[object] = [
         *due_params,
         Overlap.BUFFER_ONE.value,
         ExecutionStatus.RUNNING.value,
+        _db_value("flow_wake_at", now),
     ]
     if per_tenant is None:
         per_tenant = settings.FAIR_INFLIGHT_PER_TENANT
     if per_tenant > 0:
         where_sql += (
             f" AND id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER ("
-            f"PARTITION BY tenant_id, queue ORDER BY scheduled_at) AS tenant_rank "
+            # Waiting runs of one flow key are their own group: a key's backlog, oldest
+            # first, cannot crowd out the other keys' waiters (fair across keys).
+            f"PARTITION BY tenant_id, queue, waiting_for ->> 'key' ORDER BY scheduled_at) "
+            "AS tenant_rank "
             f"FROM {table} WHERE status = %s AND scheduled_at <= %s) ranked "
             f"WHERE tenant_rank <= %s)"
         )

@@ -235,6 +235,9 @@ def execution_defer(*, execution_id: uuid.UUID, claim_token: uuid.UUID, until: d
             worker_id="",
             claim_token=None,
             lease_expires_at=None,
+            # Waiting on the quota now, not on a flow-control limit it may have waited on.
+            waiting_for=None,
+            flow_wake_at=None,
             updated_at=timezone.now(),
         )
         == 1

@@ -146,6 +146,7 @@ def task_update(
             "singleton",
             "debounce",
             "owner",
+            "flow_control",
             *POLICY_KEYS,
         ):
             fields.setdefault(name, getattr(defaults, name))

@@ -35,6 +35,7 @@ from scheduler_app.errors import (
     each_validation_error,
     validation_errors_raise,
 )
+from scheduler_app.flow_spec import FlowSpecError, flow_spec_parse
 from scheduler_app.limits import (
     MAX_ATTEMPTS,
     MAX_DELAY_SECONDS,
@@ -392,7 +393,19 @@ def task_spec_to_fields(
         fields.update(_policy_fields(policy, allowed_hosts))
     fields.update(sla_fields(spec))
     fields.update(owner_field(spec))
+    fields.update(flow_fields(spec))
     return fields
+
+
+def flow_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's flow control (concurrency keys, pool, rate limits: `flow_spec`), when the
+    spec names any of it; a pool's existence in the tenant is checked when saved
+    (`services.pools.pool_names_check`)."""
+    try:
+        flow = flow_spec_parse(spec, budget=expression_budget())
+    except FlowSpecError as error:
+        raise ValidationFailed(error.message, field=error.field) from error
+    return {} if flow is None else {"flow_control": flow}
 
 
 def _timeout(spec: Mapping[str, Any]) -> tuple[str | None, Any]:

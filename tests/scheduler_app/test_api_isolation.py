@@ -16,10 +16,18 @@ from alerting.models import AlertIncident
 from alerting.services.channels import channel_create
 from alerting.services.incidents import incident_open
 from runs.finish import run_finish
-from scheduler_app.models import ApiKey, ExecutionLog, Secret, TaskDefinition, TaskExecution
+from scheduler_app.models import (
+    ApiKey,
+    ExecutionLog,
+    Pool,
+    Secret,
+    TaskDefinition,
+    TaskExecution,
+)
 from scheduler_app.services.api_keys import api_key_create
 from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
+from scheduler_app.services.pools import pool_create
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import api_key_client, jwt_client, member_client
@@ -80,7 +88,9 @@ def tenant_b(tenant_factory):
     incident = incident_open(
         rule="task_failing", key=str(task.id), tenant=tenant, summary=f"task {MARKER} is failing"
     )
+    pool = pool_create(tenant=tenant, name=f"{MARKER}-pool", slots=3)
     ids = {
+        "name": pool.name,  # a pool is found by its name (/pools/<name>)
         "incident_id": str(incident.id),
         "channel_id": str(channel.id),
         "task_id": str(task.id),
@@ -102,6 +112,7 @@ def _snapshot(tenant):
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "channels": list(tenant.channels.values().order_by("id")),
         "incidents": list(AlertIncident.platform.filter(tenant=tenant).values().order_by("id")),
+        "pools": list(Pool.platform.filter(tenant=tenant).values().order_by("id")),
     }
 
 
