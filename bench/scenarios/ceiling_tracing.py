@@ -61,6 +61,7 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
         columns=[
             "tracing",
             "rounds",
+            "held",
             "fired_per_s",
             "completed_per_s",
             "p99_ms",
@@ -86,7 +87,10 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
             " workers_beat_ms_per_fire = median of the rounds' workers + beat, spread = its"
             " lowest - highest round; vs_off = median against off's median; vs_off_paired ="
             " the median (lowest .. highest) of each round's mode against the same round's off;"
-            " exports = OTLP requests and bytes the null sink took (median round)",
+            " exports = OTLP requests and bytes the null sink took (median round); held = rounds"
+            " that fired every fire owed (0 lost): a round whose beat fell behind (a loaded"
+            " machine) spreads the processes' idle CPU over fewer fires, so only held rounds"
+            " make the medians, when a mode has any",
             "off: no OTEL_EXPORTER_OTLP_ENDPOINT (no provider, no spans); full: always_on;"
             " default: parentbased_traceidratio 0.02; libraries instrumented: none (the run"
             " path's own spans; as shipped django is added, which the run path never enters)",
@@ -97,7 +101,7 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
     try:
         for index in range(rounds if "--stack=no" not in args else 0):
             for mode in modes[index % len(modes) :] + modes[: index % len(modes)]:
-                measured[mode].append(_stack_round(mode, seconds, rate))
+                measured[mode].append({**_stack_round(mode, seconds, rate), "round": index})
     finally:
         for name, value in saved.items():
             if value is None:
@@ -128,28 +132,33 @@ def _stack_round(mode: str, seconds: int, rate: int) -> dict:
 
 
 def _stack_rows(result: Result, measured: dict[str, list[dict]]) -> None:
-    """A row per mode: the medians of its rounds, their spread, and against off."""
-    off = measured.get("off") or []
+    """A row per mode: the medians of its held rounds, their spread, and against off."""
+    off = _held(measured.get("off") or [])
     off_median = statistics.median(row["both"] for row in off) if off else None
-    for mode, rows in measured.items():
-        if not rows:
+    off_by_round = {row["round"]: row["both"] for row in off}
+    for mode, every in measured.items():
+        if not every:
             continue
+        rows = _held(every)
         both = [row["both"] for row in rows]
         median = statistics.median(both)
         paired = [
-            (row["both"] / base["both"] - 1) * 100
-            for row, base in zip(rows, off, strict=False)
-            if mode != "off"
+            (row["both"] / off_by_round[row["round"]] - 1) * 100
+            for row in rows
+            if mode != "off" and row["round"] in off_by_round
         ]
         middle = sorted(rows, key=lambda row: row["both"])[len(rows) // 2]
         result.add(
             tracing=mode,
-            rounds=" / ".join(f"{value:.3f}" for value in both),
+            rounds=" / ".join(
+                f"{row['both']:.3f}" + ("" if row["lost"] == 0 else " (behind)") for row in every
+            ),
+            held=f"{sum(row['lost'] == 0 for row in every)}/{len(every)}",
             fired_per_s=statistics.median(row["fired_per_s"] for row in rows),
             completed_per_s=statistics.median(row["completed_per_s"] for row in rows),
             p99_ms=statistics.median(_number(row["p99_ms"]) for row in rows),
-            lost=sum(row["lost"] for row in rows),
-            duplicates=sum(row["duplicates"] for row in rows),
+            lost=sum(row["lost"] for row in every),
+            duplicates=sum(row["duplicates"] for row in every),
             cpu_ms_per_fire=" / ".join(
                 f"{statistics.median(row['cpu'][part] for row in rows):.2f}" for part in range(3)
             ),
@@ -163,6 +172,11 @@ def _stack_rows(result: Result, measured: dict[str, list[dict]]) -> None:
             ),
             exports=middle["exports"],
         )
+
+
+def _held(rows: list[dict]) -> list[dict]:
+    """The rounds that fired every fire owed, or all of them when none did."""
+    return [row for row in rows if row["lost"] == 0] or rows
 
 
 def _number(value: object) -> float:
