@@ -84,12 +84,11 @@ def tracing_start(
     a tracer (a process does so once; tests leave it alone)."""
     if exporter is None:
         # Local: the exporter (and its protobuf and HTTP stack) loads only where tracing is on.
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
-            OTLPSpanExporter,
-        )
+        # The SDK's OTLP/HTTP exporter, with a cheaper encoding of the same bytes.
+        from tracing.otlp_export import RunPathOTLPSpanExporter  # noqa: PLC0415
 
         processor = BatchSpanProcessor(
-            OTLPSpanExporter(endpoint=config.endpoint.rstrip("/") + "/v1/traces"),
+            RunPathOTLPSpanExporter(endpoint=config.endpoint.rstrip("/") + "/v1/traces"),
             schedule_delay_millis=config.export_delay_ms,
         )
     else:

@@ -35,7 +35,7 @@ from workers.due import wait_until_due
 from workers.handlers import run_handler
 from workers.live_logs import LiveLogSink
 from workers.progress import ProgressReporter
-from workers.run_traces import RunTrace, handler_span, trace_ids_log
+from workers.run_traces import RunTrace, handler_span, trace_ids_log, trace_ids_log_end
 from workers.run_watch import WatchedRun, run_watcher
 from workers.shell_sandbox import shell_sandbox_for
 
@@ -175,6 +175,7 @@ def execute_claimed(
             context.traceparent = span.traceparent
             trace_ids_log(sink, span)
             handler_outcome = _handler_run(claim, context, cancel_event, resolved)
+            trace_ids_log_end(sink)
             span.outcome(handler_outcome)
     finally:
         watcher.unwatch(watched)

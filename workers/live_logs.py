@@ -52,11 +52,13 @@ class LiveLogSink:
         # Appended to the platform's own lines (stream "system"): the run's trace and span
         # ids while its trace is recorded (`workers.run_traces.trace_ids_log`), else "".
         self.system_suffix = ""
+        self.system_suffix_written = False  # a line carried it (else the ids get their own)
 
     # LogSink protocol ---------------------------------------------------------------
     def write(self, stream: str, line: str) -> None:
         if self.system_suffix and stream == "system":
             line += self.system_suffix
+            self.system_suffix_written = True
         if self.buffer.truncated or self.cut:
             self.buffer.write(stream, line)  # only counted, or only stored
             return

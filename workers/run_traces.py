@@ -6,9 +6,11 @@ One span per run rather than one per step: each span costs the SDK about 20 µs 
 worker are sequential, so a span's start, its events and its end show each one's timing:
 
 - the span starts when the claim's statement started (one statement claims a batch);
-- `scheduler.claimed`: the claim's statement ended;
+- `scheduler.claimed`: the claim's statement ended (only when the handler started 5 ms or
+  more later: waiting for its due time or its turn in the batch; `tracing.steps`);
 - `scheduler.handler.started` / `scheduler.handler.ended`: the handler ran between them
-  (the span is the current one meanwhile: log records carry its ids);
+  (the span is the current one meanwhile: log records carry its ids); its end only when the
+  finish began 5 ms or more later, else `scheduler.finish.started` marks it;
 - `scheduler.finish.started`: the finish's statement began (a batch's successes are
   finished together: the gap after the handler's end is the wait for the batch);
 - the span ends when the finish's statement has committed (`scheduler.finish.accepted`
@@ -38,6 +40,7 @@ from handler_contract.base import HandlerOutcome
 from scheduler_app.services.claims import Claim
 from tracing.context import parent_context, sampled, traceparent_of
 from tracing.state import tracer
+from tracing.steps import step_event
 from workers.live_logs import LiveLogSink
 
 RUN_SPAN = "worker.run"
@@ -59,6 +62,7 @@ class RunTrace:
     claimed_ns: int = 0
     worker_id: str = ""
     span: Span | None = None
+    handler_ended_ns: int = 0
 
 
 def claims_traced(
@@ -128,9 +132,9 @@ def handler_span(
             "scheduler.handler.type": handler_type,
         },
     )
-    if run_trace.claimed_ns:
-        span.add_event(CLAIMED, timestamp=run_trace.claimed_ns)
-    span.add_event(HANDLER_STARTED)
+    started_ns = time_ns()
+    step_event(span, CLAIMED, at_ns=run_trace.claimed_ns, next_ns=started_ns)
+    span.add_event(HANDLER_STARTED, timestamp=started_ns)
     token = context_api.attach(trace.set_span_in_context(span, run_trace.context))
     try:
         yield HandlerSpan(span, traceparent_of(span))
@@ -140,24 +144,34 @@ def handler_span(
         span.end()  # no finish follows
         raise
     else:
-        span.add_event(HANDLER_ENDED)
+        run_trace.handler_ended_ns = time_ns()  # an event at the finish, if it waited
         run_trace.span = span
     finally:
         context_api.detach(token)
 
 
 def trace_ids_log(sink: LiveLogSink, handler: HandlerSpan) -> None:
-    """The run's captured log names its trace and the run's span first, and every line the
-    platform writes about the run after it (the handler's start and end, a timeout, a
-    cancel, a hand-back) ends with them: to find the trace from a log line, and the log from
-    the trace (the execution id is on the fire and the run's span). The task's own output
-    (stdout, stderr) is left as it printed it."""
+    """Every line the platform writes about the run in its captured log (the handler's
+    start and end, a timeout, a cancel, a hand-back) ends with its trace and run span's
+    ids, from the first: to find the trace from a log line, and the log from the trace (the
+    execution id is on the fire and the run's span). On the lines the run writes anyway
+    rather than a line of their own (a log line costs about 20 µs, a fifth of a traced
+    run's spans); `trace_ids_log_end` writes that line only for a run that wrote none. The
+    task's own output (stdout, stderr) is left as it printed it."""
     if handler.span is None or not handler.span.is_recording():
         return
     context = handler.span.get_span_context()
-    ids = f"trace_id={context.trace_id:032x} span_id={context.span_id:016x}"
-    sink.write("system", ids)
-    sink.system_suffix = f" [{ids}]"
+    sink.system_suffix = f" [trace_id={context.trace_id:032x} span_id={context.span_id:016x}]"
+
+
+def trace_ids_log_end(sink: LiveLogSink) -> None:
+    """The ids as a system line of their own, for a traced run whose handler wrote no
+    system line (cancelled before it started, skipped by its run key, a secret missing)."""
+    suffix = sink.system_suffix
+    if suffix and not sink.system_suffix_written:
+        sink.system_suffix = ""  # the line is the ids: not them twice
+        sink.write("system", suffix.strip(" []"))
+        sink.system_suffix = suffix
 
 
 def _span_taken(run_trace: RunTrace | None) -> Span | None:
@@ -172,10 +186,12 @@ def finish_span(run_trace: RunTrace | None) -> Iterator[None]:
     """One run's finish (its statement and what settles in its transaction): the run's span
     ends with it, whatever the finish raises."""
     span = _span_taken(run_trace)
-    if span is None:
+    if span is None or run_trace is None:
         yield
         return
-    span.add_event(FINISH_STARTED)
+    started_ns = time_ns()
+    step_event(span, HANDLER_ENDED, at_ns=run_trace.handler_ended_ns, next_ns=started_ns)
+    span.add_event(FINISH_STARTED, timestamp=started_ns)
     token = context_api.attach(trace.set_span_in_context(span))
     try:
         yield  # a rejected finish (a lost claim) is the run's status in its trace
@@ -196,8 +212,9 @@ def finishes_traced(
     ended_ns = time_ns()
     for index, run_trace in enumerate(run_traces):
         span = _span_taken(run_trace)
-        if span is None:
+        if span is None or run_trace is None:
             continue
+        step_event(span, HANDLER_ENDED, at_ns=run_trace.handler_ended_ns, next_ns=started_ns)
         span.add_event(FINISH_STARTED, timestamp=started_ns)
         if accepted is None:
             span.set_status(StatusCode.ERROR, "the batch's finish failed")

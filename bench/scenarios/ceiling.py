@@ -7,13 +7,16 @@ ends the climb. Beside it, raw Celery's drain rate of no-op messages on the same
 and the CPU each fire costs (workers / beat / the rest: PostgreSQL, Redis).
 
     python -m bench ceiling [--seconds=30] [--rates=833,1000,1250,1500,1750,2000] [--profile]
-    python -m bench ceiling --tracing=off,full,default [--rates=833] [--seconds=20]
+    python -m bench ceiling --tracing=off,full,default [--rates=833] [--seconds=20] [--rounds=3]
+        [--stack=no] [--run-path=no]
 
-With --tracing, each named mode measures the first rate of --rates once (no climb, no raw
-Celery row), the stack exporting its spans to a null OTLP/HTTP sink in this process
-(`bench.otlp_sink`): off (no endpoint: tracing off), full (every fire traced,
-always_on) and default (the shipped sampler, parentbased_traceidratio 0.1). The table goes to
-bench/results/ceiling-tracing.md, with each mode's CPU per fire against off's.
+With --tracing, each named mode measures the first rate of --rates (no climb, no raw
+Celery row), --rounds times with the modes interleaved (`bench.scenarios.ceiling_tracing`),
+the stack exporting its spans to a null OTLP/HTTP sink in this process (`bench.otlp_sink`):
+off (no endpoint: tracing off), full (every fire traced, always_on) and default (the shipped
+sampler, parentbased_traceidratio 0.02). The table goes to bench/results/ceiling-tracing.md,
+with each mode's CPU per fire against off's. --stack=no or --run-path=no leave out the
+stack's rows or the one-process run path's.
 
 With --profile, every step's workers and beat are sampled through its window
 (`bench.profiling`: the tables go to bench/results/profiles/ceiling-RATE.md, each step's

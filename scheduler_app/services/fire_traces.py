@@ -3,9 +3,10 @@
 Opened before the batch's INSERT; its context is written with the row (`traceparent`), in
 the same statement, and every later step of the run (the ring, the worker's run span)
 continues it. A fire the beat rings at once (`fires_record`'s doorbells) keeps its span open
-until the ring: the span then covers the recording and the publish, with the INSERT's end
-and the publish's start as its events (`scheduler.recorded`, `scheduler.ring.started`) and
-its end the publish's end, one span where a span of the ring's own would cost as much again
+until the ring: the span then covers the recording and the publish, with the publish's
+start as its event (`scheduler.ring.started`), the INSERT's end too when the doorbell waited
+5 ms or more for its publish (`scheduler.recorded`, `tracing.steps`), and its end the
+publish's end, one span where a span of the ring's own would cost as much again
 (`scheduler_app.ringing.traces`). A fire left pending, or a backfill's, ends at its INSERT;
 so does a fire another scheduler had recorded already (ON CONFLICT DO NOTHING), marked
 `scheduler.fire.recorded` false: the trace of a double decision, with no run under it.
@@ -26,6 +27,7 @@ from opentelemetry.trace import Span
 
 from tracing.context import traceparent_of
 from tracing.state import before_stop_call, tracer
+from tracing.steps import step_event
 
 
 class _Fire(Protocol):
@@ -57,7 +59,7 @@ class FireSpans:
                     span.set_attribute("scheduler.fire.recorded", False)
                 span.end(end_time=recorded_ns)
             elif str(execution_id) in to_ring and span.is_recording():
-                span.add_event(RECORDED, timestamp=recorded_ns)
+                # Its `scheduler.recorded` is added at the ring, if the doorbell waited.
                 _awaiting_ring.park(str(execution_id), span, recorded_ns)
             else:
                 span.end(end_time=recorded_ns)
@@ -93,20 +95,27 @@ class _AwaitingRing:
                     break
                 stale.append(self._spans.pop(oldest_id))
         for old, at in stale:
-            old.end(end_time=at)
+            _end_at_insert(old, at)
 
-    def take(self, execution_ids: Iterable[str]) -> list[tuple[str, Span]]:
+    def take(self, execution_ids: Iterable[str]) -> list[tuple[str, Span, int]]:
+        """(execution id, span, its INSERT's end) of each of these that waits here."""
         if not self._spans:
             return []
         with self._lock:
-            taken = [(key, self._spans.pop(key, (None, 0))[0]) for key in execution_ids]
-        return [(key, span) for key, span in taken if span is not None]
+            taken = [(key, self._spans.pop(key, None)) for key in execution_ids]
+        return [(key, *waiting) for key, waiting in taken if waiting is not None]
 
     def end_all(self) -> None:
         with self._lock:
             waiting, self._spans = list(self._spans.values()), OrderedDict()
         for span, at in waiting:
-            span.end(end_time=at)
+            _end_at_insert(span, at)
+
+
+def _end_at_insert(span: Span, recorded_ns: int) -> None:
+    """A parked fire whose ring never came here ends at its INSERT, the last step it saw."""
+    span.add_event(RECORDED, timestamp=recorded_ns)
+    span.end(end_time=recorded_ns)
 
 
 _awaiting_ring = _AwaitingRing()
@@ -117,7 +126,8 @@ def fire_spans_rung(execution_ids: Iterable[str], *, started_ns: int, ended_ns: 
     event; returns the execution ids that had one (the others get a ring span of their own:
     a run rung again, or recorded by another process)."""
     rung = set()
-    for execution_id, span in _awaiting_ring.take(execution_ids):
+    for execution_id, span, recorded_ns in _awaiting_ring.take(execution_ids):
+        step_event(span, RECORDED, at_ns=recorded_ns, next_ns=started_ns)
         span.add_event(RING_STARTED, timestamp=started_ns)
         span.end(end_time=ended_ns)
         rung.add(execution_id)
@@ -129,7 +139,8 @@ def fire_spans_held_back(execution_ids: Iterable[str], *, event: str = HELD_BACK
     later, in a ring span of their own), or their publish failed (`RING_FAILED`: the leader
     rings them again): their fire spans end now, saying so."""
     now = time_ns()
-    for _, span in _awaiting_ring.take(execution_ids):
+    for _, span, recorded_ns in _awaiting_ring.take(execution_ids):
+        span.add_event(RECORDED, timestamp=recorded_ns)  # rare: the whole story
         span.add_event(event, timestamp=now)
         span.end(end_time=now)
 

@@ -22,7 +22,7 @@ from scheduler_app.ringing.traces import ring_held_back_record
 from scheduler_app.services.firing import Fire, fires_record
 from tests.api_clients import jwt_client
 from tests.factories import make_task
-from tests.tracing.conftest import by_name, events_of, parent_id
+from tests.tracing.conftest import by_name, events_of, parent_id, steps_of
 from tracing.setup import TracingConfig, tracing_start, tracing_stop
 from tracing.state import tracer
 from workers.runner import execution_batch_run, execution_run
@@ -30,6 +30,13 @@ from workers.runner import execution_batch_run, execution_run
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKER = "trace-test@host"
+FIRE_STEPS = ["scheduler.recorded", "scheduler.ring.started"]
+RUN_STEPS = [
+    "scheduler.claimed",
+    "scheduler.handler.started",
+    "scheduler.handler.ended",
+    "scheduler.finish.started",
+]
 
 
 def _fires(task, count: int) -> list[Fire]:
@@ -74,29 +81,13 @@ def test_a_run_is_one_trace_from_the_fire_through_the_ring_claim_handler_and_fin
     assert handled.attributes["scheduler.status"] == "success"
     assert handled.attributes["scheduler.worker.id"] == WORKER
     assert handled.attributes["scheduler.handler.type"] == "python"
-    # Every step is there with its time, in the order the run went through them: the fire's
+    # The steps with their times, in the order the run went through them: the fire's
     # INSERT, the publish (the fire span's end), the claim (the run span's start, the
-    # statement's end), the handler, the finish (the run span's end).
-    fire_steps, run_steps = events_of(fired), events_of(handled)
-    assert list(fire_steps) == ["scheduler.recorded", "scheduler.ring.started"]
-    assert list(run_steps) == [
-        "scheduler.claimed",
-        "scheduler.handler.started",
-        "scheduler.handler.ended",
-        "scheduler.finish.started",
-    ]
-    assert (
-        fired.start_time
-        <= fire_steps["scheduler.recorded"]
-        <= fire_steps["scheduler.ring.started"]
-        <= fired.end_time
-        <= handled.start_time
-        <= run_steps["scheduler.claimed"]
-        <= run_steps["scheduler.handler.started"]
-        <= run_steps["scheduler.handler.ended"]
-        <= run_steps["scheduler.finish.started"]
-        <= handled.end_time
-    )
+    # statement's end), the handler, the finish (the run span's end); a step the next
+    # followed within microseconds has no event of its own (`tracing.steps`).
+    steps_of(fired, FIRE_STEPS, always={"scheduler.ring.started"})
+    steps_of(handled, RUN_STEPS, always={"scheduler.handler.started", "scheduler.finish.started"})
+    assert fired.end_time <= handled.start_time
 
     row = TaskExecution.platform.get(id=bells[0].execution_id)
     flags = int(fired.context.trace_flags)
@@ -133,7 +124,8 @@ def test_a_batch_doorbell_keeps_each_run_in_its_own_trace(tenant, spans):
     # spans start with the one and end with the other, each its own handler's times between.
     assert len({s.start_time for s in runs.values()}) == 1
     assert len({s.end_time for s in runs.values()}) == 1
-    assert len({events_of(s)["scheduler.claimed"] for s in runs.values()}) == 1
+    claimed = {events_of(s).get("scheduler.claimed") for s in runs.values()} - {None}
+    assert len(claimed) <= 1  # shown where a run waited 5 ms or more for its turn
     assert len({events_of(s)["scheduler.finish.started"] for s in runs.values()}) == 1
     assert len({events_of(s)["scheduler.handler.started"] for s in runs.values()}) == 3
 
