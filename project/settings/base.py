@@ -163,6 +163,9 @@ DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 # statements (scheduler_app.db_rows). Nothing here holds session state otherwise: the leader
 # lock lives in Redis, not in an advisory lock, and SET is only ever SET LOCAL.
 DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
+# How long a claim, a finish or a beat's fire keeps trying on a new connection when the
+# primary is lost (scheduler_app/db_retry.py): longer than a standby's promotion takes.
+DATABASE_RETRY_SECONDS = env_float("DATABASE_RETRY_SECONDS", 60.0)
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
