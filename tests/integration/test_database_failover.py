@@ -1,0 +1,355 @@
+"""Losing the database loses nothing: the disaster-recovery drill on real PostgreSQL.
+
+One primary and its synchronous streaming standby (tests/pg_cluster.py), one real beat and
+one supervised real worker pointed at the multi-host DATABASE_URL, under load: interval
+tasks every second (catch-up `all`) and a DAG every second. In file order (they share the
+cluster, and the last one kills its primary):
+
+1. a partition between primary and standby: with synchronous replication, commits stall
+   (they wait for the standby) and nothing is lost or doubled when the link heals;
+2. the drill: the primary SIGKILLed, the standby promoted; every write acknowledged before
+   the kill is there after it, nothing ran twice, every fire due during the gap is recorded
+   once, fires resume. The RTO (kill to first fire on the new primary) and the gap are
+   printed (`-s` shows them; docs/operations/disaster-recovery.md quotes them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from dags.models import DagRun
+from dags.services.definitions import dag_create
+from scheduler_app.db_retry import DISCONNECT_ERRORS, connection_discard
+from scheduler_app.models import TaskExecution
+from scheduler_app.services.tenants import tenant_create_with_admin
+from tests.factories import make_task
+from tests.integration.conftest import FAST_BEAT, FAST_WORKER, dump_logs
+from tests.pg_cluster import binaries_present, django_default_at, pg_cluster
+from tests.processes import broker_key_prefix, start_beat, stop_all, wait_until
+from tests.supervisor import WorkerSupervisor
+
+pytestmark = [
+    pytest.mark.slow,
+    # The test database is set up (its schema is what the cluster's database copies); the
+    # tests' own reads and writes go to the cluster (`django_default_at`).
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not binaries_present(), reason="PostgreSQL 15 binaries missing"),
+]
+
+INTERVAL_TASKS = 6
+RTO_TARGET_SECONDS = 30.0
+
+
+class Drill:
+    """What the module's tests share: the cluster, its database, the processes."""
+
+    def __init__(self, cluster, database: str, beat, workers: WorkerSupervisor) -> None:
+        self.cluster = cluster
+        self.database = database
+        self.beat = beat
+        self.workers = workers
+
+    def logs(self) -> str:
+        return dump_logs(self.beat, *self.workers.workers.values())
+
+
+def _load(tenant) -> None:
+    """The drill's load: interval tasks every second and a two-node DAG every second, each
+    catching up every fire it missed (`all`), so a gap shows as a missing second."""
+    for index in range(INTERVAL_TASKS):
+        make_task(
+            tenant,
+            name=f"every-second-{index}",
+            schedule={"type": "interval", "expression": "1s"},
+            policy={"catchup": "all"},
+        )
+    noop = {"type": "python", "callable": "noop"}
+    dag_create(
+        tenant=tenant,
+        raw={
+            "dag": "drill-dag",
+            "schedule": {"type": "interval", "expression": "1s"},
+            "catchup": "all",
+            "tasks": [
+                {"id": "a", "handler": noop},
+                {"id": "b", "handler": noop, "depends_on": ["a"]},
+            ],
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def drill(django_db_setup, django_db_blocker):
+    source = connections["default"].settings_dict  # pytest-django's test database
+    with pg_cluster(synchronous=True) as cluster, django_db_blocker.unblock():
+        database = f"drill_{uuid.uuid4().hex[:8]}"
+        # The test database's migrated schema, copied: no migration run on the cluster.
+        cluster.create_database_from(
+            f"postgres://{source.get('USER') or 'postgres'}@{source.get('HOST') or '127.0.0.1'}"
+            f":{source.get('PORT') or 5432}/{source['NAME']}",
+            database,
+        )
+        cluster.primary.sql("CREATE TABLE drill_ack (n integer PRIMARY KEY)", database=database)
+        url = cluster.url(database)
+        # Only inside these blocks does this process talk to the cluster: a test's teardown
+        # flushes the connection `default` names, which must be the test database then.
+        with django_default_at(url):
+            tenant, _ = tenant_create_with_admin(
+                slug="drill", username="drill-admin", password="pw-123456"
+            )
+            _load(tenant)
+        prefix = f"drill-{uuid.uuid4().hex[:8]}:"
+        env = {
+            "DATABASE_URL": url,
+            "DATABASE_RETRY_SECONDS": "60",
+            "SCHEDULER_REDIS_PREFIX": f"{settings.SCHEDULER['REDIS_KEY_PREFIX']}{prefix}",
+        }
+        workers = WorkerSupervisor()
+        with broker_key_prefix(prefix):
+            workers.start("w-drill", concurrency=2, env_overrides={**FAST_WORKER, **env})
+            beat = start_beat(node_id="drill", env_overrides={**FAST_BEAT, **env})
+            state = Drill(cluster, database, beat, workers)
+            try:
+                with django_default_at(url):
+                    wait_until(
+                        lambda: (
+                            TaskExecution.objects.filter(status="success").count()
+                            >= 3 * INTERVAL_TASKS
+                        ),
+                        timeout=60,
+                        message="the load to run",
+                    )
+                yield state
+            except BaseException:
+                print(state.logs())
+                raise
+            finally:
+                workers.stop_watching()
+                stop_all([beat, *workers.workers.values()])
+
+
+@contextlib.contextmanager
+def _explained(drill: Drill):
+    """The beat's and the worker's logs printed when the block fails."""
+    try:
+        yield
+    except BaseException:
+        print(drill.logs())
+        raise
+
+
+def _fires_by_task() -> dict[uuid.UUID, list]:
+    rows = TaskExecution.objects.filter(
+        trigger="schedule", task__name__startswith="every-second-"
+    ).values_list("task_id", "scheduled_at")
+    fires: dict[uuid.UUID, list] = {}
+    for task_id, scheduled_at in rows:
+        fires.setdefault(task_id, []).append(scheduled_at)
+    return fires
+
+
+def _assert_each_second_recorded_once(until) -> None:
+    """Every interval task's fires, from its first to `until`, one a second: none missed
+    (the gap caught up) and none twice; every attempt the first (no run lost and redone)."""
+    fires = _fires_by_task()
+    assert len(fires) == INTERVAL_TASKS
+    for times in fires.values():
+        times.sort()
+        assert len(set(times)) == len(times), "a fire recorded twice"
+        steps = {(b - a).total_seconds() for a, b in itertools.pairwise(times) if b <= until}
+        assert steps == {1.0}, f"fires missing: steps {sorted(steps)}"
+    attempts = Counter(TaskExecution.objects.values_list("attempt", flat=True))
+    # A DAG's node runs are executions too: every one of them the first attempt as well.
+    assert set(attempts) == {1}, f"attempts beyond the first (a run redone): {attempts}"
+    assert not TaskExecution.objects.filter(status__in=["failed", "timed_out"]).exists()
+    dag_times = sorted(DagRun.objects.filter(trigger="schedule").values_list("scheduled_at"))
+    assert len(set(dag_times)) == len(dag_times), "a DAG fire started twice"
+    dag_steps = {(b[0] - a[0]).total_seconds() for a, b in itertools.pairwise(dag_times)}
+    assert dag_steps <= {1.0}, f"DAG fires missing: steps {sorted(dag_steps)}"
+
+
+def _read(predicate):
+    """`predicate` for `wait_until`, read again on a new connection when the primary this
+    test process was reading is gone (the test is a client like any other)."""
+
+    def read():
+        try:
+            return predicate()
+        except DISCONNECT_ERRORS:
+            connection_discard()
+            return False
+
+    return read
+
+
+def _all_due_ended(until) -> bool:
+    return not TaskExecution.objects.filter(
+        scheduled_at__lte=until, status__in=["pending", "queued", "running"]
+    ).exists()
+
+
+def test_a_partition_between_primary_and_standby_stalls_commits_and_loses_nothing(drill):
+    cluster = drill.cluster
+    with _explained(drill), django_default_at(cluster.url(drill.database)):
+        cluster.cut_replication()
+        cut_at = time.time()
+        # Synchronous replication: a commit waits for a standby it cannot reach (wait event
+        # SyncRep on the primary). The product's choice: writes stall, they are not
+        # acknowledged without the standby (RPO zero over availability).
+        waiting = wait_until(
+            lambda: cluster.primary.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            )[0][0],
+            timeout=10,
+            message="commits waiting for the standby",
+        )
+        # The partition lasts until a commit has waited two seconds for the standby.
+        wait_until(
+            lambda: cluster.primary.sql(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' "
+                "AND clock_timestamp() - query_start >= interval '2 seconds'"
+            )[0][0],
+            timeout=20,
+            message="a commit to wait two seconds",
+        )
+        still_waiting = cluster.primary.sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+        )[0][0]
+        cluster.heal_replication()
+        healed_at = time.time()
+        wait_until(cluster.streaming, timeout=30, message="the standby to stream again")
+        print(
+            f"\npartition: cut {healed_at - cut_at:.1f}s, {waiting} commits stalled at first, "
+            f"{still_waiting} still waiting at the heal"
+        )
+        assert still_waiting >= 1
+        healed = timezone.now()
+        wait_until(
+            lambda: (
+                TaskExecution.objects.filter(
+                    scheduled_at__gt=healed + timedelta(seconds=2), status="success"
+                ).count()
+                >= INTERVAL_TASKS
+            ),
+            timeout=30,
+            message="fires to run again after the heal",
+        )
+        wait_until(lambda: _all_due_ended(healed), timeout=30, message="the partition's runs")
+        _assert_each_second_recorded_once(until=healed)
+        wait_until(cluster.replay_caught_up, timeout=30, message="the standby to catch up")
+
+
+def test_the_primary_killed_under_load_and_its_standby_promoted_lose_nothing(drill):
+    cluster = drill.cluster
+    url = cluster.url(drill.database)
+    acknowledged: list[int] = []
+    stop = threading.Event()
+
+    def acknowledged_writes() -> None:
+        """A client of its own: every commit the server acknowledged must survive."""
+        for n in itertools.count():
+            if stop.is_set():
+                return
+            try:
+                with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+                    conn.execute("INSERT INTO drill_ack VALUES (%s)", [n])
+                acknowledged.append(n)
+            except psycopg.Error:
+                stop.wait(0.05)  # a client's pause before trying again
+
+    with _explained(drill), django_default_at(url):
+        writer = threading.Thread(target=acknowledged_writes, daemon=True)
+        writer.start()
+        wait_until(lambda: len(acknowledged) >= 20, timeout=20, message="acknowledged writes")
+        # Runs whose end committed a second before the kill: acknowledged to their worker
+        # (a synchronous commit returns in milliseconds). One that commits as the kill
+        # lands is visible on the primary before the standby confirms it, and may go.
+        ended_before = set(
+            TaskExecution.objects.filter(
+                status="success", completed_at__lt=timezone.now() - timedelta(seconds=1)
+            ).values_list("id", flat=True)
+        )
+        killed_at = cluster.kill_primary()
+        acknowledged_at_kill = len(acknowledged)
+        # Promoted once the beat has met the lost primary twice (an operator's decision, or
+        # the operator's, takes a while): the fires due meanwhile are the gap to catch up.
+        failures = drill.beat.log().count("scheduler tick failed")
+        wait_until(
+            lambda: drill.beat.log().count("scheduler tick failed") >= failures + 2,
+            timeout=30,
+            message="the beat to meet the lost primary",
+        )
+        promoted_at = cluster.promote()
+        killed = datetime.fromtimestamp(killed_at, tz=UTC)
+        first_fire = wait_until(
+            _read(
+                lambda: (
+                    TaskExecution.objects.filter(trigger="schedule", queued_at__gt=killed)
+                    .order_by("queued_at")
+                    .values_list("queued_at", flat=True)
+                    .first()
+                )
+            ),
+            timeout=RTO_TARGET_SECONDS,
+            interval=0.05,
+            message="a fire on the promoted standby",
+        )
+        rto = time.time() - killed_at
+        stop.set()
+        writer.join(timeout=10)
+        promoted = timezone.now()
+        wait_until(
+            lambda: (
+                TaskExecution.objects.filter(
+                    scheduled_at__gt=promoted + timedelta(seconds=2), status="success"
+                ).count()
+                >= INTERVAL_TASKS
+            ),
+            timeout=30,
+            message="fires to resume on the new primary",
+        )
+        wait_until(lambda: _all_due_ended(promoted), timeout=30, message="the gap's runs to end")
+
+        # Every write acknowledged before the kill is on the new primary.
+        (present,) = cluster.standby.sql(
+            "SELECT count(*) FROM drill_ack WHERE n < %s",
+            (acknowledged_at_kill,),
+            database=drill.database,
+        )[0]
+        assert present == acknowledged_at_kill
+        lost = ended_before - set(
+            TaskExecution.objects.filter(id__in=ended_before, status="success").values_list(
+                "id", flat=True
+            )
+        )
+        assert not lost, f"{len(lost)} runs ended before the kill are gone"
+        _assert_each_second_recorded_once(until=promoted)
+        before = TaskExecution.objects.filter(trigger="schedule", queued_at__lt=killed)
+        last_fire_before = before.order_by("-queued_at").values_list("queued_at", flat=True)[0]
+        gap = (first_fire - last_fire_before).total_seconds()
+        caught_up = TaskExecution.objects.filter(
+            trigger="schedule",
+            scheduled_at__gt=last_fire_before,
+            scheduled_at__lte=first_fire,
+        ).count()
+        print(
+            f"\ndrill: RTO {rto:.1f}s (kill to first fire on the new primary; promoted "
+            f"{promoted_at - killed_at:.1f}s after the kill), gap {gap:.1f}s without a fire, "
+            f"{caught_up} fires due in the gap recorded once each, "
+            f"{len(ended_before)} runs ended before the kill all present, "
+            f"{acknowledged_at_kill} acknowledged writes all present, 0 doubled, "
+            f"worker restarts {drill.workers.restarts}"
+        )
+        assert rto <= RTO_TARGET_SECONDS
