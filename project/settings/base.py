@@ -157,6 +157,17 @@ DATABASES = {
 }
 # Workers and beats keep their connection; the ASGI web tier sets 0 (project/asgi.py).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
+# A streaming replica (the hot standby) for list views, dashboards and searches only; every
+# write and every read that decides one stays on the primary (scheduler_app/db_router.py).
+DATABASE_REPLICA_URL = env_secret("DATABASE_REPLICA_URL", "")
+if DATABASE_REPLICA_URL:
+    DATABASES["replica"] = {
+        **database_from_url(DATABASE_REPLICA_URL),
+        "CONN_MAX_AGE": DATABASES["default"]["CONN_MAX_AGE"],
+        # Tests read the test database through it (no second test database).
+        "TEST": {"MIRROR": "default"},
+    }
+DATABASE_ROUTERS = ["scheduler_app.db_router.PrimaryRouter"]
 # Behind PgBouncer in transaction pooling mode a client's transactions may each run on a
 # different server connection, so nothing may outlive a transaction on one: no server-side
 # cursors (Django's .iterator() opens them WITH HOLD outside a transaction), no prepared
