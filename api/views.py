@@ -80,7 +80,10 @@ class TaskListView(APIView):
         responses=page_of(TaskOutput),
     )
     def get(self, request: Request) -> Response:
-        queryset = selectors.task_list(tenant=request_tenant(request), filters=request.query_params)
+        # A list: the replica's when there is one (a little behind, never for a write).
+        queryset = selectors.task_list(
+            tenant=request_tenant(request), filters=request.query_params, for_listing=True
+        )
         paginator = PagePagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(TaskOutput(page, many=True).data)

@@ -80,7 +80,8 @@ class ExecutionListView(APIView):
                     else selectors.execution_list(tenant=tenant, filters=others),
                 )
         else:
-            queryset = selectors.execution_list(tenant=tenant, filters=filters)
+            # A list: the replica's when there is one (a little behind, never for a write).
+            queryset = selectors.execution_list(tenant=tenant, filters=filters, for_listing=True)
             page = paginator.paginate_queryset(queryset, request, view=self)
         return paginator.get_paginated_response(ExecutionOutput(page, many=True).data)
 

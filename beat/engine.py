@@ -21,7 +21,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from beat.config import EngineConfig
-from beat.expansion import due_expand
+from beat.expansion import Batch, due_expand
 from beat.heap import Entry, ScheduleHeap
 from beat.lead import RingRate, extra_lead
 from beat.lock import LeaderLock
@@ -88,6 +88,9 @@ class SchedulerEngine:
         self._last_housekeeping = 0.0
         # A takeover's second republish pass: (when, since, until), see _republish_after_takeover.
         self._republish_again: tuple[float, datetime, datetime] | None = None
+        # When a batch last failed to record (the database lost), until the fires recorded
+        # around it are rung again (`_ring_what_the_outage_left`).
+        self._database_lost_at: datetime | None = None
         self.fired_total = 0
         self.published_total = 0
         self.ring_rate = RingRate()
@@ -290,6 +293,7 @@ class SchedulerEngine:
             # left rows stamped after `now` (seen: one second of fires in 1 of 10 kills).
             took_over_at = self.clock() if not was_leading else now
             self._fire_due()
+            self._ring_what_the_outage_left()
             # After the fires due now: what a dead predecessor may have left unrung is late
             # already, and a fire due now must not wait behind it.
             if not was_leading:
@@ -325,6 +329,9 @@ class SchedulerEngine:
                     # Every fire due by `now` is recorded: standbys may shadow up to here.
                     self.lock.mark_fired_through(now)
                     return
+                # Where each entry stood: a batch the database did not take (the primary
+                # lost, `_batch_not_recorded`) puts them back, to be owed again.
+                before = [(entry, entry.next_fire_at, entry.last_fired_at) for entry in due]
                 batch = due_expand(
                     due,
                     heap=self.heap,
@@ -333,24 +340,61 @@ class SchedulerEngine:
                     window=timedelta(seconds=self.config.catchup_window_seconds),
                     late_grace=self.config.late_grace,
                 )
-                # The fires and where each schedule goes next commit together (one commit).
-                with transaction.atomic():
-                    bells = fires_record(batch.fires, now=now)
-                    next_fires_save(batch.updates)
-                self.fired_total += len(bells)
-                if bells:
-                    # Goes out while the next batch is being recorded (`beat.publisher`).
-                    self._publisher.submit(bells)
-                if batch.dag_updates:
-                    # Each DAG fire commits on its own (it locks its DAG's row, which a
-                    # finishing node's run also takes); its first nodes ring after that
-                    # commit. A fire recorded before a crash left the next fires unsaved is
-                    # a no-op the second time (UNIQUE(dag, scheduled_at)).
-                    self.fired_total += dag_schedule_fires_record(batch.dag_fires)
-                    dag_next_fires_save(batch.dag_updates)
+                try:
+                    self._record(batch, now=now)
+                except Exception:
+                    self._batch_not_recorded(before)
+                    raise
         finally:
             self.published_total += self._publisher.drain()
             self.ring_rate.observe(self.fired_total - fired_before, time.monotonic() - started)
+
+    def _record(self, batch: Batch, *, now: datetime) -> None:
+        # The fires and where each schedule goes next commit together (one commit).
+        with transaction.atomic():
+            bells = fires_record(batch.fires, now=now)
+            next_fires_save(batch.updates)
+        self.fired_total += len(bells)
+        if bells:
+            # Goes out while the next batch is being recorded (`beat.publisher`).
+            self._publisher.submit(bells)
+        if batch.dag_updates:
+            # Each DAG fire commits on its own (it locks its DAG's row, which a
+            # finishing node's run also takes); its first nodes ring after that
+            # commit. A fire recorded before a crash left the next fires unsaved is
+            # a no-op the second time (UNIQUE(dag, scheduled_at)).
+            self.fired_total += dag_schedule_fires_record(batch.dag_fires)
+            dag_next_fires_save(batch.dag_updates)
+
+    def _batch_not_recorded(self, before: list[tuple[Entry, datetime, datetime | None]]) -> None:
+        """The database failed the batch (typically: the primary died and its standby is
+        being promoted). Its entries go back to where they stood, so the next tick owes
+        their fires again, with what fell due meanwhile (inside the catch-up window, by each
+        one's catch-up policy): nothing is skipped because one COMMIT failed. Its outcome is
+        unknown: it may have landed. Recording it again is a no-op then (ON CONFLICT DO
+        NOTHING, UNIQUE(dag, scheduled_at)), but rows it wrote are rung by nobody: the
+        first tick that records again rings what was recorded since then (`tick`)."""
+        for entry, next_fire_at, last_fired_at in before:
+            if self.heap.get(entry.task_id) is entry:  # not changed or removed meanwhile
+                entry.last_fired_at = last_fired_at
+                self.heap.reschedule(entry, next_fire_at)
+        if self._database_lost_at is None:
+            self._database_lost_at = self.clock()
+
+    def _ring_what_the_outage_left(self) -> None:
+        """After a batch failed, once the database records again: ring the queued rows
+        recorded from a little before the failure until now, now and once more a little
+        later (a COMMIT whose answer was lost may be replayed on the promoted standby
+        after a delay). A doorbell for a run already rung costs a refused claim."""
+        lost_at = self._database_lost_at
+        if lost_at is None:
+            return
+        since = lost_at - self.config.late_grace - timedelta(seconds=TICK_BUDGET_SECONDS)
+        until = self.clock()
+        self._republish_queued(since=since, until=until)
+        self._database_lost_at = None  # only once rung: a failure here tries again next tick
+        self._republish_again = (time.monotonic() + REPUBLISH_AGAIN_SECONDS, since, until)
+        logger.info("the database records again: fires since %s rung again", since.isoformat())
 
     def _extra_lead(self, now: datetime) -> timedelta:
         """How much earlier than its own lead a burst ahead must ring (`beat.lead`)."""

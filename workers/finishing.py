@@ -13,6 +13,7 @@ from time import time_ns
 
 from dags.engine.dispatch import HandOn
 from runs.finish import run_finish, runs_finish
+from scheduler_app.db_retry import database_retry
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim
@@ -58,15 +59,21 @@ def finish_claimed(
         tenant=claim.execution.tenant, text=sink.buffer.text(), truncated=sink.buffer.truncated
     )
     with finish_span(run_trace):
-        report = run_finish(
-            claim=claim,
-            outcome=handler_outcome,
-            log_text=log_text,
-            log_truncated=log_truncated,
-            metrics_pipe=end_pipe,
-            started_at=started_at,
-            progress=executed.progress,
-            hand_on=hand_on,
+        # The primary lost mid-finish: the finish again on the promoted one, rather than a
+        # run whose lease expires and whose next attempt runs it a second time. A finish
+        # that had committed is refused the second time by its claim token (0 rows).
+        report = database_retry(
+            lambda: run_finish(
+                claim=claim,
+                outcome=handler_outcome,
+                log_text=log_text,
+                log_truncated=log_truncated,
+                metrics_pipe=end_pipe,
+                started_at=started_at,
+                progress=executed.progress,
+                hand_on=hand_on,
+            ),
+            what="finish",
         )
     status = handler_outcome.status if report.accepted else "rejected"
     RunLedger(worker_id).end_into(
@@ -105,20 +112,21 @@ def successes_finish(waiting: Sequence[Done], *, ledger: RunLedger) -> list[str]
     }
     finish_started_ns = time_ns() if tracer() is not None else 0
     try:
-        reports = runs_finish(
-            [
-                Ended(
-                    claim=done.claim,
-                    outcome=done.executed.outcome,
-                    started_at=done.started_at,
-                    completed_at=done.completed_at,
-                    log_text=logs[done.claim.execution.id][0],
-                    log_truncated=logs[done.claim.execution.id][1],
-                    progress=done.executed.progress,
-                )
-                for done in waiting
-            ],
-            metrics_pipe=writes,
+        ended = [
+            Ended(
+                claim=done.claim,
+                outcome=done.executed.outcome,
+                started_at=done.started_at,
+                completed_at=done.completed_at,
+                log_text=logs[done.claim.execution.id][0],
+                log_truncated=logs[done.claim.execution.id][1],
+                progress=done.executed.progress,
+            )
+            for done in waiting
+        ]
+        # As `finish_claimed`: again on a new connection when the primary was lost.
+        reports = database_retry(
+            lambda: runs_finish(ended, metrics_pipe=writes), what="batch finish"
         )
     except BaseException:
         if finish_started_ns:  # each run's span ends, the statement's failure on it

@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 # The thread looks at its runs at least this often (it is never woken up: a run registered
 # just after a round waits this long at most for its first log flush).
 IDLE_WAKE_SECONDS = FLUSH_SECONDS
+# A renewal that failed (the database away) is tried again this soon.
+RENEW_RETRY_SECONDS = 1.0
 
 
 @dataclass(eq=False)
@@ -173,8 +175,12 @@ class RunWatcher:
                     claim_token=run.claim_token,
                     lease_seconds=run.lease_seconds,
                 )
-            except Exception:  # a database blip: try again next round
+            except Exception:  # a database blip: try again soon
                 logger.exception("lease renewal of %s failed", run.execution_id)
+                # Not a whole interval later: a primary being replaced by its standby is back
+                # within seconds, and the lease must not run out meanwhile (the reaper would
+                # hand a run still running to another attempt).
+                run.next_renew = now + min(RENEW_RETRY_SECONDS, run.renew_interval)
                 continue
             if not renewed and run in self._runs:
                 logger.warning("execution %s: claim lost, stopping the run", run.execution_id)

@@ -61,17 +61,23 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
 def database_from_url(url: str) -> dict:
     """Turn DATABASE_URL into a Django DATABASES entry. PostgreSQL is the only engine: the
     claims, fires and DAG counts are single statements that need its SKIP LOCKED, unnest and
-    RETURNING."""
+    RETURNING.
+
+    A multi-host URL (libpq's ``postgres://u@h1:5432,h2:5432/db?target_session_attrs=
+    read-write``, a primary and its hot standby) becomes comma-separated HOST and PORT lists,
+    which psycopg hands to libpq unchanged: libpq tries each host in turn and keeps the one
+    that accepts writes, so after a promotion a new connection finds the new primary."""
     parsed = urlparse(url)
     if parsed.scheme in ("postgres", "postgresql", "pgsql"):
         options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        user, hosts, ports = _url_hosts(parsed.netloc)
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
-            "USER": unquote(parsed.username or ""),
-            "PASSWORD": unquote(parsed.password or ""),
-            "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
+            "USER": unquote(user.partition(":")[0]),
+            "PASSWORD": unquote(user.partition(":")[2]),
+            "HOST": ",".join(hosts),
+            "PORT": ",".join(ports) if any(ports) else "",
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,
             "OPTIONS": options,
@@ -79,3 +85,23 @@ def database_from_url(url: str) -> dict:
     raise ValueError(
         f"DATABASE_URL scheme {parsed.scheme!r} is not supported: use postgres://user@host/db"
     )
+
+
+def _url_hosts(netloc: str) -> tuple[str, list[str], list[str]]:
+    """(userinfo, hosts, ports) of a URL's netloc, which may list several ``host:port``
+    (urllib reads only one). With several hosts, one without a port gets PostgreSQL's 5432."""
+    user, _, hostlist = netloc.rpartition("@")
+    hosts: list[str] = []
+    ports: list[str] = []
+    for item in hostlist.split(","):
+        if item.startswith("["):  # an IPv6 literal: [::1]:5432
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            host, _, port = item.partition(":")
+        hosts.append(unquote(host))
+        ports.append(port)
+    if len(hosts) > 1:
+        # libpq wants one port per host (or one for all): fill the gaps with the default.
+        ports = [port or "5432" for port in ports]
+    return user, hosts, ports

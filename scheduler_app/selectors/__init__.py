@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -17,6 +18,7 @@ from django.utils.dateparse import parse_datetime
 from scheduler_app.ascii_numbers import ascii_int
 from scheduler_app.audit_verbs import legacy_actions, verb_of
 from scheduler_app.choices import DAG_NODE_TAG, STATUS_SPELLINGS, ExecutionStatus
+from scheduler_app.db_router import listing_database
 from scheduler_app.errors import NotFound, ValidationFailed
 from scheduler_app.models import (
     ApiKey,
@@ -43,10 +45,13 @@ def _as_uuid(value: Any, *, what: str) -> uuid.UUID:
 
 
 def task_list(
-    *, tenant: Tenant, filters: Mapping[str, str] | None = None
+    *, tenant: Tenant, filters: Mapping[str, str] | None = None, for_listing: bool = False
 ) -> QuerySet[TaskDefinition]:
+    """`for_listing`: a list a person looks at, which may come from the replica (a little
+    behind, `scheduler_app.db_router`); never for a read that decides a write."""
     filters = filters or {}
-    tasks = visible_tasks(TaskDefinition.objects.filter(tenant=tenant, deleted_at__isnull=True))
+    tasks = TaskDefinition.objects.using(listing_database() if for_listing else DEFAULT_DB_ALIAS)
+    tasks = visible_tasks(tasks.filter(tenant=tenant, deleted_at__isnull=True))
     if filters.get("tag"):
         tasks = tasks.filter(tags__contains=[filters["tag"]])
     if filters.get("schedule_type"):
@@ -204,14 +209,18 @@ def execution_list(
     tenant: Tenant,
     filters: Mapping[str, str] | None = None,
     log_window: tuple[str, datetime] | None = None,
+    for_listing: bool = False,
 ) -> QuerySet[TaskExecution]:
     """Every execution of the tenant; filters: status (comma list), task, tag, since, until,
     log_contains (words in the stored log, `scheduler_app.selectors.log_search`). A log
     search may be narrowed to a recent window, (field, start): runs whose `field` (scheduled_at or
-    created_at) is at or after start, their logs looked up in that window's part of the index."""
+    created_at) is at or after start, their logs looked up in that window's part of the index.
+    `for_listing`: as `task_list`'s (not with a log search: its budget is the primary's)."""
 
     filters = filters or {}
-    executions = TaskExecution.objects.select_related("task").filter(tenant=tenant)
+    database = listing_database() if for_listing and "log_contains" not in filters else None
+    executions = TaskExecution.objects.using(database or DEFAULT_DB_ALIAS)
+    executions = executions.select_related("task").filter(tenant=tenant)
     if filters.get("status"):
         wanted = [value.strip() for value in filters["status"].split(",") if value.strip()]
         wanted = [STATUS_SPELLINGS.get(value, value) for value in wanted]

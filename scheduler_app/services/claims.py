@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from scheduler_app import db_rows
 from scheduler_app.choices import WAITING_STATUSES, ExecutionStatus, Trigger
+from scheduler_app.db_retry import database_retry
 from scheduler_app.models import RunCheckpoint, TaskDefinition, TaskExecution, Tenant
 from scheduler_app.monitoring.counters import record_run_started, record_run_started_into
 
@@ -68,7 +69,13 @@ def executions_claim(
     ids = [uuid.UUID(str(execution_id)) for execution_id in dict.fromkeys(execution_ids)]
     for attempt in range(1, CLAIM_ATTEMPTS + 1):
         try:
-            claims = _claim_postgres(ids, worker_id=worker_id, lease_seconds=lease_seconds)
+            # A primary lost mid-claim: the claim again on the promoted one. A claim that had
+            # committed finds its rows running and claims none of them: they are not run twice
+            # (their lease expires and the reaper hands them on).
+            claims = database_retry(
+                lambda: _claim_postgres(ids, worker_id=worker_id, lease_seconds=lease_seconds),
+                what="claim",
+            )
             break
         except OperationalError:
             if attempt == CLAIM_ATTEMPTS:
