@@ -11,6 +11,7 @@ bench/results/nemesis.md."""
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from tests.chaos.nemesis import Nemesis, NemesisStack, PoolSampler, faketime_env
 from tests.chaos.nemesis_report import render
 from tests.factories import make_task
 from tests.ledger import ledger_entries
+from tests.processes import service_logs_folder
 from tests.redis_drop_proxy import RedisDropProxy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("faketime")]
@@ -94,6 +96,8 @@ def test_a_seeded_nemesis_leaves_a_history_the_checker_finds_clean(
         finally:
             proxy.close()
         runs, tasks = _history(stack)
+        # Every process's log, the killed ones' too, kept beside the nemesis' own.
+        shutil.copytree(service_logs_folder(), tmp_path / "logs", dirs_exist_ok=True)
     stepped = any(step.kind == "beat-clock-step" for step in steps)
     rules = Rules(
         catchup_window=timedelta(seconds=django_settings.SCHEDULER["CATCHUP_WINDOW_SECONDS"]),
@@ -119,6 +123,6 @@ def test_a_seeded_nemesis_leaves_a_history_the_checker_finds_clean(
     if target_path := os.environ.get("NEMESIS_REPORT"):
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
         Path(target_path).write_text(report)
-    assert verdict.clean, verdict.summary()
+    assert verdict.clean, f"{verdict.summary()}\n(logs: {tmp_path})"
     assert result.unended == 0
     assert len({step.kind for step in steps}) >= 5, "the seed should draw most fault kinds"
