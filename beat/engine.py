@@ -409,17 +409,25 @@ class SchedulerEngine:
 
     def _shadow_leader(self, *, now: datetime) -> None:
         """A standby moves its heap along behind a live leader, so that a takeover starts
-        from where the leader stood instead of replaying its history. It stays two lock
-        TTLs behind, or at the leader's fired-through mark when that is later: anything
-        newer may still be owed by a leader that just died (`heap.ScheduleHeap.skip_through`)."""
+        from where the leader stood instead of replaying its history: up to the leader's
+        fired-through mark (every fire due by it is recorded), never past this standby's
+        own clock; anything newer may still be owed by a leader that just died
+        (`heap.ScheduleHeap.skip_through`). Only without a mark (Redis restarted empty, a
+        leader that has not caught up once yet) does it go by its own clock, two lock TTLs
+        behind.
+
+        Not the later of the two: a standby whose clock is ahead (an NTP step) would skip
+        through fires the leader has not recorded yet, and a leader behind on its work (or
+        whose clock is behind) has not recorded what two TTLs ago is on the standby's clock.
+        Either is lost if that leader dies and this standby takes over (the nemesis found
+        the first: tests/scheduler_app/test_standby_clock_skew.py)."""
         if self.lock.current_leader() is None:
             return
-        horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
-        # Closer behind when the leader says how far it has recorded every due fire: a
-        # takeover then owes only what came after that mark, not two TTLs of fires.
         recorded_through = self.lock.fired_through()
         if recorded_through is not None:
-            horizon = max(horizon, min(recorded_through, now))
+            horizon = min(recorded_through, now)
+        else:
+            horizon = now - timedelta(seconds=2 * self.config.lock_ttl_seconds)
         self.heap.skip_through(horizon, self.config.batch_size)
 
     def _republish_after_takeover(self, *, until: datetime) -> None:

@@ -83,6 +83,9 @@ TOOLS: tuple[Tool, ...] = (
         "the Alertmanager configuration's amtool check and its end-to-end delivery test",
         apt_options=("--no-install-recommends",),
     ),
+    # The nemesis steps one beat's wall clock with the library (LD_PRELOAD), which the
+    # package installs next to the command (tests/chaos/faults.py, libfaketime_path).
+    Tool("faketime", "faketime", "faketime", "the chaos nemesis' clock step (libfaketime)"),
 )
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 

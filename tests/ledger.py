@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,29 @@ MODULES = "workers.handlers.builtin,tests.ledger"
 
 
 @handler("ledger")
-def ledger(path: str, seconds: float = 0.0, *, context: HandlerContext) -> dict[str, Any]:
+def ledger(
+    path: str, seconds: float = 0.0, claims: bool = False, *, context: HandlerContext
+) -> dict[str, Any]:
+    """`claims`: the line also names the claim the run runs under (its row's claim_token,
+    read here), so that a checker can count executions per (run, claim): a run put back to
+    queued as the same attempt after its worker died runs again under a new claim."""
     started = time.time()
+    claim = f" {_claim_token(context.execution_id)}" if claims else ""
     # O_APPEND writes of one short line are atomic between the worker's pool processes.
     with open(path, "a", encoding="utf-8") as file:
-        file.write(f"{context.execution_id} {context.attempt} {os.getpid()} {started:.6f}\n")
+        file.write(f"{context.execution_id} {context.attempt} {os.getpid()}{claim} {started:.6f}\n")
     # Then stay busy, so that a fault can catch the run in flight.
     context.cancel_event.wait(float(seconds))
     return {}
+
+
+def _claim_token(execution_id: str) -> str:
+    from scheduler_app.models import TaskExecution
+
+    token = (
+        TaskExecution.objects.filter(id=execution_id).values_list("claim_token", flat=True).first()
+    )
+    return str(token)
 
 
 def ledger_env() -> dict[str, str]:
@@ -43,6 +59,28 @@ def _lines(path: Path) -> list[list[str]]:
 def ledger_counts(path: Path) -> collections.Counter:
     """How many times each execution's handler ran."""
     return collections.Counter(fields[0] for fields in _lines(path))
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One handler start: the run, its attempt, the pool process, the claim (with `claims`),
+    and when (Unix time, this host's clock)."""
+
+    execution_id: str
+    attempt: int
+    pid: int
+    claim: str | None
+    started: float
+
+
+def ledger_entries(path: Path) -> list[LedgerEntry]:
+    entries = []
+    for fields in _lines(path):
+        claim = fields[3] if len(fields) == 5 else None
+        entries.append(
+            LedgerEntry(fields[0], int(fields[1]), int(fields[2]), claim, float(fields[-1]))
+        )
+    return entries
 
 
 def ledger_starts(path: Path) -> dict[str, float]:

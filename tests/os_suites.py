@@ -3,8 +3,8 @@ missing, instead of failing by the dozen.
 
 A test (or a whole module, through `pytestmark`) that cannot pass without one of the tools
 of `scripts.os_tools.TOOLS` carries `@pytest.mark.needs_os_tool("bubblewrap")` (or
-"slirp4netns", "pgbouncer", "chromium", "promtool", "alertmanager"). `make test` stops
-before the suite when a tool is missing, unless `SKIP_OS_SUITES=1`; then, and in a plain
+"slirp4netns", "pgbouncer", "chromium", "promtool", "alertmanager", "faketime"). `make test`
+stops before the suite when a tool is missing, unless `SKIP_OS_SUITES=1`; then, and in a plain
 `pytest` run on such a machine, the marked tests skip and the end of the run lists them by
 tool, folder and file.
 """

@@ -174,6 +174,11 @@ def _logs() -> tempfile.TemporaryDirectory:
     return tempfile.TemporaryDirectory(prefix="scheduler-test-logs-")
 
 
+def service_logs_folder() -> Path:
+    """Where every process this test process started logs (replaced ones' logs stay)."""
+    return Path(_logs().name)
+
+
 def _start(name: str, argv: list[str], env: dict[str, str]) -> ServiceProcess:
     # Not a context manager: the child inherits the handle and keeps writing after we return.
     log_file = tempfile.NamedTemporaryFile(  # noqa: SIM115

@@ -65,8 +65,13 @@ class TcpProxy:
             client.settimeout(None)
             with self._lock:
                 self._open += [client, server]
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+            threading.Thread(target=self._upstream, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+
+    def _upstream(self, client: socket.socket, server: socket.socket) -> None:
+        """What the client sends, on its way to the server: passed as it is (a subclass may
+        rewrite it: tests/redis_drop_proxy.py)."""
+        self._pump(client, server)
 
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
         with contextlib.suppress(OSError):

@@ -87,11 +87,11 @@ def test_make_test_stops_with_one_message_naming_the_missing_tools(machine):
     assert done.returncode != 0
     assert done.stderr.count(MESSAGE) == 1, done.stderr
     assert (
-        "machine cannot give them: bubblewrap, slirp4netns, chromium, promtool, alertmanager."
-        in done.stderr
+        "machine cannot give them: bubblewrap, slirp4netns, chromium, promtool, alertmanager,"
+        " faketime." in done.stderr
     )
     assert "  - pgbouncer" not in done.stderr
-    assert "apt-get install -y bubblewrap slirp4netns chromium" in done.stderr
+    assert "apt-get install -y bubblewrap slirp4netns chromium faketime" in done.stderr
     assert "apt-get install -y --no-install-recommends prometheus\n" in done.stderr
     assert "apt-get install -y --no-install-recommends prometheus-alertmanager" in done.stderr
     assert "make test SKIP_OS_SUITES=1" in done.stderr
@@ -117,7 +117,7 @@ def test_where_it_may_install_it_installs_with_apt_get_and_goes_on(machine):
     assert done.returncode == 0, done.stderr
     calls = record.read_text().splitlines()
     assert calls[0] == "update -qq"
-    assert calls[1] == "install -qq -y bubblewrap slirp4netns chromium"
+    assert calls[1] == "install -qq -y bubblewrap slirp4netns chromium faketime"
     assert calls[2] == "install -qq -y --no-install-recommends prometheus"
     assert calls[3] == "install -qq -y --no-install-recommends prometheus-alertmanager"
     assert {path.name for path in tools.iterdir()} == {
@@ -127,6 +127,7 @@ def test_where_it_may_install_it_installs_with_apt_get_and_goes_on(machine):
         "chromium",
         "promtool",
         "prometheus-alertmanager",
+        "faketime",
     }
     assert MESSAGE not in done.stderr
 
@@ -144,7 +145,7 @@ def test_a_bubblewrap_that_cannot_run_is_reported_not_installed_again(machine):
         done.stderr
     )
     # apt-get cannot fix that one: it is not in the install command.
-    assert "apt-get install -y slirp4netns chromium" in done.stderr
+    assert "apt-get install -y slirp4netns chromium faketime" in done.stderr
 
 
 def test_skip_os_suites_runs_on_and_says_what_skips(machine):
