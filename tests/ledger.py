@@ -43,7 +43,7 @@ def _claim_token(execution_id: str) -> str:
     from scheduler_app.models import TaskExecution
 
     token = (
-        TaskExecution.objects.filter(id=execution_id).values_list("claim_token", flat=True).first()
+        TaskExecution.platform.filter(id=execution_id).values_list("claim_token", flat=True).first()
     )
     return str(token)
 

@@ -61,7 +61,7 @@ def _history(stack):
         for r in stack.executions()
     ]
     tasks = []
-    for task in TaskDefinition.objects.filter(id__in=[t.id for t in stack.tasks]):
+    for task in TaskDefinition.platform.filter(id__in=[t.id for t in stack.tasks]):
         schedule = schedule_of(task)
         tasks.append(TaskRecord(str(task.id), task.created_at, task.paused_at, schedule.next_after))
     return runs, tasks
