@@ -108,7 +108,11 @@ def _clone(creation: DatabaseCreation, test_name: str, template: str) -> bool:
         if not _template_exists(cursor, template):
             return False
         cursor.execute(f'DROP DATABASE IF EXISTS "{test_name}"')
-        cursor.execute(f'CREATE DATABASE "{test_name}" TEMPLATE "{template}"')
+        try:
+            cursor.execute(f'CREATE DATABASE "{test_name}" TEMPLATE "{template}"')
+        except Exception:  # pruned meanwhile, or held: then migrate as without a template
+            cursor.execute(f'DROP DATABASE IF EXISTS "{test_name}"')
+            return False
         with contextlib.suppress(Exception):
             _mark_used(cursor, template)
             _prune_stale(cursor)
