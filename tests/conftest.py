@@ -26,6 +26,14 @@ hypothesis_settings.register_profile(
 hypothesis_settings.load_profile("suite")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Each process's test database is cloned from a migrated template (tests/db_template.py):
+    the migrations ran once per schema, not once per xdist worker and run."""
+    from tests import db_template
+
+    db_template.install()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from project.settings.test_redis import release_redis_db
 

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from tests.processes import broker_key_prefix, quiesce, start_beat, start_worker
+from tests.processes import broker_key_prefix, quiesce, start_beat, start_worker, stop_all
 
 FAST_WORKER = {
     "WORKER_KILL_GRACE_SECONDS": "1",
@@ -76,8 +76,8 @@ def beats(transactional_db):
         return beat
 
     yield start
-    for beat in started:
-        beat.stop(timeout=10)
+    # Side by side: each beat's graceful stop (releasing its locks) overlaps the others'.
+    stop_all(started, timeout=10)
 
 
 def dump_logs(*processes) -> str:
