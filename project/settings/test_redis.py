@@ -44,7 +44,11 @@ def _holder(owner: str) -> str:
 def _holder_is_gone(holder: str) -> bool:
     """A claim made on this host by a process that no longer exists."""
     parts = holder.rsplit("|", 2)
-    if len(parts) != 3 or parts[1] != socket.gethostname() or not parts[2].isdigit():
+    if (
+        len(parts) != 3
+        or parts[1] != socket.gethostname()
+        or not (parts[2].isascii() and parts[2].isdigit())
+    ):
         return False  # another host's, or an older format: left to its expiry
     try:
         os.kill(int(parts[2]), 0)

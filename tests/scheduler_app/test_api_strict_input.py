@@ -17,10 +17,11 @@ from dags.models import Dag, DagRun
 from dags.services.definitions import dag_create
 from dags.services.runs import dag_trigger
 from runs.finish import run_finish
-from scheduler_app.models import ApiKey, Secret, TaskDefinition, TaskExecution
+from scheduler_app.models import ApiKey, Pool, Secret, TaskDefinition, TaskExecution
 from scheduler_app.services.api_keys import api_key_create
 from scheduler_app.services.claims import execution_claim
 from scheduler_app.services.executions import Outcome
+from scheduler_app.services.pools import pool_create
 from scheduler_app.services.secrets import secret_create
 from scheduler_app.services.task_definitions import task_trigger
 from tests.api_clients import member_client
@@ -64,7 +65,9 @@ def own_objects(tenant):
     incident = incident_open(
         rule="task_failing", key=str(task.id), tenant=tenant, summary="task strict is failing"
     )
+    pool = pool_create(tenant=tenant, name="strict-pool", slots=2)
     return {
+        "name": pool.name,
         "incident_id": str(incident.id),
         "channel_id": str(channel.id),
         "task_id": str(task.id),
@@ -88,6 +91,7 @@ def _snapshot(tenant) -> dict:
         "tasks": list(TaskDefinition.platform.filter(tenant=tenant).values().order_by("id")),
         "executions": list(TaskExecution.platform.filter(tenant=tenant).values().order_by("id")),
         "secrets": list(Secret.platform.filter(tenant=tenant).values().order_by("id")),
+        "pools": list(Pool.platform.filter(tenant=tenant).values().order_by("id")),
         "keys": list(ApiKey.platform.filter(tenant=tenant).values().order_by("id")),
         "members": list(tenant.memberships.values("id", "role").order_by("id")),
         "dags": list(Dag.platform.filter(tenant=tenant).values().order_by("id")),
