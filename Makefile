@@ -42,9 +42,14 @@ docs: $(STAMP)
 # bench/results/chaos.md, and the nemesis' (10 minutes of seeded random faults) to
 # bench/results/nemesis.md: `make chaos SEED=7` replays seed 7 (default: a new seed each run,
 # printed in the table). `make test` runs the short versions of the same cases.
+# The nemesis runs on a PostgreSQL primary and standby (tests/pg_cluster.py), which adds the
+# PostgreSQL faults; NEMESIS_POSTGRES=single keeps it on one; NEMESIS_SECONDS its span.
 SEED ?= $(shell date +%s)
+NEMESIS_POSTGRES ?= cluster
+NEMESIS_SECONDS ?= 600
 chaos: $(STAMP)
 	CHAOS_LONG=1 CHAOS_REPORT=bench/results/chaos.md NEMESIS_SEED=$(SEED) \
+		NEMESIS_POSTGRES=$(NEMESIS_POSTGRES) NEMESIS_SECONDS=$(NEMESIS_SECONDS) \
 		NEMESIS_REPORT=bench/results/nemesis.md DJANGO_SETTINGS_MODULE=project.settings.test \
 		$(PY) -m pytest -p no:xdist -q tests/chaos
 

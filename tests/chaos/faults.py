@@ -187,6 +187,65 @@ class ClockStep(Fault):
         return {"beat": stack.clock_node, "step_seconds": 0}
 
 
+class PostgresPartition(Fault):
+    """The replication link between the PostgreSQL primary and its synchronous standby cut
+    (tests/pg_cluster.py's proxy), healed at the end: commits wait for the standby meanwhile
+    (RPO zero over availability); nothing is lost or doubled when it heals. On the cluster
+    only (NEMESIS_POSTGRES=cluster), and only while the primary is the first one."""
+
+    kind = "postgres-partition"
+    hold_range = (2.0, 5.0)
+    long_hold_range = (5.0, 15.0)
+
+    def applicable(self, stack):
+        return stack.cluster is not None
+
+    def inject(self, stack, rng):
+        if stack.cluster.promoted_at is not None:
+            self._cut = False  # the link led to the lost primary: nothing left to cut
+            return {"skipped": "standby already promoted"}
+        self._cut = True
+        stack.cluster.cut_replication()
+        return {"link_port": stack.cluster.link.port}
+
+    def heal(self, stack):
+        if self._cut:
+            stack.cluster.heal_replication()
+        return {"healed": self._cut}
+
+
+class PostgresFailover(Fault):
+    """The PostgreSQL primary SIGKILLed, its standby promoted at the heal (the hold is the
+    time an operator, or CloudNativePG, takes to decide): in-flight transactions fail and are
+    retried on the new primary, the gap's fires are caught up. Once: after it the cluster has
+    no standby, so a later draw of this kind does nothing."""
+
+    kind = "postgres-failover"
+    hold_range = (2.0, 5.0)
+    long_hold_range = (3.0, 10.0)
+
+    def applicable(self, stack):
+        return stack.cluster is not None
+
+    def inject(self, stack, rng):
+        if stack.cluster.killed_at is not None:
+            self._killed = False
+            return {"skipped": "primary already lost once"}
+        self._killed = True
+        stack.cluster.kill_primary()
+        return {"primary_port": stack.cluster.primary.port}
+
+    def heal(self, stack):
+        if not self._killed:
+            return {"promoted": False}
+        promoted_at = stack.cluster.promote()
+        # This process's own connection (the checker's reads) went with the old primary.
+        from scheduler_app.db_retry import connection_discard
+
+        connection_discard()
+        return {"promoted": True, "after_kill_s": round(promoted_at - stack.cluster.killed_at, 1)}
+
+
 FAULT_KINDS: tuple[type[Fault], ...] = (
     WorkerKill,
     WorkerPause,
@@ -195,4 +254,6 @@ FAULT_KINDS: tuple[type[Fault], ...] = (
     RedisRestartEmpty,
     BrokerDrops,
     ClockStep,
+    PostgresPartition,
+    PostgresFailover,
 )

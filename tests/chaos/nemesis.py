@@ -30,6 +30,7 @@ from beat.lock import LeaderLock
 from scheduler_app.redis_client import get_redis
 from tests.chaos.faults import FAULT_KINDS, Fault, libfaketime_path, process_group
 from tests.chaos.harness import ChaosStack
+from tests.pg_cluster import PgCluster
 from tests.processes import ROOT
 from tests.redis_drop_proxy import RedisDropProxy
 
@@ -85,6 +86,9 @@ class NemesisStack:
     clock_file: Path | None
     clock_node: str = "b"
     beat_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # tests/pg_cluster.py's primary and standby when the nemesis runs on them
+    # (NEMESIS_POSTGRES=cluster, `make chaos`); None on the single test PostgreSQL.
+    cluster: PgCluster | None = None
 
     def start_beat(self, node: str) -> None:
         self.stack.start_beat(node, **self.beat_env.get(node, {}))

@@ -6,17 +6,27 @@ a second, catch-up `all`), 140-200 s with the stack's start and settling; its fi
 recorded as one of the longest in tests/durations.json, so tests/suite_order.py starts it
 first and the rest of the suite runs beside it. `make chaos` runs the long form: 10 minutes
 of faults, held longer, over the same tasks, the seed from the command line
-(`make chaos SEED=7`), and writes bench/results/nemesis.md."""
+(`make chaos SEED=7`), and writes bench/results/nemesis.md.
+
+NEMESIS_POSTGRES=cluster (the default of `make chaos`) runs it on tests/pg_cluster.py's
+primary and synchronous standby instead of the single test PostgreSQL, which adds the
+PostgreSQL faults (faults.py: the replication link cut, the primary killed and the standby
+promoted); the in-suite form stays on the single one, its plan and time unchanged.
+NEMESIS_SECONDS shortens or lengthens the long form's faults (`make chaos NEMESIS_SECONDS=180`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connections
 
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.task_schedule import schedule_of
@@ -27,13 +37,15 @@ from tests.chaos.nemesis import Nemesis, NemesisStack, PoolSampler, faketime_env
 from tests.chaos.nemesis_report import render
 from tests.factories import make_task
 from tests.ledger import ledger_entries
+from tests.pg_cluster import PgCluster, binaries_present, django_default_at, pg_cluster
 from tests.processes import service_logs_folder
 from tests.redis_drop_proxy import RedisDropProxy
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.needs_os_tool("faketime")]
 
 SEED = int(os.environ.get("NEMESIS_SEED", "31"))
-SECONDS = scaled(90, 600)
+SECONDS = scaled(90, float(os.environ.get("NEMESIS_SECONDS", "600")))
+ON_CLUSTER = os.environ.get("NEMESIS_POSTGRES", "single") == "cluster"
 # The same load in both forms, which one worker carries alone (with a worker down, a load
 # above capacity grows a backlog that never drains, and the case would measure that: a first
 # ten-minute run with 30 tasks on this shared 2-core machine fell behind by 20 runs a second).
@@ -67,11 +79,44 @@ def _history(stack):
     return runs, tasks
 
 
+@contextlib.contextmanager
+def _postgres() -> Iterator[tuple[PgCluster | None, dict[str, str]]]:
+    """The database the stack runs on: the test database, or (NEMESIS_POSTGRES=cluster) a
+    copy of it on a primary and its synchronous standby, which this process's own reads and
+    writes then use too (the drill's way, tests/integration/test_database_failover.py)."""
+    if not ON_CLUSTER:
+        yield None, {}
+        return
+    assert binaries_present(), "NEMESIS_POSTGRES=cluster needs the PostgreSQL 15 binaries"
+    source = connections["default"].settings_dict
+    with pg_cluster(synchronous=True) as cluster:
+        database = f"nemesis_{uuid.uuid4().hex[:8]}"
+        cluster.create_database_from(
+            f"postgres://{source.get('USER') or 'postgres'}@{source.get('HOST') or '127.0.0.1'}"
+            f":{source.get('PORT') or 5432}/{source['NAME']}",
+            database,
+        )
+        url = cluster.url(database)
+        env = {
+            "DATABASE_URL": url,
+            "DATABASE_RETRY_SECONDS": "60",
+            # Longer than a failover's hold: a lease running out while the primary is away
+            # would hand a run still running to a second attempt.
+            "WORKER_LEASE_SECONDS": "30",
+        }
+        with django_default_at(url):
+            yield cluster, env
+
+
 @pytest.mark.timeout(int(scaled(420, 1500)))
 def test_a_seeded_nemesis_leaves_a_history_the_checker_finds_clean(
     tenant, tmp_path, settings, record_case
 ):
-    with chaos_stack(tenant, tmp_path, settings, tasks=0) as stack:
+    with (
+        _postgres() as (cluster, database_env),
+        chaos_stack(tenant, tmp_path, settings, tasks=0) as stack,
+    ):
+        stack.env.update(database_env)
         _tasks(stack, tenant)  # the nemesis' own (catch-up all, claims in the ledger)
         proxy = RedisDropProxy(upstream_port=stack.redis.port, seed=SEED)
         clock_file = tmp_path / "beat-b.clock"
@@ -82,6 +127,7 @@ def test_a_seeded_nemesis_leaves_a_history_the_checker_finds_clean(
             proxy,
             clock_file,
             beat_env={"a": broker, "b": {**broker, **faketime_env(clock_file)}},
+            cluster=cluster,
         )
         try:
             target.start_beat("a")
@@ -107,7 +153,7 @@ def test_a_seeded_nemesis_leaves_a_history_the_checker_finds_clean(
             )
         finally:
             proxy.close()
-        runs, tasks = _history(stack)
+        runs, tasks = _history(stack)  # on the cluster, when the nemesis ran on it
         # Every process's log, the killed ones' too, kept beside the nemesis' own.
         shutil.copytree(service_logs_folder(), tmp_path / "logs", dirs_exist_ok=True)
     stepped = any(step.kind == "beat-clock-step" for step in steps)

@@ -31,9 +31,10 @@ KUBERNETES_VERSIONS = ("1.30.0", kubernetes_schemas.latest_version())
 TIERS = ("critical", "normal", "bulk")
 APP_IMAGE = "scheduler-app"
 SECRET_NAME = "scheduler-secrets"
+# The Secret CloudNativePG writes for the app's database owner (postgres-cluster.yaml).
+DATABASE_SECRET = "scheduler-db-app"
 # What the official images of the data services read (docker-compose.yml sets the same).
 THIRD_PARTY_ENV = {
-    "postgres:15": {"POSTGRES_DB", "POSTGRES_USER", "POSTGRES_PASSWORD", "PGDATA"},
     # What deploy/redis/start-redis.sh reads.
     "redis:7": {"REDIS_ACL_RULES", "REDIS_PASSWORDS_DIR", "REDIS_ACL_DIR"},
     # Jaeger all-in-one's, as docker-compose.yml sets them.
@@ -120,8 +121,8 @@ def test_the_kustomization_lists_every_manifest_and_nothing_else():
 def test_every_manifest_is_valid_kubernetes(version):
     checked = 0
     for doc in DOCS:
-        if doc["apiVersion"].startswith("keda.sh/"):
-            continue
+        if doc["apiVersion"].startswith(("keda.sh/", "postgresql.cnpg.io/")):
+            continue  # custom resources: tests/deploy/test_kubernetes_postgres.py for CNPG's
         kubernetes_schemas.validate(doc, version, strict=True)
         checked += 1
     assert checked >= 20
@@ -335,7 +336,7 @@ def test_every_env_var_is_one_the_project_reads():
                 assert var["name"] in allowed, f"{container['name']}: {var['name']}"
                 secret = var.get("valueFrom", {}).get("secretKeyRef")
                 if secret:
-                    assert secret["name"] == SECRET_NAME
+                    assert secret["name"] in (SECRET_NAME, DATABASE_SECRET)
             for source in container.get("envFrom", []):
                 if "configMapRef" in source:
                     assert source["configMapRef"]["name"] in config_maps
@@ -348,14 +349,14 @@ def test_the_secret_the_manifests_expect_is_documented():
     command = re.search(r"kubectl -n scheduler create secret generic (\S+)(.*?)\n\n", readme, re.S)
     assert command and command.group(1) == SECRET_NAME
     keys = set(re.findall(r"--from-literal=([A-Z_]+)=", command.group(2)))
-    assert {"SECRET_KEY", "SECRETS_KEY", "DATABASE_URL", "POSTGRES_PASSWORD"} <= keys
-    assert keys - {"POSTGRES_PASSWORD"} <= _env_names_read_by_the_project()
+    assert {"SECRET_KEY", "SECRETS_KEY"} <= keys
+    assert keys <= _env_names_read_by_the_project()
     referenced = {
         var["valueFrom"]["secretKeyRef"]["key"]
         for w in _workloads()
         for c in _containers(w)
         for var in c.get("env", [])
-        if "secretKeyRef" in var.get("valueFrom", {})
+        if var.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == SECRET_NAME
     }
     assert referenced <= keys
 
