@@ -17,6 +17,7 @@ processes lived through the chaos unharmed (`survivors`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import random
 import threading
@@ -61,7 +62,29 @@ def plan(seed: int, *, seconds: float, kinds: list[type[Fault]], long: bool) -> 
         hold = kind().hold(rng, long=long)
         steps.append(Step(at=at, kind=kind.kind, hold=hold))
         at = round(at + hold + rng.uniform(*GAP_RANGE), 1)
-    return steps
+    return _partition_before_failover(steps)
+
+
+def _partition_before_failover(steps: list[Step]) -> list[Step]:
+    """A failover leaves the cluster without a standby, so a partition drawn after it has no
+    link to cut: the first failover and the first partition swap places (with their holds;
+    the gaps between steps stay) when the failover came first, so a run that draws both
+    meets both."""
+    kinds = [step.kind for step in steps]
+    if "postgres-failover" not in kinds or "postgres-partition" not in kinds:
+        return steps
+    failover, partition = kinds.index("postgres-failover"), kinds.index("postgres-partition")
+    if partition < failover:
+        return steps
+    gaps = [later.at - step.at - step.hold for step, later in itertools.pairwise(steps)]
+    drawn = [(step.kind, step.hold) for step in steps]
+    drawn[failover], drawn[partition] = drawn[partition], drawn[failover]
+    out, at = [], steps[0].at
+    for index, (kind, hold) in enumerate(drawn):
+        out.append(Step(at=round(at, 1), kind=kind, hold=hold))
+        if index < len(gaps):
+            at = at + hold + gaps[index]
+    return out
 
 
 def faketime_env(clock_file: Path) -> dict[str, str]:

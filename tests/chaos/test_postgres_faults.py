@@ -4,6 +4,7 @@ PostgreSQL keeps the plan it had, so the suite's time does not grow. Pure: no pr
 
 from __future__ import annotations
 
+import itertools
 from types import SimpleNamespace
 
 from tests.chaos.faults import FAULT_KINDS, PostgresFailover, PostgresPartition
@@ -43,3 +44,23 @@ def test_a_second_failover_draw_does_nothing_once_the_standby_is_promoted():
     assert failover.heal(stack) == {"promoted": False}
     assert "skipped" in partition.inject(stack, rng=None)
     assert partition.heal(stack) == {"healed": False}
+
+
+def test_a_plan_that_draws_both_cuts_the_link_before_it_loses_the_primary():
+    """Seed 7 over three minutes drew the failover first, and the partition drawn after it
+    had no standby left to cut off: the plan puts the first partition before the first
+    failover, keeping every gap between steps."""
+    clustered = SimpleNamespace(
+        cluster=object(), clock_file="clock", stack=SimpleNamespace(beats={"a": 1, "b": 2})
+    )
+    kinds = [kind for kind in FAULT_KINDS if kind().applicable(clustered)]
+    for seed in range(40):
+        steps = plan(seed, seconds=180, kinds=kinds, long=True)
+        drawn = [step.kind for step in steps]
+        if "postgres-failover" in drawn and "postgres-partition" in drawn:
+            assert drawn.index("postgres-partition") < drawn.index("postgres-failover"), seed
+        for step, later in itertools.pairwise(steps):
+            assert later.at > step.at + step.hold - 0.11, seed  # no two faults at once
+    assert plan(7, seconds=180, kinds=kinds, long=True) == plan(
+        7, seconds=180, kinds=kinds, long=True
+    )
