@@ -24,7 +24,7 @@ MANUAL = {"type": "manual"}
 
 
 def runs_of(task: TaskDefinition) -> list[TaskExecution]:
-    return list(TaskExecution.platform.filter(task=task).order_by("created_at"))
+    return list(TaskExecution.platform.filter(task=task).order_by("created_at", "scheduled_at"))
 
 
 def test_a_singletons_second_trigger_answers_200_with_the_run_it_already_has(api):
