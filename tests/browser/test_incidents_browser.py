@@ -42,7 +42,16 @@ def _context(stack_browser, stack, viewport, problems: list[str]):
             problems.append(f"console: {message.text}") if message.type == "error" else None
         ),
     )
-    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
+    # Leaving a page cuts its live fragment's poll short (ERR_ABORTED): not a failure, as in
+    # the other stack walks (tests/browser/signed_in.py); any other failed request is.
+    page.on(
+        "requestfailed",
+        lambda request: (
+            None
+            if "ERR_ABORTED" in (request.failure or "")
+            else problems.append(f"failed: {request.url} ({request.failure})")
+        ),
+    )
     page.on(
         "response",
         lambda response: (
