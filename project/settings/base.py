@@ -157,29 +157,17 @@ DATABASES = {
 }
 # Workers and beats keep their connection; the ASGI web tier sets 0 (project/asgi.py).
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
-# A streaming replica (the hot standby) for list views, dashboards and searches only; every
-# write and every read that decides one stays on the primary (scheduler_app/db_router.py).
-DATABASE_REPLICA_URL = env_secret("DATABASE_REPLICA_URL", "")
-if DATABASE_REPLICA_URL:
-    DATABASES["replica"] = {
-        **database_from_url(DATABASE_REPLICA_URL),
-        "CONN_MAX_AGE": DATABASES["default"]["CONN_MAX_AGE"],
-        # Tests read the test database through it (no second test database).
-        "TEST": {"MIRROR": "default"},
-    }
-DATABASE_ROUTERS = ["scheduler_app.db_router.PrimaryRouter"]
+# The standby's settings: the replica for lists, the router, retries, the backup binaries.
+from project.settings.database_recovery import *  # noqa: E402, F403
+from project.settings.database_recovery import replica_databases  # noqa: E402
+
+DATABASES.update(replica_databases(conn_max_age=DATABASES["default"]["CONN_MAX_AGE"]))
 # Behind PgBouncer in transaction pooling mode a client's transactions may each run on a
 # different server connection, so nothing may outlive a transaction on one: no server-side
 # cursors (Django's .iterator() opens them WITH HOLD outside a transaction), no prepared
 # statements (scheduler_app.db_rows). Nothing here holds session state otherwise: the leader
 # lock lives in Redis, not in an advisory lock, and SET is only ever SET LOCAL.
 DATABASE_TRANSACTION_POOLING = env_bool("DATABASE_TRANSACTION_POOLING", False)
-# Where `manage.py backup` / `restore` find pg_dump and pg_restore ("": Debian's
-# /usr/lib/postgresql/<server major>/bin, then PATH). docs/operations/backups.md.
-POSTGRES_BIN_DIR = env_str("POSTGRES_BIN_DIR", "")
-# How long a claim, a finish or a beat's fire keeps trying on a new connection when the
-# primary is lost (scheduler_app/db_retry.py): longer than a standby's promotion takes.
-DATABASE_RETRY_SECONDS = env_float("DATABASE_RETRY_SECONDS", 60.0)
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = DATABASE_TRANSACTION_POOLING
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
