@@ -53,6 +53,11 @@ def main(argv: list[str]) -> int:
         if unknown:
             print(f"unknown scenario(s): {', '.join(unknown)}; try `python -m bench list`")
             return 2
+        if "-h" in argv or "--help" in argv:
+            # A scenario's options are in its module's text; asking for them runs nothing.
+            for name in names:
+                print(f"{name}: {available[name].__doc__ or available[name].DESCRIPTION}")
+            return 0
         chosen, extra = [available[n] for n in names], [a for a in argv if a.startswith("-")]
     if len(chosen) > 1:
         # One process per scenario: each configures Django (and some their own database)
