@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -228,6 +229,24 @@ def image_user() -> tuple[str, int]:
     return user, int(match.group(1))
 
 
+def non_root_python() -> tuple[str, dict[str, str]]:
+    """The interpreter of a worker run as the image's user, and the environment it needs:
+    this bench's own, or BENCH_NON_ROOT_PYTHON where that one lies out of the user's reach
+    (a virtualenv over an interpreter under a 0700 home): a CPython install the user can
+    read, given this virtualenv's packages (PYTHONPATH) and its own prefix (PYTHONHOME, and
+    lib/ for libpython)."""
+    chosen = os.environ.get("BENCH_NON_ROOT_PYTHON")
+    if not chosen:
+        return sys.executable, {}
+    prefix = Path(chosen).parent.parent
+    packages = sysconfig.get_paths()["purelib"]
+    return chosen, {
+        "PYTHONHOME": str(prefix),
+        "LD_LIBRARY_PATH": str(prefix / "lib"),
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{packages}",
+    }
+
+
 def run_as(uid: int) -> list[str]:
     """The command that runs what follows as ``uid`` (its group too, no other groups)."""
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
@@ -249,7 +268,10 @@ def start_worker(
     count, _concurrency = worker_count_and_concurrency(combo)
     overrides = {**stack_env(combo), **env}
     prefix: list[str] = []
+    python = sys.executable
     if run_as_uid is not None:
+        python, interpreter_env = non_root_python()
+        overrides.update(interpreter_env)
         home = tempfile.mkdtemp(prefix="bench-worker-home-")
         atexit.register(shutil.rmtree, home, ignore_errors=True)
         os.chown(home, run_as_uid, run_as_uid)
@@ -262,6 +284,7 @@ def start_worker(
             ),
             log_name=f"{log_name}{index}" if count > 1 else log_name,
             prefix=prefix,
+            python=python,
             **overrides,
         )
         for index in range(count)

@@ -185,15 +185,21 @@ def service_env(**extra: str | None) -> dict[str, str]:
 
 
 def spawn(
-    argv: list[str], *, log_name: str, prefix: list[str] | None = None, **env: str | None
+    argv: list[str],
+    *,
+    log_name: str,
+    prefix: list[str] | None = None,
+    python: str | None = None,
+    **env: str | None,
 ) -> subprocess.Popen:
     """`python argv...` in its own session, its output in bench/results/logs/LOG_NAME.log;
-    ``prefix``: a command that execs it (setpriv, to run it as another user)."""
+    ``prefix``: a command that execs it (setpriv, to run it as another user); ``python``:
+    another interpreter than this one."""
     log_dir = ROOT / "bench" / "results" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = (log_dir / f"{log_name}.log").open("w")
     return subprocess.Popen(
-        [*(prefix or []), sys.executable, *argv],
+        [*(prefix or []), python or sys.executable, *argv],
         cwd=ROOT,
         env=service_env(**env),
         stdout=log,

@@ -131,3 +131,17 @@ def test_the_non_root_worker_is_the_images_user():
     assert f"USER {user}" in dockerfile
     assert f"--uid {uid} {user}" in dockerfile
     assert uid != 0
+
+
+def test_the_former_bench_settings_are_one_named_row():
+    (combo,) = stack_defaults.departure_rows(["--departures=old-bench+workers-2x4"])[1:]
+    worker = stack_defaults.worker_argv(combo, name="n@%h")
+    assert _option(worker, "-l") == "WARNING" and _option(worker, "-c") == "4"
+    assert {"--without-gossip", "--without-mingle", "--without-heartbeat"} <= set(worker)
+    assert _option(stack_defaults.beat_argv(combo), "-S") == "beat:LeaderScheduler"
+    assert stack_defaults.worker_count_and_concurrency(combo) == (2, 4)
+    assert stack_defaults.raises_quotas(combo)
+    assert stack_defaults.stack_env(combo)["CELERY_SEND_EVENTS"] == "false"
+    label = stack_defaults.label("ours 833/s", combo)
+    for departure in combo:
+        assert departure.name in label
