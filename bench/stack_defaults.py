@@ -23,7 +23,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,9 +107,9 @@ def _one(key: str) -> Departure:
     return KNOWN[key]
 
 
-def departure_rows(args: list[str], *, needed: Iterable[Combo] = ()) -> list[Combo]:
+def departure_rows(args: list[str]) -> list[Combo]:
     """The rows a bench runs: the defaults first, then each combination asked for with
-    --departures, then those the bench itself names as needed (``needed``)."""
+    --departures (opt-in: a bench never departs on its own)."""
     rows: list[Combo] = [DEFAULTS]
     for arg in args:
         if arg.startswith("--departures="):
@@ -118,9 +118,6 @@ def departure_rows(args: list[str], *, needed: Iterable[Combo] = ()) -> list[Com
                 for key in spec.split("+"):
                     combo += OLD_BENCH if key == "old-bench" else [_one(key)]
                 rows.append(tuple(combo))
-    for combo in needed:
-        if combo not in rows:
-            rows.append(combo)
     return rows
 
 
