@@ -77,8 +77,17 @@ SCHEDULER_CLASS = Departure(
     "beat -S beat:LeaderScheduler",
     beat_options=(("-S", "beat:LeaderScheduler"),),
 )
-KNOWN = {d.key: d for d in (LOG_WARNING, NO_GOSSIP, NO_EVENTS, RAISED_QUOTAS, NO_FAIRNESS)}
-KNOWN[SCHEDULER_CLASS.key] = SCHEDULER_CLASS
+FIXED_LEAD = Departure(
+    "fixed-lead",
+    "fixed lead",
+    "the beat's lead fixed at SCHEDULER_FIRE_AHEAD_SECONDS",
+    env=(("SCHEDULER_FIRE_AHEAD_MAX_SECONDS", "0"),),
+)
+KNOWN = {
+    d.key: d
+    for d in (LOG_WARNING, NO_GOSSIP, NO_EVENTS, RAISED_QUOTAS, NO_FAIRNESS, SCHEDULER_CLASS)
+}
+KNOWN[FIXED_LEAD.key] = FIXED_LEAD
 # What the benches used to run with, all at once: `--departures=old-bench`.
 OLD_BENCH = (LOG_WARNING, NO_GOSSIP, NO_EVENTS, RAISED_QUOTAS, SCHEDULER_CLASS)
 
