@@ -37,6 +37,10 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def _maintenance_url(server: str) -> str:
+    return server.rsplit("/", 1)[0] + "/postgres"
+
+
 def _setup_environment() -> tuple[str, str, tuple[int, int]]:
     import psycopg
 
@@ -52,8 +56,16 @@ def _setup_environment() -> tuple[str, str, tuple[int, int]]:
     # The live log tails' db, apart from the broker's as in every deployment.
     live_logs_url, live_number = claim_redis_db(base_redis, owner=f"bench-dag-{name}")
     os.environ["LIVE_LOGS_REDIS_URL"] = live_logs_url
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        # The server's maintenance database: BENCH_DATABASE_URL may name one not yet made.
+        with psycopg.connect(_maintenance_url(server), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except BaseException:
+        from project.settings.test_redis import release_redis_db
+
+        for claimed in (number, live_number):
+            release_redis_db(base_redis, claimed, owner=f"bench-dag-{name}")
+        raise
     os.environ["REDIS_URL"] = redis_url
     os.environ["CELERY_BROKER_URL"] = redis_url
     os.environ["CELERY_RESULT_BACKEND"] = redis_url
@@ -76,7 +88,7 @@ def _teardown(name: str, server: str, numbers: tuple[int, int]) -> None:
     from project.settings.test_redis import release_redis_db
 
     connections.close_all()
-    with psycopg.connect(server, autocommit=True) as conn:
+    with psycopg.connect(_maintenance_url(server), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     for number in numbers:
         release_redis_db(
