@@ -19,6 +19,8 @@ class Result:
     rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     targets: dict[str, str] = field(default_factory=dict)
+    # Further tables of the same run, with columns of their own (printed after this one).
+    sections: list[Result] = field(default_factory=list)
 
     def add(self, **row: Any) -> None:
         self.rows.append(row)
@@ -41,6 +43,8 @@ class Result:
         ]
         lines += [f"- {note}" for note in self.notes]
         lines += [f"- target {name}: {value}" for name, value in self.targets.items()]
+        for section in self.sections:
+            lines += ["", f"### {section.scenario}", "", section.table()]
         return "\n".join(lines)
 
 
@@ -54,6 +58,10 @@ def write_result(result: Result) -> list[Path]:
         "rows": result.rows,
         "notes": result.notes,
         "targets": result.targets,
+        "sections": [
+            {"name": s.scenario, "columns": s.columns, "rows": s.rows, "notes": s.notes}
+            for s in result.sections
+        ],
     }
     json_path = RESULTS_DIR / f"{result.scenario}.json"
     json_path.write_text(json.dumps(meta, indent=2, default=str) + "\n")

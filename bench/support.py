@@ -89,10 +89,40 @@ def reset() -> None:
 
 
 def bench_tenant():
+    """The bench's tenant, made as an operator makes one (`tenant_create`: its defaults)."""
     from scheduler_app.models import Tenant
+    from scheduler_app.services.tenants import tenant_create
 
-    tenant, _ = Tenant.objects.get_or_create(slug="bench", defaults={"name": "bench"})
-    return tenant
+    tenant = Tenant.objects.filter(slug="bench").first()
+    return tenant if tenant is not None else tenant_create(slug="bench", name="bench")
+
+
+def tasks_create(count: int, *, spec: dict, prefix: str = "t") -> list:
+    """``count`` tasks as the API makes them: the first through the task service
+    (`task_create`, what POST /api/v1/tasks/ calls, with the API's defaults), the others
+    bulk-copied from it with only their id and name changed (tests/bench/
+    test_stack_defaults.py checks a copy against a task made through the API). They share
+    the first's creation instant, so an interval schedule's fires are all due together."""
+    from scheduler_app.models import TaskDefinition
+    from scheduler_app.services.task_definitions import task_create
+
+    first = task_create(tenant=bench_tenant(), spec={**spec, "name": f"{prefix}0"})
+    copies = [task_copy(first, name=f"{prefix}{index}") for index in range(1, count)]
+    for start in range(0, len(copies), 5000):
+        TaskDefinition.objects.bulk_create(copies[start : start + 5000])
+    return [first, *copies]
+
+
+def task_copy(task, *, name: str):
+    """A task definition identical to ``task`` but for its id and name (not saved)."""
+    from scheduler_app.models import TaskDefinition
+
+    fields = {
+        field.attname: getattr(task, field.attname)
+        for field in TaskDefinition._meta.concrete_fields
+        if field.attname not in ("id", "name")
+    }
+    return TaskDefinition(id=uuid.uuid4(), name=name, **fields)
 
 
 def tasks_bulk_create(
@@ -136,7 +166,9 @@ def tasks_bulk_create(
         TaskDefinition.objects.bulk_create(chunk)
 
 
-def service_env(**extra: str) -> dict[str, str]:
+def service_env(**extra: str | None) -> dict[str, str]:
+    """The environment of a process a bench starts; an ``extra`` of None unsets the name
+    (bench/stack_defaults.py: the product's own default, not the bench's)."""
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="bench.settings",
@@ -144,16 +176,30 @@ def service_env(**extra: str) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         CELERY_SEND_EVENTS="false",
     )
-    env.update(extra)
+    for name, value in extra.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env
 
 
-def spawn(argv: list[str], *, log_name: str, **env: str) -> subprocess.Popen:
+def spawn(
+    argv: list[str],
+    *,
+    log_name: str,
+    prefix: list[str] | None = None,
+    python: str | None = None,
+    **env: str | None,
+) -> subprocess.Popen:
+    """`python argv...` in its own session, its output in bench/results/logs/LOG_NAME.log;
+    ``prefix``: a command that execs it (setpriv, to run it as another user); ``python``:
+    another interpreter than this one."""
     log_dir = ROOT / "bench" / "results" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log = (log_dir / f"{log_name}.log").open("w")
     return subprocess.Popen(
-        [sys.executable, *argv],
+        [*(prefix or []), python or sys.executable, *argv],
         cwd=ROOT,
         env=service_env(**env),
         stdout=log,

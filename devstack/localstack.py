@@ -25,6 +25,7 @@ import redis
 from django.conf import settings
 
 from devstack import embedded_postgres
+from devstack.commands import beat_command, worker_command
 from scheduler_app.redis_urls import redis_neighbour_database_url
 from scheduler_app.services.demo import DEMO_PASSWORD, DEMO_USERNAME
 from workers.shell_sandbox import worker_sandbox_status
@@ -205,37 +206,8 @@ def run_local_stack(*, web_port: int, flower_port: int, stdout) -> int:
                 log_dir,
             )
         )
-        children.append(
-            _start(
-                "beat",
-                [python, "-m", "celery", "-A", "project", "beat", "-l", "INFO"],
-                env,
-                log_dir,
-            )
-        )
-        children.append(
-            _start(
-                "worker",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "project",
-                    "worker",
-                    "-Q",
-                    "critical,normal,bulk",
-                    "-c",
-                    "2",
-                    "-l",
-                    "INFO",
-                    "-n",
-                    "local@%h",
-                ],
-                env,
-                log_dir,
-            )
-        )
+        children.append(_start("beat", beat_command(python), env, log_dir))
+        children.append(_start("worker", worker_command(python), env, log_dir))
         children.append(
             _start(
                 "flower",

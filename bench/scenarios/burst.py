@@ -1,10 +1,12 @@
 """burst: N fires due at the same instant, run end to end on the bench's workers.
 
-One beat and 2 prefork workers of 4 (as `bench sustained`); N schedules whose next fire is
+One beat and the default stack's worker (bench/stack_defaults.py; --departures=... adds rows);
+N one-shot tasks made by the task service whose next fire is
 the same instant (python `noop`). Reported: when the burst was recorded and rung against its
 due instant (negative: before it), and schedule-to-start (the handler's start minus the due
 instant) p50/p99/max, with lost and doubled fires. Rows: the default lead (0.5 s, a burst up
-to SCHEDULER_FIRE_AHEAD_MAX_SECONDS) and the fixed 0.5 s lead (SCHEDULER_FIRE_AHEAD_MAX_SECONDS=0).
+to SCHEDULER_FIRE_AHEAD_MAX_SECONDS) and the fixed 0.5 s lead (the `fixed-lead` departure:
+SCHEDULER_FIRE_AHEAD_MAX_SECONDS=0, a row of its own).
 
     python -m bench burst [--size=10000]
 """
@@ -15,17 +17,14 @@ import os
 import time
 from datetime import UTC, datetime
 
-from bench import support
+from bench import stack_defaults, support
 from bench.report import Result
-from bench.scenarios.sustained import _workers
 from bench.support import machine_busy_seconds
 
 NAME = "burst"
 QUICK = False
 DESCRIPTION = "a 10k burst of no-op runs due at once: rung before its time? schedule-to-start"
 SIZE = 10_000
-WORKERS = 2
-CONCURRENCY = 4
 LEAD_SECONDS = 20.0  # from the beat's start to the due instant: load, workers up
 P99_TARGET_MS = 1000.0
 # The machine's CPU is counted from this long before the due instant (longer than the
@@ -33,27 +32,27 @@ P99_TARGET_MS = 1000.0
 CPU_WINDOW_AHEAD_SECONDS = 9.0
 
 
-def _one(size: int, *, most: float) -> dict:
+def _one(size: int, *, combo: stack_defaults.Combo) -> dict:
+    from django.conf import settings
     from django.db import connection
-    from django.utils import timezone
 
-    from scheduler_app.models import TaskDefinition, Tenant
+    fixed = stack_defaults.FIXED_LEAD in combo
+    most = 0.0 if fixed else settings.SCHEDULER["FIRE_AHEAD_MAX_SECONDS"]
 
     support.reset()
-    support.tasks_copy(
-        size, row=lambda i: ("cron", "0 0 1 1 *", "UTC", None), created_at=timezone.now()
+    # One-shot tasks as a user makes them (the task service), all due at the same instant.
+    run_at = datetime.fromtimestamp(time.time() + LEAD_SECONDS, UTC).replace(microsecond=0)
+    tasks = support.tasks_create(
+        size,
+        spec={
+            "schedule": {"type": "once", "run_at": run_at.isoformat()},
+            "handler": {"type": "python", "callable": "noop"},
+        },
     )
-    Tenant.objects.filter(id=support.bench_tenant().id).update(
-        max_runs_per_hour=100 * size, max_concurrent_runs=100_000
-    )
-    due = datetime.fromtimestamp(time.time() + LEAD_SECONDS, UTC)
-    TaskDefinition.platform.update(next_fire_at=due)
-    pool = _workers(WORKERS, CONCURRENCY, app="project", queues="critical,normal,bulk", tag="b")
-    beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
-        log_name="burst-beat",
-        SCHEDULER_FIRE_AHEAD_MAX_SECONDS=str(most),
-    )
+    due = tasks[0].next_fire_at
+    stack_defaults.tenant_quotas_for(combo, rate=size)
+    pool = stack_defaults.start_worker(combo, name="b", log_name="burst-worker")
+    beat = stack_defaults.start_beat(combo, log_name="burst-beat")
     busy_from: float | None = None
     busy = 0.0
     try:
@@ -88,9 +87,12 @@ def _one(size: int, *, most: float) -> dict:
         )
         rows, distinct, succeeded, (p50, p99), worst, first_rec, last_rec = cursor.fetchone()
     label = "ours, rung 0.5 s ahead"
-    label += f", a burst up to {most:g} s (default)" if most > 0.5 else ""
+    label += f", a burst up to {most:g} s" if most > 0.5 else ""
+    workers, concurrency = stack_defaults.worker_count_and_concurrency(combo)
     return {
-        "system": f"{label}: 1 beat + {WORKERS}x{CONCURRENCY} prefork workers",
+        "system": stack_defaults.label(
+            f"{label}: 1 beat + {workers}x{concurrency} prefork workers", combo
+        ),
         "size": size,
         "recorded_first_s": round(first_rec, 3) if first_rec is not None else "-",
         "recorded_last_s": round(last_rec, 3) if last_rec is not None else "-",
@@ -105,7 +107,6 @@ def _one(size: int, *, most: float) -> dict:
 
 
 def run(args: list[str]) -> Result:
-    from django.conf import settings
 
     support.setup()
     size = SIZE
@@ -141,9 +142,12 @@ def run(args: list[str]) -> Result:
             " kernel, claims to finishes"
         ],
     )
+    result.notes.append(stack_defaults.defaults_note())
     load_before = os.getloadavg()[0]
-    result.add(**_one(size, most=settings.SCHEDULER["FIRE_AHEAD_MAX_SECONDS"]))
-    result.add(**_one(size, most=0.0))
+    for combo in stack_defaults.departure_rows(args):
+        result.add(**_one(size, combo=combo))
+    # The fixed lead: a departure of its own (SCHEDULER_FIRE_AHEAD_MAX_SECONDS=0), named.
+    result.add(**_one(size, combo=(stack_defaults.FIXED_LEAD,)))
     result.notes.append(
         f"1-min load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
         " (2 vCPUs; the run itself keeps them busy)"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 
-from bench import support
+from bench import stack_defaults, support
 from bench.report import Result
 from bench.scenarios.ceiling_tracing import _tracing_modes, tracing_rows
 from bench.scenarios.sustained import _option, _ours, _raw_celery
@@ -38,8 +38,6 @@ QUICK = False
 DESCRIPTION = "raise the fire rate in steps until p99 schedule-to-start > 250 ms or a loss"
 RATES = (833, 1000, 1250, 1500, 1750, 2000)
 SECONDS = 30
-WORKERS = 2
-CONCURRENCY = 4
 P99_LIMIT_MS = 250.0
 
 
@@ -81,37 +79,39 @@ def run(args: list[str]) -> Result:
             " Celery's no-op drain rate on the same workers"
         },
         notes=[
-            f"each step: {seconds} s window, 1 beat + {WORKERS}x{CONCURRENCY} prefork workers,"
+            f"each step: {seconds} s window, 1 beat + the stack's workers (a row says which),"
             " interval schedules of 1 s all due on the same whole second; held = p99"
             f" schedule-to-start <= {P99_LIMIT_MS:.0f} ms, 0 lost, 0 duplicated, all run;"
             " cpu_ms_per_fire = CPU per fire of the workers / the beat / the rest of the"
             " machine (PostgreSQL, Redis, the bench's sampling)"
         ],
     )
+    result.notes.append(stack_defaults.defaults_note())
     load_before = os.getloadavg()[0]
-    highest = 0
     profiled = "--profile" in args
-    for rate in _rates(args):
-        row = _ours(
-            seconds,
-            WORKERS,
-            CONCURRENCY,
-            schedules=rate,
-            profile=f"{NAME}-{rate}" if profiled else None,
-        )
-        result.notes += row["profile"]
-        row["held"] = "yes" if _held(row) else "no"
-        result.add(**{column: row.get(column, "") for column in result.columns})
-        if row["held"] != "yes":
-            break
-        highest = rate
-    raw = _raw_celery(WORKERS, CONCURRENCY)
+    highest_by_combo = {}
+    for combo in stack_defaults.departure_rows(args):
+        highest = 0
+        for rate in _rates(args):
+            row = _ours(
+                seconds, combo, schedules=rate, profile=f"{NAME}-{rate}" if profiled else None
+            )
+            result.notes += row["profile"]
+            row["held"] = "yes" if _held(row) else "no"
+            result.add(**{column: row.get(column, "") for column in result.columns})
+            if row["held"] != "yes":
+                break
+            highest = rate
+        highest_by_combo[stack_defaults.label("highest rate held", combo)] = highest
+    workers, concurrency = stack_defaults.worker_count_and_concurrency(stack_defaults.DEFAULTS)
+    raw = _raw_celery(workers, concurrency)
     result.add(**{column: raw.get(column, "") for column in result.columns})
-    ratio = highest / raw["completed_per_s"] if raw["completed_per_s"] else 0.0
-    result.notes.append(
-        f"highest rate held: {highest}/s = {ratio:.2f}x raw Celery's no-op drain"
-        f" ({raw['completed_per_s']}/s)"
-    )
+    for name, highest in highest_by_combo.items():
+        ratio = highest / raw["completed_per_s"] if raw["completed_per_s"] else 0.0
+        result.notes.append(
+            f"{name}: {highest}/s = {ratio:.2f}x raw Celery's no-op drain"
+            f" ({raw['completed_per_s']}/s, {workers}x{concurrency} workers)"
+        )
     result.notes.append(
         f"1-min load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
         " (2 vCPUs shared with other work: a loaded machine lowers every figure)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import statistics
 
+from bench import stack_defaults
 from bench.otlp_sink import NullOtlpSink
 from bench.report import Result
 from bench.scenarios.run_path_cpu import run_path_cpu
@@ -25,8 +26,6 @@ MODES = {
 TRACING_SECONDS = 20
 TRACING_RATE = 833
 ROUNDS = 3
-WORKERS = 2
-CONCURRENCY = 4
 
 
 def _tracing_modes(args: list[str]) -> list[str]:
@@ -56,6 +55,8 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
     seconds = _option(args, "seconds", TRACING_SECONDS)
     rounds = _option(args, "rounds", ROUNDS)
     rate = _rate(args)
+    # One stack for every mode: the defaults, or the last departure combination asked for.
+    combo = stack_defaults.departure_rows(args)[-1]
     result = Result(
         scenario="ceiling-tracing",
         columns=[
@@ -79,8 +80,8 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
             "default": "at most +3% CPU per fire (workers + beat) over tracing off",
         },
         notes=[
-            f"each mode: {rounds} rounds of a {seconds} s window at {rate} fires/s, 1 beat +"
-            f" {WORKERS}x{CONCURRENCY} prefork workers (the ceiling's step), the modes"
+            f"each mode: {rounds} rounds of a {seconds} s window at {rate} fires/s on the stack"
+            f" {stack_defaults.label('', combo).lstrip(', ')} (the ceiling's step), the modes"
             " interleaved (round r starts at the r-th mode, so none is always first);"
             " cpu_ms_per_fire = workers / beat / rest, medians of the rounds, from each"
             " process's CPU clock (user + system of the process tree, psutil), not wall time;"
@@ -101,7 +102,8 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
     try:
         for index in range(rounds if "--stack=no" not in args else 0):
             for mode in modes[index % len(modes) :] + modes[: index % len(modes)]:
-                measured[mode].append({**_stack_round(mode, seconds, rate), "round": index})
+                round_row = _stack_round(mode, seconds, rate, combo)
+                measured[mode].append({**round_row, "round": index})
     finally:
         for name, value in saved.items():
             if value is None:
@@ -115,12 +117,12 @@ def tracing_rows(args: list[str], modes: list[str]) -> Result:
     return result
 
 
-def _stack_round(mode: str, seconds: int, rate: int) -> dict:
+def _stack_round(mode: str, seconds: int, rate: int, combo: stack_defaults.Combo) -> dict:
     """One window of the stack in `mode`: the ceiling's step, its row, its export counts."""
     sink = NullOtlpSink() if mode != "off" else None
     _environment(mode, sink)
     try:
-        row = _ours(seconds, WORKERS, CONCURRENCY, schedules=rate)
+        row = _ours(seconds, combo, schedules=rate)
     finally:
         if sink is not None:
             sink.close()

@@ -2,8 +2,9 @@
 of a 500-wide fan-out/fan-in, each beside Celery doing the same shape (a chain; a chord).
 
 Uses a fresh PostgreSQL database (BENCH_DATABASE_URL's server, default local postgres),
-a free Redis db number, and one real prefork worker (BENCH_DAG_CONCURRENCY, default 4)
-that serves both systems in the same run.
+a free Redis db number, and the stack `make run` starts (bench/stack_defaults.py: one prefork
+worker, with the bench's plain Celery tasks included, and one beat) that serves both systems in
+the same run; --departures=... adds the same measures on a stack with those departures.
 
     python -m bench dag [--profile]
 
@@ -36,6 +37,10 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+def _maintenance_url(server: str) -> str:
+    return server.rsplit("/", 1)[0] + "/postgres"
+
+
 def _setup_environment() -> tuple[str, str, tuple[int, int]]:
     import psycopg
 
@@ -51,8 +56,16 @@ def _setup_environment() -> tuple[str, str, tuple[int, int]]:
     # The live log tails' db, apart from the broker's as in every deployment.
     live_logs_url, live_number = claim_redis_db(base_redis, owner=f"bench-dag-{name}")
     os.environ["LIVE_LOGS_REDIS_URL"] = live_logs_url
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        # The server's maintenance database: BENCH_DATABASE_URL may name one not yet made.
+        with psycopg.connect(_maintenance_url(server), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except BaseException:
+        from project.settings.test_redis import release_redis_db
+
+        for claimed in (number, live_number):
+            release_redis_db(base_redis, claimed, owner=f"bench-dag-{name}")
+        raise
     os.environ["REDIS_URL"] = redis_url
     os.environ["CELERY_BROKER_URL"] = redis_url
     os.environ["CELERY_RESULT_BACKEND"] = redis_url
@@ -75,7 +88,7 @@ def _teardown(name: str, server: str, numbers: tuple[int, int]) -> None:
     from project.settings.test_redis import release_redis_db
 
     connections.close_all()
-    with psycopg.connect(server, autocommit=True) as conn:
+    with psycopg.connect(_maintenance_url(server), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     for number in numbers:
         release_redis_db(
@@ -85,49 +98,45 @@ def _teardown(name: str, server: str, numbers: tuple[int, int]) -> None:
         )
 
 
-def _start_worker(concurrency: int):
-    from tests.processes import ROOT, _start, service_env
+def _stack_env(combo) -> dict[str, str]:
+    """This process's environment (its own database, Redis db and key prefix, set by
+    `_setup_environment`) with nothing of the bench's in it: the product's defaults, but for
+    ``combo``'s departures (bench/stack_defaults.py)."""
+    from bench import stack_defaults
+    from tests.processes import ROOT
 
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "project",
-        "worker",
-        "-Q",
-        "critical,normal,bulk",
-        "-c",
-        str(concurrency),
-        "-P",
-        "prefork",
-        "-n",
-        f"bench-dag-{uuid.uuid4().hex[:6]}@%h",
-        "-l",
-        "INFO",  # "ready." is logged at INFO; both systems pay the same per-task logging
-        "--include",
-        "bench.celery_tasks",
-        "--without-gossip",
-        "--without-mingle",
-        "--without-heartbeat",
-    ]
-    env = service_env(LOG_LEVEL="WARNING", PYTHONPATH=str(ROOT))
-    env.pop("CELERY_SEND_EVENTS", None)
-    worker = _start("bench-dag-worker", argv, env)
-    worker.wait_for_log("ready", timeout=60)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    for key, value in stack_defaults.stack_env(combo).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _start_worker(combo):
+    """`make run`'s worker, with the bench's plain Celery tasks included beside the product's
+    (`--include bench.celery_tasks`: the comparison's chain and chord run on it)."""
+    from bench import stack_defaults
+    from tests.processes import _start
+
+    argv = stack_defaults.worker_argv(
+        combo, name=f"bench-dag-{uuid.uuid4().hex[:6]}@%h", include="bench.celery_tasks"
+    )
+    worker = _start("bench-dag-worker", [sys.executable, *argv], _stack_env(combo))
+    worker.wait_for_log("ready", timeout=60)  # logged at INFO: a WARNING worker never says it
     return worker
 
 
-def _start_beat():
-    """The beat leader, as in production: fair dispatch holds back a tenant's doorbells beyond
-    FAIR_INFLIGHT_PER_TENANT (a 500-wide fan-out) as pending rows the leader offers again."""
-    from tests.processes import ROOT, start_beat
+def _start_beat(combo):
+    """The beat leader, as `make run` starts it: fair dispatch holds back a tenant's
+    doorbells beyond FAIR_INFLIGHT_PER_TENANT (a 500-wide fan-out) as pending rows the leader
+    offers again."""
+    from bench import stack_defaults
+    from tests.processes import _start
 
-    beat = start_beat(
-        node_id=f"bench-dag-{uuid.uuid4().hex[:6]}",
-        env_overrides={"LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT)},
-    )
-    return beat
+    env = {**_stack_env(combo), "SCHEDULER_NODE_ID": f"bench-dag-{uuid.uuid4().hex[:6]}"}
+    return _start("bench-dag-beat", [sys.executable, *stack_defaults.beat_argv(combo)], env)
 
 
 def _wait_run(run_id, timeout: float = 600):
@@ -351,7 +360,8 @@ def run(args: list[str]) -> Result:
     except BaseException:
         _teardown(name, server, numbers)
         raise
-    concurrency = int(os.environ.get("BENCH_DAG_CONCURRENCY", "4"))
+    from bench import stack_defaults
+
     worker = beat = None
     result = Result(
         scenario=NAME,
@@ -361,60 +371,17 @@ def run(args: list[str]) -> Result:
             "500-wide fan-out/fan-in": "within 2x plain Celery's chord wall time",
         },
     )
+    result.notes.append(stack_defaults.defaults_note())
     try:
         hop_work = _hop_accounting(tenant)
-        worker = _start_worker(concurrency)
-        beat = _start_beat()
-        _celery_chain()  # warm both paths up (pool processes, connections)
-        _dag_chain(tenant)
-        with (
-            sampled({"worker": [worker.pid]}, name="dag-chain", idle=True, through="run_execution")
-            if "--profile" in args
-            else contextlib.nullcontext()
-        ) as profile:
-            hops = _dag_chain(tenant) + _dag_chain(tenant)
-        dag_lat = [hop[0] for hop in hops]
-        if profile is not None:
-            result.notes += profile.notes
-        celery_lat = _celery_chain() + _celery_chain()
-        for system, values in (("DAG engine", dag_lat), ("plain Celery chain", celery_lat)):
-            result.add(
-                shape=f"chain of {CHAIN_LENGTH} (x2)",
-                system=system,
-                samples=len(values),
-                p50_ms=statistics.median(values),
-                p99_ms=_percentile(values, 0.99),
-                max_ms=max(values),
-            )
-        celery_chord = min(_celery_chord() for _ in range(2))
-        dag_nodes = min(_dag_fan(tenant, mapped=False) for _ in range(2))
-        dag_mapped = min(_dag_fan(tenant, mapped=True) for _ in range(2))
-        result.add(
-            shape=f"{WIDTH}-wide fan-out/in", system="plain Celery chord", wall_s=celery_chord
-        )
-        result.add(shape=f"{WIDTH}-wide fan-out/in", system="DAG, 500 nodes", wall_s=dag_nodes)
-        result.add(
-            shape=f"{WIDTH}-wide fan-out/in", system="DAG, map_over (chord)", wall_s=dag_mapped
-        )
-        result.notes.append(
-            f"one prefork worker, concurrency {concurrency}, and the beat leader (fair dispatch "
-            "offers held-back doorbells again), same machine, same run; "
-            "latency = downstream start - upstream end (DAG: the handler's start and the "
-            "finish, as recorded in PostgreSQL; Celery: time.time() in the task); "
-            "wall = best of 2"
-        )
         result.notes.append(hop_work)
-        result.notes.append(
-            "DAG hop, p50 of its parts: upstream finish -> downstream row"
-            f" {statistics.median(hop[1] for hop in hops):.1f} ms (the finish's"
-            " transaction), downstream row -> its handler's start"
-            f" {statistics.median(hop[2] for hop in hops):.1f} ms (commit, claim, start"
-            " bookkeeping, in the same worker process)"
-        )
-        result.notes.append(
-            f"fan-out ratio DAG/Celery: nodes {dag_nodes / celery_chord:.2f}x, "
-            f"map_over {dag_mapped / celery_chord:.2f}x"
-        )
+        for combo in stack_defaults.departure_rows(args):
+            worker = _start_worker(combo)
+            beat = _start_beat(combo)
+            _measure(result, tenant, combo, worker, profiled="--profile" in args)
+            beat.stop(timeout=10)
+            worker.stop()
+            worker = beat = None
     finally:
         if beat is not None:
             beat.stop(timeout=10)
@@ -422,3 +389,64 @@ def run(args: list[str]) -> Result:
             worker.stop()
         _teardown(name, server, numbers)
     return result
+
+
+def _measure(result: Result, tenant, combo, worker, *, profiled: bool) -> None:
+    """The chain's hops and the fan-out's wall time, DAG and plain Celery, on one stack."""
+    from bench import stack_defaults
+
+    count, concurrency = stack_defaults.worker_count_and_concurrency(combo)
+
+    def system(name: str) -> str:
+        return stack_defaults.label(name, combo)
+
+    _celery_chain()  # warm both paths up (pool processes, connections)
+    _dag_chain(tenant)
+    with (
+        sampled({"worker": [worker.pid]}, name="dag-chain", idle=True, through="run_execution")
+        if profiled
+        else contextlib.nullcontext()
+    ) as profile:
+        hops = _dag_chain(tenant) + _dag_chain(tenant)
+    dag_lat = [hop[0] for hop in hops]
+    if profile is not None:
+        result.notes += profile.notes
+    celery_lat = _celery_chain() + _celery_chain()
+    for name, values in (("DAG engine", dag_lat), ("plain Celery chain", celery_lat)):
+        result.add(
+            shape=f"chain of {CHAIN_LENGTH} (x2)",
+            system=system(name),
+            samples=len(values),
+            p50_ms=statistics.median(values),
+            p99_ms=_percentile(values, 0.99),
+            max_ms=max(values),
+        )
+    celery_chord = min(_celery_chord() for _ in range(2))
+    dag_nodes = min(_dag_fan(tenant, mapped=False) for _ in range(2))
+    dag_mapped = min(_dag_fan(tenant, mapped=True) for _ in range(2))
+    result.add(
+        shape=f"{WIDTH}-wide fan-out/in", system=system("plain Celery chord"), wall_s=celery_chord
+    )
+    result.add(shape=f"{WIDTH}-wide fan-out/in", system=system("DAG, 500 nodes"), wall_s=dag_nodes)
+    result.add(
+        shape=f"{WIDTH}-wide fan-out/in", system=system("DAG, map_over (chord)"), wall_s=dag_mapped
+    )
+    result.notes.append(
+        f"{system('stack')}: {count} prefork worker(s) of concurrency {concurrency}, and the"
+        " beat leader (fair dispatch "
+        "offers held-back doorbells again), same machine, same run; "
+        "latency = downstream start - upstream end (DAG: the handler's start and the "
+        "finish, as recorded in PostgreSQL; Celery: time.time() in the task); "
+        "wall = best of 2"
+    )
+    result.notes.append(
+        "DAG hop, p50 of its parts: upstream finish -> downstream row"
+        f" {statistics.median(hop[1] for hop in hops):.1f} ms (the finish's"
+        " transaction), downstream row -> its handler's start"
+        f" {statistics.median(hop[2] for hop in hops):.1f} ms (commit, claim, start"
+        " bookkeeping, in the same worker process)"
+    )
+    result.notes.append(
+        f"fan-out ratio DAG/Celery: nodes {dag_nodes / celery_chord:.2f}x, "
+        f"map_over {dag_mapped / celery_chord:.2f}x"
+    )

@@ -1,7 +1,7 @@
 """failover: SIGKILL the leading beat under load; gap until firing resumes, fires missed,
 fires doubled.
 
-Two real `celery beat -S beat:LeaderScheduler` processes (default lock
+Two real beats, `make run`'s command (bench/stack_defaults.py; default lock
 settings: TTL 1.5 s, renewed every 0.5 s, standby tries every 0.25 s) fire 833 interval
 schedules of 1 s (833 fires/s). The leader is killed with SIGKILL mid-run. Every schedule's
 fires over the whole window are then checked against what it should have fired.
@@ -19,14 +19,17 @@ import sys
 import time
 from datetime import timedelta
 
-from bench import support
+from bench import stack_defaults, support
 from bench.report import Result
 
 NAME = "failover"
 QUICK = True
 DESCRIPTION = "SIGKILL the leader at 833 fires/s: takeover gap, fires missed, fires doubled"
 SCHEDULES = 833
-BEAT_SCHEDULER = "beat:LeaderScheduler"
+NOOP_EVERY_SECOND = {
+    "schedule": {"type": "interval", "expression": "1s"},
+    "handler": {"type": "python", "callable": "noop"},
+}
 STRESS_SECONDS = 60.0
 RING_AHEAD_SECONDS = 0.5  # SCHEDULER_FIRE_AHEAD_SECONDS's default: fires are recorded so early
 BEFORE_KILL = 10.0
@@ -40,17 +43,12 @@ def _leader(client) -> tuple[str, float] | None:
     return info[b"node"].decode(), float(info[b"since"])
 
 
-def _start_beats(client) -> dict:
-    beat_argv = ["-m", "celery", "-A", "project", "beat", "-S", BEAT_SCHEDULER, "-l", "INFO"]
+def _start_beats(client, combo: stack_defaults.Combo) -> dict:
+    # No worker consumes here: with fair dispatch on (the default) the leader holds all but
+    # the first FAIR_INFLIGHT_PER_TENANT of the tenant's doorbells back as pending, so the
+    # doorbells are counted only with the `no-fairness` departure.
     beats = {
-        node: support.spawn(
-            beat_argv,
-            log_name=f"failover-{node}",
-            SCHEDULER_NODE_ID=node,
-            # No worker consumes here: fair dispatch would hold all but the first 100 of the
-            # tenant's doorbells back as pending, and every doorbell is what is counted.
-            FAIR_INFLIGHT_PER_TENANT="0",
-        )
+        node: stack_defaults.start_beat(combo, log_name=f"failover-{node}", SCHEDULER_NODE_ID=node)
         for node in ("alpha", "beta")
     }
     deadline = time.time() + 30
@@ -60,21 +58,18 @@ def _start_beats(client) -> dict:
 
 
 def _load():
-    from django.utils import timezone
-
     support.reset()
-    created = timezone.now().replace(microsecond=0)
-    support.tasks_copy(SCHEDULES, row=lambda i: ("interval", "1s", "UTC", None), created_at=created)
-    return created
+    tasks = support.tasks_create(SCHEDULES, spec=NOOP_EVERY_SECOND)
+    return tasks[0].created_at.replace(microsecond=0)  # fires on the whole seconds after it
 
 
-def _one_kill(kills: int) -> dict:
+def _one_kill(kills: int, combo: stack_defaults.Combo) -> dict:
     from django.db import connection
     from django.utils import timezone
 
     created = _load()
     client = support.redis()
-    beats = _start_beats(client)
+    beats = _start_beats(client, combo)
     try:
         time.sleep(BEFORE_KILL)
         window_start = timezone.now()
@@ -134,7 +129,9 @@ def _one_kill(kills: int) -> dict:
             body = json.loads(base64.b64decode(envelope["body"]))
             rung.extend(body[0][0] if task == RUN_BATCH_TASK else [body[0][0]])
     row_ids = _row_ids(until=window_end)
+    doorbells_counted = stack_defaults.NO_FAIRNESS in combo
     return {
+        "stack": stack_defaults.label("2 beats", combo),
         "kill": kills,
         "takeover_s": round(takeover, 3) if takeover is not None else "none",
         "first_fire_after_kill_s": round(after_kill[0] - killed_at, 3) if after_kill else "-",
@@ -148,8 +145,8 @@ def _one_kill(kills: int) -> dict:
         "recorded": distinct,
         "missed": expected - distinct,
         "doubled_rows": recorded - distinct,
-        "rows_without_doorbell": len(row_ids - set(rung)),
-        "extra_doorbells": len(rung) - len(set(rung)),
+        "rows_without_doorbell": len(row_ids - set(rung)) if doorbells_counted else "n/a",
+        "extra_doorbells": len(rung) - len(set(rung)) if doorbells_counted else "n/a",
     }
 
 
@@ -160,7 +157,7 @@ def _stress_round() -> str:
 
     _load()
     client = support.redis()
-    beats = _start_beats(client)
+    beats = _start_beats(client, stack_defaults.DEFAULTS)
     burners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"])
         for _ in range(os.cpu_count() or 2)
@@ -204,6 +201,7 @@ def run(args: list[str]) -> Result:
     result = Result(
         scenario=NAME,
         columns=[
+            "stack",
             "kill",
             "takeover_s",
             "first_fire_after_kill_s",
@@ -229,7 +227,11 @@ def run(args: list[str]) -> Result:
             " (a run that would wait for the requeue grace); extra_doorbells = second"
             " messages for one row (the new leader re-rings its predecessor's last seconds;"
             " the worker's claim drops them)",
-            "fair dispatch off (FAIR_INFLIGHT_PER_TENANT=0): no worker consumes in this scenario",
+            stack_defaults.defaults_note(),
+            "no worker consumes in this scenario: with fair dispatch on (the default) the"
+            " leader holds the tenant's doorbells beyond FAIR_INFLIGHT_PER_TENANT back, so the"
+            " doorbell columns are n/a on the default rows; --departures=no-fairness adds rows"
+            " that count them (FAIR_INFLIGHT_PER_TENANT=0)",
             "takeover: the standby sees the killed leader's presence channel lose its"
             " subscriber (the kernel closed the dead process's sockets) and takes the lock"
             " over without waiting out its 1.5 s TTL (beat/lock.py)",
@@ -238,7 +240,8 @@ def run(args: list[str]) -> Result:
             " the 0.5 s ring-ahead); 0 = none late",
         ],
     )
-    for index in range(rounds):
-        result.add(**_one_kill(index + 1))
+    for combo in stack_defaults.departure_rows(args):
+        for index in range(rounds):
+            result.add(**_one_kill(index + 1, combo))
     result.notes.append(_stress_round())
     return result

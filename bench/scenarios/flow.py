@@ -19,7 +19,10 @@ cost, and a rate limit's windows.
    form is 20/second over 15 s, the same code with a 1 s window.
 
 `python -m bench flow` (quick: 2,000 runs over 100 keys, ~10 s ideal), `--full` for the
-issue's 10,000 runs and 100/minute over 5 minutes.
+issue's 10,000 runs and 100/minute over 5 minutes. Every part runs with the stack's defaults
+(bench/stack_defaults.py: the tenant's default quotas, INFO logs, default fairness), and
+again for each --departures=... (e.g. raised-quotas: 200 runs at once need more than a new
+tenant's max_concurrent_runs) in rows of their own.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import uuid
 from collections import Counter
 from datetime import timedelta
 
-from bench import support
+from bench import stack_defaults, support
 from bench.report import Result
 
 NAME = "flow"
@@ -317,33 +320,33 @@ def rate_windows(*, limit: int, per: str, windows: int) -> dict:
 def run(args: list[str]) -> Result:
     support.setup()
     support.reset()
-    from scheduler_app.models import Tenant
-
     full = support.is_full(args)
-    tenant = support.bench_tenant()
-    Tenant.objects.filter(id=tenant.id).update(
-        max_runs_per_hour=10_000_000, max_concurrent_runs=100_000
-    )
-    result = Result(NAME, ["measure", "value", "target", "held"])
-
-    def row(measure: str, value, target: str = "", held: object = "") -> None:
-        result.add(measure=measure, value=value, target=target, held=held)
-
+    support.bench_tenant()
+    result = Result(NAME, ["stack", "measure", "value", "target", "held"])
+    result.notes.append(stack_defaults.defaults_note())
     parts = [arg.split("=", 1)[1] for arg in args if arg.startswith("--part=")] or [
         "keys,cost,rate"
     ]
     parts = parts[0].split(",")
     runs, keys = (10_000, 100) if full else (2_000, 100)
-    if "keys" in parts:
-        _keys_rows(row, keys_under_load(runs=runs, keys=keys, seconds=1.0), runs=runs, keys=keys)
-    if "cost" in parts:
-        _cost_rows(row, claim_cost())
-    if "rate" in parts:
-        if full:
-            rate = rate_windows(limit=100, per="minute", windows=5)
-        else:
-            rate = rate_windows(limit=20, per="second", windows=15)
-        _rate_rows(row, rate)
+    for combo in stack_defaults.departure_rows(args):
+        stack = stack_defaults.label("in-process beat and workers", combo)
+
+        def row(measure: str, value, target: str = "", held: object = "", stack=stack) -> None:
+            result.add(stack=stack, measure=measure, value=value, target=target, held=held)
+
+        with stack_defaults.in_process(combo, rate=runs, log_name="flow"):
+            if "keys" in parts:
+                load = keys_under_load(runs=runs, keys=keys, seconds=1.0)
+                _keys_rows(row, load, runs=runs, keys=keys)
+            if "cost" in parts:
+                _cost_rows(row, claim_cost())
+            if "rate" in parts:
+                if full:
+                    rate = rate_windows(limit=100, per="minute", windows=5)
+                else:
+                    rate = rate_windows(limit=20, per="second", windows=15)
+                _rate_rows(row, rate)
     result.notes.append(f"load average while it ran (1 min): {os.getloadavg()[0]:.1f}")
     result.notes.append(
         "keys: beat and workers played in this process (promote every 50 ms, 4 claimer threads, "

@@ -10,15 +10,18 @@
    reaped children, user + system).
 2. The batch runner alone, in this process: batches of shell `true` runs one after the other
    (lane width 1) and in lanes (WORKER_BATCH_PARALLEL): runs per second, CPU per run.
-3. Sustained: SCHEDULES interval schedules of 1 s with a shell `true` handler, through one
-   real beat and one real prefork worker (concurrency 4): fires per second, schedule-to-start
-   p50/p99/max, lost, duplicated; and where the CPU went during the window, per completed
-   run: the worker's processes, what they started and reaped (setpriv/prlimit/bwrap and
-   the sandboxes), the beat, this database's PostgreSQL backends, and the Redis server
-   (shared with whatever else uses it on the machine: an upper bound), and how busy the
-   whole machine was (kernel threads included). When the offered rate is not held (p99
-   schedule-to-start over 1 s, or a fire lost, doubled or not run), the rate is raised
-   from 60/s in steps of 30 to find the highest one held.
+3. The stack (bench/scenarios/shell_stack.py, a table of its own): --rate (default 150)
+   interval schedules of 1 s with a shell `true` handler, made by the task service, through
+   the stack `make run` starts (bench/stack_defaults.py: its beat and worker commands, INFO
+   logs, the tenant's default quotas, default fairness, gossip/mingle/heartbeat on): fires per
+   second, schedule-to-start p50/p99/max, lost, duplicated, not run, and where the CPU went,
+   for a root worker and the image's non-root worker (the Dockerfile's USER, through
+   setpriv: its sandbox is bwrap in a user namespace, a root worker's setpriv/prlimit/bwrap);
+   the target row (150/s, p99 <= 2 s, 0 lost, 0 doubled: held or not); a python no-op
+   baseline (--baseline=no leaves it out); each departure asked for with
+   --departures=KEY[+KEY],... as a row of its own (keys in bench/stack_defaults.py;
+   `old-bench` is every departure the bench used to make at once); --search raises the rate
+   from 60/s in steps of 30 to the highest held with defaults.
 4. The sandbox floor: the sandbox alone started back to back by 8 threads with nothing else
    running, for bwrap alone and a root worker's chain: the most sandboxes per second this
    machine can start, and the machine's CPU per sandbox. A shell fire cannot cost less.
@@ -33,18 +36,19 @@ import threading
 import time
 from datetime import timedelta
 
-from bench import support
+from bench import stack_defaults, support
 from bench.report import Result
-from bench.scenarios.shell_cpu import cpu_snapshot, cpu_used, sandbox_floor
-from bench.support import machine_busy_seconds
+from bench.scenarios.shell_cpu import sandbox_floor
+from bench.scenarios.shell_stack import SHELL_TRUE as STACK_SHELL_TRUE
+from bench.scenarios.shell_stack import TARGET_P99_MS, TARGET_RATE, held, one_rate, stack_section
 
 NAME = "shell"
 QUICK = True
-DESCRIPTION = "sandboxed shell spawn cost vs bare subprocess.run; 300 shell fires/s on 1 worker"
+DESCRIPTION = (
+    "sandboxed shell spawn cost vs bare subprocess.run; 150 shell fires/s on the default stack"
+)
 RUNS = 200
-SCHEDULES = 300
 SECONDS = 20
-CONCURRENCY = 4
 BALLAST_BYTES = 100 * 1024 * 1024
 
 
@@ -147,7 +151,7 @@ def _spawn_costs(runs: int) -> list[dict]:
     return rows
 
 
-SHELL_TRUE = {"type": "shell", "command": ["true"]}
+SHELL_TRUE = STACK_SHELL_TRUE
 LANE_BATCH = 50
 LANE_BATCHES = 4
 
@@ -157,22 +161,17 @@ def _lanes(widths: tuple[int, ...]) -> list[str]:
     LANE_BATCH shell `true` runs through `execution_batch_run`, at each lane width; runs per
     second and CPU per run (this process, and what it reaped: the sandboxes)."""
     import uuid
-    from datetime import timedelta
 
     from django.conf import settings
     from django.utils import timezone
 
-    from scheduler_app.models import TaskDefinition, TaskExecution, Tenant
+    from scheduler_app.models import TaskExecution, Tenant
     from workers.runner import execution_batch_run
 
     support.reset()
-    support.tasks_copy(1, row=lambda i: ("manual", "", "UTC", None), created_at=timezone.now())
+    (task,) = support.tasks_create(1, spec={"schedule": {"type": "manual"}, "handler": SHELL_TRUE})
     tenant = support.bench_tenant()
-    TaskDefinition.platform.filter(tenant=tenant).update(
-        handler_type="shell", handler_config=SHELL_TRUE
-    )
     Tenant.objects.filter(id=tenant.id).update(max_runs_per_hour=10**9, max_concurrent_runs=10**6)
-    task = TaskDefinition.platform.get(tenant=tenant)
     saved = settings.WORKER, settings.FAIR_INFLIGHT_PER_TENANT
     settings.FAIR_INFLIGHT_PER_TENANT = 0
 
@@ -220,143 +219,29 @@ def _lanes(widths: tuple[int, ...]) -> list[str]:
     return notes
 
 
-PYTHON_NOOP = {"type": "python", "callable": "noop"}
-
-
-def _sustained(seconds: int, schedules: int, concurrency: int, handler: dict) -> dict:
-    from django.db import connection
-    from django.utils import timezone
-
-    from scheduler_app.models import TaskDefinition, Tenant
-
-    support.reset()
-    created = timezone.now().replace(microsecond=0)
-    support.tasks_copy(schedules, row=lambda i: ("interval", "1s", "UTC", None), created_at=created)
-    tenant = support.bench_tenant()
-    TaskDefinition.platform.filter(tenant=tenant).update(
-        handler_type=handler["type"], handler_config=handler
-    )
-    # Quotas sized to the load: this measures the shell path, not quota enforcement.
-    Tenant.objects.filter(id=tenant.id).update(
-        max_runs_per_hour=10 * schedules * 3600, max_concurrent_runs=10_000
-    )
-    worker = support.spawn(
-        [
-            "-m",
-            "celery",
-            "-A",
-            "project",
-            "worker",
-            "-Q",
-            "critical,normal,bulk",
-            "-c",
-            str(concurrency),
-            "-P",
-            "prefork",
-            "-n",
-            "shell@%h",
-            "-l",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ],
-        log_name=f"shell-worker-{handler['type']}",
-    )
-    time.sleep(8)  # worker up
-    beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
-        log_name="shell-beat",
-    )
-    time.sleep(5)  # load, lead, first fires
-    cpu_before = cpu_snapshot(worker.pid, beat.pid)
-    busy_before = machine_busy_seconds()
-    window_start = timezone.now()
-    time.sleep(seconds)
-    window_end = timezone.now()
-    machine_busy = (machine_busy_seconds() - busy_before) / seconds
-    cpu = cpu_used(cpu_before, cpu_snapshot(worker.pid, beat.pid))
-    support.stop(beat)
-    time.sleep(10)  # let the worker drain what was fired
-    support.stop(worker)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), count(DISTINCT (task_id, scheduled_at)),"
-            " count(*) FILTER (WHERE status = 'success'),"
-            " percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP"
-            "   (ORDER BY extract(epoch FROM started_at - scheduled_at)),"
-            " max(extract(epoch FROM started_at - scheduled_at))"
-            " FROM scheduler_app_taskexecution WHERE scheduled_at > %s AND scheduled_at <= %s",
-            [window_start, window_end],
-        )
-        rows, distinct, succeeded, (p50, p99), worst = cursor.fetchone()
-        cursor.execute(
-            "SELECT count(*) FROM scheduler_app_taskexecution"
-            " WHERE status = 'success' AND completed_at > %s AND completed_at <= %s",
-            [window_start, window_end],
-        )
-        completed_in_window = cursor.fetchone()[0]
-    second = timedelta(seconds=1)
-    expected = schedules * max(
-        0, (window_end - created) // second - (window_start - created) // second
-    )
-
-    def ms(value: float | None) -> float | str:
-        return round(float(value) * 1000, 1) if value is not None else "-"
-
-    user = " as root (setpriv+prlimit+bwrap)" if os.geteuid() == 0 else ""
-    return {
-        "system": f"1 beat + 1x{concurrency} prefork worker{user}, "
-        + ("shell `true`" if handler["type"] == "shell" else "python `noop` (baseline)"),
-        "offered_per_s": schedules,
-        "fired_per_s": round(distinct / seconds, 1),
-        "completed_per_s": round(succeeded / seconds, 1),
-        "p50_ms": ms(p50),
-        "p99_ms": ms(p99),
-        "max_ms": ms(worst),
-        "lost": max(0, expected - distinct),
-        "duplicates": rows - distinct,
-        "not_run": distinct - succeeded,
-        "cpu": f"CPU ms per run completed in the window ({completed_in_window}): "
-        + ", ".join(
-            f"{part} {used * 1000 / max(1, completed_in_window):.2f}" for part, used in cpu.items()
-        )
-        + f"; all of them {sum(cpu.values()) / seconds:.2f} CPU-s/s; the whole machine"
-        f" {machine_busy:.2f} CPU-s/s of {os.cpu_count()}",
-    }
-
-
-# The search for the highest rate held: from this rate up, in these steps.
+# The search for the highest rate held (--search): from this rate up, in these steps.
 HELD_FROM = 60
 HELD_STEP = 30
-HELD_P99_MS = 1000
 
 
-def _held(measured: dict) -> bool:
-    return support.rate_held(measured, p99_limit_ms=HELD_P99_MS)
-
-
-def _highest_held(seconds: int, *, below: int) -> dict | None:
-    """The offered rate raised in HELD_STEP steps from HELD_FROM until a step is not held
-    (or reaches ``below``, measured already): the last step held, marked as such."""
+def _highest_held(seconds: int, *, below: int) -> str:
+    """The offered rate raised in HELD_STEP steps from HELD_FROM, with defaults and a root
+    worker, until a step is not held (or reaches ``below``, measured already)."""
     best = None
     for rate in range(HELD_FROM, below, HELD_STEP):
-        measured = _sustained(seconds, rate, CONCURRENCY, SHELL_TRUE)
-        if not _held(measured):
-            if best is not None:
-                best["system"] += f"; the next step, {rate}/s, was not held (p99"
-                best["system"] += f" {measured['p99_ms']} ms, {measured['not_run']} not run)"
-            break
-        best = measured
-        best["system"] += ", the highest rate held"
-    return best
+        measured = one_rate(seconds, rate, stack_defaults.DEFAULTS)
+        if not held(measured):
+            tail = f"; {rate}/s was not held (p99 {measured['p99_ms']} ms, {measured['not_run']}"
+            return f"highest rate held, defaults: {best or 'none'}/s" + tail + " not run)"
+        best = rate
+    return f"highest rate held, defaults: {best or 'none'}/s (every step below {below}/s held)"
 
 
 def run(args: list[str]) -> Result:
     support.setup()
     runs = _option(args, "runs", RUNS)
     seconds = _option(args, "seconds", SECONDS)
-    schedules = _option(args, "rate", SCHEDULES)
+    rate = _option(args, "rate", TARGET_RATE)
     load_before = os.getloadavg()[0]
     spawn_rows = _spawn_costs(runs)
     result = Result(
@@ -371,8 +256,9 @@ def run(args: list[str]) -> Result:
         ],
         targets={
             "spawn": "sandboxed `true` <= 10 ms wall over bare subprocess.run (p50)",
-            "sustained": "300 shell fires/s on 1 worker (concurrency 4), p99 schedule-to-start"
-            " <= 1 s, 0 lost, 0 duplicated",
+            "stack": f"{TARGET_RATE} sandboxed shell fires/s with default settings on this"
+            f" machine, p99 schedule-to-start <= {TARGET_P99_MS / 1000:g} s, 0 lost,"
+            " 0 doubled; a root worker and the image's non-root worker side by side",
         },
     )
     for row in spawn_rows:
@@ -381,29 +267,19 @@ def run(args: list[str]) -> Result:
 
     floor = sandbox_floor()
     lanes = _lanes((1, settings.WORKER["BATCH_PARALLEL"]))
-    sustained = _sustained(seconds, schedules, CONCURRENCY, SHELL_TRUE)
-    held = None if _held(sustained) else _highest_held(seconds, below=schedules)
-    # The same load with a python no-op: what the worker path itself holds on this machine
-    # at this moment, so the shell row can be read against it.
-    baseline = _sustained(seconds, schedules, CONCURRENCY, PYTHON_NOOP)
     result.notes.append(
         "spawn: one process with a 100 MB resident ballast (a worker's size), the paths"
         " interleaved run by run; cpu = user + system of the process and its reaped children"
     )
     result.notes.append(
-        f"batch runner alone (one process, {LANE_BATCHES} batches of {LANE_BATCH} shell"
-        " `true`, lanes: WORKER_BATCH_PARALLEL): " + "; ".join(lanes)
+        f"batch runner alone (one process, not a stack: quotas raised and fairness off in it;"
+        f" {LANE_BATCHES} batches of {LANE_BATCH} shell `true`, lanes: WORKER_BATCH_PARALLEL): "
+        + "; ".join(lanes)
     )
     result.notes += floor
-    for measured in (sustained, held, baseline):
-        if measured is None:
-            continue
-        result.notes.append(
-            "sustained ({system}): offered {offered_per_s}/s for {seconds} s, fired"
-            " {fired_per_s}/s, completed {completed_per_s}/s, schedule-to-start p50 {p50_ms} ms,"
-            " p99 {p99_ms} ms, max {max_ms} ms, lost {lost}, duplicated {duplicates}, not run"
-            " {not_run}; {cpu}".format(seconds=seconds, **measured)
-        )
+    result.sections.append(stack_section(args, seconds=seconds, rate=rate))
+    if "--search" in args:
+        result.sections[-1].notes.append(_highest_held(seconds, below=rate))
     result.notes.append(
         f"1-min load average: {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
         " (2 vCPUs shared with other work: figures measured on a loaded machine)"

@@ -12,7 +12,7 @@ import os
 import time
 from datetime import timedelta
 
-from bench import support
+from bench import stack_defaults, support
 from bench.profiling import sampled
 from bench.report import Result
 
@@ -21,8 +21,10 @@ QUICK = False
 DESCRIPTION = "833 fires/s for 60 s end to end: achieved rate, schedule-to-start p50-max, lost, dup"
 SCHEDULES = 833
 SECONDS = 60
-WORKERS = 2
-CONCURRENCY = 4
+NOOP_EVERY_SECOND = {
+    "schedule": {"type": "interval", "expression": "1s"},
+    "handler": {"type": "python", "callable": "noop"},
+}
 
 
 def _option(args: list[str], name: str, default: int) -> int:
@@ -108,33 +110,26 @@ PROFILE_RATE_HZ = 20
 
 def _ours(
     seconds: int,
-    workers: int,
-    concurrency: int,
+    combo: stack_defaults.Combo = stack_defaults.DEFAULTS,
     schedules: int = SCHEDULES,
     profile: str | None = None,
 ) -> dict:
-    """`schedules` interval schedules of 1 s (that many fires a second) for `seconds`;
-    ``profile``: sample the workers and the beat through the window under that name
-    (`bench.profiling`), its notes in the row's "profile"."""
+    """`schedules` interval schedules of 1 s (that many fires a second, made by the task
+    service) for `seconds`, through the stack `make run` starts with ``combo``'s departures
+    (bench/stack_defaults.py); ``profile``: sample the workers and the beat through the
+    window under that name (`bench.profiling`), its notes in the row's "profile"."""
     from django.db import connection
     from django.utils import timezone
 
-    from scheduler_app.models import Tenant
-
     support.reset()
-    created = timezone.now().replace(microsecond=0)
-    support.tasks_copy(schedules, row=lambda i: ("interval", "1s", "UTC", None), created_at=created)
-    # Quotas sized to the load (the defaults, 10,000 runs an hour, would defer every run after
-    # the first 12 s of 833/s): this measures throughput, not quota enforcement.
-    Tenant.objects.filter(id=support.bench_tenant().id).update(
-        max_runs_per_hour=10 * schedules * 3600, max_concurrent_runs=10_000
-    )
-    pool = _workers(workers, concurrency, app="project", queues="critical,normal,bulk", tag="w")
+    tasks = support.tasks_create(schedules, spec=NOOP_EVERY_SECOND)
+    created = tasks[0].created_at
+    # The tenant's default quotas (10,000 runs an hour defer every run after the first 12 s
+    # of 833/s) unless the `raised-quotas` departure sizes them to the load.
+    stack_defaults.tenant_quotas_for(combo, rate=schedules)
+    pool = stack_defaults.start_worker(combo, name="w", log_name="sustained-w")
     time.sleep(8)  # workers up
-    beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-S", "beat:LeaderScheduler"],
-        log_name="sustained-beat",
-    )
+    beat = stack_defaults.start_beat(combo, log_name="sustained-beat")
     time.sleep(5)  # load, lead, first fires
     groups = {
         "workers": [process.pid for process in pool],
@@ -150,6 +145,8 @@ def _ours(
         time.sleep(seconds)
     window_end = timezone.now()
     cpu_used = _cpu_used(cpu_before, _cpu_seconds(groups))
+    # A loaded machine oversleeps: rates are over the window's real length.
+    elapsed = (window_end - window_start).total_seconds()
     support.stop(beat)
     time.sleep(10)  # let the workers drain what was fired
     for process in pool:
@@ -168,11 +165,14 @@ def _ours(
         )
         rows, distinct, succeeded, (p50, p95, p99), worst, recorded = cursor.fetchone()
     expected = _fires_due(created, window_start, window_end, schedules)
+    workers, concurrency = stack_defaults.worker_count_and_concurrency(combo)
     return {
-        "system": f"ours: 1 beat + {workers}x{concurrency} prefork workers",
+        "system": stack_defaults.label(
+            f"ours {schedules}/s: 1 beat + {workers}x{concurrency} prefork workers", combo
+        ),
         "offered_per_s": schedules,
-        "fired_per_s": round(distinct / seconds, 1),
-        "completed_per_s": round(succeeded / seconds, 1),
+        "fired_per_s": round(distinct / elapsed, 1),
+        "completed_per_s": round(succeeded / elapsed, 1),
         "p50_ms": round(p50 * 1000, 1) if p50 is not None else "-",
         "p95_ms": round(p95 * 1000, 1) if p95 is not None else "-",
         "p99_ms": round(p99 * 1000, 1) if p99 is not None else "-",
@@ -190,7 +190,9 @@ def _ours(
 
 
 def _fires_due(created, start, end, schedules: int = SCHEDULES) -> int:
-    """How many fires the schedules owe in (start, end]: each fires at created + k seconds."""
+    """How many fires the schedules owe in (start, end]: each fires on the whole seconds after
+    its creation instant."""
+    created = created.replace(microsecond=0)
     second = timedelta(seconds=1)
     return schedules * max(0, (end - created) // second - (start - created) // second)
 
@@ -222,8 +224,8 @@ def _raw_celery(workers: int, concurrency: int, messages: int = 20000) -> dict:
 def run(args: list[str]) -> Result:
     support.setup()
     seconds = _option(args, "seconds", SECONDS)
-    workers = _option(args, "workers", WORKERS)
-    concurrency = _option(args, "concurrency", CONCURRENCY)
+    combos = stack_defaults.departure_rows(args)
+    workers, concurrency = stack_defaults.worker_count_and_concurrency(stack_defaults.DEFAULTS)
     result = Result(
         scenario=NAME,
         columns=[
@@ -254,8 +256,11 @@ def run(args: list[str]) -> Result:
             " no-op messages (prefetched ones counted as drained)"
         ],
     )
+    result.notes.append(stack_defaults.defaults_note())
     load_before = os.getloadavg()[0]
-    result.add(**_ours(seconds, workers, concurrency))
+    for combo in combos:
+        row = _ours(seconds, combo)
+        result.add(**{column: row.get(column, "") for column in result.columns})
     raw = _raw_celery(workers, concurrency)
     result.add(**raw)
     # Every second's 833 fires are due at once. Sent one message per task, as plain Celery
