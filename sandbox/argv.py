@@ -1,7 +1,8 @@
 """The argv that starts a command in the sandbox: the chain of small programs in front of it.
 
     [setpriv --reuid --regid --clear-groups --]   only when the worker is root
-    [prlimit --core=0:0 ... --]                  only then too (see ``rlimits.py``)
+    [prlimit --core=0:0 ... --]                  only then too, and only without
+                                                 CAP_SYS_RESOURCE (see ``rlimits.py``)
     bwrap <profile> [--info-fd I --block-fd B] -- COMMAND...
 
 No pre-exec hook: the worker starts it with vfork (``spawn.py`` says why).

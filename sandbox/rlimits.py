@@ -1,15 +1,17 @@
 """A shell task's rlimits: what ``resource_requirements`` turn into, and how they are set.
 
-Two ways in, depending on who the sandbox runs as (`gate_sets_limits`): as the worker's own
-user, the worker sets them with ``prlimit(2)`` on the sandbox's first process while it waits at
-the start gate (`set_limits`, ``gate.py``); as another user (a root worker's sandboxes), an
-exec of ``prlimit`` in the chain sets them (`prlimit_argv`), since ``prlimit(2)`` on another
-user's process needs CAP_SYS_RESOURCE, which container runtimes drop by default. Unsandboxed,
+Two ways in (`gate_sets_limits`): the worker sets them with ``prlimit(2)`` on the sandbox's
+first process while it waits at the start gate (`set_limits`, ``gate.py``) when it may, that
+is when the sandbox runs as the worker's own user, or as another user (a root worker's
+sandboxes) while the worker holds CAP_SYS_RESOURCE; otherwise (a root worker in a container
+runtime, which drops that capability by default) an exec of ``prlimit`` in the chain sets
+them (`prlimit_argv`), one exec of a dynamically linked program more per run. Unsandboxed,
 the child sets them itself before exec (``preexec.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import resource
 from collections.abc import Mapping, Sequence
 
@@ -77,10 +79,31 @@ _PRLIMIT_NAMES = {
 }
 
 
+# capability(7)'s number; CapEff in /proc/<pid>/status is a hex mask of them.
+CAP_SYS_RESOURCE = 24
+
+
 def gate_sets_limits(run_as: tuple[int, int] | None) -> bool:
     """Whether the worker sets the rlimits through the gate: when the sandbox runs as the
-    worker's own user (a root worker's runs as another user: `prlimit` in the chain)."""
-    return run_as is None
+    worker's own user, or as another (a root worker's) while the worker holds
+    CAP_SYS_RESOURCE, which ``prlimit(2)`` on another user's process needs (the sandbox's
+    user namespace is owned by that user, so the kernel looks for the capability in the
+    worker's own namespace). Without it: `prlimit` in the chain."""
+    return run_as is None or holds_cap_sys_resource()
+
+
+@functools.cache
+def holds_cap_sys_resource() -> bool:
+    """Whether this process has CAP_SYS_RESOURCE in its effective set (read once: a worker's
+    capabilities do not change while it runs, and its pool processes inherit them)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def prlimit_argv(limits: Sequence[tuple[int, int, int]]) -> list[str]:

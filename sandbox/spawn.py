@@ -21,8 +21,9 @@ A root worker drops to an unprivileged user first (``setpriv``): root would igno
 RLIMIT_NPROC (a fork bomb cap) and there is no reason for tenant code to start from uid 0.
 (Popen's own ``user=`` would do the same without an exec but rules out vfork: measured
 slower.) Its sandbox then has another uid than the worker, and ``prlimit(2)`` on another
-user's process needs CAP_SYS_RESOURCE, which container runtimes drop by default; so that
-chain keeps ``prlimit --`` between ``setpriv`` and ``bwrap``:
+user's process needs CAP_SYS_RESOURCE: a root worker that holds it (a host or a VM) sets the
+limits at the gate all the same; one without it (container runtimes drop it by default)
+keeps ``prlimit --`` between ``setpriv`` and ``bwrap``:
 
     setpriv --reuid --regid --clear-groups -- prlimit --core=0:0 ... -- bwrap ...
 

@@ -221,6 +221,19 @@ class LiveLogStream:
         )
         return Appended(admitted=int(admitted), cut=bool(cut))
 
+    def append_into(
+        self, pipe, entries: Sequence[tuple[str, str]], *, now: float | None = None
+    ) -> None:
+        """Queue `append`'s script on `pipe` (of `live_logs_redis()`, several runs' tails in
+        one round trip); read its reply with `appended_from`."""
+        keys, now = [self.key, *self._tenant_keys], time.time() if now is None else now
+        pipe.eval(_APPEND, len(keys), *keys, *self._append_args(entries, now))
+
+    @staticmethod
+    def appended_from(reply: Sequence[object]) -> Appended:
+        admitted, cut = reply
+        return Appended(admitted=int(admitted), cut=bool(cut))
+
     def close_into(
         self, pipe, entries: Sequence[tuple[str, str]], *, status: str, now: float | None = None
     ) -> None:

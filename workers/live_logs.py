@@ -17,7 +17,13 @@ from collections import deque
 from collections.abc import Iterable
 
 from handler_contract.base import BufferedLogSink
-from scheduler_app.live_logs import LINE, PROGRESS, LiveLogStream, live_logs_redis
+from scheduler_app.live_logs import (
+    LINE,
+    PROGRESS,
+    Appended,
+    LiveLogStream,
+    live_logs_redis,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +94,10 @@ class LiveLogSink:
         except Exception:  # the tail is best effort; the persisted log is the record
             logger.exception("live log tail of %s failed", self.stream.key)
             return False
+        return self._appended(appended)
+
+    def _appended(self, appended: Appended) -> bool:
+        """What the stream took of a batch; False when the tail is over (cut)."""
         if appended.admitted or appended.cut:
             self._streamed = True
         if appended.cut:
@@ -128,3 +138,40 @@ def live_tails_close(closing: Iterable[tuple[LiveLogSink, str]]) -> None:
         pipe.execute(raise_on_error=False)
     except Exception:  # the tail is best effort; the persisted log is the record
         logger.exception("could not end %s live log tails", sum(queued))
+
+
+def live_tails_flush(sinks: Iterable[LiveLogSink]) -> None:
+    """Send what the tails of the runs in progress hold, every run's in one round trip (the
+    run watcher, every FLUSH_SECONDS; one each was a round trip per run and flush). A tail
+    being sent or ended meanwhile (its send lock held) sends its own; one with more than
+    BATCH_LINES waiting sends the rest on its own, in order."""
+    taken: list[tuple[LiveLogSink, list[tuple[str, str]]]] = []
+    locked: list[LiveLogSink] = []
+    try:
+        for sink in sinks:
+            if sink.cut or not sink._pending or not sink._send_lock.acquire(blocking=False):
+                continue
+            locked.append(sink)
+            if entries := sink._take(BATCH_LINES):
+                taken.append((sink, entries))
+        if not taken:
+            return
+        pipe = live_logs_redis().pipeline(transaction=False)
+        for sink, entries in taken:
+            sink.stream.append_into(pipe, entries)
+        try:
+            replies = pipe.execute(raise_on_error=False)
+        except Exception:  # the tail is best effort; the persisted log is the record
+            logger.exception("could not send %s live log tails", len(taken))
+            return
+        for (sink, _entries), reply in zip(taken, replies, strict=True):
+            if isinstance(reply, Exception):
+                logger.error("live log tail of %s failed: %s", sink.stream.key, reply)
+            else:
+                sink._appended(LiveLogStream.appended_from(reply))
+    finally:
+        for sink in locked:
+            sink._send_lock.release()
+    for sink, _entries in taken:
+        if sink._pending and not sink.cut:
+            sink.flush()

@@ -136,8 +136,8 @@ class RunLedger:
         counted: Sequence[ClaimCount] | None = None,
     ) -> None:
         """Undo the start of claimed runs that did not run (deferred, handed back), in one
-        round trip. `counted`: also uncount them in their tenant's hourly runs (a deferral
-        does that itself, `quotas.quota_defer`)."""
+        round trip. `counted`: also uncount them in their tenant's hourly runs (a hand-back
+        and a quota deferral, `workers.runner`)."""
         try:
             pipe = get_redis().pipeline(transaction=False)
             for index, claim in enumerate(claims):

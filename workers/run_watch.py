@@ -38,7 +38,7 @@ from scheduler_app.redis_client import get_redis
 from scheduler_app.services.claims import execution_renew_lease
 from workers.checkpoints import RunCheckpoints
 from workers.control import preempted_into, stop_requested_into
-from workers.live_logs import FLUSH_SECONDS, LiveLogSink
+from workers.live_logs import FLUSH_SECONDS, LiveLogSink, live_tails_flush
 from workers.progress import ProgressReporter
 
 logger = logging.getLogger(__name__)
@@ -110,8 +110,7 @@ class RunWatcher:
                         # Progress first: its tail entry goes out with the lines.
                         if run.progress is not None:
                             run.progress.flush()
-                        if run.sink is not None:
-                            run.sink.flush()
+                    live_tails_flush(run.sink for run in runs if run.sink is not None)
                 self._renew([run for run in runs if run.renewing and run.next_renew <= now], now)
             except Exception:  # the watcher must outlive any blip
                 logger.exception("run watcher round failed")

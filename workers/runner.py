@@ -23,12 +23,17 @@ from dags.engine.dispatch import HandOn
 from scheduler_app.redis_client import get_redis
 from scheduler_app.redis_coalesce import CoalescedWrites
 from scheduler_app.services.claims import Claim, executions_claim
-from scheduler_app.services.quotas import quota_decide_counts, quota_defer, quota_running_count
+from scheduler_app.services.quotas import (
+    Deferral,
+    quota_decide_counts,
+    quota_defer_batch,
+    quota_running_count,
+)
 from tracing.state import tracer
 from workers.batch import Batch, Item
 from workers.batch_lanes import batch_width
 from workers.flow_gate import flow_gate
-from workers.run_ledger import RunLedger
+from workers.run_ledger import RunLedger, Started
 from workers.run_traces import RunTrace, claims_traced
 
 logger = logging.getLogger(__name__)
@@ -186,14 +191,8 @@ def _start(
             now=now,
         )
         if deferral is not None:
-            logger.info("execution %s deferred: tenant over %s", execution.id, deferral.quota)
-            deferred.append(claim)
-            quota_defer(
-                execution=execution,
-                claim_token=claim.claim_token,
-                deferral=deferral,
-                counted=started.counted[tenant],
-            )
+            logger.debug("execution %s deferred: tenant over %s", execution.id, deferral.quota)
+            deferred.append((claim, deferral))
             continue
         items.append(
             Item(
@@ -203,7 +202,28 @@ def _start(
                 traces.get(execution.id),
             )
         )
-    if deferred and started.replies is not None:
-        ledger.unstart(deferred, at=now)
+    if deferred:
+        _defer(deferred, started, ledger=ledger)
     # Last, of what the quota let through: the flow-control limits (keys, pools, rates).
     return flow_gate(items, ledger=ledger, now=now), room
+
+
+def _defer(deferred: list[tuple[Claim, Deferral]], started: Started, *, ledger: RunLedger) -> None:
+    """The batch's runs over quota back to pending in one statement, their start (hourly
+    count included) undone in one round trip, and one line at INFO for the batch."""
+    quota_defer_batch(
+        [(claim.execution, claim.claim_token, deferral) for claim, deferral in deferred]
+    )
+    claims = [claim for claim, _deferral in deferred]
+    if started.replies is not None:
+        ledger.unstart(
+            claims,
+            at=started.at,
+            counted=[started.counted[claim.execution.tenant_id] for claim in claims],
+        )
+    quotas = Counter(deferral.quota for _claim, deferral in deferred)
+    logger.info(
+        "%s claimed runs deferred: tenant over %s",
+        len(claims),
+        ", ".join(f"{quota} ({n})" for quota, n in quotas.most_common()),
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -209,39 +210,41 @@ def quota_decide_counts(
     )
 
 
-def quota_defer(
-    *, execution: TaskExecution, claim_token: uuid.UUID, deferral: Deferral, counted: ClaimCount
-) -> None:
-    """Put a claimed run over quota back to pending, uncount it, tell the admins once."""
-    tenant = execution.tenant
-    try:
-        get_redis().decr(_runs_key(tenant.id, counted.now))
-    except redis.RedisError as error:
-        logger.warning("quota counter unavailable: %s", error)
-    if execution_defer(execution_id=execution.id, claim_token=claim_token, until=deferral.until):
-        _notify_once(tenant=tenant, deferral=deferral, now=counted.now)
-
-
-def execution_defer(*, execution_id: uuid.UUID, claim_token: uuid.UUID, until: datetime) -> bool:
-    """running (just claimed, handler not started) -> pending at `until`."""
-    return (
-        TaskExecution.platform.filter(
-            id=execution_id, claim_token=claim_token, status=ExecutionStatus.RUNNING
-        ).update(
-            status=ExecutionStatus.PENDING,
-            scheduled_at=until,
-            queued_at=None,
-            started_at=None,
-            worker_id="",
-            claim_token=None,
-            lease_expires_at=None,
+def quota_defer_batch(deferred: Sequence[tuple[TaskExecution, uuid.UUID, Deferral]]) -> int:
+    """Put a batch's claimed runs over quota back to pending, each at its deferral's time,
+    with one statement, and tell each tenant's admins once per quota and window; returns how
+    many went back (a run whose claim was lost meanwhile is left alone). Their hourly counts
+    are the caller's to take back (`RunLedger.unstart` with their counts, in its one
+    round trip)."""
+    if not deferred:
+        return 0
+    now = timezone.now()
+    executions = TaskExecution._meta.db_table
+    with db_rows.server_bound_cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {executions} e SET status = %s, scheduled_at = u.until, queued_at = NULL, "
+            "started_at = NULL, worker_id = '', claim_token = NULL, lease_expires_at = NULL, "
             # Waiting on the quota now, not on a flow-control limit it may have waited on.
-            waiting_for=None,
-            flow_wake_at=None,
-            updated_at=timezone.now(),
+            "waiting_for = NULL, flow_wake_at = NULL, updated_at = %s "
+            "FROM unnest(%s::uuid[], %s::uuid[], %s::timestamptz[]) AS u(id, token, until) "
+            "WHERE e.id = u.id AND e.claim_token = u.token AND e.status = %s RETURNING e.id",
+            [
+                ExecutionStatus.PENDING.value,
+                now,
+                [execution.id for execution, _token, _deferral in deferred],
+                [token for _execution, token, _deferral in deferred],
+                [deferral.until for _execution, _token, deferral in deferred],
+                ExecutionStatus.RUNNING.value,
+            ],
+            prepare=db_rows.prepare_statements(),
         )
-        == 1
-    )
+        back = {row[0] for row in cursor.fetchall()}
+    told: set[tuple[object, str]] = set()
+    for execution, _token, deferral in deferred:
+        if execution.id in back and (execution.tenant_id, deferral.quota) not in told:
+            told.add((execution.tenant_id, deferral.quota))
+            _notify_once(tenant=execution.tenant, deferral=deferral, now=now)
+    return len(back)
 
 
 def compute_seconds_add_into(

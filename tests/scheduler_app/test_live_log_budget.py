@@ -118,3 +118,40 @@ def test_a_run_that_wrote_nothing_leaves_no_stream(budgets):
     sink = LiveLogSink(execution_id=uuid.uuid4().hex, tenant_id="t", max_bytes=1 << 20)
     live_tails_close([(sink, "success")])
     assert not live_logs_redis().exists(log_stream_key(sink.stream.execution_id))
+
+
+def test_the_watchers_flush_sends_every_runs_tail_in_one_round_trip_in_order(budgets, monkeypatch):
+    """Runs in progress flushed together: one pipeline for all, each stream its own lines in
+    order (a chatty one's past a batch sent after), a cut tail sends nothing more."""
+    import workers.live_logs as live_logs_module
+    from workers.live_logs import live_tails_flush
+
+    monkeypatch.setattr(live_logs_module, "BATCH_LINES", 3)
+    tenant = uuid.uuid4().hex
+    sinks = [
+        LiveLogSink(execution_id=uuid.uuid4().hex, tenant_id=tenant, max_bytes=1 << 20)
+        for _ in range(3)
+    ]
+    budgets.extend(sink.stream.key for sink in sinks)
+    quiet, chatty, cut = sinks
+    quiet.write("stdout", "q1")
+    for k in range(5):
+        chatty.write("stdout", f"c{k}")
+    cut.write("stdout", "never")
+    cut.cut = True
+    pipelines: list[int] = []
+    client = live_logs_redis()  # the process's one client, which the flush takes
+    pipeline = client.pipeline
+
+    def counted(*args, **kwargs):
+        pipelines.append(1)
+        return pipeline(*args, **kwargs)
+
+    monkeypatch.setattr(client, "pipeline", counted)
+    live_tails_flush(sinks)
+    assert len(pipelines) == 1  # the chatty run's rest went with its own append
+    assert [f[LINE].rsplit(" ", 1)[-1] for f in _fields(quiet.stream.key)] == ["q1"]
+    chatty_lines = [f[LINE].rsplit(" ", 1)[-1] for f in _fields(chatty.stream.key)]
+    assert chatty_lines == [f"c{k}" for k in range(5)]
+    assert not live_logs_redis().exists(cut.stream.key)
+    assert not quiet._pending and not chatty._pending

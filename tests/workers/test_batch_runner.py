@@ -196,6 +196,34 @@ def test_quotas_judge_a_batch_run_by_run(tenant):
     assert deferred.claim_token is None and deferred.scheduled_at > runs[2].scheduled_at
 
 
+def test_a_batch_over_the_concurrency_quota_goes_back_whole_and_tells_once(tenant, caplog):
+    """Each run back to pending (claim let go, later time), the hour's count taken back, the
+    admins told once, one line at INFO for the batch (each run's at DEBUG)."""
+    from scheduler_app.models import AuditEntry
+    from scheduler_app.services.quotas import tenant_usage
+
+    tenant.max_concurrent_runs = 1
+    tenant.save(update_fields=["max_concurrent_runs"])
+    task = make_task(tenant, name="crowded", schedule={"type": "manual"})
+    holder = _queued(task, 1)[0]
+    TaskExecution.platform.filter(id=holder.id).update(status="running", worker_id="other@host")
+    runs = _queued(task, 3)
+    hour_before = tenant_usage(tenant=tenant).runs_this_hour
+    with caplog.at_level("INFO", logger="workers.runner"):
+        summary = execution_batch_run(execution_ids=_ids(runs), worker_id=WORKER)
+    assert summary == "batch of 3: 3 deferred"
+    for run in runs:
+        row = TaskExecution.platform.get(id=run.id)
+        assert row.status == "pending" and row.claim_token is None and row.worker_id == ""
+        assert row.scheduled_at > run.scheduled_at and row.started_at is None
+    assert tenant_usage(tenant=tenant).runs_this_hour == hour_before
+    assert AuditEntry.platform.filter(tenant=tenant, action="quota.exceeded").count() == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "workers.runner"]
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert "3 claimed runs deferred: tenant over max_concurrent_runs (3)" in lines
+    assert sum("deferred" in line for line in infos) == 1
+
+
 def test_a_batch_that_keeps_moving_still_hands_back_what_waits_too_long(tenant, settings):
     # No handler runs a whole look (0.3 s), but the batch as a whole passes four looks.
     settings.WORKER = {**settings.WORKER, "BATCH_SPILL_SECONDS": 0.3}

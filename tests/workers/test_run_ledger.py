@@ -80,7 +80,8 @@ def test_a_start_counts_each_run_once_and_its_undo_takes_exactly_that_back(
 
 
 def test_an_undo_without_counts_leaves_the_hour_to_the_deferral(tenant, worker_id):
-    """A deferred run's hourly count is taken back by `quota_defer` itself, not twice."""
+    """Without counts an undo leaves the hour's count alone (whoever passes them takes it back,
+    once)."""
     claims = _claims(tenant, 1)
     ledger = RunLedger(worker_id)
     started = ledger.start(claims, _pipe())

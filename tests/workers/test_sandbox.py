@@ -141,3 +141,38 @@ def test_an_unknown_run_as_user_is_a_permanent_config_failure():
 
 def test_group_members_helper_sees_nothing_for_a_dead_group():
     assert live_group_members(2**22 + 12345) == []
+
+
+@pytest.mark.needs_os_tool("bubblewrap")
+@needs_root
+def test_a_root_worker_sets_the_limits_of_another_users_sandbox_at_the_gate_when_it_may():
+    """With CAP_SYS_RESOURCE a root worker sets the run-as user's rlimits at the start gate,
+    without a `prlimit` exec in the chain; without it, `prlimit` stays in the chain. Either
+    way the command runs under its limits."""
+    from sandbox.argv import sandboxed_argv
+    from sandbox.files import SandboxFiles
+    from sandbox.gate import StartGate
+    from sandbox.identity import resolve_identity
+    from sandbox.profile import NETWORK_NONE
+    from sandbox.rlimits import holds_cap_sys_resource, resolve_limits
+
+    identity = resolve_identity(_nobody())
+    with SandboxFiles(network=NETWORK_NONE, upstream=None) as files:
+        gate = StartGate()
+        argv = sandboxed_argv(
+            ["true"], limits=resolve_limits({}), files=files, run_as=identity, gate=gate
+        )
+        gate.close()
+    chained = any(part.endswith("prlimit") for part in argv)
+    assert chained is not holds_cap_sys_resource()
+    ctx = _context(timeout=30)
+    outcome = run_shell(
+        {
+            "command": ["sh", "-c", "ulimit -n; ulimit -c"],
+            "resource_requirements": {"open_files": 64},
+        },
+        ctx,
+        run_as=_nobody(),
+    )
+    assert outcome.status == "success", outcome.error_message
+    assert ctx.log.stream_text("stdout").splitlines() == ["64", "0"]
