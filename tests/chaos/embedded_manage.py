@@ -11,7 +11,8 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> None:
-    """`setup LEDGER TASKS HANDLER_SECONDS`: migrate, make a tenant and the ledger tasks,
+    """`setup LEDGER TASKS HANDLER_SECONDS`: migrate (nothing to apply when tests/chaos/
+    embedded.py copied the migrated schema in), make a tenant and the ledger tasks,
     print their ids (JSON). `pause ID...`: pause those tasks."""
     import django
 

@@ -1,8 +1,13 @@
-"""Registry and heartbeats, cancel, live logs and a hung worker, with real worker processes."""
+"""Registry and heartbeats, cancel, live logs and a hung worker, with real worker processes.
+
+The cancel and the live-log tests share one worker of the module (`fleet_shared`): neither
+is about the worker itself, and a worker's start was most of each test's time. The others
+start their own (one leaves the fleet, one is frozen)."""
 
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -17,13 +22,39 @@ from tests.integration.fleet_helpers import (
     registered,
     terminate_main,
 )
-from tests.processes import host_pids_running, unique_sleep_seconds, wait_until
+from tests.processes import (
+    broker_key_prefix,
+    host_pids_running,
+    quiesce,
+    unique_sleep_seconds,
+    wait_until,
+)
 from tests.streams import sync_chunks
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("private_broker"),
 ]
+
+
+@pytest.fixture(scope="module")
+def module_fleet_worker(django_db_setup, django_db_blocker):
+    """A fleet worker reading broker queues of its own prefix, as `live_worker` does."""
+    prefix = f"fleet-registry-{uuid.uuid4().hex[:10]}:"
+    with broker_key_prefix(prefix), django_db_blocker.unblock():
+        worker = fleet_worker("shared")
+    yield worker, prefix
+    worker.stop()
+
+
+@pytest.fixture
+def fleet_shared(module_fleet_worker):
+    """The module's worker, for this test: this process publishes to its queues meanwhile;
+    what the test left queued is dropped and its runs end before the tables are flushed."""
+    worker, prefix = module_fleet_worker
+    with broker_key_prefix(prefix):
+        yield worker
+    quiesce(prefix)
 
 
 def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):
@@ -53,8 +84,8 @@ def test_a_worker_registers_heartbeats_and_leaves_as_gone(api):
 
 
 @pytest.mark.needs_os_tool("bubblewrap")
-def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api):
-    worker = fleet_worker("cancel")
+def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api, fleet_shared):
+    worker = fleet_shared
     marker = unique_sleep_seconds()
     script = f"sleep {marker} & sleep {marker}; wait"
     task = make_task(
@@ -91,8 +122,6 @@ def test_cancel_kills_a_running_shell_sandbox_within_two_seconds(tenant, api):
     except AssertionError:
         print(dump_logs(worker))
         raise
-    finally:
-        worker.stop()
 
 
 def test_cancel_of_a_waiting_run_means_it_never_starts(tenant, api):
@@ -117,8 +146,8 @@ def test_cancel_of_a_waiting_run_means_it_never_starts(tenant, api):
 
 
 @pytest.mark.needs_os_tool("bubblewrap")
-def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
-    worker = fleet_worker("logs")
+def test_the_log_endpoint_follows_a_running_execution_live(tenant, api, fleet_shared):
+    worker = fleet_shared
     script = "for i in 1 2 3 4 5 6 7 8; do echo line-$i; sleep 0.3; done"
     task = make_task(
         tenant,
@@ -172,8 +201,6 @@ def test_the_log_endpoint_follows_a_running_execution_live(tenant, api):
     except AssertionError:
         print(dump_logs(worker))
         raise
-    finally:
-        worker.stop()
 
 
 def test_a_hung_worker_whose_registry_looks_alive_is_reaped_by_lease_and_its_finish_rejected(
