@@ -16,7 +16,7 @@ from typing import Any
 from django import forms
 
 from scheduler_app.models import Tenant
-from scheduler_app.selectors.pools import pool_list
+from scheduler_app.selectors.pools import pool_list, pool_usage
 
 FLOW_FIELD_NAMES = (
     "concurrency",
@@ -97,10 +97,14 @@ def add_flow_fields(form: forms.Form) -> None:
 
 
 def pool_choices_set(form: forms.Form, *, tenant: Tenant) -> None:
-    """The pool select lists the tenant's pools (and the value shown, should its pool have
-    been deleted since: refused when saved, but not silently dropped)."""
+    """The pool select lists the tenant's pools with their slots in use now (and the value
+    shown, should its pool have been deleted since: refused when saved, not dropped)."""
     names = list(pool_list(tenant=tenant).values_list("name", "slots"))
-    choices = [("", "none")] + [(name, f"{name} ({slots} slots)") for name, slots in names]
+    usage = pool_usage(tenant=tenant, names=[name for name, _ in names])
+    choices = [("", "none")] + [
+        (name, f"{name} ({usage[name]['running']} of {slots} slots in use)")
+        for name, slots in names
+    ]
     current = form["pool"].value()
     if current and current not in {name for name, _ in names}:
         choices.append((current, f"{current} (no such pool)"))

@@ -99,7 +99,7 @@ def test_the_edit_form_shows_the_flow_control_and_saves_it_unchanged(signed_in, 
     assert task.debounce == {"key": "{{ dag }}", "seconds": 30, "max_wait_seconds": 300}
 
     page = signed_in.get(f"/dashboard/tasks/{task.id}/edit").content.decode()
-    assert '<option value="warehouse" selected>warehouse (5 slots)</option>' in page
+    assert '<option value="warehouse" selected>warehouse (0 of 5 slots in use)</option>' in page
     assert 'name="debounce_seconds" value="30"' in page
     before = _snapshot(task)
     assert signed_in.post(f"/dashboard/tasks/{task.id}/edit", form_data(task)).status_code == 302
@@ -158,8 +158,19 @@ def test_the_pool_select_lists_only_the_tenants_own_pools(signed_in, tenant, ten
     pool_create(tenant=tenant, name="warehouse", slots=3)
     other, _ = tenant_factory("globex")
     pool_create(tenant=other, name="secret-pool", slots=9)
+    holder = make_task(tenant, name="loader", schedule={"type": "manual"})
+    TaskExecution.objects.create(
+        tenant_id=tenant.id,
+        task=holder,
+        status="running",
+        scheduled_at=timezone.now(),
+        attempt=1,
+        max_attempts=1,
+        flow_holds={f"p:{tenant.id}:warehouse": 2},
+    )
     page = signed_in.get("/dashboard/tasks/new").content.decode()
-    assert 'value="warehouse"' in page and "secret-pool" not in page
+    assert '<option value="warehouse">warehouse (2 of 3 slots in use)</option>' in page
+    assert "secret-pool" not in page
     assert 'id="flow-fields"' in page
 
 
