@@ -475,9 +475,10 @@ class EventWait(models.Model):
         return f"{self.run_id}/{self.node_id} waits for {self.name}"
 
 
-# Approval nodes' and timers' rows live in modules of their own; imported here so Django
-# finds them.
+# Approval nodes', timers' and node joins' rows live in modules of their own; imported here
+# so Django finds them.
 from dags.approval_models import ApprovalDecision, ApprovalWait  # noqa: E402
+from dags.join_models import DagNodeJoin  # noqa: E402
 from dags.timer_models import DagTimer  # noqa: E402
 
 __all__ = [
@@ -489,6 +490,7 @@ __all__ = [
     "DagNodeAttempt",
     "DagNodeAttemptExecution",
     "DagNodeExecution",
+    "DagNodeJoin",
     "DagNodeState",
     "DagRun",
     "DagTimer",

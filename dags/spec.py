@@ -24,6 +24,7 @@ from dags.spec_errors import DagSpecError
 from dags.spec_keys import RUNNING_NODE_KEYS
 from dags.spec_timers import TIMER_KEYS, TIMER_TYPES, timer_parse
 from scheduler_app.flow_spec import FLOW_FIELDS
+from scheduler_app.flow_trigger_spec import FLOW_TRIGGER_KEYS
 
 FAILURE_POLICIES = ("skip_downstream", "fail_all", "continue", "retry")
 # What a node may say for itself: retry it, whatever the DAG does with a failure after that.
@@ -53,6 +54,7 @@ NODE_KEYS = {
     "wait_for_event",
     "type",
     *FLOW_FIELDS,  # concurrency, pool, pool_slots, rate_limit: the node's task takes them
+    *FLOW_TRIGGER_KEYS,  # singleton, debounce: its starts (dags.engine.flow_starts)
 }
 # `"type"`: what a node is. A task (the default: a handler or a task reference), or a node
 # that runs nothing of the tenant's and waits until the engine ends it. Each waiting type
@@ -174,7 +176,13 @@ def _node(raw: Any, index: int, *, budget: ExpressionBudget, max_map_items: int)
     for key in ("timeout_seconds", "retry_policy", "priority", "description", "idempotency_key"):
         if key in raw:
             node[key] = raw[key]
-    flow_given = sorted(key for key in FLOW_FIELDS if key in raw)
+    flow_given = sorted(key for key in (*FLOW_FIELDS, *FLOW_TRIGGER_KEYS) if key in raw)
+    one_run = [key for key in FLOW_TRIGGER_KEYS if raw.get(key) is not None]
+    if one_run and raw.get("map_over") is not None:
+        raise DagSpecError(
+            f"{where}.{one_run[0]} does not apply to a map_over node (its shards are one run)",
+            field=f"{where}.{one_run[0]}",
+        )
     if flow_given and "task" in node:
         raise DagSpecError(
             f"{where}.{flow_given[0]}: a node that names a task runs under that task's own flow "

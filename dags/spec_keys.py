@@ -16,6 +16,8 @@ RUNNING_NODE_KEYS = (
     "pool",
     "pool_slots",
     "rate_limit",
+    "singleton",
+    "debounce",
 )
 # A typed waiting node (approval, sleep, sensor) has no idempotency key and waits for no
 # event either.

@@ -26,6 +26,8 @@ def node_tasks_of_version(version_id: uuid.UUID) -> dict[str, str]:
 # and capability), and its tags; a field left out of `.only()` would be loaded by a query of
 # its own, per task.
 _DISPATCH_FIELDS = ("id", "tenant_id", "priority", "max_attempts", "capability", "tags")
+# A singleton or debounced inline node also reads its block (`dags.engine.flow_starts`).
+_DISPATCH_FIELDS += ("singleton", "debounce")
 # The tasks of inline nodes, by id: made with their DAG's version and never changed (the API
 # and the admin refuse to edit a task tagged DAG_NODE_TAG), so each process reads one once.
 # A node that names a task of the tenant's own reads it at every dispatch: it may change.

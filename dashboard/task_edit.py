@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from api import views as api
 from dashboard.naming import is_dag_node_task
 from dashboard.roles import ApiRule, follows_api
+from dashboard.task_flow_fields import pool_choices_set
 from dashboard.task_form import (
     TaskForm,
     initial_for,
@@ -34,6 +35,7 @@ def _form_page(
     request: HttpRequest, form: TaskForm, task: TaskDefinition | None, status: int = 200
 ) -> HttpResponse:
     context = page_context(request)
+    pool_choices_set(form, tenant=context["tenant"])
     context.update(form=form, task=task, timezones=timezone_names())
     return render(request, "dashboard/task_form.html", context, status=status)
 

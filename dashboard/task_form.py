@@ -23,6 +23,12 @@ from api.errors import flatten_errors
 from api.parsers import JsonRefused, json_loads_bounded
 from api.serializers import TaskInput, TaskOutput
 from dashboard import handler_fields
+from dashboard.task_flow_fields import (
+    add_flow_fields,
+    flow_field_for,
+    flow_initial,
+    flow_request_data,
+)
 from handler_contract.validation import HANDLER_TYPES
 from scheduler_app.choices import Backoff, Catchup, Overlap, ScheduleType
 from scheduler_app.errors import DomainError, NotFound
@@ -138,6 +144,7 @@ class TaskForm(forms.Form):
         # Every type, as the API accepts: runs go to workers that offer the type.
         self.fields["handler_type"].widget = _select(HANDLER_TYPES)
         handler_fields.add_handler_fields(self)
+        add_flow_fields(self)
 
     @property
     def handler_groups(self):
@@ -216,7 +223,12 @@ class TaskForm(forms.Form):
                 body["retry_policy"][name] = data[name]
         if data["jitter_seconds"]:
             body["policy"]["jitter_seconds"] = data["jitter_seconds"]
+        body.update(flow_request_data(self, self._json_list))
         return body
+
+    def _json_list(self, name: str) -> Any:
+        """A JSON field holding a list; blank is [] (none)."""
+        return self._json_object(name) if (self.cleaned_data.get(name) or "").strip() else []
 
     # --- the API's errors -> form fields ------------------------------------------------
 
@@ -232,6 +244,7 @@ class TaskForm(forms.Form):
         exact = name is not None and (
             api_field in FIELD_OF_ERROR
             or api_field in (name, f"retry_policy.{name}", f"policy.{name}")
+            or (api_field is not None and message.startswith(api_field))
         )
         self.add_error(name, message if exact or not api_field else f"{api_field}: {message}")
 
@@ -241,6 +254,8 @@ def _form_field_for(api_field: str | None) -> str | None:
         return None
     if api_field in FIELD_OF_ERROR:
         return FIELD_OF_ERROR[api_field]
+    if (flow := flow_field_for(api_field)) is not None:
+        return flow
     head, _, rest = api_field.partition(".")
     if head == "schedule" and rest.startswith("exclude"):
         return "schedule_exclude"
@@ -309,6 +324,7 @@ def initial_for(task: TaskDefinition | None) -> dict[str, Any]:
         "jitter_seconds": policy["jitter_seconds"],
         "start_at": policy["start_at"] or "",
         "end_at": policy["end_at"] or "",
+        **flow_initial(shown),
     }
 
 
@@ -341,8 +357,10 @@ def task_save_from_form(
         checked = rest.validated_data if rest.is_valid() else {}
     # The services stop at their first refusal; each part of the spec is judged on its own
     # first, by the same code, so the form lists every mistake at once.
+    # A pool's slots are judged with the pool (the service's save does: alone, they need one).
+    judged = {k: v for k, v in checked.items() if k != "pool_slots" or checked.get("pool") is None}
     for error in task_spec_errors(
-        checked,
+        judged,
         anchor=timezone.now(),
         require=False,
         allowed_hosts=tenant.webhook_allowed_hosts,

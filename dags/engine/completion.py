@@ -103,13 +103,18 @@ def node_complete(
     execution_id: uuid.UUID | None = None,
     worker_id: str = "",
     hand_on: HandOn | None = None,
+    may_retry: bool = True,
 ) -> None:
     """A node's execution chain ended (success, or failed with no attempt left). The run
-    row is locked by the caller. `hand_on`: see `dags.engine.dispatch`."""
+    row is locked by the caller. `hand_on`: see `dags.engine.dispatch`. `may_retry`: False
+    for a node that joined another node's chain (`dags.engine.flow_joins`): it takes the
+    chain's outcome, and the chain's retries are its own node's."""
     if run.status != RunStatus.RUNNING:
         return
     graph = graph_of_version(run.version_id)
-    if node_retry(run=run, graph=graph, node_id=node_id, status=status, execution_id=execution_id):
+    if may_retry and node_retry(
+        run=run, graph=graph, node_id=node_id, status=status, execution_id=execution_id
+    ):
         return
     if _counts_in_one_statement(graph, status):
         counted = _end_and_count(

@@ -68,6 +68,7 @@ from django.utils import timezone
 from budgets.limits import BudgetExceeded
 from dags.choices import FailurePolicy, NodeStatus
 from dags.conditions import is_missing, resolve_path
+from dags.engine.flow_starts import node_flow_starts
 from dags.engine.state import NodeLink, link_remember, node_set_final
 from dags.graph import Graph
 from dags.models import DagNodeExecution, DagNodeState, DagRun
@@ -387,6 +388,10 @@ def nodes_dispatch(
         )
         executions.append(execution)
         state.execution_id = execution.id
+    # Singleton and debounced nodes join their key's run or start their own there.
+    states, executions = node_flow_starts(
+        run=run, states=states, executions=executions, tasks=tasks
+    )
     pairs = [(state.node_id, e) for state, e in zip(states, executions, strict=True)]
     kept = node_execution_keep(pairs, prefer_worker=prefer_worker, hand_on=hand_on)
     node_executions_write(run=run, states=states, executions=executions, now=now)

@@ -56,6 +56,7 @@ from dags.choices import (
 from dags.engine.approval_waits import approval_wait_begin
 from dags.engine.dispatch import HandOn, mapped_node_dispatch, nodes_dispatch
 from dags.engine.failure_streaks import dag_run_streak_count
+from dags.engine.flow_starts import shared_roots_kept
 from dags.engine.state import children_count, node_set_final, run_lock
 from dags.engine.timers import timer_begin
 from dags.graph import Graph
@@ -114,8 +115,11 @@ def run_abort(*, run: DagRun, status: str, reason: str) -> bool:
         status=NodeStatus.CANCELLED, error_message=reason, completed_at=now, updated_at=now
     )
     DagRun.platform.filter(id=run.id).update(remaining_nodes=0)
-    roots = DagNodeExecution.objects.filter(run=run).values_list("execution_root_id", flat=True)
-    roots = list(roots)
+    links = DagNodeExecution.objects.filter(run=run)
+    linked = list(links.values_list("execution_root_id", flat=True))
+    # A chain another running run's node joined (singleton, debounce) goes on for it.
+    kept = shared_roots_kept(linked)
+    roots = [root for root in linked if root not in kept]
     TaskExecution.platform.filter(root_execution_id__in=roots, status__in=WAITING_STATUSES).update(
         status=ExecutionStatus.CANCELLED,
         completed_at=now,

@@ -14,6 +14,7 @@ from django.utils import timezone
 from dags.choices import ACTIVE_NODE_STATUSES, NodeStatus
 from dags.engine.completion import node_complete, node_complete_locking
 from dags.engine.dispatch import HandOn
+from dags.engine.flow_joins import joined_nodes_settle
 from dags.engine.mapping import chord_shard_settled, shard_settled
 from dags.engine.state import (
     NodeLink,
@@ -55,6 +56,14 @@ def dag_execution_settled(
     """
     if execution.trigger not in DAG_TRIGGERS:
         return
+    _own_node_settled(execution=execution, next_attempt_id=next_attempt_id, hand_on=hand_on)
+    if next_attempt_id is None:
+        link = link_load(execution.root_execution_id or execution.id)
+        if link is not None:  # the nodes of other runs that joined this chain, if any
+            joined_nodes_settle(execution=execution, link=link)
+
+
+def _own_node_settled(*, execution, next_attempt_id, hand_on: HandOn | None) -> None:
     root = execution.root_execution_id or execution.id
     if next_attempt_id is None:
         link = link_load(root)

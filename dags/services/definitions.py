@@ -24,6 +24,7 @@ from dags.spec import DagSpecError, node_runs_task, parse_dag_spec
 from scheduler_app.choices import DAG_NODE_TAG
 from scheduler_app.errors import Conflict, TooLarge, ValidationFailed
 from scheduler_app.flow_spec import FLOW_FIELDS
+from scheduler_app.flow_trigger_spec import FLOW_TRIGGER_KEYS
 from scheduler_app.limits import expression_budget
 from scheduler_app.models import TaskDefinition, Tenant
 from scheduler_app.services.audit import (
@@ -48,6 +49,7 @@ TASK_KEYS = (
     "parameters",
     "idempotency_key",
     *FLOW_FIELDS,
+    *FLOW_TRIGGER_KEYS,
 )
 
 
