@@ -133,11 +133,12 @@ class TaskExecution(models.Model):
                 name="idx_exec_dead_letter",
                 condition=Q(dead_lettered=True),
             ),
-            # Flow control counts what the running runs of a key hold, at every limited claim.
+            # Flow control counts what the running runs of a key hold, at every limited claim
+            # (and the queued ones a lost worker's requeue kept their slots for).
             GinIndex(
                 fields=["flow_holds"],
-                name="idx_exec_flow_holds_running",
-                condition=Q(status="running", flow_holds__isnull=False),
+                name="idx_exec_flow_holds_held",
+                condition=Q(status__in=["running", "queued"], flow_holds__isnull=False),
             ),
             # A flow key's waiting runs, oldest first: woken when its slots come free.
             models.Index(

@@ -123,8 +123,12 @@ def _claim_sql() -> str:
         f"WITH claimed AS (UPDATE {executions} e SET status = %s, worker_id = %s, "
         # A run claimed holds no flow-control slot until its admission gives it one
         # (`services.flow_admission`); a row given back or deferred may still carry one.
+        # Except the slots a lost run's requeue kept for it (`services.losses`): queued
+        # with a lease not yet ended, they stay held through the claim, so no other
+        # admission takes them before this run's own (which does not count them).
         "claim_token = u.token, started_at = %s, lease_expires_at = %s, updated_at = %s, "
-        "flow_holds = NULL "
+        "flow_holds = CASE WHEN e.status = %s AND e.lease_expires_at > %s "
+        "THEN e.flow_holds END "
         "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
         "WHERE e.id = u.id AND e.status IN (%s, %s) AND e.scheduled_at <= %s RETURNING e.*) "
         f"SELECT {db_rows.columns(TaskExecution, 'claimed')}, "
@@ -147,6 +151,8 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
                 worker_id,
                 now,
                 now + timedelta(seconds=lease_seconds),
+                now,
+                ExecutionStatus.QUEUED.value,
                 now,
                 ids,
                 tokens,

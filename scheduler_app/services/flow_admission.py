@@ -112,9 +112,9 @@ def run_limits(claim: Claim, pool_sizes: dict[tuple[str, str], int]) -> list[Lim
 _LOCK_SQL = "SELECT pg_advisory_xact_lock(k) FROM unnest(%s::bigint[]) AS k"
 _HELD_SQL = (
     f"SELECT h.key, sum(h.value::int) FROM {TaskExecution._meta.db_table} e, "
-    "jsonb_each_text(e.flow_holds) h WHERE e.status = %s AND e.flow_holds IS NOT NULL "
+    "jsonb_each_text(e.flow_holds) h WHERE e.status IN (%s, %s) AND e.flow_holds IS NOT NULL "
     "AND e.flow_holds ?| %s::text[] AND e.lease_expires_at > %s AND h.key = ANY(%s) "
-    "GROUP BY h.key"
+    "AND e.id <> ALL(%s::uuid[]) GROUP BY h.key"
 )
 _RATE_SQL = (
     "SELECT u.key, count(s.id), min(s.started_at) "
@@ -124,17 +124,20 @@ _RATE_SQL = (
 )
 
 
-def _lock_and_count(every: dict[str, Limit], *, now: datetime) -> _Counts:
+def _lock_and_count(every: dict[str, Limit], *, now: datetime, batch: list[Any]) -> _Counts:
     """Lock the keys, then count them, in one round trip: the statements run in turn, each
     with its own snapshot (read committed), so the counts see every admission committed
-    before the locks were granted. (A run's claim pays this trip, so it is one, not three.)"""
+    before the locks were granted. (A run's claim pays this trip, so it is one, not three.)
+    Held: by the running runs, and by the queued runs a lost worker's requeue kept their
+    slots for (`services.losses`), until their lease; not by this batch's own runs."""
     slot_keys = [key for key, limit in every.items() if not limit.per_seconds]
     rates = {key: limit.per_seconds for key, limit in every.items() if limit.per_seconds}
     statements = [_LOCK_SQL]
     params: list[Any] = [sorted({_lock_id(key) for key in every})]
     if slot_keys:
         statements.append(_HELD_SQL)
-        params += [ExecutionStatus.RUNNING.value, slot_keys, now, slot_keys]
+        params += [ExecutionStatus.RUNNING.value, ExecutionStatus.QUEUED.value]
+        params += [slot_keys, now, slot_keys, batch]
     if rates:
         statements.append(_RATE_SQL)
         params += [list(rates), [now - timedelta(seconds=rates[key]) for key in rates]]
@@ -216,7 +219,7 @@ def flow_admit(*, claims: Sequence[Claim], now: datetime | None = None) -> FlowV
     holds: list[tuple[Claim, dict[str, int]]] = []
     starts: list[FlowRateStart] = []
     with transaction.atomic():
-        counts = _lock_and_count(every, now=now)
+        counts = _lock_and_count(every, now=now, batch=[claim.execution.id for claim in ordered])
         for claim in ordered:
             run = limits[claim.execution.id]
             blocking = next(

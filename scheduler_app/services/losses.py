@@ -13,7 +13,9 @@ execution's row lock, so of several reapers of one loss exactly one writes it an
 of requeues is never overrun.
 
 The caller settles a failed attempt (`runs.lost`); a requeue has nothing to settle (the run
-did not end: its DAG node stays running, no finish is counted) and is rung after commit.
+did not end: its DAG node stays running, no finish is counted) and is rung after commit. A
+requeued run keeps its flow-control slots for one more lease, so it takes them back before the
+runs that waited behind it (`_requeue`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -125,14 +127,24 @@ def _lose(still_running: Q, *, reason: str, now: datetime) -> LossReport:
 def _requeue(execution: TaskExecution, *, now: datetime) -> None:
     """running -> queued, the same attempt and row (as a drain's release), rung after
     commit. The handler's checkpoint stays with the run's chain, so the next claim
-    resumes it (`workers.checkpoints`)."""
+    resumes it (`workers.checkpoints`).
+
+    A run that held flow-control slots keeps them for one more lease (its `flow_holds`
+    stay, and `lease_expires_at` says until when they are kept): the dead worker holds
+    nothing any more, but the slot goes back to this run, the oldest of its key, ahead of
+    the runs that waited behind it (due order), instead of to whichever waiter a worker
+    happens to claim first. Its next claim carries the kept slots into its admission
+    (`services.claims`, `services.flow_admission`); unclaimed by then, they are free."""
     claim_token = execution.claim_token
+    kept_until = (
+        now + timedelta(seconds=settings.WORKER["LEASE_SECONDS"]) if execution.flow_holds else None
+    )
     TaskExecution.platform.filter(id=execution.id).update(
         status=ExecutionStatus.QUEUED,
         queued_at=now,
         started_at=None,
         claim_token=None,
-        lease_expires_at=None,
+        lease_expires_at=kept_until,
         worker_id="",
         updated_at=now,
     )
