@@ -163,10 +163,8 @@ def _start(
     # The batch's runs are all `running` in the database but run one at a time: each is
     # judged as if the others of its tenant in this batch were not running. Run side by
     # side (`workers.batch_lanes`), no more of them run at once than the quota has room for.
-    running = {
-        tenant: quota_running_count(tenant_id=tenant) - (len(group) - 1)
-        for tenant, group in by_tenant.items()
-    }
+    counts = {tenant: quota_running_count(tenant_id=tenant, now=now) for tenant in by_tenant}
+    running = {tenant: counts[tenant].total - (len(by_tenant[tenant]) - 1) for tenant in counts}
     room = min(
         (
             max(1, group[0].execution.tenant.max_concurrent_runs - running[tenant] + 1)
@@ -189,6 +187,7 @@ def _start(
             runs_after=runs_after,
             seconds=seconds,
             now=now,
+            settled=counts[tenant].settled,
         )
         if deferral is not None:
             logger.debug("execution %s deferred: tenant over %s", execution.id, deferral.quota)

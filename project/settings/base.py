@@ -260,6 +260,8 @@ IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
 QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
+# ... this long when those over it were claimed moments ago (services/quotas.py).
+QUOTA_RECHECK_SECONDS = env_float("QUOTA_RECHECK_SECONDS", 0.5)
 # A run waiting for a flow-control slot (concurrency key, pool) is looked at again after this
 # long, spread by +-25% (scheduler_app/services/flow_admission.py).
 FLOW_RECHECK_SECONDS = env_float("FLOW_RECHECK_SECONDS", 0.25)

@@ -90,14 +90,25 @@ def tenant_usage(*, tenant: Tenant, now: datetime | None = None) -> Usage:
     )
 
 
-def concurrency_deferral_delay() -> timedelta:
-    """How long a run over the concurrency limit waits: QUOTA_DEFER_SECONDS, spread by +-50%.
+# A running run claimed this recently is most likely still waiting in its worker's batch
+# (a batch claims its runs at once and runs a few at a time, `workers.batch_lanes`) or
+# about to end: the slot it holds frees within moments, not at a long run's pace.
+FRESH_CLAIM_SECONDS = 2.0
+
+
+def concurrency_deferral_delay(*, frees_soon: bool = False) -> timedelta:
+    """How long a run over the concurrency limit waits: QUOTA_DEFER_SECONDS, spread by
+    +-50%; QUOTA_RECHECK_SECONDS when the runs over the limit were all claimed moments ago
+    (`frees_soon`: other workers' batches, whose claimed runs count as running while they
+    wait their turn in the batch), so that a default stack's batches do not hold a run
+    back for seconds behind runs that end in milliseconds.
 
     Claims that race for the last slot each see the others and all defer (the count errs
     towards the quota). Deferred for the same time, they would be promoted in the same tick,
     claimed together and deferred together again, round after round; spread out, they come
     back one by one and the first takes the slot."""
-    return timedelta(seconds=settings.QUOTA_DEFER_SECONDS * random.uniform(0.5, 1.5))
+    base = settings.QUOTA_RECHECK_SECONDS if frees_soon else settings.QUOTA_DEFER_SECONDS
+    return timedelta(seconds=base * random.uniform(0.5, 1.5))
 
 
 def _over_quota(
@@ -107,17 +118,20 @@ def _over_quota(
     runs_this_hour: int,
     compute_minutes: float,
     now: datetime,
+    settled_runs: int | None = None,
 ) -> Deferral | None:
-    """`concurrent_runs` includes the run being checked, `runs_this_hour` does not."""
+    """`concurrent_runs` includes the run being checked, `runs_this_hour` does not;
+    `settled_runs` is how many of the others were claimed FRESH_CLAIM_SECONDS ago or more
+    (None: all of them)."""
+    settled = concurrent_runs - 1 if settled_runs is None else settled_runs
     pool_slots = settings.WORKER_TENANT_POOLS.get(tenant.slug)
     if pool_slots is not None and concurrent_runs > pool_slots:  # its worker pool's cap
-        return Deferral(
-            "worker_pool_slots", now + concurrency_deferral_delay(), concurrent_runs - 1, pool_slots
-        )
+        delay = concurrency_deferral_delay(frees_soon=settled < pool_slots)
+        return Deferral("worker_pool_slots", now + delay, concurrent_runs - 1, pool_slots)
     if concurrent_runs > tenant.max_concurrent_runs:
         return Deferral(
             "max_concurrent_runs",
-            now + concurrency_deferral_delay(),
+            now + concurrency_deferral_delay(frees_soon=settled < tenant.max_concurrent_runs),
             concurrent_runs - 1,
             tenant.max_concurrent_runs,
         )
@@ -135,17 +149,27 @@ def _over_quota(
     return None
 
 
-def quota_running_count(*, tenant_id: object) -> int:
+@dataclass(frozen=True)
+class Running:
+    """A tenant's running runs after a claim committed (its own included), and how many
+    of them were claimed FRESH_CLAIM_SECONDS or more before `now`."""
+
+    total: int
+    settled: int
+
+
+def quota_running_count(*, tenant_id: object, now: datetime) -> Running:
     """Running executions of the tenant (after a claim has committed: this one included).
 
     Its own statement after the claim's commit, never folded into the claim: of two claims
     racing for the last slot, at least one then sees the other, so the limit is never
     exceeded (it may defer both, which errs towards the quota)."""
     row = db_rows.execute_prepared(
-        f"SELECT count(*) FROM {TaskExecution._meta.db_table} WHERE tenant_id = %s AND status = %s",
-        [tenant_id, ExecutionStatus.RUNNING.value],
+        f"SELECT count(*), count(*) FILTER (WHERE started_at <= %s) "
+        f"FROM {TaskExecution._meta.db_table} WHERE tenant_id = %s AND status = %s",
+        [now - timedelta(seconds=FRESH_CLAIM_SECONDS), tenant_id, ExecutionStatus.RUNNING.value],
     )
-    return row[0]
+    return Running(total=row[0], settled=row[1])
 
 
 @dataclass(frozen=True)
@@ -197,16 +221,19 @@ def quota_decide_counts(
     runs_after: int | None,
     seconds: float | None,
     now: datetime,
+    settled: int | None = None,
 ) -> Deferral | None:
     """The deferral a claimed run is due, None when it may run. `runs_after` is this run's
     place in the hour (itself included), `seconds` the month's compute seconds; what Redis
-    did not answer (None) counts as nothing: the Redis quotas err towards running."""
+    did not answer (None) counts as nothing: the Redis quotas err towards running.
+    `settled`: of the other running runs, those claimed a while ago (`Running.settled`)."""
     return _over_quota(
         tenant=tenant,
         concurrent_runs=running,
         runs_this_hour=max(0, (runs_after or 0) - 1),
         compute_minutes=round((seconds or 0) / 60, 3),
         now=now,
+        settled_runs=settled,
     )
 
 
