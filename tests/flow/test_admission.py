@@ -273,3 +273,9 @@ def test_a_finish_wakes_as_many_of_its_keys_oldest_waiters_as_slots_came_free(te
     woken = [w.id for w in waiters if wakes[w.id] <= timezone.now()]
     assert woken == [waiters[0].id]  # the oldest, and only one: one slot came free
     assert wakes[waiters[0].id] >= before
+    # Handed the slot: queued (rung once the finish commits), the others still waiting.
+    statuses = dict(
+        TaskExecution.platform.filter(id__in=[w.id for w in waiters]).values_list("id", "status")
+    )
+    assert [statuses[w.id] for w in waiters] == ["queued", "pending", "pending"]
+    assert ids(claim_and_admit(waiters[:1]).admitted) == {waiters[0].id}
