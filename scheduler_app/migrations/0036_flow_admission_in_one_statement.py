@@ -85,20 +85,22 @@ BEGIN
     LOOP
         used[array_position(keys, row.key)] := row.total;
     END LOOP;
-    FOR row IN
-        SELECT u.key, count(s.id)::int AS total, min(s.started_at) AS first_start
-        FROM (
-            SELECT DISTINCT p_keys[n] AS key, p_per[n] AS per
-            FROM generate_subscripts(p_keys, 1) AS n WHERE p_per[n] > 0
-        ) u
-        LEFT JOIN scheduler_app_flowratestart s
-          ON s.key = u.key AND s.started_at > p_now - u.per * interval '1 second'
-        GROUP BY u.key
-    LOOP
-        k := array_position(keys, row.key);
-        used[k] := row.total;
-        oldest[k] := row.first_start;
-    END LOOP;
+    IF 0 < ANY (p_per) THEN  -- rate limits: their keys' starts in their windows
+        FOR row IN
+            SELECT u.key, count(s.id)::int AS total, min(s.started_at) AS first_start
+            FROM (
+                SELECT DISTINCT p_keys[n] AS key, p_per[n] AS per
+                FROM generate_subscripts(p_keys, 1) AS n WHERE p_per[n] > 0
+            ) u
+            LEFT JOIN scheduler_app_flowratestart s
+              ON s.key = u.key AND s.started_at > p_now - u.per * interval '1 second'
+            GROUP BY u.key
+        LOOP
+            k := array_position(keys, row.key);
+            used[k] := row.total;
+            oldest[k] := row.first_start;
+        END LOOP;
+    END IF;
     FOR x IN 1..n_limits LOOP
         IF maxima[x] IS NULL THEN  -- a pool: its size now
             maxima[x] := coalesce((
