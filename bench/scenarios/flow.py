@@ -4,15 +4,23 @@ cost, and a rate limit's windows.
 1. **keys**: `runs` one-second runs over `keys` keys with `max_running: 2`, sampled every
    50 ms: the most ever running per key (never more than 2), all run, none doubled, and the
    wall time against the ideal (runs / (keys x 2) seconds). This process plays the beat and
-   the workers with the code they run: a promoter thread (`due_pending_promote` every 50 ms,
-   the leader's promote loop at a 50 ms tick), claimer threads (`executions_claim` +
-   `flow_admit`, the worker's claim path, `workers/flow_gate.py`, in batches of 20), and a
-   finisher thread that ends each admitted run `seconds` after its start (`runs_finish`, which
-   wakes its key's oldest waiter). A run's handler is that wait: the handler's own cost is
-   not what is measured, and 200 runs at once need no 200 pool processes.
-2. **claim cost**: the same batches of 20 runs claimed with and without a concurrency limit
-   (100 keys, room for all, so every run is admitted), in alternating rounds, in one process:
-   the wall milliseconds per run of the claim (+ admission) and of the finish, medians.
+   the workers with the code they run: the burst rung as the beat rings a fire batch, a
+   promoter thread (`due_pending_promote` + `ring`, the leader's promote loop at a 50 ms
+   tick), claimer threads that take doorbells from the broker's queue as a worker does (the
+   beat's rings and the finishes'), release their fairness slots and claim and admit them
+   (`executions_claim` + `flow_admit`, `workers/flow_gate.py`'s path, up to 20 a batch), and
+   a finisher thread that ends each admitted run `seconds` after its start (`runs_finish`,
+   which hands the freed slot to its key's oldest waiter and rings it). A run's handler is
+   that wait: the handler's own cost is not what is measured, and 200 runs at once need no
+   200 pool processes. (On a loaded machine the finisher, one thread among seven under one
+   interpreter lock, ends runs late: at load 5 a 1 s run was held 1.07 s at the median and
+   1.5 s at the 90th percentile, and the wall time counts that lateness too.)
+2. **claim cost**: the same batches of 20 runs (same parameters and due times) of a task
+   without limits and of one with a concurrency limit (100 keys, room for all, so every run is
+   admitted), claimed in turn batch by batch in this one process, which goes first swapped
+   every batch so both see the same moment's load: the wall milliseconds per run of the claim
+   (+ admission, as the worker's flow gate calls it) and of the finish, medians over 5 rounds,
+   and the median of the rounds' differences.
 3. **rate**: `limit` runs per `per` released at once: every window of the limit's length holds
    at most `limit` starts (checked over every start, from the admission's own records), and
    every run starts. The issue's figure (100/minute over 5 minutes) is `--full`; the quick
@@ -412,9 +420,10 @@ def run(args: list[str]) -> Result:
         _rate_rows(row, rate)
     result.notes.append(f"load average while it ran (1 min): {os.getloadavg()[0]:.1f}")
     result.notes.append(
-        "keys: beat and workers played in this process (promote every 50 ms, 4 claimer threads, "
-        "batches of 20; a run's handler is a 1 s wait); the claim, admission, promote and finish "
-        "are the product's own functions"
+        "keys: beat and workers played in this process (the burst rung, promote and ring every "
+        "50 ms; 4 claimer threads taking doorbells from the broker, batches of up to 20; a run's "
+        "handler is a 1 s wait); the ring, claim, admission, promote and finish (which hands a "
+        "freed slot on and rings it) are the product's own functions"
     )
     if not full:
         result.notes.append(
