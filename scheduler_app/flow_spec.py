@@ -56,7 +56,11 @@ class FlowSpecError(ValueError):
         self.field = field
 
 
-def key_template_check(template: Any, *, field: str, budget: ExpressionBudget) -> str:
+def key_template_check(
+    template: Any, *, field: str, budget: ExpressionBudget = DEFAULT_BUDGET
+) -> str:
+    """The key template, or FlowSpecError naming `field`: the one check of every flow key
+    (concurrency and rate limits here, singleton and debounce in `flow_trigger_spec`)."""
     if not isinstance(template, str) or not template.strip():
         raise FlowSpecError(f"{field} must be a non-empty string", field=field)
     if len(template) > MAX_KEY_TEMPLATE:
@@ -218,25 +222,47 @@ def _parameter(parameters: Mapping[str, Any], path: str) -> str:
     value: Any = parameters
     for part in path.split(".")[1:]:
         if not isinstance(value, Mapping) or part not in value:
-            return ""  # a missing parameter: every such run shares the key (errs to limiting)
+            # A missing parameter keys as empty: every such run shares the key (a limit errs
+            # to limiting; a trigger without an optional parameter still has one key).
+            return ""
         value = value[part]
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return SECRET_MARK if _SECRET_REFERENCE.search(text) else text
 
 
-def key_render(template: str, *, run: RunContext, budget: ExpressionBudget) -> str:
-    names = {"task": run.task, "dag": run.dag, "tenant": run.tenant_id}
+def key_text(
+    template: str,
+    *,
+    variables: Mapping[str, str],
+    parameters: Mapping[str, Any],
+    budget: ExpressionBudget,
+    max_length: int = MAX_KEY_LENGTH,
+) -> str:
+    """A key template rendered over `variables` (task, dag, tenant) and `parameters`; one
+    longer than `max_length` is kept as its SHA-256. Raises BudgetExceeded past the
+    budget's output (the caller decides what that means for its key)."""
 
     def fill(name: str) -> str:
-        return names[name] if name in names else _parameter(run.parameters, name)
+        return variables[name] if name in variables else _parameter(parameters, name)
 
+    return _hashed_if_long(template_render(template, fill=fill, budget=budget), max_length)
+
+
+def _hashed_if_long(key: str, max_length: int = MAX_KEY_LENGTH) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest() if len(key) > max_length else key
+
+
+def key_render(template: str, *, run: RunContext, budget: ExpressionBudget) -> str:
     try:
-        key = template_render(template, fill=fill, budget=budget)
+        return key_text(
+            template,
+            variables={"task": run.task, "dag": run.dag, "tenant": run.tenant_id},
+            parameters=run.parameters,
+            budget=budget,
+        )
     except BudgetExceeded:
-        key = template  # past the budget: one shared key (the template itself) limits them all
-    if len(key) > MAX_KEY_LENGTH:
-        key = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
-    return key
+        # Past the budget: one shared key (the template itself) limits them all.
+        return _hashed_if_long(template)
 
 
 def flow_limits(

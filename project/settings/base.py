@@ -263,8 +263,10 @@ QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
 # ... this long when those over it were claimed moments ago (services/quotas.py).
 QUOTA_RECHECK_SECONDS = env_float("QUOTA_RECHECK_SECONDS", 0.5)
 # A run waiting for a flow-control slot (concurrency key, pool) is looked at again after this
-# long, spread by +-25% (scheduler_app/services/flow_admission.py).
-FLOW_RECHECK_SECONDS = env_float("FLOW_RECHECK_SECONDS", 0.25)
+# long, then after a quarter of how long it has waited, at most FLOW_RECHECK_MAX_SECONDS,
+# spread by +-25%, unless a finish hands it a slot first (scheduler_app/services/flow_admission.py).
+FLOW_RECHECK_SECONDS = env_float("FLOW_RECHECK_SECONDS", 1.0)
+FLOW_RECHECK_MAX_SECONDS = env_float("FLOW_RECHECK_MAX_SECONDS", 5.0)
 # A worker reads a tenant's stored-log bytes (scheduler_app/services/log_quota.py) at most
 # this often; a burst of finishes can overshoot max_log_bytes by what it logs meanwhile.
 LOG_QUOTA_CACHE_SECONDS = env_float("LOG_QUOTA_CACHE_SECONDS", 2.0)

@@ -288,15 +288,20 @@ def due_pending_promote(
         per_tenant = settings.FAIR_INFLIGHT_PER_TENANT
     if per_tenant > 0:
         where_sql += (
-            f" AND id IN (SELECT id FROM (SELECT id, ROW_NUMBER() OVER ("
+            f" AND id IN (SELECT id FROM (SELECT id, waiting_for, ROW_NUMBER() OVER ("
             # Waiting runs of one flow key are their own group: a key's backlog, oldest
-            # first, cannot crowd out the other keys' waiters (fair across keys).
+            # first, cannot crowd out the other keys' waiters (fair across keys). Of a key's
+            # line only its head comes back at a recheck, as many as the limit's maximum
+            # (what could start at once): a finish hands its slots on by itself
+            # (`flow_admission.flow_waiters_wake`), so the recheck is a fallback, and the
+            # whole line rechecked would only be turned away again.
             f"PARTITION BY tenant_id, queue, waiting_for ->> 'key' ORDER BY scheduled_at) "
             "AS tenant_rank "
             f"FROM {table} WHERE status = %s AND scheduled_at <= %s) ranked "
-            f"WHERE tenant_rank <= %s)"
+            "WHERE tenant_rank <= least(%s, greatest(1, coalesce((waiting_for ->> 'max')::int, "
+            "%s))))"
         )
-        where_params = [*where_params, *due_params, per_tenant]
+        where_params = [*where_params, *due_params, per_tenant, per_tenant]
     return _mark_queued(where_sql=where_sql, where_params=where_params, now=now, limit=limit)
 
 

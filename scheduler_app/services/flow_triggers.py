@@ -41,10 +41,10 @@ from django.db.models.functions import Least
 
 from scheduler_app.choices import ACTIVE_STATUSES, ExecutionStatus, Trigger
 from scheduler_app.errors import ValidationFailed
+from scheduler_app.flow_spec import FlowSpecError
 from scheduler_app.flow_trigger_spec import (
     DEBOUNCE,
     SINGLETON,
-    FlowSpecError,
     KeyContext,
     flow_key_render,
     flow_trigger_fields,

@@ -1,7 +1,8 @@
 """A tenant's named pools (create, resize, delete), and the check that a task names only a
 pool of its own tenant. A resize is one UPDATE: the next claim reads the new size
-(`services.flow_admission`), so it takes effect at once; a pool made smaller lets no new run
-in until enough of its running ones have ended, and stops none."""
+(`services.flow_admission`), so it takes effect at once, and a pool made larger (or created
+again) hands its new slots to its oldest waiting runs in the same transaction; a pool made
+smaller lets no new run in until enough of its running ones have ended, and stops none."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from scheduler_app.errors import Conflict, ValidationFailed
 from scheduler_app.flow_spec import MAX_POOL_SLOTS, POOL_NAME
 from scheduler_app.models import Pool, Tenant
 from scheduler_app.services.audit import audit_action
+from scheduler_app.services.flow_admission import flow_waiters_wake
 
 
 def _slots(value: Any) -> int:
@@ -47,6 +49,15 @@ def _shown(pool: Pool) -> dict[str, Any]:
     return {"name": pool.name, "slots": pool.slots, "description": pool.description}
 
 
+def _waiters_hand_on(pool: Pool, *, slots: int) -> None:
+    """Slots that came to be (a pool created or made larger) go to its oldest waiting runs at
+    once, as a finish's freed slots do, instead of at their recheck."""
+    if slots > 0:
+        flow_waiters_wake(
+            released=[{f"p:{pool.tenant_id}:{pool.name}": slots}], now=pool.updated_at
+        )
+
+
 def pool_create(*, tenant: Tenant, name: Any, slots: Any, description: Any = "") -> Pool:
     now = timezone.now()
     pool = Pool(
@@ -60,6 +71,7 @@ def pool_create(*, tenant: Tenant, name: Any, slots: Any, description: Any = "")
     try:
         with transaction.atomic():
             pool.save(force_insert=True)
+            _waiters_hand_on(pool, slots=pool.slots)  # runs of a pool that was deleted
     except IntegrityError as error:
         raise Conflict(f"a pool named {pool.name!r} already exists", field="name") from error
     audit_action(
@@ -77,14 +89,18 @@ def pool_update(*, pool: Pool, changes: Mapping[str, Any]) -> Pool:
             f"{field} cannot be changed (only slots and description)", field=field
         )
     before = _shown(pool)
+    grown = 0
     if "slots" in changes:
-        pool.slots = _slots(changes["slots"])
+        slots = _slots(changes["slots"])
+        grown, pool.slots = max(0, slots - pool.slots), slots
     if "description" in changes:
         pool.description = _description(changes["description"])
     pool.updated_at = timezone.now()
-    Pool.objects.filter(id=pool.id, tenant_id=pool.tenant_id).update(
-        slots=pool.slots, description=pool.description, updated_at=pool.updated_at
-    )
+    with transaction.atomic():
+        Pool.objects.filter(id=pool.id, tenant_id=pool.tenant_id).update(
+            slots=pool.slots, description=pool.description, updated_at=pool.updated_at
+        )
+        _waiters_hand_on(pool, slots=grown)
     after = _shown(pool)
     audit_action(
         tenant=pool.tenant,

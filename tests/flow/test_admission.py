@@ -273,3 +273,34 @@ def test_a_finish_wakes_as_many_of_its_keys_oldest_waiters_as_slots_came_free(te
     woken = [w.id for w in waiters if wakes[w.id] <= timezone.now()]
     assert woken == [waiters[0].id]  # the oldest, and only one: one slot came free
     assert wakes[waiters[0].id] >= before
+    # Handed the slot: queued (rung once the finish commits), the others still waiting.
+    statuses = dict(
+        TaskExecution.platform.filter(id__in=[w.id for w in waiters]).values_list("id", "status")
+    )
+    assert [statuses[w.id] for w in waiters] == ["queued", "pending", "pending"]
+    assert ids(claim_and_admit(waiters[:1]).admitted) == {waiters[0].id}
+
+
+def test_only_the_head_of_a_keys_line_comes_back_at_a_recheck(tenant):
+    """A finish hands slots on by itself; the recheck (a fallback) brings back as many of a
+    key's oldest waiters as its maximum, not the whole line to be turned away again."""
+    task = limited_task(tenant, concurrency=[{"key": "one", "max_running": 1}])
+    holder, *waiters = queued(task, 4, due=timezone.now() - timedelta(seconds=5))
+    claim_and_admit([holder, *waiters])
+    TaskExecution.platform.filter(id__in=[w.id for w in waiters]).update(
+        flow_wake_at=timezone.now() - timedelta(seconds=1)
+    )
+    promoted = {bell.execution_id for bell in due_pending_promote(now=timezone.now(), limit=100)}
+    assert promoted == {str(waiters[0].id)}
+
+
+def test_a_pool_made_larger_hands_its_new_slots_to_its_oldest_waiters(tenant):
+    pool_create(tenant=tenant, name="warehouse", slots=1)
+    task = limited_task(tenant, name="load", pool="warehouse")
+    runs = queued(task, 3)
+    assert ids(claim_and_admit(runs).admitted) == {runs[0].id}
+    pool_update(pool=tenant_pool(tenant), changes={"slots": 2})
+    statuses = dict(
+        TaskExecution.platform.filter(id__in=[r.id for r in runs[1:]]).values_list("id", "status")
+    )
+    assert [statuses[r.id] for r in runs[1:]] == ["queued", "pending"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from budgets.limits import ExpressionBudget
+from scheduler_app.flow_spec import FlowSpecError
 from scheduler_app.flow_trigger_spec import (
-    FlowSpecError,
     KeyContext,
     flow_key_render,
     flow_trigger_fields,
@@ -43,7 +43,7 @@ def test_the_defaults_key_on_the_task_and_wait_ten_windows():
 @pytest.mark.parametrize(
     ("spec", "field", "says"),
     [
-        ({"singleton": {"key": "{{secret:db}}"}}, "singleton.key", "unknown variable"),
+        ({"singleton": {"key": "{{secret:db}}"}}, "singleton.key", "may not read a secret"),
         ({"singleton": {"key": "{{parameters}}"}}, "singleton.key", "unknown variable"),
         ({"singleton": {"key": "{{ env.HOME }}"}}, "singleton.key", "unknown variable"),
         ({"singleton": {"key": ""}}, "singleton.key", "non-empty"),

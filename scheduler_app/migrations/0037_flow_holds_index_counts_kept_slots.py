@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0035_flow_control_pools_and_limits'),
+        ('scheduler_app', '0036_flow_admission_in_one_statement'),
     ]
 
     operations = [
