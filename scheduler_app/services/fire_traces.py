@@ -55,12 +55,13 @@ class FireSpans:
         strings, the doorbells the caller rings next): theirs end at their ring."""
         recorded_ns = time_ns()
         for span, execution_id in zip(self.spans, self.execution_ids, strict=True):
+            if not span.is_recording():
+                continue  # a sampled-out fire: its span records nothing, ends nowhere
             if execution_id not in recorded:
-                if span.is_recording():
-                    span.set_attribute("scheduler.fire.recorded", False)
+                span.set_attribute("scheduler.fire.recorded", False)
                 span.end(end_time=recorded_ns)
-            elif str(execution_id) in to_ring and span.is_recording():
-                # Its `scheduler.recorded` is added at the ring, if the doorbell waited.
+            elif str(execution_id) in to_ring:
+                # Its `scheduler.recorded` is decided at the ring (`tracing.steps`).
                 _awaiting_ring.park(str(execution_id), span, recorded_ns)
             else:
                 span.end(end_time=recorded_ns)
