@@ -36,3 +36,14 @@ class NullOtlpSink:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+if __name__ == "__main__":
+    # A sink of its own process (`bench trace_instructions`: its work then stays out of the
+    # counted process): prints its URL, serves until its stdin closes.
+    import sys
+
+    running = NullOtlpSink()
+    print(running.url, flush=True)
+    sys.stdin.read()
+    running.close()

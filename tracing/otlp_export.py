@@ -33,19 +33,10 @@ from opentelemetry.trace import SpanKind
 
 logger = logging.getLogger(__name__)
 
-_KIND = {
-    SpanKind.INTERNAL: 1,
-    SpanKind.SERVER: 2,
-    SpanKind.CLIENT: 3,
-    SpanKind.PRODUCER: 4,
-    SpanKind.CONSUMER: 5,
-}
 _FIXED64 = struct.Struct("<Q").pack
 _DOUBLE = struct.Struct("<d").pack
 _FIXED32 = struct.Struct("<I").pack
 _INT64 = range(-(1 << 63), 1 << 63)
-# Span.flags: the parent's "is remote" is known (always), and set when it is remote.
-_HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200
 
 
 class _Unsupported(Exception):
@@ -54,7 +45,7 @@ class _Unsupported(Exception):
 
 def _varint(number: int) -> bytes:
     if number < 0x80:
-        return bytes((number,))
+        return _SMALL[number]
     out = bytearray()
     while number >= 0x80:
         out.append((number & 0x7F) | 0x80)
@@ -63,9 +54,13 @@ def _varint(number: int) -> bytes:
     return bytes(out)
 
 
+_SMALL = [bytes((number,)) for number in range(0x80)]
+
+
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field (a string, bytes, an embedded message)."""
-    return tag + _varint(len(payload)) + payload
+    size = len(payload)
+    return tag + (_SMALL[size] if size < 0x80 else _varint(size)) + payload
 
 
 def _text(tag: bytes, text: str) -> bytes:
@@ -73,8 +68,47 @@ def _text(tag: bytes, text: str) -> bytes:
     return _field(tag, text.encode()) if text else b""
 
 
+class _Constants(dict):
+    """The encoded field of each string the spans repeat (attribute keys, span and event
+    names: the code's constants), made once. Bounded: past `LIMIT` strings (names an
+    instrumentation made up per request, say) the rest are encoded each time."""
+
+    LIMIT = 4096
+
+    def __init__(self, tag: bytes) -> None:
+        super().__init__()
+        self.tag = tag
+
+    def __missing__(self, text: str) -> bytes:
+        encoded = _text(self.tag, text)
+        if len(self) < self.LIMIT:
+            self[text] = encoded
+        return encoded
+
+
+_KEYS = _Constants(b"\x0a")  # KeyValue.key
+_SPAN_NAMES = _Constants(b"\x2a")  # Span.name
+_EVENT_NAMES = _Constants(b"\x12")  # Span.Event.name
+_KIND = {
+    kind: b"\x30" + _varint(number)
+    for kind, number in (
+        (SpanKind.INTERNAL, 1),
+        (SpanKind.SERVER, 2),
+        (SpanKind.CLIENT, 3),
+        (SpanKind.PRODUCER, 4),
+        (SpanKind.CONSUMER, 5),
+    )
+}
+_STATUS_UNSET = _field(b"\x7a", b"")
+# Span.flags: the parent's "is remote" is known (always), and set when it is remote.
+_FLAGS_LOCAL = b"\x85\x01" + _FIXED32(0x100)
+_FLAGS_REMOTE = b"\x85\x01" + _FIXED32(0x300)
+
+
 def _any_value(value: object) -> bytes:
     # AnyValue's fields are a oneof: written even when they hold the type's default.
+    if type(value) is str:  # the common case first (a bool is an int, never a str)
+        return _field(b"\x0a", value.encode())  # type: ignore[union-attr]
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
     if isinstance(value, str):
@@ -89,9 +123,12 @@ def _any_value(value: object) -> bytes:
 
 
 def _attributes(tag: bytes, attributes: Mapping[str, object]) -> bytes:
+    keys = _KEYS
     return b"".join(
-        _field(tag, _text(b"\x0a", key) + _field(b"\x12", _any_value(value)))
-        for key, value in attributes.items()
+        [
+            _field(tag, keys[key] + _field(b"\x12", _any_value(value)))
+            for key, value in attributes.items()
+        ]
     )
 
 
@@ -109,19 +146,20 @@ def _span(span: ReadableSpan) -> bytes:
     parent = span.parent
     if parent:
         parts.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
-    parts.append(_text(b"\x2a", span.name))
-    parts.append(b"\x30" + _varint(_KIND[span.kind]))
+    parts.append(_SPAN_NAMES[span.name])
+    parts.append(_KIND[span.kind])
     if span.start_time:
         parts.append(b"\x39" + _FIXED64(span.start_time))
     if span.end_time:
         parts.append(b"\x41" + _FIXED64(span.end_time))
-    if span.attributes:
-        parts.append(_attributes(b"\x4a", span.attributes))
+    attributes = span.attributes
+    if attributes:
+        parts.append(_attributes(b"\x4a", attributes))
     if span.dropped_attributes:
         parts.append(b"\x50" + _varint(span.dropped_attributes))
     for event in span.events:
-        encoded = (b"\x09" + _FIXED64(event.timestamp) if event.timestamp else b"") + _text(
-            b"\x12", event.name
+        encoded = (b"\x09" + _FIXED64(event.timestamp) if event.timestamp else b"") + (
+            _EVENT_NAMES[event.name]
         )
         if event.attributes:
             encoded += _attributes(b"\x1a", event.attributes)
@@ -135,15 +173,17 @@ def _span(span: ReadableSpan) -> bytes:
     status = span.status
     if status is not None:
         code = status.status_code.value
-        parts.append(
-            _field(
-                b"\x7a",
-                _text(b"\x12", status.description or "")
-                + (b"\x18" + _varint(code) if code else b""),
+        if code or status.description:
+            parts.append(
+                _field(
+                    b"\x7a",
+                    _text(b"\x12", status.description or "")
+                    + (b"\x18" + _varint(code) if code else b""),
+                )
             )
-        )
-    flags = _HAS_IS_REMOTE | (_IS_REMOTE if parent is not None and parent.is_remote else 0)
-    parts.append(b"\x85\x01" + _FIXED32(flags))
+        else:
+            parts.append(_STATUS_UNSET)
+    parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
     return b"".join(parts)
 
 

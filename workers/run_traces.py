@@ -6,15 +6,18 @@ One span per run rather than one per step: each span costs the SDK about 20 µs 
 worker are sequential, so a span's start, its events and its end show each one's timing:
 
 - the span starts when the claim's statement started (one statement claims a batch);
-- `scheduler.claimed`: the claim's statement ended (only when the handler started 5 ms or
-  more later: waiting for its due time or its turn in the batch; `tracing.steps`);
+- `scheduler.claimed`: the claim's statement ended;
 - `scheduler.handler.started` / `scheduler.handler.ended`: the handler ran between them
-  (the span is the current one meanwhile: log records carry its ids); its end only when the
-  finish began 5 ms or more later, else `scheduler.finish.started` marks it;
+  (the span is the current one meanwhile: log records carry its ids);
 - `scheduler.finish.started`: the finish's statement began (a batch's successes are
   finished together: the gap after the handler's end is the wait for the batch);
 - the span ends when the finish's statement has committed (`scheduler.finish.accepted`
   false when the claim had been lost).
+
+An event is there only where the step before or after it took 5 ms or more (a wait for the
+due time or the batch, a slow claim, a handler that did some work: `tracing.steps`), so they
+are added once the span's end is known; a noop run's steps all take microseconds, and its
+span alone shows them.
 
 The trace context comes from the run's row (`TaskExecution.traceparent`, written by the fire
 or the trigger), never from the broker message: one doorbell may ring many runs, each of its
@@ -40,7 +43,7 @@ from handler_contract.base import HandlerOutcome
 from scheduler_app.services.claims import Claim
 from tracing.context import parent_context, sampled, traceparent_of
 from tracing.state import tracer
-from tracing.steps import step_event
+from tracing.steps import steps_events
 from workers.live_logs import LiveLogSink
 
 RUN_SPAN = "worker.run"
@@ -62,7 +65,27 @@ class RunTrace:
     claimed_ns: int = 0
     worker_id: str = ""
     span: Span | None = None
+    handler_started_ns: int = 0
     handler_ended_ns: int = 0
+
+    def events_add(self, span: Span, *, finish_started_ns: int, end_ns: int) -> None:
+        """The run's steps as the span's events, where they took time (`tracing.steps`)."""
+        steps_events(
+            span,
+            (
+                (CLAIMED, self.claimed_ns),
+                (HANDLER_STARTED, self.handler_started_ns),
+                (HANDLER_ENDED, self.handler_ended_ns),
+                (FINISH_STARTED, finish_started_ns),
+            ),
+            start_ns=(
+                self.claim_started_ns
+                or self.handler_started_ns
+                or getattr(span, "start_time", None)
+                or end_ns
+            ),
+            end_ns=end_ns,
+        )
 
 
 def claims_traced(
@@ -132,19 +155,19 @@ def handler_span(
             "scheduler.handler.type": handler_type,
         },
     )
-    started_ns = time_ns()
-    step_event(span, CLAIMED, at_ns=run_trace.claimed_ns, next_ns=started_ns)
-    span.add_event(HANDLER_STARTED, timestamp=started_ns)
+    run_trace.handler_started_ns = time_ns()
     token = context_api.attach(trace.set_span_in_context(span, run_trace.context))
     try:
         yield HandlerSpan(span, traceparent_of(span))
     except BaseException as error:
+        raised_ns = time_ns()
+        run_trace.events_add(span, finish_started_ns=0, end_ns=raised_ns)
         span.record_exception(error)
         span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}"[:200])
-        span.end()  # no finish follows
+        span.end(end_time=raised_ns)  # no finish follows
         raise
     else:
-        run_trace.handler_ended_ns = time_ns()  # an event at the finish, if it waited
+        run_trace.handler_ended_ns = time_ns()  # its events at the finish, with its end
         run_trace.span = span
     finally:
         context_api.detach(token)
@@ -190,8 +213,6 @@ def finish_span(run_trace: RunTrace | None) -> Iterator[None]:
         yield
         return
     started_ns = time_ns()
-    step_event(span, HANDLER_ENDED, at_ns=run_trace.handler_ended_ns, next_ns=started_ns)
-    span.add_event(FINISH_STARTED, timestamp=started_ns)
     token = context_api.attach(trace.set_span_in_context(span))
     try:
         yield  # a rejected finish (a lost claim) is the run's status in its trace
@@ -201,7 +222,9 @@ def finish_span(run_trace: RunTrace | None) -> Iterator[None]:
         raise
     finally:
         context_api.detach(token)
-        span.end()
+        ended_ns = time_ns()
+        run_trace.events_add(span, finish_started_ns=started_ns, end_ns=ended_ns)
+        span.end(end_time=ended_ns)
 
 
 def finishes_traced(
@@ -214,8 +237,7 @@ def finishes_traced(
         span = _span_taken(run_trace)
         if span is None or run_trace is None:
             continue
-        step_event(span, HANDLER_ENDED, at_ns=run_trace.handler_ended_ns, next_ns=started_ns)
-        span.add_event(FINISH_STARTED, timestamp=started_ns)
+        run_trace.events_add(span, finish_started_ns=started_ns, end_ns=ended_ns)
         if accepted is None:
             span.set_status(StatusCode.ERROR, "the batch's finish failed")
         elif not accepted[index]:

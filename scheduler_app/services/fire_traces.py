@@ -3,13 +3,14 @@
 Opened before the batch's INSERT; its context is written with the row (`traceparent`), in
 the same statement, and every later step of the run (the ring, the worker's run span)
 continues it. A fire the beat rings at once (`fires_record`'s doorbells) keeps its span open
-until the ring: the span then covers the recording and the publish, with the publish's
-start as its event (`scheduler.ring.started`), the INSERT's end too when the doorbell waited
-5 ms or more for its publish (`scheduler.recorded`, `tracing.steps`), and its end the
-publish's end, one span where a span of the ring's own would cost as much again
-(`scheduler_app.ringing.traces`). A fire left pending, or a backfill's, ends at its INSERT;
-so does a fire another scheduler had recorded already (ON CONFLICT DO NOTHING), marked
-`scheduler.fire.recorded` false: the trace of a double decision, with no run under it.
+until the ring: the span then covers the recording and the publish, its end the publish's
+end, with the INSERT's end (`scheduler.recorded`) and the publish's start
+(`scheduler.ring.started`) as its events where a step around them took 5 ms or more (the
+INSERT, the doorbell's wait for its publish, the publish: `tracing.steps`): one span where a
+span of the ring's own would cost as much again (`scheduler_app.ringing.traces`). A fire
+left pending, or a backfill's, ends at its INSERT; so does a fire another scheduler had
+recorded already (ON CONFLICT DO NOTHING), marked `scheduler.fire.recorded` false: the
+trace of a double decision, with no run under it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from opentelemetry.trace import Span
 
 from tracing.context import traceparent_of
 from tracing.state import before_stop_call, tracer
-from tracing.steps import step_event
+from tracing.steps import steps_events
 
 
 class _Fire(Protocol):
@@ -54,12 +55,13 @@ class FireSpans:
         strings, the doorbells the caller rings next): theirs end at their ring."""
         recorded_ns = time_ns()
         for span, execution_id in zip(self.spans, self.execution_ids, strict=True):
+            if not span.is_recording():
+                continue  # a sampled-out fire: its span records nothing, ends nowhere
             if execution_id not in recorded:
-                if span.is_recording():
-                    span.set_attribute("scheduler.fire.recorded", False)
+                span.set_attribute("scheduler.fire.recorded", False)
                 span.end(end_time=recorded_ns)
-            elif str(execution_id) in to_ring and span.is_recording():
-                # Its `scheduler.recorded` is added at the ring, if the doorbell waited.
+            elif str(execution_id) in to_ring:
+                # Its `scheduler.recorded` is decided at the ring (`tracing.steps`).
                 _awaiting_ring.park(str(execution_id), span, recorded_ns)
             else:
                 span.end(end_time=recorded_ns)
@@ -127,8 +129,12 @@ def fire_spans_rung(execution_ids: Iterable[str], *, started_ns: int, ended_ns: 
     a run rung again, or recorded by another process)."""
     rung = set()
     for execution_id, span, recorded_ns in _awaiting_ring.take(execution_ids):
-        step_event(span, RECORDED, at_ns=recorded_ns, next_ns=started_ns)
-        span.add_event(RING_STARTED, timestamp=started_ns)
+        steps_events(
+            span,
+            ((RECORDED, recorded_ns), (RING_STARTED, started_ns)),
+            start_ns=getattr(span, "start_time", None) or recorded_ns,
+            end_ns=ended_ns,
+        )
         span.end(end_time=ended_ns)
         rung.add(execution_id)
     return rung

@@ -219,22 +219,17 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
     # the fire and rang it (its span's end), the worker claimed, ran and finished it.
     # (The worker may take the doorbell before the beat's publish has returned: the fire's
     # end is not before the claim's start, the publish's start is.)
-    # A step the next one followed within 5 ms has no event of its own (`tracing.steps`):
-    # the INSERT's end, the claim's end and the handler's end show only where they waited.
+    # A step between two that each took under 5 ms has no event of its own
+    # (`tracing.steps`): each stands in for by the mark before it, the span's start at first.
     fired, ran = fire["events"], run["events"]
     recorded = fired.get("scheduler.recorded", fire["start"])
-    assert fire["start"] <= recorded <= fired["scheduler.ring.started"] <= fire["end"]
+    ring_started = fired.get("scheduler.ring.started", recorded)
+    assert fire["start"] <= recorded <= ring_started <= fire["end"]
     claimed = ran.get("scheduler.claimed", run["start"])
-    ended = ran.get("scheduler.handler.ended", ran["scheduler.handler.started"])
-    assert (
-        fired["scheduler.ring.started"]
-        <= run["start"]
-        <= claimed
-        <= ran["scheduler.handler.started"]
-        <= ended
-        <= ran["scheduler.finish.started"]
-        <= run["end"]
-    )
+    started = ran.get("scheduler.handler.started", claimed)
+    ended = ran.get("scheduler.handler.ended", started)
+    finishing = ran.get("scheduler.finish.started", ended)
+    assert ring_started <= run["start"] <= claimed <= started <= ended <= finishing <= run["end"]
 
     # Log lines name their trace and span: the worker's, written while the handler's span
     # was current (Celery's own handlers, given the filter), and the platform's lines of the
@@ -258,5 +253,10 @@ def test_the_beat_and_the_worker_export_one_trace_per_run_and_per_dag_run(tenant
     assert {r["parent_id"] for r in dag_run["runs"]} == {root["span_id"]}
     for node in dag_run["runs"]:
         assert node["service"] == "scheduler-worker"
-        assert "scheduler.handler.started" in node["events"]
+        assert set(node["events"]) <= {
+            "scheduler.claimed",
+            "scheduler.handler.started",
+            "scheduler.handler.ended",
+            "scheduler.finish.started",
+        }
         assert node["start"] <= node["end"]

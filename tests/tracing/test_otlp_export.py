@@ -5,8 +5,12 @@ sends them."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import logging
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -41,6 +45,7 @@ def _spans():
         other = provider.get_tracer("opentelemetry.instrumentation.x", "1.2", schema_url="s://x")
         fire = ours.start_span("scheduler.fire", context=Context())
         fire.set_attributes({"scheduler.task.id": "1b9d6bcd", "scheduler.execution.id": "é✓"})
+        fire.set_attribute("long", "x" * 300)  # lengths past one varint byte
         fire.add_event("scheduler.ring.started")
         fire.end()
         stored = f"00-{fire.get_span_context().trace_id:032x}-{0xABCD:016x}-01"
@@ -134,3 +139,35 @@ def test_a_collector_refusing_the_export_is_a_failure():
     finally:
         exporter.shutdown()
         receiver.close()
+
+
+# The packages whose private parts `tracing.otlp_export` uses (the SDK's encoder functions,
+# the exporter's client, metrics and size limit).
+_READ_INTO = (
+    "opentelemetry-sdk",
+    "opentelemetry-proto",
+    "opentelemetry-exporter-otlp-proto-http",
+    "opentelemetry-exporter-otlp-proto-common",
+    "opentelemetry-exporter-otlp-common",
+    "opentelemetry-exporter-http-transport",
+)
+
+
+def test_the_installed_exporter_is_the_pinned_one_and_takes_this_encoding(caplog):
+    requirements = (Path(__file__).resolve().parents[2] / "requirements.txt").read_text()
+    pins = dict(re.findall(r"^([\w.-]+)==(\S+)", requirements, re.MULTILINE))
+    for name in _READ_INTO:
+        assert importlib.metadata.version(name) == pins[name], name
+    spans = _spans()
+    receiver = _Receiver()
+    exporter = RunPathOTLPSpanExporter(endpoint=receiver.url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tracing.otlp_export"):
+            assert exporter.export(spans) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+        receiver.close()
+    # Its internals are where this encoder sends through: no fall back to the SDK's export.
+    assert not getattr(exporter, "_said_fallback", False)
+    assert "internals changed" not in caplog.text
+    assert receiver.requests == [spans_encoded(spans)]

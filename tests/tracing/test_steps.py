@@ -17,7 +17,7 @@ from scheduler_app.services.firing import Fire, fires_record
 from tests.factories import make_task
 from tests.tracing.conftest import by_name, events_of
 from tracing.state import tracer
-from tracing.steps import STEP_GAP_NS, step_event
+from tracing.steps import STEP_GAP_NS, steps_events
 from workers.live_logs import LiveLogSink
 from workers.run_traces import (
     HandlerSpan,
@@ -28,15 +28,34 @@ from workers.run_traces import (
 )
 
 
-def test_a_step_has_an_event_only_when_the_next_waited_for_it(spans):
+def test_a_step_has_an_event_only_when_a_step_beside_it_took_time(spans):
     span = tracer().start_span("steps")
     at = time_ns()
-    step_event(span, "quick", at_ns=at, next_ns=at + STEP_GAP_NS - 1)
-    step_event(span, "unset", at_ns=0, next_ns=at + STEP_GAP_NS)
-    step_event(span, "waited", at_ns=at, next_ns=at + STEP_GAP_NS)
+    gap = STEP_GAP_NS
+    steps_events(
+        span,
+        [
+            ("quick", at + 1),  # 1 ns after the start, gap - 2 before the next
+            ("unset", 0),
+            ("before-the-wait", at + gap - 1),  # the next step waited a whole gap
+            ("after-the-wait", at + 2 * gap - 1),
+            ("then-quick", at + 2 * gap),
+        ],
+        start_ns=at,
+        end_ns=at + 2 * gap + 1,
+    )
     span.end()
     (ended,) = spans.get_finished_spans()
-    assert events_of(ended) == {"waited": at}
+    assert events_of(ended) == {"before-the-wait": at + gap - 1, "after-the-wait": at + 2 * gap - 1}
+
+
+def test_a_span_shorter_than_the_gap_has_no_events(spans):
+    span = tracer().start_span("steps")
+    at = time_ns()
+    steps_events(span, [("a", at + 1), ("b", at + 2)], start_ns=at, end_ns=at + STEP_GAP_NS - 1)
+    span.end()
+    (ended,) = spans.get_finished_spans()
+    assert events_of(ended) == {}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -66,20 +85,24 @@ def test_a_fire_that_waited_for_its_ring_shows_when_it_was_recorded(tenant, span
 
 
 def test_a_run_whose_finish_waited_for_its_batch_shows_its_handlers_end(spans):
-    span = tracer().start_span("worker.run")
-    ended = time_ns()
-    waited, at_once = (
-        RunTrace(None, "", span=span, handler_ended_ns=ended),
-        RunTrace(None, "", span=tracer().start_span("worker.run"), handler_ended_ns=ended),
-    )
+    # The first run's handler ended two gaps ago (its span began just before), and its
+    # batch's finish began a gap after that; the second's handler has just ended, its
+    # finish a microsecond later.
+    ended = time_ns() - 2 * STEP_GAP_NS
+    span = tracer().start_span("worker.run", start_time=ended - 1000)
+    waited = RunTrace(None, "", span=span, handler_ended_ns=ended)
     finishes_traced([waited], started_ns=ended + STEP_GAP_NS, accepted=[True])
-    finishes_traced([at_once], started_ns=ended + 1000, accepted=[True])
+    now = time_ns()
+    at_once = RunTrace(
+        None, "", span=tracer().start_span("worker.run", start_time=now), handler_ended_ns=now
+    )
+    finishes_traced([at_once], started_ns=now + 1000, accepted=[True])
     first, second = spans.get_finished_spans()
     assert events_of(first) == {
         "scheduler.handler.ended": ended,
         "scheduler.finish.started": ended + STEP_GAP_NS,
     }
-    assert events_of(second) == {"scheduler.finish.started": ended + 1000}
+    assert events_of(second) == {}  # its steps all took microseconds: the span alone
 
 
 def _sink() -> LiveLogSink:
