@@ -123,7 +123,11 @@ def _claim_sql() -> str:
         f"WITH claimed AS (UPDATE {executions} e SET status = %s, worker_id = %s, "
         # A run claimed holds no flow-control slot until its admission gives it one
         # (`services.flow_admission`); a row given back or deferred may still carry one.
-        "claim_token = u.token, started_at = %s, lease_expires_at = %s, updated_at = %s, "
+        # The lease counts from the run's time when it is claimed ahead of it: its process
+        # holds it through the wait for it (`workers.due`; a batch's wait renews nothing),
+        # and a lease that ran out meanwhile would hand a run still held to another process.
+        "claim_token = u.token, started_at = %s, "
+        "lease_expires_at = GREATEST(e.scheduled_at, %s) + %s, updated_at = %s, "
         "flow_holds = NULL "
         "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
         "WHERE e.id = u.id AND e.status IN (%s, %s) AND e.scheduled_at <= %s RETURNING e.*) "
@@ -146,7 +150,8 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
                 ExecutionStatus.RUNNING.value,
                 worker_id,
                 now,
-                now + timedelta(seconds=lease_seconds),
+                now,
+                timedelta(seconds=lease_seconds),
                 now,
                 ids,
                 tokens,
