@@ -11,13 +11,13 @@ worker whose registry entry still looks alive is covered by the lease reaper
 from __future__ import annotations
 
 import logging
-import time
 
 from runs.lost import worker_runs_lose
 from scheduler_app.fleet.registry import (
     STATE_ACTIVE,
     STATE_DEAD,
     STATE_DRAINING,
+    registry_now,
     worker_mark_dead,
     worker_records,
 )
@@ -42,7 +42,9 @@ def dead_workers_reap() -> int:
 
 
 def _reap() -> int:
-    now = time.time()
+    # Heartbeats are aged by the registry's clock, never this process's: a reaper whose
+    # wall clock was stepped ahead would find every live worker silent.
+    now = registry_now()
     lost = 0
     for record in worker_records():
         overdue = record.state in (STATE_ACTIVE, STATE_DRAINING) and record.is_overdue(now)

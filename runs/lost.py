@@ -13,7 +13,6 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from runs.settle import run_settled
 from scheduler_app.capabilities import PARTIAL_CAPABILITIES
@@ -62,11 +61,11 @@ def run_lease_expired_lose(*, execution_id: uuid.UUID, now: datetime | None = No
 
 
 def expired_leases_reap(*, now: datetime | None = None, limit: int = 500) -> int:
-    """Re-queue (or fail) every running run whose lease has expired. Returns how many this
-    call won."""
-    now = now or timezone.now()
+    """Re-queue (or fail) every running run whose lease has expired, by PostgreSQL's clock
+    unless `now` is given (never this process's: a reaper whose clock was stepped 30 s ahead
+    took every live run's lease for expired). Returns how many this call won."""
     return sum(
-        run_lease_expired_lose(execution_id=execution_id)
+        run_lease_expired_lose(execution_id=execution_id, now=now)
         for execution_id in expired_lease_ids(now=now, limit=limit)
     )
 
@@ -115,7 +114,7 @@ def executions_without_capable_worker_fail(
 
 
 def _leases_chore(now: datetime) -> None:
-    reaped = expired_leases_reap(now=now)
+    reaped = expired_leases_reap()  # by PostgreSQL's clock, not the tick's `now`
     if reaped:
         logger.warning("reaped %d runs whose worker stopped renewing its lease", reaped)
 

@@ -34,6 +34,7 @@ __all__ = [
     "STATE_GONE",
     "WorkerRecord",
     "live_processes",
+    "registry_now",
     "sticky_queue_name",
     "worker_mark_dead",
     "worker_record_get",
@@ -44,6 +45,15 @@ __all__ = [
 COMPLETION_BUCKET_SECONDS = 10
 # Error rate over the last hour: per-minute buckets of finished and errored runs.
 HOUR_BUCKET_SECONDS = 60
+
+
+def registry_now() -> float:
+    """The registry's clock (Redis's own, Unix seconds): the one every reaper judges a
+    heartbeat's age by. A reaper's own wall clock may be stepped (NTP, a VM resumed): one
+    30 s ahead found every live worker silent for 30 s and handed their running runs to
+    other processes while they ran them."""
+    seconds, microseconds = get_redis().time()
+    return seconds + microseconds / 1_000_000
 
 
 def worker_mark_dead(record: WorkerRecord) -> bool:

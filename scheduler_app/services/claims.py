@@ -126,7 +126,11 @@ def _claim_sql() -> str:
         # Except the slots a lost run's requeue kept for it (`services.losses`): queued
         # with a lease not yet ended, they stay held through the claim, so no other
         # admission takes them before this run's own (which does not count them).
-        "claim_token = u.token, started_at = %s, lease_expires_at = %s, updated_at = %s, "
+        # The lease counts from the run's time when it is claimed ahead of it: its process
+        # holds it through the wait for it (`workers.due`; a batch's wait renews nothing),
+        # and a lease that ran out meanwhile would hand a run still held to another process.
+        "claim_token = u.token, started_at = %s, "
+        "lease_expires_at = GREATEST(e.scheduled_at, %s) + %s, updated_at = %s, "
         "flow_holds = CASE WHEN e.status = %s AND e.lease_expires_at > %s "
         "THEN e.flow_holds END "
         "FROM unnest(%s::uuid[], %s::uuid[]) AS u(id, token) "
@@ -150,7 +154,8 @@ def _claim_postgres(ids: list[uuid.UUID], *, worker_id: str, lease_seconds: floa
                 ExecutionStatus.RUNNING.value,
                 worker_id,
                 now,
-                now + timedelta(seconds=lease_seconds),
+                now,
+                timedelta(seconds=lease_seconds),
                 now,
                 ExecutionStatus.QUEUED.value,
                 now,

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from functools import cache
 
 from django.db import connection, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from handler_contract.base import HandlerOutcome as Outcome  # what a handler reported
@@ -273,11 +274,13 @@ def _prefer_previous_worker(next_attempt: TaskExecution, *, worker_id: str, now:
     transaction.on_commit(hint)
 
 
-def expired_lease_ids(*, now: datetime, limit: int = 500) -> list[uuid.UUID]:
-    """The running executions whose lease has expired (their worker stopped renewing it)."""
+def expired_lease_ids(*, now: datetime | None = None, limit: int = 500) -> list[uuid.UUID]:
+    """The running executions whose lease has expired (their worker stopped renewing it), by
+    PostgreSQL's clock unless `now` is given: never the reaper's own, which may be stepped
+    (one 30 s ahead saw every live run's lease expired)."""
     return list(
         TaskExecution.platform.filter(
-            status=ExecutionStatus.RUNNING, lease_expires_at__lt=now
+            status=ExecutionStatus.RUNNING, lease_expires_at__lt=Now() if now is None else now
         ).values_list("id", flat=True)[:limit]
     )
 

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from scheduler_app.choices import ExecutionStatus
@@ -61,12 +62,13 @@ class LossReport:
 
 def execution_lease_lost(*, execution_id: uuid.UUID, now: datetime | None = None) -> LossReport:
     """A running execution whose lease expired (a hung or partitioned worker, whatever its
-    registry entry says): re-queued, or failed once its requeues are spent."""
-    now = now or timezone.now()
+    registry entry says): re-queued, or failed once its requeues are spent. Expired by
+    PostgreSQL's clock unless `now` is given, never the reaper's own (it may be stepped)."""
+    expired = Now() if now is None else now
     return _lose(
-        Q(id=execution_id, status=ExecutionStatus.RUNNING, lease_expires_at__lt=now),
+        Q(id=execution_id, status=ExecutionStatus.RUNNING, lease_expires_at__lt=expired),
         reason=LEASE_EXPIRED,
-        now=now,
+        now=now or timezone.now(),
     )
 
 
