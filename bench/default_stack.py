@@ -33,14 +33,13 @@ from collections import Counter
 from pathlib import Path
 
 from bench import support
+from devstack.commands import beat_command, worker_command
 
 POSTGRES_LOG = Path("/var/log/postgresql/postgresql-15-main.log")
 LOG_DIR = support.ROOT / "bench" / "results" / "logs"
-# devstack/localstack.py's worker (make run).
-WORKER_ARGV = [
-    *("-m", "celery", "-A", "project", "worker", "-Q", "critical,normal,bulk", "-c", "2"),
-    *("-l", "INFO", "-n", "local@%h"),
-]
+# make run's worker and beat (devstack/commands.py), without the interpreter support.spawn adds.
+WORKER_ARGV = worker_command(sys.executable)[1:]
+BEAT_ARGV = beat_command(sys.executable)[1:]
 
 
 def _option(args: list[str], name: str, default: int) -> int:
@@ -153,9 +152,7 @@ def run(args: list[str]) -> None:
     env = {"LOG_LEVEL": "INFO", "CELERY_SEND_EVENTS": "true"}
     worker = support.spawn(WORKER_ARGV, log_name="default-worker", **env)
     time.sleep(8)
-    beat = support.spawn(
-        ["-m", "celery", "-A", "project", "beat", "-l", "INFO"], log_name="default-beat", **env
-    )
+    beat = support.spawn(BEAT_ARGV, log_name="default-beat", **env)
     time.sleep(8)  # lead, load, first fires
     logs = {name: LOG_DIR / f"default-{name}.log" for name in ("worker", "beat")}
     offsets = {name: path.stat().st_size for name, path in logs.items()}
@@ -173,9 +170,7 @@ def run(args: list[str]) -> None:
         support.stop(worker)
         worker = support.spawn(WORKER_ARGV, log_name="default-worker", **env)
         time.sleep(8)
-        beat = support.spawn(
-            ["-m", "celery", "-A", "project", "beat", "-l", "INFO"], log_name="default-beat", **env
-        )
+        beat = support.spawn(BEAT_ARGV, log_name="default-beat", **env)
         time.sleep(8)
         offsets = {name: path.stat().st_size for name, path in logs.items()}
         monitor.counting = True
