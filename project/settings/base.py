@@ -259,14 +259,9 @@ MEMBER_INVITATION_TTL_HOURS = env_int("MEMBER_INVITATION_TTL_HOURS", 168)
 IDEMPOTENCY_TTL_HOURS = env_int("IDEMPOTENCY_TTL_HOURS", 24)
 # Posted events (POST /api/v1/events) are kept this long, then pruned by the leader.
 EVENTS_RETENTION_DAYS = env_int("EVENTS_RETENTION_DAYS", 7)
-QUOTA_DEFER_SECONDS = env_float("QUOTA_DEFER_SECONDS", 5.0)
-# ... this long when those over it were claimed moments ago (services/quotas.py).
-QUOTA_RECHECK_SECONDS = env_float("QUOTA_RECHECK_SECONDS", 0.5)
-# A run waiting for a flow-control slot (concurrency key, pool) is looked at again after this
-# long, then after a quarter of how long it has waited, at most FLOW_RECHECK_MAX_SECONDS,
-# spread by +-25%, unless a finish hands it a slot first (scheduler_app/services/flow_admission.py).
-FLOW_RECHECK_SECONDS = env_float("FLOW_RECHECK_SECONDS", 1.0)
-FLOW_RECHECK_MAX_SECONDS = env_float("FLOW_RECHECK_MAX_SECONDS", 5.0)
+# Quota deferrals and flow-control rechecks: project/settings/run_waits.py.
+from project.settings.run_waits import *  # noqa: E402, F403
+
 # A worker reads a tenant's stored-log bytes (scheduler_app/services/log_quota.py) at most
 # this often; a burst of finishes can overshoot max_log_bytes by what it logs meanwhile.
 LOG_QUOTA_CACHE_SECONDS = env_float("LOG_QUOTA_CACHE_SECONDS", 2.0)
